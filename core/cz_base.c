@@ -1,0 +1,112 @@
+/* cz_base.c - status names, error formatting, assert failure and allocation helpers. */
+#include "cz_base.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cz_version.h"
+
+const char *cz_strerror(cz_status status)
+{
+    switch (status) {
+    case CZ_OK: return "ok";
+    case CZ_EINVAL: return "invalid value";
+    case CZ_EFORMAT: return "malformed input";
+    case CZ_EIO: return "I/O error";
+    case CZ_ENOMEM: return "out of memory";
+    case CZ_ERANGE: return "value out of range";
+    case CZ_ENOTFOUND: return "not found";
+    }
+    return "unknown status";
+}
+
+cz_status cz_err_set(cz_err *err, cz_status status, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+        err->status = status;
+    }
+    return status;
+}
+
+cz_status cz_err_prefix(cz_err *err, const char *fmt, ...)
+{
+    CZ_ASSERT(err != NULL);
+    char prefix[CZ_ERR_MSG_MAX];
+    char old[CZ_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, err->msg, sizeof old);
+    snprintf(err->msg, sizeof err->msg, "%s%s", prefix, old);
+    return err->status;
+}
+
+void cz_err_clear(cz_err *err)
+{
+    if (err) {
+        err->status = CZ_OK;
+        err->msg[0] = '\0';
+    }
+}
+
+_Noreturn void cz__assert_fail(const char *file, int line, const char *expr)
+{
+    fprintf(stderr, "%s:%d: assertion failed: %s\n", file, line, expr);
+    fflush(stderr);
+    abort();
+}
+
+void *cz_xmalloc(size_t size)
+{
+    void *p = malloc(size ? size : 1);
+    CZ_ASSERT(p != NULL);
+    return p;
+}
+
+void *cz_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    CZ_ASSERT(p != NULL);
+    return p;
+}
+
+void *cz_xrealloc(void *ptr, size_t n, size_t size)
+{
+    CZ_ASSERT(size == 0 || n <= SIZE_MAX / size);
+    void *p = realloc(ptr, n * size ? n * size : 1);
+    CZ_ASSERT(p != NULL);
+    return p;
+}
+
+char *cz_xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = cz_xmalloc(n);
+    memcpy(p, s, n);
+    return p;
+}
+
+void cz_grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return;
+    size_t ncap = *cap ? *cap : 16;
+    while (ncap < need) {
+        CZ_ASSERT(ncap <= SIZE_MAX / 2);
+        ncap *= 2;
+    }
+    *arr = cz_xrealloc(*arr, ncap, elem);
+    *cap = ncap;
+}
+
+const char *cz_version(void)
+{
+    return CZ_VERSION;
+}

@@ -1,0 +1,72 @@
+/* cz_base.h - status codes, error messages with context, and the always-on assert.
+ *
+ * Two tiers of errors (docs/design.md): recoverable failures (bad config, bad trace,
+ * I/O) return a cz_status and fill a caller-supplied cz_err with a message that names
+ * the file, the line or record, the field and what was expected; broken invariants
+ * (bugs) hit CZ_ASSERT, which prints file:line and the expression and aborts in every
+ * build. Only main() prints errors and exits. */
+#ifndef CZ_BASE_H
+#define CZ_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum cz_status {
+    CZ_OK = 0,
+    CZ_EINVAL,   /* bad value in a config, a flag or a trace record */
+    CZ_EFORMAT,  /* malformed file: not JSON, wrong columns, unparsable number */
+    CZ_EIO,      /* cannot open, read or write a file */
+    CZ_ENOMEM,   /* an allocation failed */
+    CZ_ERANGE,   /* a value is out of the representable or supported range */
+    CZ_ENOTFOUND /* a named thing (model card, policy, format) does not exist */
+} cz_status;
+
+#define CZ_ERR_MSG_MAX 1024
+
+/* Error context filled by the function that fails. `msg` is a full sentence such as
+ * "trace.csv:17: field 'Request tokens': expected a non-negative integer, got 'abc'". */
+typedef struct cz_err {
+    cz_status status;
+    char msg[CZ_ERR_MSG_MAX];
+} cz_err;
+
+/* Short name of a status ("invalid value", "I/O error", ...). Never NULL. */
+const char *cz_strerror(cz_status status);
+
+/* Records `status` and a printf-style message in `err` (which may be NULL) and returns
+ * `status`, so failures read `return cz_err_set(err, CZ_EINVAL, "...", ...);`. */
+cz_status cz_err_set(cz_err *err, cz_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Prefixes the message already in `err` with a printf-style context ("config.json: ").
+ * Returns err->status. `err` must not be NULL. */
+cz_status cz_err_prefix(cz_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Clears `err` to CZ_OK with an empty message. */
+void cz_err_clear(cz_err *err);
+
+/* Called by CZ_ASSERT: prints "file:line: assertion failed: expr" to stderr and aborts. */
+_Noreturn void cz__assert_fail(const char *file, int line, const char *expr);
+
+/* Checks an invariant in every build type (never compiled out, unlike assert()). */
+#define CZ_ASSERT(cond) \
+    ((cond) ? (void)0 : cz__assert_fail(__FILE__, __LINE__, #cond))
+
+/* Allocation helpers: they abort through CZ_ASSERT when memory is exhausted, as ggml
+ * does; the toolkit treats OOM as unrecoverable. cz_xrealloc grows an array of `n`
+ * elements of `size` bytes, checking the multiplication for overflow. */
+void *cz_xmalloc(size_t size);
+void *cz_xcalloc(size_t n, size_t size);
+void *cz_xrealloc(void *ptr, size_t n, size_t size);
+char *cz_xstrdup(const char *s);
+
+/* Grows *arr (of elements of `elem` bytes, capacity *cap) so that it holds at least
+ * `need` elements, doubling. Amortised O(1); used at load time, never on hot paths. */
+void cz_grow(void **arr, size_t *cap, size_t need, size_t elem);
+
+#define CZ_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The toolkit's version string (from meson's project version). */
+const char *cz_version(void);
+
+#endif

@@ -1,0 +1,268 @@
+/* cz_json.c - see cz_json.h. */
+#include "cz_json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+cz_status cz_file_read_all(const char *path, char **out, size_t *len_out, cz_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return cz_err_set(err, CZ_EIO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = cz_xmalloc(cap);
+    for (;;) {
+        if (len + 1 >= cap) {
+            cap *= 2;
+            buf = cz_xrealloc(buf, cap, 1);
+        }
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return cz_err_set(err, CZ_EIO, "%s: read error", path);
+    }
+    buf[len] = '\0';
+    *out = buf;
+    if (len_out)
+        *len_out = len;
+    return CZ_OK;
+}
+
+cz_status cz_json_parse(const char *text, const char *name, cJSON **out, cz_err *err)
+{
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithOpts(text, &end, 1);
+    if (!j) {
+        const char *at = cJSON_GetErrorPtr();
+        if (!at)
+            at = end ? end : text;
+        int line = 1, col = 1;
+        for (const char *p = text; *p && p < at; p++) {
+            if (*p == '\n') {
+                line++;
+                col = 1;
+            } else {
+                col++;
+            }
+        }
+        return cz_err_set(err, CZ_EFORMAT, "%s:%d:%d: not valid JSON", name, line, col);
+    }
+    *out = j;
+    return CZ_OK;
+}
+
+cz_status cz_json_load(const char *path, cJSON **out, cz_err *err)
+{
+    char *text = NULL;
+    cz_status st = cz_file_read_all(path, &text, NULL, err);
+    if (st != CZ_OK)
+        return st;
+    st = cz_json_parse(text, path, out, err);
+    free(text);
+    return st;
+}
+
+static const char *type_name(const cJSON *it)
+{
+    if (cJSON_IsNumber(it)) return "a number";
+    if (cJSON_IsString(it)) return "a string";
+    if (cJSON_IsBool(it)) return "a boolean";
+    if (cJSON_IsNull(it)) return "null";
+    if (cJSON_IsArray(it)) return "an array";
+    if (cJSON_IsObject(it)) return "an object";
+    return "an unknown value";
+}
+
+static cz_status lookup(const cJSON *obj, const char *where, const char *key, bool required,
+                        const cJSON **it, cz_err *err)
+{
+    *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!*it && required)
+        return cz_err_set(err, CZ_EINVAL, "%s: missing field '%s'", where, key);
+    return CZ_OK;
+}
+
+cz_status cz_json_num(const cJSON *obj, const char *where, const char *key, bool required,
+                      double min, double max, double *out, cz_err *err)
+{
+    const cJSON *it;
+    cz_status st = lookup(obj, where, key, required, &it, err);
+    if (st != CZ_OK || !it)
+        return st;
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < min ||
+        it->valuedouble > max)
+        return cz_err_set(err, CZ_EINVAL, "%s: field '%s': expected a number in [%g, %g], got %s",
+                          where, key, min, max,
+                          cJSON_IsNumber(it) ? "a number outside that range" : type_name(it));
+    *out = it->valuedouble;
+    return CZ_OK;
+}
+
+cz_status cz_json_u64(const cJSON *obj, const char *where, const char *key, bool required,
+                      uint64_t min, uint64_t max, uint64_t *out, cz_err *err)
+{
+    const cJSON *it;
+    cz_status st = lookup(obj, where, key, required, &it, err);
+    if (st != CZ_OK || !it)
+        return st;
+    double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
+    if (!cJSON_IsNumber(it) || v != floor(v) || v < (double)min || v > (double)max)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field '%s': expected an integer in [%llu, %llu], got %s", where, key,
+                          (unsigned long long)min, (unsigned long long)max,
+                          cJSON_IsNumber(it) ? "a number outside that set" : type_name(it));
+    *out = (uint64_t)v;
+    return CZ_OK;
+}
+
+cz_status cz_json_bool(const cJSON *obj, const char *where, const char *key, bool required,
+                       bool *out, cz_err *err)
+{
+    const cJSON *it;
+    cz_status st = lookup(obj, where, key, required, &it, err);
+    if (st != CZ_OK || !it)
+        return st;
+    if (!cJSON_IsBool(it))
+        return cz_err_set(err, CZ_EINVAL, "%s: field '%s': expected true or false, got %s", where,
+                          key, type_name(it));
+    *out = cJSON_IsTrue(it);
+    return CZ_OK;
+}
+
+cz_status cz_json_str(const cJSON *obj, const char *where, const char *key, bool required,
+                      const char **out, cz_err *err)
+{
+    const cJSON *it;
+    cz_status st = lookup(obj, where, key, required, &it, err);
+    if (st != CZ_OK || !it)
+        return st;
+    if (!cJSON_IsString(it))
+        return cz_err_set(err, CZ_EINVAL, "%s: field '%s': expected a string, got %s", where, key,
+                          type_name(it));
+    *out = it->valuestring;
+    return CZ_OK;
+}
+
+cz_status cz_json_obj(const cJSON *obj, const char *where, const char *key, bool required,
+                      const cJSON **out, cz_err *err)
+{
+    const cJSON *it;
+    *out = NULL;
+    cz_status st = lookup(obj, where, key, required, &it, err);
+    if (st != CZ_OK || !it)
+        return st;
+    if (!cJSON_IsObject(it))
+        return cz_err_set(err, CZ_EINVAL, "%s: field '%s': expected an object, got %s", where, key,
+                          type_name(it));
+    *out = it;
+    return CZ_OK;
+}
+
+cz_status cz_json_check_keys(const cJSON *obj, const char *where, const char *const *allowed,
+                             int n_allowed, cz_err *err)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj)
+    {
+        bool ok = false;
+        for (int i = 0; i < n_allowed && !ok; i++)
+            ok = it->string && strcmp(it->string, allowed[i]) == 0;
+        if (!ok) {
+            char list[512] = "";
+            size_t used = 0;
+            for (int i = 0; i < n_allowed && used + 1 < sizeof list; i++) {
+                int w = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
+                                 allowed[i]);
+                if (w < 0)
+                    break;
+                used += (size_t)w;
+            }
+            return cz_err_set(err, CZ_EINVAL, "%s: unknown field '%s' (expected one of: %s)", where,
+                              it->string ? it->string : "?", list);
+        }
+    }
+    return CZ_OK;
+}
+
+cz_status cz_json_set_path(cJSON *root, const char *assignment, cz_err *err)
+{
+    const char *eq = strchr(assignment, '=');
+    if (!eq || eq == assignment)
+        return cz_err_set(err, CZ_EINVAL, "--set '%s': expected key.path=value", assignment);
+    size_t klen = (size_t)(eq - assignment);
+    char *path = cz_xmalloc(klen + 1);
+    memcpy(path, assignment, klen);
+    path[klen] = '\0';
+    const char *value = eq + 1;
+
+    cJSON *node = root;
+    char *save = NULL;
+    char *tok = strtok_r(path, ".", &save);
+    cz_status st = CZ_OK;
+    while (tok) {
+        char *next = strtok_r(NULL, ".", &save);
+        if (!next) {
+            cJSON *v = cJSON_Parse(value);
+            if (!v)
+                v = cJSON_CreateString(value);
+            if (cJSON_GetObjectItemCaseSensitive(node, tok))
+                cJSON_ReplaceItemInObjectCaseSensitive(node, tok, v);
+            else
+                cJSON_AddItemToObject(node, tok, v);
+            break;
+        }
+        cJSON *child = cJSON_GetObjectItemCaseSensitive(node, tok);
+        if (!child) {
+            child = cJSON_AddObjectToObject(node, tok);
+        } else if (!cJSON_IsObject(child)) {
+            st = cz_err_set(err, CZ_EINVAL, "--set '%s': '%s' is not an object in the config",
+                            assignment, tok);
+            break;
+        }
+        node = child;
+        tok = next;
+    }
+    free(path);
+    return st;
+}
+
+cz_status cz_json_write_file(const cJSON *json, const char *path, bool formatted, cz_err *err)
+{
+    char *text = formatted ? cJSON_Print(json) : cJSON_PrintUnformatted(json);
+    CZ_ASSERT(text != NULL);
+    size_t n = strlen(path) + 16;
+    char *tmp = cz_xmalloc(n);
+    snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
+    cz_status st = CZ_OK;
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        st = cz_err_set(err, CZ_EIO, "%s: cannot write: %s", path, strerror(errno));
+    } else {
+        int bad = fputs(text, f) < 0 || fputc('\n', f) == EOF;
+        bad |= fclose(f) != 0;
+        if (bad || rename(tmp, path) != 0) {
+            st = cz_err_set(err, CZ_EIO, "%s: cannot write: %s", path, strerror(errno));
+            remove(tmp);
+        }
+    }
+    free(tmp);
+    cJSON_free(text);
+    return st;
+}
+
+cJSON *cz_json_add_num(cJSON *obj, const char *key, double v)
+{
+    if (!isfinite(v))
+        return cJSON_AddNullToObject(obj, key);
+    return cJSON_AddNumberToObject(obj, key, v);
+}

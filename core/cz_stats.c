@@ -1,0 +1,108 @@
+/* cz_stats.c - see cz_stats.h. */
+#include "cz_stats.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+
+#include "cz_base.h"
+
+static void dist_nan(cz_dist *o)
+{
+    o->n = 0;
+    o->mean = o->std = o->median = o->min = o->max = NAN;
+    o->p50 = o->p90 = o->p95 = o->p99 = NAN;
+}
+
+double cz_percentile_sorted(const double *sorted, size_t n, double q)
+{
+    CZ_ASSERT(n > 0 && q >= 0.0 && q <= 100.0);
+    return gsl_stats_quantile_from_sorted_data(sorted, 1, n, q / 100.0);
+}
+
+void cz_dist_compute(double *v, size_t n, cz_dist *o)
+{
+    if (n == 0) {
+        dist_nan(o);
+        return;
+    }
+    gsl_sort(v, 1, n);
+    o->n = n;
+    o->mean = gsl_stats_mean(v, 1, n);
+    o->std = n > 1 ? sqrt(gsl_stats_variance_with_fixed_mean(v, 1, n, o->mean)) : 0.0;
+    o->min = v[0];
+    o->max = v[n - 1];
+    o->p50 = o->median = cz_percentile_sorted(v, n, 50);
+    o->p90 = cz_percentile_sorted(v, n, 90);
+    o->p95 = cz_percentile_sorted(v, n, 95);
+    o->p99 = cz_percentile_sorted(v, n, 99);
+}
+
+static int cmp_wsample(const void *a, const void *b)
+{
+    double x = ((const cz_wsample *)a)->v, y = ((const cz_wsample *)b)->v;
+    return (x > y) - (x < y);
+}
+
+/* Value at 0-based rank r of the expanded multiset (cum[i] = sum of w[0..i]). */
+static double wrank(const cz_wsample *s, const uint64_t *cum, size_t n, uint64_t r)
+{
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cum[mid] > r)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return s[lo].v;
+}
+
+static double wpercentile(const cz_wsample *s, const uint64_t *cum, size_t n, uint64_t total,
+                          double q)
+{
+    double h = (double)(total - 1) * q / 100.0;
+    uint64_t lo = (uint64_t)floor(h);
+    uint64_t hi = lo + 1 < total ? lo + 1 : lo;
+    double a = wrank(s, cum, n, lo), b = wrank(s, cum, n, hi);
+    return a + (h - (double)lo) * (b - a);
+}
+
+void cz_wdist_compute(cz_wsample *s, size_t n, cz_dist *o)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i].w > 0)
+            s[k++] = s[i];
+    n = k;
+    if (n == 0) {
+        dist_nan(o);
+        return;
+    }
+    qsort(s, n, sizeof *s, cmp_wsample);
+    uint64_t *cum = cz_xmalloc(n * sizeof *cum);
+    uint64_t total = 0;
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        total += s[i].w;
+        cum[i] = total;
+        sum += s[i].v * (double)s[i].w;
+    }
+    double mean = sum / (double)total, ss = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = s[i].v - mean;
+        ss += d * d * (double)s[i].w;
+    }
+    o->n = total;
+    o->mean = mean;
+    o->std = sqrt(ss / (double)total);
+    o->min = s[0].v;
+    o->max = s[n - 1].v;
+    o->p50 = o->median = wpercentile(s, cum, n, total, 50);
+    o->p90 = wpercentile(s, cum, n, total, 90);
+    o->p95 = wpercentile(s, cum, n, total, 95);
+    o->p99 = wpercentile(s, cum, n, total, 99);
+    free(cum);
+}

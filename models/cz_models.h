@@ -1,0 +1,120 @@
+/* cz_models.h - model cards, hardware cards and the roofline cost model.
+ *
+ * Cards are JSON files in models/cards/ (models) and models/hw/ (hardware), with the
+ * dimensions of public model configs and vendor datasheets, each citing its source.
+ * The cost model turns the shape of one batch step of one stage into seconds: FLOPs and
+ * bytes (weights read once per step, KV read per decode token, activations) against the
+ * hardware's peak FLOP/s and HBM bandwidth scaled by efficiency factors, plus a fixed
+ * per-step overhead; tensor parallelism splits weights and FLOPs over the degree and adds
+ * two all-reduces per layer over the interconnect. See docs/cost-model.md. */
+#ifndef CZ_MODELS_H
+#define CZ_MODELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "cz_base.h"
+
+#define CZ_NAME_MAX 64
+#define CZ_MAX_STAGES 8
+
+typedef enum cz_stage_kind {
+    CZ_STAGE_AR = 0,     /* autoregressive decoder with a KV cache (thinker, talker, LLM) */
+    CZ_STAGE_ENCODER,    /* audio or vision encoder: batchable, no KV */
+    CZ_STAGE_VOCODER     /* codec / vocoder / detokenizer invoked per chunk */
+} cz_stage_kind;
+
+/* One stage of a model pipeline. Transformer dimensions follow the HF config names. */
+typedef struct cz_stage_card {
+    char name[CZ_NAME_MAX];
+    cz_stage_kind kind;
+    uint32_t layers;             /* num_hidden_layers */
+    uint32_t hidden;             /* hidden_size */
+    uint32_t heads;              /* num_attention_heads */
+    uint32_t kv_heads;           /* num_key_value_heads */
+    uint32_t head_dim;           /* head_dim (hidden / heads when the config omits it) */
+    uint32_t intermediate;       /* intermediate_size (dense MLP) */
+    uint32_t vocab;              /* vocab_size */
+    uint32_t experts;            /* MoE: routed experts (0 = dense) */
+    uint32_t experts_active;     /* MoE: experts per token */
+    uint32_t expert_intermediate;/* MoE: moe_intermediate_size */
+    double params;               /* total parameters (weights read per step derive from it) */
+    double active_params;        /* parameters touched per token (= params when dense) */
+    uint32_t weight_bytes;       /* bytes per weight (2 for bf16) */
+    uint32_t kv_bytes;           /* bytes per KV element (2 for bf16) */
+} cz_stage_card;
+
+typedef struct cz_model_card {
+    char name[CZ_NAME_MAX];
+    uint32_t n_stages;
+    cz_stage_card stages[CZ_MAX_STAGES];
+} cz_model_card;
+
+typedef struct cz_hw_card {
+    char name[CZ_NAME_MAX];
+    uint32_t sms;                /* streaming multiprocessors */
+    double hbm_bytes;            /* device memory */
+    double hbm_bw_Bps;           /* device memory bandwidth, bytes/s */
+    double bf16_flops;           /* dense bf16 tensor FLOP/s (no sparsity) */
+    double host_link_Bps;        /* host link bandwidth per direction, bytes/s */
+    bool host_link_full_duplex;  /* both directions at once */
+    double host_link_latency_s;
+    double interconnect_Bps;     /* GPU-to-GPU bandwidth per GPU per direction, bytes/s */
+} cz_hw_card;
+
+/* Loads a card by name ("llama-3-8b", "h100-sxm") from the built-in card folder or from a
+ * path ending in ".json". */
+cz_status cz_model_card_load(const char *name_or_path, cz_model_card *out, cz_err *err);
+cz_status cz_hw_card_load(const char *name_or_path, cz_hw_card *out, cz_err *err);
+/* Parses a card from a JSON object (`where` names it in messages). */
+cz_status cz_model_card_parse(const cJSON *j, const char *where, cz_model_card *out, cz_err *err);
+cz_status cz_hw_card_parse(const cJSON *j, const char *where, cz_hw_card *out, cz_err *err);
+/* Stage by name, or NULL. */
+const cz_stage_card *cz_model_card_stage(const cz_model_card *m, const char *stage);
+
+/* KV cache bytes per token of an AR stage: 2 (K and V) x layers x kv_heads x head_dim x
+ * kv_bytes (on one GPU: divide by tp yourself when sharded). */
+double cz_stage_kv_bytes_per_token(const cz_stage_card *s);
+/* Bytes of weights of the stage (params x weight_bytes). */
+double cz_stage_weight_bytes(const cz_stage_card *s);
+
+/* Efficiency factors and overheads of the roofline (docs/cost-model.md). */
+typedef struct cz_cost_params {
+    double flops_eff;        /* achieved fraction of peak FLOP/s (default 0.6) */
+    double bw_eff;           /* achieved fraction of HBM bandwidth (default 0.8) */
+    double link_eff;         /* achieved fraction of interconnect bandwidth (default 0.7) */
+    double step_overhead_s;  /* fixed per-step cost: launch, scheduling (default 2 ms) */
+    double allreduce_latency_s; /* per all-reduce latency (default 10 us) */
+    uint32_t tp;             /* tensor-parallel degree (default 1) */
+} cz_cost_params;
+
+cz_cost_params cz_cost_params_default(void);
+
+/* Shape of one batch step of one stage. */
+typedef struct cz_batch_shape {
+    uint64_t prefill_tokens;    /* new prompt tokens processed this step (all chunks) */
+    uint64_t prefill_attn_ctx;  /* sum over prefill tokens of the context each attends to */
+    uint32_t decode_seqs;       /* sequences decoding one token each */
+    uint64_t decode_ctx_tokens; /* sum of the decode sequences' context lengths (KV read) */
+} cz_batch_shape;
+
+/* Breakdown of a step's time; total_s is what a driver uses. */
+typedef struct cz_step_cost {
+    double flops;         /* per GPU */
+    double bytes;         /* per GPU: weights + KV + activations */
+    double compute_s;
+    double memory_s;
+    double comm_s;        /* tensor-parallel all-reduces */
+    double total_s;       /* max(compute, memory) + comm + overhead */
+} cz_step_cost;
+
+/* Roofline time of one step. Pure; no allocation. */
+void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_params *p,
+                  const cz_batch_shape *b, cz_step_cost *out);
+
+/* Seconds to move `bytes` over the host link (latency + bytes / bandwidth). */
+double cz_cost_host_transfer_s(const cz_hw_card *hw, double bytes);
+
+#endif

@@ -1,0 +1,109 @@
+/* cz_workload.h - the one workload type every reader and generator produces and both
+ * drivers consume: sessions made of turns, and periodic frame streams.
+ *
+ * Storage is flat: a cz_workload owns arrays of sessions, turns (each session's turns
+ * are contiguous), streams, a pool of Mooncake prefix-block hashes and a pool of session
+ * names. Times are seconds from the start of the workload (the first arrival of a trace
+ * is moved to 0 unless a window says otherwise). See docs/workload.md for the fields
+ * and the JSONL format that stores them. */
+#ifndef CZ_WORKLOAD_H
+#define CZ_WORKLOAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cz_base.h"
+
+typedef enum cz_class {
+    CZ_CLASS_RT = 0, /* real-time (interactive) */
+    CZ_CLASS_BE = 1  /* best-effort */
+} cz_class;
+
+/* How the turns of a session are timed. */
+typedef enum cz_timing {
+    CZ_TIMING_OPEN = 0,  /* every turn's arrival_s is fixed by the trace (open loop) */
+    CZ_TIMING_CLOSED = 1 /* turn k+1 starts think_s after turn k's reply ends (closed loop);
+                            only the first turn's arrival_s is meaningful */
+} cz_timing;
+
+/* One user turn and the model's reply to it. */
+typedef struct cz_turn {
+    double arrival_s;         /* input ready at the server (= user speech end); open loop */
+    double speech_s;          /* user speech duration before arrival_s (0 for text input) */
+    uint32_t in_text_tokens;  /* input tokens per modality */
+    uint32_t in_audio_tokens;
+    uint32_t in_image_tokens;
+    uint32_t out_text_tokens;  /* tokens the text (thinker) stage generates */
+    uint32_t out_audio_tokens; /* tokens the audio (talker) stage generates; 0 for text */
+    double out_audio_s;        /* seconds of audio the reply plays for; 0 for text */
+    double think_s;            /* user think time after the reply before the next turn */
+    double barge_in_s;         /* < 0: no barge-in; else offset after the first audio at
+                                  which the user interrupts the reply */
+    uint32_t hash_off;         /* Mooncake prefix-block hashes: pool[hash_off .. +hash_len) */
+    uint32_t hash_len;         /* 0 when the source has none */
+} cz_turn;
+
+typedef struct cz_session {
+    uint32_t name_off;  /* offset of the NUL-terminated name in the name pool */
+    uint32_t turn_off;  /* first turn in the turns array */
+    uint32_t n_turns;
+    cz_class cls;
+    cz_timing timing;
+} cz_session;
+
+/* A periodic real-time stream (Metronome §2, 002_*.txt): every frame_period_s the
+ * session appends tokens_in_per_frame tokens and decodes tokens_out_per_frame. */
+typedef struct cz_stream {
+    double start_s;
+    double frame_period_s;
+    double duration_s;
+    uint32_t tokens_in_per_frame;
+    uint32_t tokens_out_per_frame;
+    cz_class cls;
+} cz_stream;
+
+typedef struct cz_workload {
+    cz_session *sessions;
+    uint32_t n_sessions;
+    cz_turn *turns;
+    uint32_t n_turns;
+    cz_stream *streams;
+    uint32_t n_streams;
+    uint32_t *hash_pool; /* prefix-block hashes (512-token blocks, Mooncake) */
+    uint32_t n_hash;
+    uint32_t hash_block_tokens; /* tokens per hash block (512 for Mooncake), 0 if none */
+    char *name_pool;     /* NUL-terminated session names */
+    uint32_t name_len;
+    uint32_t concurrency; /* closed loop: at most this many sessions active at once, the
+                             next one starting when one ends (LiveServe's c-bound);
+                             0 = every session starts at its first turn's arrival_s */
+    uint64_t dropped_failed; /* records dropped as failed requests (BurstGPT 0/0 rows) */
+    uint64_t dropped_filtered; /* records dropped by length filters or windows */
+    char source[64];     /* format the workload came from ("burstgpt", "synthetic", ...) */
+    /* capacities (internal to the builders) */
+    size_t cap_sessions, cap_turns, cap_streams, cap_hash, cap_names;
+} cz_workload;
+
+/* Initialises an empty workload. */
+void cz_workload_init(cz_workload *w);
+/* Frees everything the workload owns and leaves it empty. */
+void cz_workload_free(cz_workload *w);
+
+/* Builders used by readers and generators. cz_workload_begin_session starts a session
+ * named `name` (copied); cz_workload_add_turn appends a turn to the session begun last
+ * and returns it (valid until the next add). cz_workload_add_hashes appends `n` hashes
+ * to the pool and stores their range in `turn`. */
+cz_session *cz_workload_begin_session(cz_workload *w, const char *name, cz_class cls,
+                                      cz_timing timing);
+cz_turn *cz_workload_add_turn(cz_workload *w);
+void cz_workload_add_hashes(cz_workload *w, cz_turn *turn, const uint32_t *hashes, uint32_t n);
+cz_stream *cz_workload_add_stream(cz_workload *w);
+
+/* Name of session `s` (inside the name pool). */
+const char *cz_workload_session_name(const cz_workload *w, const cz_session *s);
+
+/* Total input tokens of a turn over all modalities. */
+uint32_t cz_turn_in_tokens(const cz_turn *t);
+
+
+#endif
