@@ -44,7 +44,11 @@ cz_status cz_err_prefix(cz_err *err, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s%s", prefix, old);
+    size_t pl = strnlen(prefix, sizeof err->msg - 1);
+    memcpy(err->msg, prefix, pl);
+    size_t ol = strnlen(old, sizeof err->msg - 1 - pl);
+    memcpy(err->msg + pl, old, ol);
+    err->msg[pl + ol] = '\0';
     return err->status;
 }
 
@@ -80,7 +84,8 @@ void *cz_xcalloc(size_t n, size_t size)
 void *cz_xrealloc(void *ptr, size_t n, size_t size)
 {
     CZ_ASSERT(size == 0 || n <= SIZE_MAX / size);
-    void *p = realloc(ptr, n * size ? n * size : 1);
+    size_t bytes = n * size;
+    void *p = realloc(ptr, bytes > 0 ? bytes : 1);
     CZ_ASSERT(p != NULL);
     return p;
 }

@@ -1,0 +1,479 @@
+/* cz_cards.c - model and hardware cards: lookup by name, JSON parsing with located
+ * messages, and the per-stage quantities derived from a card (KV bytes per token, weight
+ * bytes). The card schemas are documented in docs/cost-model.md. */
+#include "cz_models.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cz_json.h"
+#include "cz_models_int.h"
+#include "cz_version.h"
+
+#define CZ_PATH_MAX 4096
+/* Largest accepted weight or KV element size in bytes (fp64). */
+#define CZ_ELEM_BYTES_MAX 8
+
+/* ---- small typed getters on top of cz_json ------------------------------------------- */
+
+static cz_status get_u32(const cJSON *obj, const char *where, const char *key, bool required,
+                         uint32_t min, uint32_t *out, cz_err *err)
+{
+    uint64_t v = *out;
+    cz_status st = cz_json_u64(obj, where, key, required, min, UINT32_MAX, &v, err);
+    if (st == CZ_OK)
+        *out = (uint32_t)v;
+    return st;
+}
+
+/* A finite number > 0 (or >= 0 when `allow_zero`). Absent and optional: *out untouched. */
+static cz_status get_pos(const cJSON *obj, const char *where, const char *key, bool required,
+                         bool allow_zero, double *out, cz_err *err)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!it)
+        return required ? cz_err_set(err, CZ_EINVAL, "%s: missing field '%s'", where, key) : CZ_OK;
+    const char *want = allow_zero ? "a non-negative number" : "a positive number";
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
+        return cz_err_set(err, CZ_EINVAL, "%s: field '%s': expected %s, got %s", where, key, want,
+                          cJSON_IsString(it) ? "a string" : "a value that is not a number");
+    double v = it->valuedouble;
+    if (v < 0.0 || (!allow_zero && v == 0.0))
+        return cz_err_set(err, CZ_EINVAL, "%s: field '%s': expected %s, got %g", where, key, want,
+                          v);
+    *out = v;
+    return CZ_OK;
+}
+
+/* A string that fits in a CZ_NAME_MAX buffer, copied into `out`. */
+static cz_status get_name(const cJSON *obj, const char *where, const char *key, char *out,
+                          cz_err *err)
+{
+    const char *s = NULL;
+    cz_status st = cz_json_str(obj, where, key, true, &s, err);
+    if (st != CZ_OK)
+        return st;
+    size_t n = strlen(s);
+    if (n == 0 || n >= CZ_NAME_MAX)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field '%s': expected a non-empty string of at most %d characters, "
+                          "got %zu characters",
+                          where, key, CZ_NAME_MAX - 1, n);
+    memcpy(out, s, n + 1);
+    return CZ_OK;
+}
+
+/* "source" (required) and "notes" (optional) must be strings; their text is not kept. */
+static cz_status check_provenance(const cJSON *obj, const char *where, cz_err *err)
+{
+    const char *s = NULL;
+    cz_status st = cz_json_str(obj, where, "source", true, &s, err);
+    if (st != CZ_OK)
+        return st;
+    if (s && s[0] == '\0')
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'source': expected the public document the numbers come "
+                          "from, got an empty string",
+                          where);
+    return cz_json_str(obj, where, "notes", false, &s, err);
+}
+
+/* ---- stage kinds --------------------------------------------------------------------- */
+
+static const char *const kind_names[] = {"ar", "encoder", "vocoder"};
+
+const char *cz_stage_kind_name(cz_stage_kind kind)
+{
+    if ((unsigned)kind < CZ_ARRAY_LEN(kind_names))
+        return kind_names[kind];
+    return "unknown";
+}
+
+/* ---- model cards --------------------------------------------------------------------- */
+
+static const char *const stage_keys[] = {
+    "name",         "kind",           "layers",          "hidden",
+    "heads",        "kv_heads",       "head_dim",        "intermediate",
+    "vocab",        "experts",        "experts_active",  "expert_intermediate",
+    "params",       "active_params",  "embed_params",    "tied_embeddings",
+    "flops_per_token", "weight_bytes", "kv_bytes",       "notes",
+};
+
+static const char *const model_keys[] = {"name", "source", "notes", "stages"};
+
+double cz__stage_expert_params(const cz_stage_card *s)
+{
+    return 3.0 * s->hidden * (double)s->expert_intermediate * s->layers;
+}
+
+double cz__stage_head_params(const cz_stage_card *s)
+{
+    if (s->kind != CZ_STAGE_AR || s->tied_embeddings)
+        return 0.0;
+    return (double)s->vocab * s->hidden;
+}
+
+double cz__stage_body_params(const cz_stage_card *s)
+{
+    return s->active_params - s->embed_params - cz__stage_head_params(s);
+}
+
+static cz_status parse_kind(const cJSON *j, const char *where, cz_stage_kind *out, cz_err *err)
+{
+    const char *k = NULL;
+    cz_status st = cz_json_str(j, where, "kind", true, &k, err);
+    if (st != CZ_OK)
+        return st;
+    for (size_t i = 0; i < CZ_ARRAY_LEN(kind_names); i++) {
+        if (strcmp(k, kind_names[i]) == 0) {
+            *out = (cz_stage_kind)i;
+            return CZ_OK;
+        }
+    }
+    return cz_err_set(err, CZ_EINVAL,
+                      "%s: field 'kind': expected one of \"ar\", \"encoder\", \"vocoder\", "
+                      "got \"%s\"",
+                      where, k);
+}
+
+/* Parses stage `idx` of a model card into *s. `file` names the card in messages. */
+static cz_status parse_stage(const cJSON *j, const char *file, unsigned idx, cz_stage_card *s,
+                             cz_err *err)
+{
+    char where[CZ_ERR_MSG_MAX / 2];
+    snprintf(where, sizeof where, "%s: stages[%u]", file, idx);
+    if (!cJSON_IsObject(j))
+        return cz_err_set(err, CZ_EINVAL, "%s: expected an object", where);
+
+    memset(s, 0, sizeof *s);
+    cz_status st = get_name(j, where, "name", s->name, err);
+    if (st != CZ_OK)
+        return st;
+    /* From here on messages name the stage too: "card.json: stages[1] (talker)". */
+    snprintf(where, sizeof where, "%s: stages[%u] (%s)", file, idx, s->name);
+
+    st = cz_json_check_keys(j, where, stage_keys, (int)CZ_ARRAY_LEN(stage_keys), err);
+    if (st != CZ_OK)
+        return st;
+    const char *notes = NULL;
+    if ((st = cz_json_str(j, where, "notes", false, &notes, err)) != CZ_OK)
+        return st;
+    if ((st = parse_kind(j, where, &s->kind, err)) != CZ_OK)
+        return st;
+
+    bool ar = s->kind == CZ_STAGE_AR;
+    if ((st = get_u32(j, where, "layers", true, 1, &s->layers, err)) != CZ_OK ||
+        (st = get_u32(j, where, "hidden", true, 1, &s->hidden, err)) != CZ_OK ||
+        (st = get_u32(j, where, "heads", true, 1, &s->heads, err)) != CZ_OK ||
+        (st = get_u32(j, where, "kv_heads", true, 1, &s->kv_heads, err)) != CZ_OK ||
+        (st = get_u32(j, where, "intermediate", true, 0, &s->intermediate, err)) != CZ_OK ||
+        (st = get_u32(j, where, "vocab", true, ar ? 1 : 0, &s->vocab, err)) != CZ_OK)
+        return st;
+    if (!ar && s->vocab != 0)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'vocab': expected 0 for an %s stage (its lookup tables and "
+                          "codebooks count in params), got %u",
+                          where, cz_stage_kind_name(s->kind), s->vocab);
+    if (s->kv_heads > s->heads || s->heads % s->kv_heads != 0)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'kv_heads': expected a divisor of heads (%u), got %u", where,
+                          s->heads, s->kv_heads);
+
+    if (cJSON_GetObjectItemCaseSensitive(j, "head_dim")) {
+        if ((st = get_u32(j, where, "head_dim", true, 1, &s->head_dim, err)) != CZ_OK)
+            return st;
+    } else {
+        if (s->hidden % s->heads != 0)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: missing field 'head_dim' (needed because hidden %u is not a "
+                              "multiple of heads %u)",
+                              where, s->hidden, s->heads);
+        s->head_dim = s->hidden / s->heads;
+    }
+
+    if ((st = get_u32(j, where, "experts", false, 0, &s->experts, err)) != CZ_OK)
+        return st;
+    if (s->experts > 0) {
+        if ((st = get_u32(j, where, "experts_active", true, 1, &s->experts_active, err)) !=
+                CZ_OK ||
+            (st = get_u32(j, where, "expert_intermediate", true, 1, &s->expert_intermediate,
+                          err)) != CZ_OK)
+            return st;
+        if (s->experts_active > s->experts)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'experts_active': expected at most experts (%u), got %u",
+                              where, s->experts, s->experts_active);
+    } else {
+        static const char *const moe_only[] = {"experts_active", "expert_intermediate"};
+        for (size_t i = 0; i < CZ_ARRAY_LEN(moe_only); i++)
+            if (cJSON_GetObjectItemCaseSensitive(j, moe_only[i]))
+                return cz_err_set(err, CZ_EINVAL,
+                                  "%s: field '%s': only allowed with 'experts' > 0 (a "
+                                  "mixture-of-experts stage)",
+                                  where, moe_only[i]);
+    }
+
+    if ((st = get_pos(j, where, "params", true, false, &s->params, err)) != CZ_OK)
+        return st;
+    s->active_params = s->params;
+    if ((st = get_pos(j, where, "active_params", false, false, &s->active_params, err)) != CZ_OK)
+        return st;
+    if (s->active_params > s->params)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'active_params': expected at most params (%.6g), got %.6g",
+                          where, s->params, s->active_params);
+
+    s->tied_embeddings = false;
+    if ((st = cz_json_bool(j, where, "tied_embeddings", false, &s->tied_embeddings, err)) != CZ_OK)
+        return st;
+    if (s->tied_embeddings && !ar)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'tied_embeddings': only meaningful for an \"ar\" stage",
+                          where);
+    s->embed_params = ar ? (double)s->vocab * s->hidden : 0.0;
+    if ((st = get_pos(j, where, "embed_params", false, true, &s->embed_params, err)) != CZ_OK)
+        return st;
+    if ((st = get_pos(j, where, "flops_per_token", false, true, &s->flops_per_token, err)) !=
+        CZ_OK)
+        return st;
+
+    s->weight_bytes = 2;
+    s->kv_bytes = 2;
+    if ((st = get_u32(j, where, "weight_bytes", false, 1, &s->weight_bytes, err)) != CZ_OK ||
+        (st = get_u32(j, where, "kv_bytes", false, 1, &s->kv_bytes, err)) != CZ_OK)
+        return st;
+    if (s->weight_bytes > CZ_ELEM_BYTES_MAX || s->kv_bytes > CZ_ELEM_BYTES_MAX)
+        return cz_err_set(err, CZ_EINVAL, "%s: field '%s': expected at most %d bytes, got %u",
+                          where, s->weight_bytes > CZ_ELEM_BYTES_MAX ? "weight_bytes" : "kv_bytes",
+                          CZ_ELEM_BYTES_MAX,
+                          s->weight_bytes > CZ_ELEM_BYTES_MAX ? s->weight_bytes : s->kv_bytes);
+
+    /* The per-token compute must be positive once the lookup tables and the LM head (counted
+     * separately, per emitted token) are taken out of active_params. */
+    double body = cz__stage_body_params(s);
+    if (body <= 0.0)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'active_params': expected more than embed_params + LM head "
+                          "(%.6g + %.6g), got %.6g",
+                          where, s->embed_params, cz__stage_head_params(s), s->active_params);
+    if (s->experts > 0) {
+        double e = cz__stage_expert_params(s);
+        if (s->experts_active * e >= body)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'expert_intermediate': %u active experts of 3 x %u x %u "
+                              "x %u layers (%.6g) leave no room in active_params (%.6g) for "
+                              "attention",
+                              where, s->experts_active, s->hidden, s->expert_intermediate,
+                              s->layers, s->experts_active * e, body);
+        if (s->experts * e >= s->params)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'params': expected more than the %u experts' %.6g "
+                              "parameters, got %.6g",
+                              where, s->experts, s->experts * e, s->params);
+    }
+    return CZ_OK;
+}
+
+cz_status cz_model_card_parse(const cJSON *j, const char *where, cz_model_card *out, cz_err *err)
+{
+    CZ_ASSERT(where != NULL && out != NULL);
+    if (!cJSON_IsObject(j))
+        return cz_err_set(err, CZ_EINVAL, "%s: expected a JSON object (a model card)", where);
+    cz_status st = cz_json_check_keys(j, where, model_keys, (int)CZ_ARRAY_LEN(model_keys), err);
+    if (st != CZ_OK)
+        return st;
+    memset(out, 0, sizeof *out);
+    if ((st = get_name(j, where, "name", out->name, err)) != CZ_OK ||
+        (st = check_provenance(j, where, err)) != CZ_OK)
+        return st;
+
+    const cJSON *stages = cJSON_GetObjectItemCaseSensitive(j, "stages");
+    if (!stages)
+        return cz_err_set(err, CZ_EINVAL, "%s: missing field 'stages'", where);
+    int n = cJSON_IsArray(stages) ? cJSON_GetArraySize(stages) : -1;
+    if (n < 1 || n > CZ_MAX_STAGES)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'stages': expected an array of 1 to %d stage objects", where,
+                          CZ_MAX_STAGES);
+    const cJSON *it;
+    unsigned i = 0;
+    cJSON_ArrayForEach(it, stages)
+    {
+        if ((st = parse_stage(it, where, i, &out->stages[i], err)) != CZ_OK)
+            return st;
+        for (unsigned k = 0; k < i; k++)
+            if (strcmp(out->stages[k].name, out->stages[i].name) == 0)
+                return cz_err_set(err, CZ_EINVAL,
+                                  "%s: stages[%u]: field 'name': \"%s\" is already the name of "
+                                  "stages[%u]",
+                                  where, i, out->stages[i].name, k);
+        i++;
+    }
+    out->n_stages = i;
+    return CZ_OK;
+}
+
+const cz_stage_card *cz_model_card_stage(const cz_model_card *m, const char *stage)
+{
+    CZ_ASSERT(m != NULL && stage != NULL);
+    for (uint32_t i = 0; i < m->n_stages; i++)
+        if (strcmp(m->stages[i].name, stage) == 0)
+            return &m->stages[i];
+    return NULL;
+}
+
+/* ---- hardware cards ------------------------------------------------------------------ */
+
+static const char *const hw_keys[] = {
+    "name",          "source",           "notes",                 "sms",
+    "hbm_bytes",     "hbm_bw_Bps",       "bf16_flops",            "host_link_Bps",
+    "host_link_full_duplex", "host_link_latency_s", "interconnect_Bps",
+};
+
+cz_status cz_hw_card_parse(const cJSON *j, const char *where, cz_hw_card *out, cz_err *err)
+{
+    CZ_ASSERT(where != NULL && out != NULL);
+    if (!cJSON_IsObject(j))
+        return cz_err_set(err, CZ_EINVAL, "%s: expected a JSON object (a hardware card)", where);
+    cz_status st = cz_json_check_keys(j, where, hw_keys, (int)CZ_ARRAY_LEN(hw_keys), err);
+    if (st != CZ_OK)
+        return st;
+    memset(out, 0, sizeof *out);
+    if ((st = get_name(j, where, "name", out->name, err)) != CZ_OK ||
+        (st = check_provenance(j, where, err)) != CZ_OK ||
+        (st = get_u32(j, where, "sms", true, 1, &out->sms, err)) != CZ_OK ||
+        (st = get_pos(j, where, "hbm_bytes", true, false, &out->hbm_bytes, err)) != CZ_OK ||
+        (st = get_pos(j, where, "hbm_bw_Bps", true, false, &out->hbm_bw_Bps, err)) != CZ_OK ||
+        (st = get_pos(j, where, "bf16_flops", true, false, &out->bf16_flops, err)) != CZ_OK ||
+        (st = get_pos(j, where, "host_link_Bps", true, false, &out->host_link_Bps, err)) !=
+            CZ_OK ||
+        (st = cz_json_bool(j, where, "host_link_full_duplex", true, &out->host_link_full_duplex,
+                           err)) != CZ_OK ||
+        (st = get_pos(j, where, "host_link_latency_s", true, true, &out->host_link_latency_s,
+                      err)) != CZ_OK ||
+        (st = get_pos(j, where, "interconnect_Bps", true, false, &out->interconnect_Bps, err)) !=
+            CZ_OK)
+        return st;
+    return CZ_OK;
+}
+
+/* ---- loading ------------------------------------------------------------------------- */
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* Resolves `name_or_path` to a file: a path ending in ".json" is used as given; a name is
+ * looked up as <cards folder>/<sub>/<name>.json. *by_name tells which. */
+static cz_status card_path(const char *what, const char *sub, const char *name_or_path,
+                           char *path, size_t n, bool *by_name, cz_err *err)
+{
+    if (name_or_path[0] == '\0')
+        return cz_err_set(err, CZ_EINVAL, "%s card: empty name", what);
+    if (ends_with(name_or_path, ".json")) {
+        if ((size_t)snprintf(path, n, "%s", name_or_path) >= n)
+            return cz_err_set(err, CZ_ERANGE, "%s card '%s': path too long", what, name_or_path);
+        *by_name = false;
+    } else {
+        for (const char *c = name_or_path; *c; c++)
+            if (!(((*c | 0x20) >= 'a' && (*c | 0x20) <= 'z') || (*c >= '0' && *c <= '9') ||
+                  *c == '-' || *c == '_' || *c == '.'))
+                return cz_err_set(err, CZ_EINVAL,
+                                  "%s card '%s': expected a card name (letters, digits, '-', "
+                                  "'_', '.') or a path ending in .json",
+                                  what, name_or_path);
+        const char *dir = getenv("CZ_CARDS_DIR");
+        char fallback[CZ_PATH_MAX];
+        if (!dir || dir[0] == '\0') {
+            snprintf(fallback, sizeof fallback, "%s/models", CZ_SOURCE_ROOT);
+            dir = fallback;
+        }
+        if ((size_t)snprintf(path, n, "%s/%s/%s.json", dir, sub, name_or_path) >= n)
+            return cz_err_set(err, CZ_ERANGE, "%s card '%s': path too long", what, name_or_path);
+        *by_name = true;
+    }
+    if (access(path, F_OK) != 0) {
+        if (errno == ENOENT)
+            return cz_err_set(err, CZ_ENOTFOUND,
+                              "%s card '%s' not found: no file %s%s", what, name_or_path, path,
+                              *by_name ? " (cards are looked up in $CZ_CARDS_DIR or "
+                                         "<source root>/models)"
+                                       : "");
+        return cz_err_set(err, CZ_EIO, "%s: cannot access: %s", path, strerror(errno));
+    }
+    return CZ_OK;
+}
+
+static cz_status check_loaded_name(const char *path, const char *want, const char *got,
+                                   cz_err *err)
+{
+    if (strcmp(want, got) != 0)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'name': expected \"%s\" (the file's name), got \"%s\"", path,
+                          want, got);
+    return CZ_OK;
+}
+
+cz_status cz_model_card_load(const char *name_or_path, cz_model_card *out, cz_err *err)
+{
+    CZ_ASSERT(name_or_path != NULL && out != NULL);
+    char path[CZ_PATH_MAX];
+    bool by_name = false;
+    cz_status st = card_path("model", "cards", name_or_path, path, sizeof path, &by_name, err);
+    if (st != CZ_OK)
+        return st;
+    cJSON *j = NULL;
+    if ((st = cz_json_load(path, &j, err)) != CZ_OK)
+        return st;
+    st = cz_model_card_parse(j, path, out, err);
+    cJSON_Delete(j);
+    if (st == CZ_OK && by_name)
+        st = check_loaded_name(path, name_or_path, out->name, err);
+    return st;
+}
+
+cz_status cz_hw_card_load(const char *name_or_path, cz_hw_card *out, cz_err *err)
+{
+    CZ_ASSERT(name_or_path != NULL && out != NULL);
+    char path[CZ_PATH_MAX];
+    bool by_name = false;
+    cz_status st = card_path("hardware", "hw", name_or_path, path, sizeof path, &by_name, err);
+    if (st != CZ_OK)
+        return st;
+    cJSON *j = NULL;
+    if ((st = cz_json_load(path, &j, err)) != CZ_OK)
+        return st;
+    st = cz_hw_card_parse(j, path, out, err);
+    cJSON_Delete(j);
+    if (st == CZ_OK && by_name)
+        st = check_loaded_name(path, name_or_path, out->name, err);
+    return st;
+}
+
+/* ---- derived quantities -------------------------------------------------------------- */
+
+double cz_stage_kv_bytes_per_token(const cz_stage_card *s)
+{
+    return cz_stage_kv_bytes_per_token_gpu(s, 1);
+}
+
+double cz_stage_kv_bytes_per_token_gpu(const cz_stage_card *s, uint32_t tp)
+{
+    CZ_ASSERT(s != NULL && tp >= 1);
+    if (s->kind != CZ_STAGE_AR)
+        return 0.0;
+    uint32_t heads_gpu = (s->kv_heads + tp - 1) / tp;
+    return 2.0 * s->layers * (double)heads_gpu * s->head_dim * s->kv_bytes;
+}
+
+double cz_stage_weight_bytes(const cz_stage_card *s)
+{
+    CZ_ASSERT(s != NULL);
+    return s->params * s->weight_bytes;
+}

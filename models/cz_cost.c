@@ -1,0 +1,168 @@
+/* cz_cost.c - the roofline cost model: FLOPs and bytes of one batch step of one stage on
+ * one GPU of a tensor-parallel group, turned into seconds against the hardware card's peak
+ * rates scaled by efficiency factors, plus the tensor-parallel all-reduces and a fixed step
+ * overhead; and host-link transfer times. The formulas and the choices behind each term are
+ * in docs/cost-model.md; this file is their only implementation. */
+#include "cz_models.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "cz_json.h"
+#include "cz_models_int.h"
+
+/* Activations and all-reduce payloads travel in bf16, whatever the weight precision. */
+#define CZ_ACT_BYTES 2.0
+/* Upper bounds accepted in a config's "cost" object. */
+#define CZ_TP_MAX 1024
+#define CZ_STEP_OVERHEAD_MAX_S 10.0
+#define CZ_ALLREDUCE_LATENCY_MAX_S 1.0
+
+cz_cost_params cz_cost_params_default(void)
+{
+    return (cz_cost_params){
+        .flops_eff = 0.6,
+        .bw_eff = 0.8,
+        .link_eff = 0.7,
+        .step_overhead_s = 2e-3,
+        .allreduce_latency_s = 10e-6,
+        .tp = 1,
+    };
+}
+
+static const char *const cost_keys[] = {
+    "flops_eff", "bw_eff", "link_eff", "step_overhead_s", "allreduce_latency_s", "tp",
+};
+
+/* Optional number in [lo, hi], or in (0, 1] when `fraction`. */
+static cz_status get_opt(const cJSON *j, const char *where, const char *key, bool fraction,
+                         double lo, double hi, double *out, cz_err *err)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!it)
+        return CZ_OK;
+    double v = cJSON_IsNumber(it) ? it->valuedouble : NAN;
+    bool ok = isfinite(v) && (fraction ? (v > 0.0 && v <= 1.0) : (v >= lo && v <= hi));
+    if (!ok) {
+        if (fraction)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field '%s': expected a fraction in (0, 1], got %s", where, key,
+                              cJSON_IsNumber(it) ? "a number outside that range"
+                                                 : "a value that is not a number");
+        return cz_err_set(err, CZ_EINVAL, "%s: field '%s': expected a number in [%g, %g], got %s",
+                          where, key, lo, hi,
+                          cJSON_IsNumber(it) ? "a number outside that range"
+                                             : "a value that is not a number");
+    }
+    *out = v;
+    return CZ_OK;
+}
+
+cz_status cz_cost_params_parse(const cJSON *j, const char *where, cz_cost_params *out, cz_err *err)
+{
+    CZ_ASSERT(where != NULL && out != NULL);
+    if (!cJSON_IsObject(j))
+        return cz_err_set(err, CZ_EINVAL, "%s: expected an object with the cost-model parameters",
+                          where);
+    cz_status st = cz_json_check_keys(j, where, cost_keys, (int)CZ_ARRAY_LEN(cost_keys), err);
+    if (st != CZ_OK)
+        return st;
+    cz_cost_params p = *out;
+    uint64_t tp = p.tp;
+    if ((st = get_opt(j, where, "flops_eff", true, 0, 0, &p.flops_eff, err)) != CZ_OK ||
+        (st = get_opt(j, where, "bw_eff", true, 0, 0, &p.bw_eff, err)) != CZ_OK ||
+        (st = get_opt(j, where, "link_eff", true, 0, 0, &p.link_eff, err)) != CZ_OK ||
+        (st = get_opt(j, where, "step_overhead_s", false, 0.0, CZ_STEP_OVERHEAD_MAX_S,
+                      &p.step_overhead_s, err)) != CZ_OK ||
+        (st = get_opt(j, where, "allreduce_latency_s", false, 0.0, CZ_ALLREDUCE_LATENCY_MAX_S,
+                      &p.allreduce_latency_s, err)) != CZ_OK ||
+        (st = cz_json_u64(j, where, "tp", false, 1, CZ_TP_MAX, &tp, err)) != CZ_OK)
+        return st;
+    p.tp = (uint32_t)tp;
+    *out = p;
+    return CZ_OK;
+}
+
+/* Parameters whose weights a step of `tokens` tokens reads. A dense stage reads the weights
+ * its tokens use, active_params (= params for a plain dense model). A mixture-of-experts
+ * stage reads its non-expert weights plus the experts the tokens are routed to, taken as the
+ * expected number of distinct experts when each token picks experts_active of the experts
+ * uniformly: experts x (1 - (1 - experts_active / experts)^tokens). */
+static double weight_params_read(const cz_stage_card *s, double tokens)
+{
+    if (s->experts == 0)
+        return s->active_params;
+    double e = cz__stage_expert_params(s);
+    double k = s->experts_active, n = s->experts;
+    double touched = n * (1.0 - pow(1.0 - k / n, tokens));
+    return s->active_params - k * e + touched * e;
+}
+
+void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_params *p,
+                  const cz_batch_shape *b, cz_step_cost *out)
+{
+    CZ_ASSERT(s != NULL && hw != NULL && p != NULL && b != NULL && out != NULL);
+    CZ_ASSERT(p->tp >= 1);
+    CZ_ASSERT(p->flops_eff > 0.0 && p->flops_eff <= 1.0);
+    CZ_ASSERT(p->bw_eff > 0.0 && p->bw_eff <= 1.0);
+    CZ_ASSERT(p->link_eff > 0.0 && p->link_eff <= 1.0);
+    CZ_ASSERT(p->step_overhead_s >= 0.0 && p->allreduce_latency_s >= 0.0);
+    CZ_ASSERT(hw->bf16_flops > 0.0 && hw->hbm_bw_Bps > 0.0 && hw->interconnect_Bps > 0.0);
+    CZ_ASSERT(s->layers > 0 && s->hidden > 0 && s->weight_bytes > 0);
+
+    memset(out, 0, sizeof *out);
+    double tokens = (double)b->prefill_tokens + (double)b->decode_seqs;
+    if (tokens == 0.0)
+        return;
+    double tp = p->tp;
+    bool ar = s->kind == CZ_STAGE_AR;
+    double prefill_seqs = 0.0;
+    if (b->prefill_tokens > 0)
+        prefill_seqs = b->prefill_seqs > 0 ? (double)b->prefill_seqs : 1.0;
+
+    /* FLOPs: matrix multiplies through the body weights for every token, the LM head once
+     * per sequence that samples a token, and QK^T plus PV over every attended position. */
+    double linear;
+    if (s->flops_per_token > 0.0) {
+        linear = s->flops_per_token * tokens;
+    } else {
+        double emitting = ar ? (double)b->decode_seqs + prefill_seqs : 0.0;
+        linear = 2.0 * cz__stage_body_params(s) * tokens +
+                 2.0 * (double)s->vocab * s->hidden * emitting;
+    }
+    double attn_positions = (double)b->prefill_attn_ctx + (double)b->decode_ctx_tokens;
+    double attn = 4.0 * s->layers * (double)s->heads * s->head_dim * attn_positions;
+    out->flops = (linear + attn) / tp;
+
+    /* Bytes: weights once per step; the KV cache each decode sequence attends to, and for
+     * each prefill chunk its mean attended context once; the KV of every new token written;
+     * each layer's activations read and written once. */
+    double weights = weight_params_read(s, tokens) * s->weight_bytes / tp;
+    double kv_token = cz_stage_kv_bytes_per_token_gpu(s, p->tp);
+    double prefill_ctx = 0.0;
+    if (b->prefill_tokens > 0)
+        prefill_ctx = (double)b->prefill_attn_ctx / (double)b->prefill_tokens * prefill_seqs;
+    double kv = kv_token * ((double)b->decode_ctx_tokens + prefill_ctx + tokens);
+    double act = 2.0 * s->layers * (double)s->hidden * tokens * CZ_ACT_BYTES;
+    out->bytes = weights + kv + act;
+
+    out->compute_s = out->flops / (hw->bf16_flops * p->flops_eff);
+    out->memory_s = out->bytes / (hw->hbm_bw_Bps * p->bw_eff);
+
+    /* Two ring all-reduces per layer (after attention and after the MLP) of the step's
+     * hidden states: each GPU sends 2 (tp - 1) / tp of the payload. */
+    if (p->tp > 1) {
+        double payload = tokens * s->hidden * CZ_ACT_BYTES;
+        double ring_s = 2.0 * (tp - 1.0) / tp * payload / (hw->interconnect_Bps * p->link_eff);
+        out->comm_s = 2.0 * s->layers * (p->allreduce_latency_s + ring_s);
+    }
+    out->total_s = fmax(out->compute_s, out->memory_s) + out->comm_s + p->step_overhead_s;
+}
+
+double cz_cost_host_transfer_s(const cz_hw_card *hw, double bytes)
+{
+    CZ_ASSERT(hw != NULL && hw->host_link_Bps > 0.0 && bytes >= 0.0);
+    if (bytes == 0.0)
+        return 0.0;
+    return hw->host_link_latency_s + bytes / hw->host_link_Bps;
+}

@@ -41,9 +41,16 @@ typedef struct cz_stage_card {
     uint32_t experts_active;     /* MoE: experts per token */
     uint32_t expert_intermediate;/* MoE: moe_intermediate_size */
     double params;               /* total parameters (weights read per step derive from it) */
-    double active_params;        /* parameters touched per token (= params when dense) */
+    double active_params;        /* parameters touched per token (= params when dense), counting
+                                  * the embedding tables and the LM head in full */
     uint32_t weight_bytes;       /* bytes per weight (2 for bf16) */
     uint32_t kv_bytes;           /* bytes per KV element (2 for bf16) */
+    double embed_params;         /* parameters in input lookup tables (no FLOPs): vocab x hidden
+                                  * for an AR stage unless the card says otherwise; 0 = none */
+    bool tied_embeddings;        /* the LM head shares the embedding table (not counted twice) */
+    double flops_per_token;      /* FLOPs per input token or frame when the stage's compute is not
+                                  * 2 x its weights (conv vocoders, multi-step flow matching);
+                                  * 0 = derive from active_params */
 } cz_stage_card;
 
 typedef struct cz_model_card {
@@ -65,18 +72,33 @@ typedef struct cz_hw_card {
 } cz_hw_card;
 
 /* Loads a card by name ("llama-3-8b", "h100-sxm") from the built-in card folder or from a
- * path ending in ".json". */
+ * path ending in ".json". The built-in folder is $CZ_CARDS_DIR when that variable is set and
+ * not empty, else <source root>/models; model cards are <folder>/cards/<name>.json and
+ * hardware cards <folder>/hw/<name>.json, and a card loaded by name must carry that name.
+ * Fails with CZ_ENOTFOUND when no such file exists, CZ_EIO / CZ_EFORMAT when it cannot be
+ * read or parsed, CZ_EINVAL (message naming the file and field) when a field is wrong.
+ * *out is fully written on success and unspecified on failure. */
 cz_status cz_model_card_load(const char *name_or_path, cz_model_card *out, cz_err *err);
 cz_status cz_hw_card_load(const char *name_or_path, cz_hw_card *out, cz_err *err);
-/* Parses a card from a JSON object (`where` names it in messages). */
+/* Parses a card from a JSON object (`where` names it in messages). Unknown keys, missing
+ * required fields, values out of range and inconsistent dimensions fail with CZ_EINVAL and a
+ * message "<where>: <field path>: <what was expected>". Optional fields get their documented
+ * defaults (docs/cost-model.md), so every field of *out is concrete on success. */
 cz_status cz_model_card_parse(const cJSON *j, const char *where, cz_model_card *out, cz_err *err);
 cz_status cz_hw_card_parse(const cJSON *j, const char *where, cz_hw_card *out, cz_err *err);
 /* Stage by name, or NULL. */
 const cz_stage_card *cz_model_card_stage(const cz_model_card *m, const char *stage);
+/* "ar", "encoder" or "vocoder" (the card's spelling). Never NULL. */
+const char *cz_stage_kind_name(cz_stage_kind kind);
 
 /* KV cache bytes per token of an AR stage: 2 (K and V) x layers x kv_heads x head_dim x
- * kv_bytes (on one GPU: divide by tp yourself when sharded). */
+ * kv_bytes (on one GPU: divide by tp yourself when sharded). 0 for encoders and vocoders,
+ * which keep no KV cache across steps. */
 double cz_stage_kv_bytes_per_token(const cz_stage_card *s);
+/* KV cache bytes per token held by one GPU of a tensor-parallel group of `tp` (>= 1): the
+ * KV heads are split over the GPUs and replicated when there are fewer heads than GPUs, so
+ * it is 2 x layers x ceil(kv_heads / tp) x head_dim x kv_bytes. */
+double cz_stage_kv_bytes_per_token_gpu(const cz_stage_card *s, uint32_t tp);
 /* Bytes of weights of the stage (params x weight_bytes). */
 double cz_stage_weight_bytes(const cz_stage_card *s);
 
@@ -90,14 +112,23 @@ typedef struct cz_cost_params {
     uint32_t tp;             /* tensor-parallel degree (default 1) */
 } cz_cost_params;
 
+/* The uncalibrated defaults listed above (docs/cost-model.md says where they come from). */
 cz_cost_params cz_cost_params_default(void);
+/* Reads a config's "cost" object (keys flops_eff, bw_eff, link_eff, step_overhead_s,
+ * allreduce_latency_s, tp; all optional) over *out, which the caller preloads with defaults.
+ * Unknown keys and out-of-range values fail with CZ_EINVAL naming `where` and the field;
+ * *out is left untouched on failure. */
+cz_status cz_cost_params_parse(const cJSON *j, const char *where, cz_cost_params *out, cz_err *err);
 
-/* Shape of one batch step of one stage. */
+/* Shape of one batch step of one stage. Encoder and vocoder steps put their input tokens
+ * or frames in prefill_tokens. */
 typedef struct cz_batch_shape {
     uint64_t prefill_tokens;    /* new prompt tokens processed this step (all chunks) */
     uint64_t prefill_attn_ctx;  /* sum over prefill tokens of the context each attends to */
     uint32_t decode_seqs;       /* sequences decoding one token each */
     uint64_t decode_ctx_tokens; /* sum of the decode sequences' context lengths (KV read) */
+    uint32_t prefill_seqs;      /* sequences with a prefill chunk this step (0 is read as 1
+                                 * when prefill_tokens > 0) */
 } cz_batch_shape;
 
 /* Breakdown of a step's time; total_s is what a driver uses. */
@@ -110,11 +141,16 @@ typedef struct cz_step_cost {
     double total_s;       /* max(compute, memory) + comm + overhead */
 } cz_step_cost;
 
-/* Roofline time of one step. Pure; no allocation. */
+/* Roofline time of one step on one GPU of a tensor-parallel group of p->tp (formulas in
+ * docs/cost-model.md). An empty batch (no prefill tokens, no decode sequences) costs 0 in
+ * every field. Pure; no allocation. Asserts on a malformed card or params (tp == 0,
+ * efficiencies outside (0, 1], non-positive hardware rates). */
 void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_params *p,
                   const cz_batch_shape *b, cz_step_cost *out);
 
-/* Seconds to move `bytes` over the host link (latency + bytes / bandwidth). */
+/* Seconds to move `bytes` (>= 0) over the host link (latency + bytes / bandwidth); 0 bytes
+ * cost 0 s (nothing is sent). The card's host_link_Bps is an achievable rate, so no
+ * efficiency factor applies. */
 double cz_cost_host_transfer_s(const cz_hw_card *hw, double bytes);
 
 #endif

@@ -1,0 +1,173 @@
+/* cz_workload.c - the workload builders (amortised growth of the flat session, turn,
+ * stream, hash and name arrays) and the workload comparison used by round-trip checks. */
+#include "cz_workload.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cz_workload_init(cz_workload *w)
+{
+    memset(w, 0, sizeof *w);
+}
+
+void cz_workload_free(cz_workload *w)
+{
+    free(w->sessions);
+    free(w->turns);
+    free(w->streams);
+    free(w->hash_pool);
+    free(w->name_pool);
+    cz_workload_init(w);
+}
+
+cz_session *cz_workload_begin_session(cz_workload *w, const char *name, cz_class cls,
+                                      cz_timing timing)
+{
+    size_t len = strlen(name) + 1;
+    CZ_ASSERT(w->n_sessions < UINT32_MAX && (size_t)w->name_len + len <= UINT32_MAX);
+    cz_grow((void **)&w->name_pool, &w->cap_names, (size_t)w->name_len + len, 1);
+    memcpy(w->name_pool + w->name_len, name, len);
+    cz_grow((void **)&w->sessions, &w->cap_sessions, (size_t)w->n_sessions + 1,
+            sizeof *w->sessions);
+    cz_session *s = &w->sessions[w->n_sessions++];
+    s->name_off = w->name_len;
+    s->turn_off = w->n_turns;
+    s->n_turns = 0;
+    s->cls = cls;
+    s->timing = timing;
+    w->name_len += (uint32_t)len;
+    return s;
+}
+
+cz_turn *cz_workload_add_turn(cz_workload *w)
+{
+    CZ_ASSERT(w->n_sessions > 0 && w->n_turns < UINT32_MAX);
+    cz_session *s = &w->sessions[w->n_sessions - 1];
+    CZ_ASSERT(s->turn_off + s->n_turns == w->n_turns);
+    cz_grow((void **)&w->turns, &w->cap_turns, (size_t)w->n_turns + 1, sizeof *w->turns);
+    cz_turn *t = &w->turns[w->n_turns++];
+    memset(t, 0, sizeof *t);
+    t->barge_in_s = -1.0;
+    s->n_turns++;
+    return t;
+}
+
+void cz_workload_add_hashes(cz_workload *w, cz_turn *turn, const uint32_t *hashes, uint32_t n)
+{
+    CZ_ASSERT(turn >= w->turns && turn < w->turns + w->n_turns);
+    CZ_ASSERT((uint64_t)w->n_hash + n <= UINT32_MAX);
+    cz_grow((void **)&w->hash_pool, &w->cap_hash, (size_t)w->n_hash + n, sizeof *w->hash_pool);
+    if (n > 0)
+        memcpy(w->hash_pool + w->n_hash, hashes, (size_t)n * sizeof *hashes);
+    turn->hash_off = w->n_hash;
+    turn->hash_len = n;
+    w->n_hash += n;
+}
+
+cz_stream *cz_workload_add_stream(cz_workload *w)
+{
+    CZ_ASSERT(w->n_streams < UINT32_MAX);
+    cz_grow((void **)&w->streams, &w->cap_streams, (size_t)w->n_streams + 1,
+            sizeof *w->streams);
+    cz_stream *st = &w->streams[w->n_streams++];
+    memset(st, 0, sizeof *st);
+    st->cls = CZ_CLASS_RT;
+    return st;
+}
+
+const char *cz_workload_session_name(const cz_workload *w, const cz_session *s)
+{
+    CZ_ASSERT(s->name_off < w->name_len);
+    return w->name_pool + s->name_off;
+}
+
+uint32_t cz_turn_in_tokens(const cz_turn *t)
+{
+    uint64_t n = (uint64_t)t->in_text_tokens + t->in_audio_tokens + t->in_image_tokens;
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+/* Writes a printf-style description into why (when given) and returns false. */
+static bool differ(char *why, size_t why_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool differ(char *why, size_t why_len, const char *fmt, ...)
+{
+    if (why && why_len > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, why_len, fmt, ap);
+        va_end(ap);
+    }
+    return false;
+}
+
+/* Compares two turns field by field; on a difference names the field in why. */
+static bool turn_equal(const cz_workload *a, const cz_turn *x, const cz_workload *b,
+                       const cz_turn *y, const char **field)
+{
+#define CZ__CMP(f)          \
+    if (x->f != y->f) {     \
+        *field = #f;        \
+        return false;       \
+    }
+    CZ__CMP(arrival_s)
+    CZ__CMP(speech_s)
+    CZ__CMP(in_text_tokens)
+    CZ__CMP(in_audio_tokens)
+    CZ__CMP(in_image_tokens)
+    CZ__CMP(out_text_tokens)
+    CZ__CMP(out_audio_tokens)
+    CZ__CMP(out_audio_s)
+    CZ__CMP(think_s)
+    CZ__CMP(barge_in_s)
+    CZ__CMP(hash_len)
+#undef CZ__CMP
+    if (x->hash_len > 0 && memcmp(a->hash_pool + x->hash_off, b->hash_pool + y->hash_off,
+                                  (size_t)x->hash_len * sizeof *a->hash_pool) != 0) {
+        *field = "hash_ids";
+        return false;
+    }
+    return true;
+}
+
+bool cz_workload_equal(const cz_workload *a, const cz_workload *b, char *why, size_t why_len)
+{
+    if (strcmp(a->source, b->source) != 0 || a->concurrency != b->concurrency ||
+        a->hash_block_tokens != b->hash_block_tokens || a->dropped_failed != b->dropped_failed ||
+        a->dropped_filtered != b->dropped_filtered || a->arrivals_given != b->arrivals_given ||
+        a->think_given != b->think_given)
+        return differ(why, why_len,
+                      "header fields differ (source, concurrency, hash_block_tokens, dropped "
+                      "counters or flags)");
+    if (a->n_sessions != b->n_sessions)
+        return differ(why, why_len, "%u sessions against %u", a->n_sessions, b->n_sessions);
+    if (a->n_turns != b->n_turns)
+        return differ(why, why_len, "%u turns against %u", a->n_turns, b->n_turns);
+    if (a->n_streams != b->n_streams)
+        return differ(why, why_len, "%u streams against %u", a->n_streams, b->n_streams);
+    for (uint32_t i = 0; i < a->n_sessions; i++) {
+        const cz_session *s = &a->sessions[i], *t = &b->sessions[i];
+        if (s->n_turns != t->n_turns || s->cls != t->cls || s->timing != t->timing ||
+            s->turn_off != t->turn_off ||
+            strcmp(cz_workload_session_name(a, s), cz_workload_session_name(b, t)) != 0)
+            return differ(why, why_len, "session %u differs (name, class, timing or turns)",
+                          i);
+    }
+    for (uint32_t i = 0; i < a->n_turns; i++) {
+        const char *field = NULL;
+        if (!turn_equal(a, &a->turns[i], b, &b->turns[i], &field)) {
+            return differ(why, why_len, "turn %u: field '%s' differs", i, field);
+        }
+    }
+    for (uint32_t i = 0; i < a->n_streams; i++) {
+        const cz_stream *s = &a->streams[i], *t = &b->streams[i];
+        if (s->start_s != t->start_s || s->frame_period_s != t->frame_period_s ||
+            s->duration_s != t->duration_s || s->tokens_in_per_frame != t->tokens_in_per_frame ||
+            s->tokens_out_per_frame != t->tokens_out_per_frame || s->cls != t->cls)
+            return differ(why, why_len, "stream %u differs", i);
+    }
+    return true;
+}

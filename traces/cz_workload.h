@@ -80,6 +80,11 @@ typedef struct cz_workload {
     uint64_t dropped_failed; /* records dropped as failed requests (BurstGPT 0/0 rows) */
     uint64_t dropped_filtered; /* records dropped by length filters or windows */
     char source[64];     /* format the workload came from ("burstgpt", "synthetic", ...) */
+    bool arrivals_given; /* arrival_s holds real arrival times (from the source's timestamps
+                            or from an arrival process); false for ShareGPT and synthetic
+                            lengths until an arrival process fills them */
+    bool think_given;    /* think_s holds real think times (BurstGPT sessions, a think_s
+                            distribution applied, or a cadenza file that had them) */
     /* capacities (internal to the builders) */
     size_t cap_sessions, cap_turns, cap_streams, cap_hash, cap_names;
 } cz_workload;
@@ -104,6 +109,12 @@ const char *cz_workload_session_name(const cz_workload *w, const cz_session *s);
 
 /* Total input tokens of a turn over all modalities. */
 uint32_t cz_turn_in_tokens(const cz_turn *t);
+
+/* True when `a` and `b` hold the same sessions (names, classes, timings), turns (every
+ * field, hashes compared by value), streams and header fields (concurrency, counters,
+ * source, flags); capacities are ignored. On a difference, writes a description of the
+ * first one into why[0..why_len) (why may be NULL). Used for round-trip checks. */
+bool cz_workload_equal(const cz_workload *a, const cz_workload *b, char *why, size_t why_len);
 
 
 #endif

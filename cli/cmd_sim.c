@@ -1,0 +1,217 @@
+/* cmd_sim.c - `cadenza sim`: parse a config, build the workload, run the simulator,
+ * write the results (HDF5 + JSON summary) and print a table. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cz_cli.h"
+#include "cz_json.h"
+#include "cz_results.h"
+#include "cz_sim.h"
+#include "cz_version.h"
+
+static const char sim_usage[] =
+    "usage: cadenza sim [CONFIG.json] [--set key=value]... [-o results.h5]\n"
+    "                   [--summary summary.json] [--quiet] [--no-progress]\n"
+    "\n"
+    "Run the discrete-event simulator on an experiment config (docs/config.md). Without\n"
+    "CONFIG.json the built-in default experiment runs (experiments/default.json).\n"
+    "\n"
+    "  --set key=value      override a config field, e.g. --set workload.max_requests=500\n"
+    "                       or --set server.max_num_seqs=64 (repeatable)\n"
+    "  -o, --output FILE    write the HDF5 results: per-request table, timelines, config\n"
+    "  --summary FILE       write the JSON summary (vLLM benchmark key names)\n"
+    "  --quiet              print nothing but errors\n"
+    "  --no-progress        no progress line\n"
+    "  -h, --help           this help\n"
+    "\n"
+    "Prints a summary table on stdout and run statistics (events per second, simulated\n"
+    "seconds per wall second, wall time, peak memory) on stderr.\n";
+
+typedef struct progress_ctx {
+    bool tty;
+    double t0, last;
+} progress_ctx;
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A live line on a terminal (4 updates a second), a plain line every 5 s otherwise. */
+static void print_progress(void *ctx, const cz_sim_progress *p)
+{
+    progress_ctx *c = ctx;
+    double now = wall_now();
+    double every = c->tty ? 0.25 : 5.0;
+    if (!p->done && now - c->last < every)
+        return;
+    c->last = now;
+    double el = now - c->t0;
+    if (c->tty || !p->done)
+        fprintf(stderr, "%ssim t=%.1f s  arrived %llu/%llu  finished %llu  %.2f M events/s%s",
+                c->tty ? "\r" : "", p->sim_time_s, (unsigned long long)p->arrived,
+                (unsigned long long)p->total_requests, (unsigned long long)p->finished,
+                el > 0 ? (double)p->events / el / 1e6 : 0.0, c->tty ? "\033[K" : "\n");
+    if (c->tty && p->done)
+        fputc('\n', stderr);
+}
+
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return cz_xstrdup(".");
+    size_t n = (size_t)(slash - path);
+    char *d = cz_xmalloc(n + 2);
+    memcpy(d, path, n ? n : 1);
+    d[n ? n : 1] = '\0';
+    return d;
+}
+
+int cz_cmd_sim(int argc, char **argv)
+{
+    const char *config_path = NULL, *out_h5 = NULL, *out_summary = NULL;
+    const char **sets = cz_xcalloc((size_t)argc, sizeof *sets);
+    int n_sets = 0;
+    bool quiet = false, show_progress = true;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(sim_usage, stdout);
+            free(sets);
+            return CZ_EXIT_OK;
+        } else if (strcmp(a, "--set") == 0 || strcmp(a, "-o") == 0 ||
+                   strcmp(a, "--output") == 0 || strcmp(a, "--summary") == 0) {
+            if (i + 1 >= argc) {
+                free(sets);
+                return cz_cli_usage_error("sim", "option '%s' needs a value", a);
+            }
+            const char *v = argv[++i];
+            if (strcmp(a, "--set") == 0)
+                sets[n_sets++] = v;
+            else if (strcmp(a, "--summary") == 0)
+                out_summary = v;
+            else
+                out_h5 = v;
+        } else if (strcmp(a, "--quiet") == 0) {
+            quiet = true;
+        } else if (strcmp(a, "--no-progress") == 0) {
+            show_progress = false;
+        } else if (a[0] == '-') {
+            free(sets);
+            return cz_cli_usage_error("sim", "unknown option '%s'", a);
+        } else if (!config_path) {
+            config_path = a;
+        } else {
+            free(sets);
+            return cz_cli_usage_error("sim", "more than one config given ('%s', '%s')",
+                                      config_path, a);
+        }
+    }
+
+    cz_err err;
+    cz_err_clear(&err);
+    cJSON *cfg_json = NULL;
+    char *base_dir = NULL;
+    const char *where = config_path ? config_path : "default config";
+    cz_status st = config_path ? cz_json_load(config_path, &cfg_json, &err)
+                               : cz_json_parse(cz_default_config, where, &cfg_json, &err);
+    if (st != CZ_OK) {
+        free(sets);
+        return cz_cli_fail(&err);
+    }
+    base_dir = config_path ? dir_of(config_path) : cz_xstrdup(CZ_SOURCE_ROOT);
+    for (int i = 0; i < n_sets && st == CZ_OK; i++)
+        st = cz_json_set_path(cfg_json, sets[i], &err);
+    free(sets);
+
+    cz_sim_config cfg;
+    cz_workload wl;
+    cz_workload_init(&wl);
+    cz_metrics m;
+    memset(&m, 0, sizeof m);
+    cJSON *summary = NULL;
+    int rc = CZ_EXIT_OK;
+    if (st == CZ_OK)
+        st = cz_sim_config_parse(cfg_json, where, base_dir, &cfg, &wl, &err);
+    if (st != CZ_OK) {
+        rc = cz_cli_fail(&err);
+        goto out;
+    }
+
+    cz_metrics_init(&m, cfg.timeline_interval_s, wl.n_turns);
+    progress_ctx pc = {isatty(STDERR_FILENO) == 1, wall_now(), wall_now()};
+    cz_sim_stats stats;
+    double t0 = wall_now();
+    st = cz_sim_run(&cfg, &wl, &m, &stats, (show_progress && !quiet) ? print_progress : NULL, &pc,
+                    &err);
+    double wall_s = wall_now() - t0;
+    if (st != CZ_OK) {
+        rc = cz_cli_fail(&err);
+        goto out;
+    }
+
+    cz_summary sum;
+    cz_metrics_summarize(&m, &cfg.slo, &sum);
+    summary = cz_summary_json(&sum);
+    cz_sim_add_theory(&cfg, cfg_json, &sum, summary);
+    cJSON_AddStringToObject(summary, "cadenza_version", cz_version());
+    cJSON_AddStringToObject(summary, "driver", "sim");
+    cJSON_AddNumberToObject(summary, "seed", (double)cfg.seed);
+    cJSON_AddItemToObject(summary, "config", cJSON_Duplicate(cfg_json, 1));
+
+    if (out_h5) {
+        char *cfg_text = cJSON_PrintUnformatted(cfg_json);
+        char *sum_text = cJSON_PrintUnformatted(summary);
+        st = cz_results_write_h5(out_h5, &m, cfg_text, sum_text, cfg.seed, &err);
+        cJSON_free(cfg_text);
+        cJSON_free(sum_text);
+    }
+    if (st == CZ_OK && out_summary) {
+        st = cz_json_write_file(summary, out_summary, true, &err);
+        if (st != CZ_OK && out_h5)
+            remove(out_h5);
+    }
+    if (st != CZ_OK) {
+        rc = cz_cli_fail(&err);
+        goto out;
+    }
+    if (!quiet) {
+        printf("cadenza %s  experiment '%s'  seed %llu  model %s on %s  scheduler %s\n",
+               cz_version(), cfg.name, (unsigned long long)cfg.seed, cfg.model.name, cfg.hw.name,
+               cfg.sched->name);
+        cz_summary_print(&sum, stdout);
+        const cJSON *th = cJSON_GetObjectItemCaseSensitive(summary, "queueing_theory");
+        if (th) {
+            const cJSON *pred = cJSON_GetObjectItemCaseSensitive(th, "mean_queue_wait_ms");
+            const cJSON *rel = cJSON_GetObjectItemCaseSensitive(th, "relative_error");
+            const cJSON *model = cJSON_GetObjectItemCaseSensitive(th, "model");
+            printf("queueing theory (%s): mean queue wait %.2f ms, simulated %.2f ms, "
+                   "relative error %+.2f %%\n",
+                   model->valuestring, pred->valuedouble, sum.queue_wait_ms.mean,
+                   rel->valuedouble * 100);
+        }
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        fprintf(stderr,
+                "run: %llu events in %.3f s wall = %.2f M events/s; %.1f simulated s per wall s; "
+                "peak memory %.1f MB\n",
+                (unsigned long long)stats.events, wall_s,
+                wall_s > 0 ? (double)stats.events / wall_s / 1e6 : 0.0,
+                wall_s > 0 ? stats.sim_time_s / wall_s : 0.0, (double)ru.ru_maxrss / 1024.0);
+    }
+out:
+    cJSON_Delete(summary);
+    cJSON_Delete(cfg_json);
+    cz_metrics_free(&m);
+    cz_workload_free(&wl);
+    free(base_dir);
+    return rc;
+}

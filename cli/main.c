@@ -1,0 +1,61 @@
+/* main.c - the `cadenza` program: dispatches to subcommands. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cz_cli.h"
+
+static const char usage[] =
+    "usage: cadenza <command> [options]\n"
+    "\n"
+    "Simulate and replay real-time LLM serving.\n"
+    "\n"
+    "commands:\n"
+    "  sim [CONFIG.json]      run the discrete-event simulator on an experiment config\n"
+    "                         (the built-in default experiment when none is given)\n"
+    "  trace info FILE        statistics of a trace (requests, sessions, rate, burstiness)\n"
+    "  trace convert FILE     convert a trace to cadenza's session JSONL format\n"
+    "\n"
+    "options:\n"
+    "  -h, --help             this help; `cadenza <command> --help` for a command's\n"
+    "  -V, --version          print the version\n";
+
+int cz_cli_fail(const cz_err *err)
+{
+    fprintf(stderr, "cadenza: %s\n", err->msg[0] ? err->msg : cz_strerror(err->status));
+    return err->status == CZ_EIO ? CZ_EXIT_FAIL : CZ_EXIT_USAGE;
+}
+
+int cz_cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "cadenza %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'cadenza %s --help'.\n", cmd);
+    return CZ_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return CZ_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(usage, stdout);
+        return CZ_EXIT_OK;
+    }
+    if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("cadenza %s\n", cz_version());
+        return CZ_EXIT_OK;
+    }
+    if (strcmp(cmd, "sim") == 0)
+        return cz_cmd_sim(argc - 1, argv + 1);
+    if (strcmp(cmd, "trace") == 0)
+        return cz_cmd_trace(argc - 1, argv + 1);
+    fprintf(stderr, "cadenza: unknown command '%s'\n\n%s", cmd, usage);
+    return CZ_EXIT_USAGE;
+}

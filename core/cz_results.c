@@ -1,0 +1,172 @@
+/* cz_results.c - see cz_results.h. */
+#include "cz_results.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+
+/* Row of /requests: the record plus the derived latencies, in seconds. */
+typedef struct h5_req_row {
+    uint64_t session;
+    uint32_t turn, cls, input_tokens, output_tokens, preemptions, outcome;
+    double arrival_s, first_sched_s, first_token_s, finish_s;
+    double queue_wait_s, ttft_s, tpot_s, e2el_s;
+} h5_req_row;
+
+#define CZ_H5_CHECK(expr, what)                                                                 \
+    do {                                                                                     \
+        if ((expr) < 0) {                                                                    \
+            st = cz_err_set(err, CZ_EIO, "%s: HDF5 failed to %s (%s:%d)", path, what,        \
+                            __FILE__, __LINE__);                                             \
+            goto fail;                                                                       \
+        }                                                                                    \
+    } while (0)
+
+static hid_t req_type(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(h5_req_row));
+#define F(name, ht) H5Tinsert(t, #name, HOFFSET(h5_req_row, name), ht)
+    F(session, H5T_NATIVE_UINT64);
+    F(turn, H5T_NATIVE_UINT32);
+    F(cls, H5T_NATIVE_UINT32);
+    F(input_tokens, H5T_NATIVE_UINT32);
+    F(output_tokens, H5T_NATIVE_UINT32);
+    F(preemptions, H5T_NATIVE_UINT32);
+    F(outcome, H5T_NATIVE_UINT32);
+    F(arrival_s, H5T_NATIVE_DOUBLE);
+    F(first_sched_s, H5T_NATIVE_DOUBLE);
+    F(first_token_s, H5T_NATIVE_DOUBLE);
+    F(finish_s, H5T_NATIVE_DOUBLE);
+    F(queue_wait_s, H5T_NATIVE_DOUBLE);
+    F(ttft_s, H5T_NATIVE_DOUBLE);
+    F(tpot_s, H5T_NATIVE_DOUBLE);
+    F(e2el_s, H5T_NATIVE_DOUBLE);
+#undef F
+    return t;
+}
+
+static hid_t tl_type(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_timeline_row));
+    H5Tinsert(t, "t_s", HOFFSET(cz_timeline_row, t_s), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "kv_blocks_used", HOFFSET(cz_timeline_row, kv_blocks_used), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "running", HOFFSET(cz_timeline_row, running), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "waiting", HOFFSET(cz_timeline_row, waiting), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "batch_tokens", HOFFSET(cz_timeline_row, batch_tokens), H5T_NATIVE_UINT32);
+    return t;
+}
+
+static hid_t itl_type(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_wsample));
+    H5Tinsert(t, "gap_s", HOFFSET(cz_wsample, v), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "count", HOFFSET(cz_wsample, w), H5T_NATIVE_UINT64);
+    return t;
+}
+
+/* Writes a 1-D dataset of `n` rows of compound type `type` from `data`. */
+static herr_t write_table(hid_t file, const char *name, hid_t type, uint64_t n, const void *data)
+{
+    hsize_t dims[1] = {n};
+    hid_t space = H5Screate_simple(1, dims, NULL);
+    if (space < 0)
+        return -1;
+    hid_t ds = H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = ds < 0 ? -1 : 0;
+    if (rc == 0 && n > 0)
+        rc = H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+    if (ds >= 0)
+        H5Dclose(ds);
+    H5Sclose(space);
+    return rc;
+}
+
+static herr_t write_str_attr(hid_t obj, const char *name, const char *text)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    if (t < 0)
+        return -1;
+    H5Tset_size(t, strlen(text) + 1);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, t, space, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Awrite(a, t, text);
+    if (a >= 0)
+        H5Aclose(a);
+    H5Sclose(space);
+    H5Tclose(t);
+    return rc;
+}
+
+static herr_t write_u64_attr(hid_t obj, const char *name, uint64_t v)
+{
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, H5T_NATIVE_UINT64, space, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_UINT64, &v);
+    if (a >= 0)
+        H5Aclose(a);
+    H5Sclose(space);
+    return rc;
+}
+
+cz_status cz_results_write_h5(const char *path, const cz_metrics *m, const char *config_json,
+                              const char *summary_json, uint64_t seed, cz_err *err)
+{
+    cz_status st = CZ_OK;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    size_t tn = strlen(path) + 32;
+    char *tmp = cz_xmalloc(tn);
+    snprintf(tmp, tn, "%s.tmp%ld", path, (long)getpid());
+    hid_t rt = req_type(), tt = tl_type(), it = itl_type();
+    h5_req_row *rows = cz_xmalloc((m->n_req ? m->n_req : 1) * sizeof *rows);
+    for (uint64_t i = 0; i < m->n_req; i++) {
+        const cz_req_record *r = &m->req[i];
+        h5_req_row *w = &rows[i];
+        memset(w, 0, sizeof *w);
+        w->session = r->session;
+        w->turn = r->turn;
+        w->cls = r->cls;
+        w->input_tokens = r->input_tokens;
+        w->output_tokens = r->output_tokens;
+        w->preemptions = r->preemptions;
+        w->outcome = r->outcome;
+        w->arrival_s = r->arrival_s;
+        w->first_sched_s = r->first_sched_s;
+        w->first_token_s = r->first_token_s;
+        w->finish_s = r->finish_s;
+        w->queue_wait_s = r->first_sched_s - r->arrival_s;
+        w->ttft_s = r->first_token_s - r->arrival_s;
+        w->e2el_s = r->finish_s - r->arrival_s;
+        w->tpot_s = r->output_tokens > 1 && r->outcome == CZ_REQ_COMPLETED
+                        ? (r->finish_s - r->first_token_s) / (double)(r->output_tokens - 1)
+                        : NAN;
+    }
+    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    CZ_H5_CHECK(file, "create the file");
+    CZ_H5_CHECK(write_table(file, "requests", rt, m->n_req, rows), "write /requests");
+    CZ_H5_CHECK(write_table(file, "timeline", tt, m->n_tl, m->tl), "write /timeline");
+    CZ_H5_CHECK(write_table(file, "itl", it, m->n_itl, m->itl), "write /itl");
+    CZ_H5_CHECK(write_str_attr(file, "config", config_json), "write the config attribute");
+    CZ_H5_CHECK(write_str_attr(file, "summary", summary_json), "write the summary attribute");
+    CZ_H5_CHECK(write_str_attr(file, "cadenza_version", cz_version()), "write the version");
+    CZ_H5_CHECK(write_u64_attr(file, "seed", seed), "write the seed");
+    CZ_H5_CHECK(H5Fclose(file), "close the file");
+    file = -1;
+    if (rename(tmp, path) != 0)
+        st = cz_err_set(err, CZ_EIO, "%s: cannot rename the finished results file into place",
+                        path);
+fail:
+    if (file >= 0)
+        H5Fclose(file);
+    if (st != CZ_OK)
+        remove(tmp);
+    H5Tclose(rt);
+    H5Tclose(tt);
+    H5Tclose(it);
+    free(rows);
+    free(tmp);
+    return st;
+}

@@ -1,0 +1,131 @@
+/* cz_server.h - the serving core: one autoregressive stage with continuous batching.
+ *
+ * The core is reactive (docs/architecture.md): it never reads a clock. A driver tells
+ * it that a request arrived (cz_server_on_arrival) or that the batch it handed out has
+ * finished (cz_server_on_batch_done), each at a time the driver owns, and asks what to
+ * run next (cz_server_schedule). The discrete-event simulator and a real engine are two
+ * such drivers. Scheduling follows vLLM's V1 scheduler: running requests first, each
+ * given the tokens it lacks within a per-step token budget (chunked prefill); on KV
+ * exhaustion the scheduler policy picks a running request to preempt by recompute; new
+ * requests are admitted from the waiting queue only in steps with no preemption, up to
+ * the sequence cap. KV lives in a paged block pool (block_tokens per block).
+ *
+ * Memory: every array is sized at creation or grows by doubling when requests arrive;
+ * scheduling and completing a step allocate nothing. */
+#ifndef CZ_SERVER_H
+#define CZ_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cz_base.h"
+#include "cz_metrics.h"
+
+typedef struct cz_server_config {
+    uint32_t max_num_seqs;           /* sequence cap (vLLM default 256) */
+    uint32_t max_num_batched_tokens; /* token budget per step (vLLM default 8192) */
+    bool chunked_prefill;            /* split long prompts over steps (default on) */
+    uint32_t block_tokens;           /* tokens per KV block (16) */
+    uint32_t kv_blocks;              /* blocks in the pool */
+    uint32_t max_model_len;          /* prompt + output cap; 0 = only the pool bounds it */
+} cz_server_config;
+
+/* vLLM's defaults for the fields above (kv_blocks must still be set). */
+cz_server_config cz_server_config_default(void);
+
+typedef enum cz_sreq_state {
+    CZ_SREQ_WAITING = 0,
+    CZ_SREQ_RUNNING,
+    CZ_SREQ_DONE,
+    CZ_SREQ_REJECTED
+} cz_sreq_state;
+
+/* Serving state of one request, readable by policies. */
+typedef struct cz_sreq {
+    uint32_t prompt_tokens;
+    uint32_t output_tokens;
+    uint32_t computed;      /* tokens whose KV is in the pool */
+    uint32_t generated;     /* output tokens sampled so far */
+    uint32_t blocks;        /* KV blocks held */
+    uint32_t sched_tokens;  /* tokens scheduled in the batch in flight */
+    uint32_t state;         /* cz_sreq_state */
+    double arrival_s;
+    double last_token_s;
+} cz_sreq;
+
+/* What a scheduler policy sees: the request table and the running list in admission
+ * order. Read-only. */
+typedef struct cz_sched_view {
+    const cz_sreq *reqs;
+    const uint32_t *running;
+    uint32_t n_running;
+    uint32_t free_blocks;
+} cz_sched_view;
+
+/* A scheduler policy (policies/): pure decisions over a read-only view. */
+typedef struct cz_sched_ops {
+    const char *name;
+    /* Index into view->running of the request to preempt when the KV pool is full. */
+    uint32_t (*pick_victim)(const cz_sched_view *view);
+} cz_sched_ops;
+
+/* One request's share of a batch. */
+typedef struct cz_batch_item {
+    uint32_t req;        /* request id */
+    uint32_t tokens;     /* tokens computed for it in this step */
+    uint32_t ctx_before; /* tokens already in its KV before the step */
+    bool decode;         /* a one-token decode (its whole prompt was already computed) */
+} cz_batch_item;
+
+/* A batch handed to the driver; points into server-owned storage that stays valid until
+ * the next cz_server_on_batch_done. */
+typedef struct cz_batch {
+    const cz_batch_item *items;
+    uint32_t n_items;
+    uint32_t total_tokens;
+    uint64_t prefill_tokens;    /* tokens of prefill chunks */
+    uint64_t prefill_attn_ctx;  /* sum over prefill tokens of the context each attends to */
+    uint32_t decode_seqs;
+    uint64_t decode_ctx_tokens; /* sum of decode sequences' context lengths */
+} cz_batch;
+
+typedef struct cz_server cz_server;
+
+/* A new server with `cfg` and the scheduler `sched` (not owned; must outlive the
+ * server), recording into `metrics` (not owned). `expected_requests` presizes the request
+ * table. Invalid configurations are bugs of the caller (validated by the config parser):
+ * asserted. */
+cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sched,
+                            cz_metrics *metrics, uint64_t expected_requests);
+void cz_server_free(cz_server *s);
+
+/* A request arrived at time t_s. Returns its id (= its row in the metrics). A request
+ * that can never fit (more KV blocks than the pool, longer than max_model_len, or, with
+ * chunked prefill off, more tokens to recompute than one step's budget) is rejected at
+ * once and recorded as such. `session`, `turn` and `cls` are carried into
+ * the metrics. */
+uint32_t cz_server_on_arrival(cz_server *s, double t_s, uint32_t prompt_tokens,
+                              uint32_t output_tokens, uint64_t session, uint32_t turn,
+                              uint32_t cls);
+
+/* Forms the next batch at time t_s. Returns false (and leaves *out empty) when nothing
+ * can run. Must not be called while a batch is in flight. */
+bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out);
+
+/* The batch in flight finished at time t_s: KV and token counts advance, tokens are
+ * stamped, finished requests release their KV. The ids of requests that finished are
+ * returned through *finished (server-owned, valid until the next call). */
+void cz_server_on_batch_done(cz_server *s, double t_s, const uint32_t **finished,
+                             uint32_t *n_finished);
+
+bool cz_server_busy(const cz_server *s);
+uint32_t cz_server_running(const cz_server *s);
+uint32_t cz_server_waiting(const cz_server *s);
+uint32_t cz_server_kv_used(const cz_server *s);
+const cz_sreq *cz_server_request(const cz_server *s, uint32_t id);
+
+/* Checks every KV and queue invariant (each block counted once, counts match states);
+ * returns false and fills err with the first violation. For tests; O(requests). */
+bool cz_server_check(const cz_server *s, cz_err *err);
+
+#endif

@@ -1,0 +1,151 @@
+/* test_sim.c - the simulator against queueing theory (smaller versions of
+ * experiments/validation/), determinism, and config errors. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cz_json.h"
+#include "cz_sim.h"
+
+static char *root_path(const char *rel)
+{
+    const char *root = getenv("CZ_SOURCE_ROOT");
+    cr_assert(root != NULL, "CZ_SOURCE_ROOT not set");
+    size_t n = strlen(root) + strlen(rel) + 2;
+    char *p = malloc(n);
+    snprintf(p, n, "%s/%s", root, rel);
+    return p;
+}
+
+/* Runs a validation config with `requests` requests; returns simulated and predicted
+ * mean queue wait (ms). */
+static void run_validation(const char *rel, unsigned requests, double *sim_ms, double *pred_ms)
+{
+    char *path = root_path(rel);
+    cJSON *j;
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_json_load(path, &j, &err), CZ_OK, "%s", err.msg);
+    char set[64];
+    snprintf(set, sizeof set, "workload.synthetic.requests=%u", requests);
+    cr_assert_eq(cz_json_set_path(j, set, &err), CZ_OK, "%s", err.msg);
+    char *dir = root_path("experiments/validation");
+    cz_sim_config cfg;
+    cz_workload wl;
+    cz_workload_init(&wl);
+    cr_assert_eq(cz_sim_config_parse(j, path, dir, &cfg, &wl, &err), CZ_OK, "%s", err.msg);
+    cz_metrics m;
+    cz_metrics_init(&m, cfg.timeline_interval_s, wl.n_turns);
+    cz_sim_stats st;
+    cr_assert_eq(cz_sim_run(&cfg, &wl, &m, &st, NULL, NULL, &err), CZ_OK, "%s", err.msg);
+    cz_summary sum;
+    cz_metrics_summarize(&m, &cfg.slo, &sum);
+    cr_assert_eq(sum.completed, requests);
+    cJSON *sj = cz_summary_json(&sum);
+    cr_assert(cz_sim_add_theory(&cfg, j, &sum, sj));
+    *sim_ms = sum.queue_wait_ms.mean;
+    *pred_ms = cJSON_GetObjectItem(cJSON_GetObjectItem(sj, "queueing_theory"),
+                                   "mean_queue_wait_ms")->valuedouble;
+    cJSON_Delete(sj);
+    cJSON_Delete(j);
+    cz_metrics_free(&m);
+    cz_workload_free(&wl);
+    free(path);
+    free(dir);
+}
+
+Test(sim, mm1_rho05_closed_form)
+{
+    double s, p;
+    run_validation("experiments/validation/mm1_rho0.5.json", 200000, &s, &p);
+    cr_assert_float_eq(p, 1000.0, 1e-6); /* rho / (mu - lambda) = 0.5 / 0.5 s */
+    cr_assert(fabs(s - p) / p < 0.03, "simulated %.2f ms vs %.2f ms", s, p);
+}
+
+Test(sim, mm1_rho08_closed_form)
+{
+    double s, p;
+    run_validation("experiments/validation/mm1_rho0.8.json", 400000, &s, &p);
+    cr_assert_float_eq(p, 4000.0, 1e-6);
+    cr_assert(fabs(s - p) / p < 0.05, "simulated %.2f ms vs %.2f ms", s, p);
+}
+
+Test(sim, mg1_pollaczek_khinchine)
+{
+    double s, p;
+    run_validation("experiments/validation/mg1_rho0.42.json", 200000, &s, &p);
+    cr_assert_float_eq(p, 1e3 * 0.3 * 1.96 * 1.25 / (2 * (1 - 0.42)), 1e-6);
+    cr_assert(fabs(s - p) / p < 0.03, "simulated %.2f ms vs %.2f ms", s, p);
+}
+
+static char *run_default_summary(const char *set)
+{
+    char *path = root_path("experiments/default.json");
+    cJSON *j;
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_json_load(path, &j, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(cz_json_set_path(j, "workload.max_requests=400", &err), CZ_OK);
+    if (set)
+        cr_assert_eq(cz_json_set_path(j, set, &err), CZ_OK);
+    char *dir = root_path("experiments");
+    cz_sim_config cfg;
+    cz_workload wl;
+    cz_workload_init(&wl);
+    cr_assert_eq(cz_sim_config_parse(j, path, dir, &cfg, &wl, &err), CZ_OK, "%s", err.msg);
+    cz_metrics m;
+    cz_metrics_init(&m, cfg.timeline_interval_s, wl.n_turns);
+    cz_sim_stats st;
+    cr_assert_eq(cz_sim_run(&cfg, &wl, &m, &st, NULL, NULL, &err), CZ_OK, "%s", err.msg);
+    cz_summary sum;
+    cz_metrics_summarize(&m, &cfg.slo, &sum);
+    cr_assert_eq(sum.completed + sum.rejected, 400);
+    cJSON *sj = cz_summary_json(&sum);
+    char *text = cJSON_PrintUnformatted(sj);
+    cJSON_Delete(sj);
+    cJSON_Delete(j);
+    cz_metrics_free(&m);
+    cz_workload_free(&wl);
+    free(path);
+    free(dir);
+    return text;
+}
+
+Test(sim, same_config_same_summary)
+{
+    char *a = run_default_summary(NULL), *b = run_default_summary(NULL);
+    cr_assert_str_eq(a, b);
+    char *c = run_default_summary("server.max_num_seqs=4");
+    cr_assert(strcmp(a, c) != 0, "a tighter sequence cap must change the run");
+    free(a);
+    free(b);
+    free(c);
+}
+
+Test(sim, config_errors_name_the_field)
+{
+    const char *bad[][2] = {
+        {"{\"workload\": {}, \"server\": {\"max_num_seqs\": 0}}", "max_num_seqs"},
+        {"{\"workload\": {}, \"sheduler\": \"fcfs\"}", "sheduler"},
+        {"{\"workload\": {}, \"scheduler\": \"lifo\"}", "lifo"},
+        {"{\"workload\": {}, \"cost\": {\"kind\": \"magic\"}}", "kind"},
+        {"{\"workload\": {}, \"model\": \"no-such-model\"}", "no-such-model"},
+        {"{\"seed\": 1}", "workload"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cJSON *j = cJSON_Parse(bad[i][0]);
+        cr_assert(j != NULL);
+        cz_sim_config cfg;
+        cz_workload wl;
+        cz_workload_init(&wl);
+        cz_err err;
+        cz_err_clear(&err);
+        cr_assert_neq(cz_sim_config_parse(j, "bad.json", ".", &cfg, &wl, &err), CZ_OK);
+        cr_assert(strstr(err.msg, "bad.json") != NULL, "message: %s", err.msg);
+        cr_assert(strstr(err.msg, bad[i][1]) != NULL, "message: %s", err.msg);
+        cz_workload_free(&wl);
+        cJSON_Delete(j);
+    }
+}

@@ -1,0 +1,96 @@
+/* cz_traces_int.h - internals shared inside traces/: the line and CSV scanners the
+ * readers use, one entry point per format, and the workload copy helpers the transforms
+ * and cz_trace_read use. Not part of the public API. */
+#ifndef CZ_TRACES_INT_H
+#define CZ_TRACES_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cz_base.h"
+#include "cz_traces.h"
+#include "cz_workload.h"
+
+/* ---- line scanner ---------------------------------------------------------------- */
+
+/* A whole file in memory, cut into lines in place. */
+typedef struct cz__lines {
+    const char *path; /* as given by the caller; names the file in messages */
+    char *buf;        /* owned file contents, NUL-terminated */
+    char *pos;        /* start of the next line */
+    size_t line;      /* 1-based number of the line returned last */
+} cz__lines;
+
+/* Reads `path` into `ls`. CZ_EIO naming the file when it cannot be read. */
+cz_status cz__lines_open(cz__lines *ls, const char *path, cz_err *err);
+/* Frees the buffer. */
+void cz__lines_close(cz__lines *ls);
+/* Returns the next line that is not blank (NUL-terminated, without "\r\n"), with its
+ * number in ls->line, or NULL at the end of the file. The text stays valid until close. */
+char *cz__lines_next(cz__lines *ls);
+
+/* ---- CSV ------------------------------------------------------------------------- */
+
+/* A CSV file with a header line; fields are looked up by column name. Fields may be
+ * double-quoted ("" is a quote inside quotes) but may not span lines. */
+typedef struct cz__csv {
+    cz__lines lines;
+    char **header;     /* column names, pointing into the buffer */
+    size_t n_header;
+    char **fields;     /* fields of the current row, pointing into the buffer */
+    size_t n_fields, cap_fields;
+} cz__csv;
+
+/* Opens `path` and splits its header line. CZ_EFORMAT when the file has no header. */
+cz_status cz__csv_open(cz__csv *c, const char *path, cz_err *err);
+void cz__csv_close(cz__csv *c);
+/* Finds column `name` in the header: *idx is its index, or -1 when it is absent and not
+ * required. A required absent column is CZ_EFORMAT listing the header's columns. */
+cz_status cz__csv_column(const cz__csv *c, const char *name, bool required, int *idx,
+                         cz_err *err);
+/* Moves to the next data row (*more = false at the end). CZ_EFORMAT when the row has a
+ * different number of fields than the header or a broken quoted field. */
+cz_status cz__csv_next(cz__csv *c, bool *more, cz_err *err);
+/* Text of field `idx` (a column index from cz__csv_column) of the current row. */
+const char *cz__csv_field(const cz__csv *c, int idx);
+/* Field `idx` as a non-negative integer that fits 32 bits ("12" or "12.0").
+ * CZ_EFORMAT "file:line: field 'name': expected a non-negative integer, got '...'". */
+cz_status cz__csv_u32(const cz__csv *c, int idx, uint32_t *out, cz_err *err);
+/* Field `idx` as a finite number >= 0; CZ_EFORMAT as above otherwise. */
+cz_status cz__csv_num(const cz__csv *c, int idx, double *out, cz_err *err);
+
+/* ---- readers: each fills an empty workload `w` with the file's records in source
+ * order (arrival_s in the source's clock converted to seconds, not yet shifted), sets
+ * w->source, the flags, hash_block_tokens and the dropped counters. cz_trace_read shifts
+ * and merges. Errors name the file, the line or record, the field and what was
+ * expected. ------------------------------------------------------------------------ */
+
+cz_status cz__read_sharegpt(const char *path, const cz_trace_opts *o, cz_workload *w,
+                            cz_err *err);
+cz_status cz__read_burstgpt(const char *path, const cz_trace_opts *o, cz_workload *w,
+                            cz_err *err);
+cz_status cz__read_mooncake(const char *path, const cz_trace_opts *o, cz_workload *w,
+                            cz_err *err);
+cz_status cz__read_azure(const char *path, const cz_trace_opts *o, cz_workload *w, cz_err *err);
+cz_status cz__read_cadenza(const char *path, const cz_trace_opts *o, cz_workload *w,
+                           cz_err *err);
+
+/* ---- workload copies --------------------------------------------------------------- */
+
+/* Copies the header fields (source, flags, concurrency, hash_block_tokens, counters)
+ * of `src` into `dst`. */
+void cz__workload_copy_header(cz_workload *dst, const cz_workload *src);
+/* Appends session `si` of `src` (its name, turns and hashes) to `dst`. */
+void cz__workload_copy_session(cz_workload *dst, const cz_workload *src, uint32_t si);
+/* Arrival time of session `si`'s first turn. */
+double cz__session_first_arrival(const cz_workload *w, uint32_t si);
+/* Fills order[0..n_sessions) with the session indices sorted by first arrival (stable:
+ * ties keep workload order). */
+void cz__sessions_by_arrival(const cz_workload *w, uint32_t *order);
+
+/* Name of class `c` in configs and files ("rt", "be"); parses it back. */
+const char *cz__class_name(cz_class c);
+bool cz__class_parse(const char *s, cz_class *out);
+
+#endif
