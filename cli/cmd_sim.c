@@ -127,7 +127,7 @@ int cz_cmd_sim(int argc, char **argv)
         free(sets);
         return cz_cli_fail(&err);
     }
-    base_dir = config_path ? dir_of(config_path) : cz_xstrdup(CZ_SOURCE_ROOT);
+    base_dir = config_path ? dir_of(config_path) : cz_xstrdup(CZ_SOURCE_ROOT "/experiments");
     for (int i = 0; i < n_sets && st == CZ_OK; i++)
         st = cz_json_set_path(cfg_json, sets[i], &err);
     free(sets);
@@ -198,6 +198,7 @@ int cz_cmd_sim(int argc, char **argv)
                    model->valuestring, pred->valuedouble, sum.queue_wait_ms.mean,
                    rel->valuedouble * 100);
         }
+        fflush(stdout);
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         fprintf(stderr,

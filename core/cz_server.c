@@ -126,6 +126,17 @@ static uint32_t blocks_for(const cz_server *s, uint64_t tokens)
     return (uint32_t)((tokens + s->cfg.block_tokens - 1) / s->cfg.block_tokens);
 }
 
+/* Blocks a request holding `r->computed` tokens in `r->blocks` blocks must add to hold
+ * `n` more. The free slots of its last block absorb small steps (decodes) with no
+ * division. */
+static uint32_t extra_blocks(const cz_server *s, const cz_sreq *r, uint32_t n)
+{
+    uint64_t slack = (uint64_t)r->blocks * s->cfg.block_tokens - r->computed;
+    if (n <= slack)
+        return 0;
+    return blocks_for(s, n - slack);
+}
+
 static void kv_release(cz_server *s, cz_sreq *r)
 {
     CZ_ASSERT(s->kv_used >= r->blocks);
@@ -195,6 +206,7 @@ static void add_item(cz_server *s, cz_batch *b, uint32_t id, uint32_t n)
         b->decode_ctx_tokens += (uint64_t)r->computed + 1;
     } else {
         b->prefill_tokens += n;
+        b->prefill_seqs++;
         /* token i of the chunk attends to ctx_before + i + 1 positions */
         b->prefill_attn_ctx += (uint64_t)n * r->computed + (uint64_t)n * (n + 1) / 2;
     }
@@ -232,7 +244,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         uint32_t need = r->prompt_tokens + r->generated - r->computed;
         CZ_ASSERT(need > 0);
         uint32_t n = need < budget ? need : budget;
-        uint32_t extra = blocks_for(s, (uint64_t)r->computed + n) - r->blocks;
+        uint32_t extra = extra_blocks(s, r, n);
         bool self_preempted = false;
         while (extra > s->cfg.kv_blocks - s->kv_used) {
             cz_sched_view v = {s->reqs, s->running, s->n_running, s->cfg.kv_blocks - s->kv_used};
@@ -256,7 +268,9 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         i++;
     }
 
-    /* 2. waiting requests, only when nothing was preempted in this step */
+    /* 2. waiting requests, only when nothing was preempted in this step; only these can
+     * be scheduled for the first time */
+    uint32_t first_admitted = s->n_items;
     while (!preempted && s->wq_len > 0 && budget > 0 && s->n_running < s->cfg.max_num_seqs) {
         uint32_t id = wq_front(s);
         cz_sreq *r = &s->reqs[id];
@@ -264,7 +278,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         if (!s->cfg.chunked_prefill && need > budget)
             break;
         uint32_t n = need < budget ? need : budget;
-        uint32_t extra = blocks_for(s, (uint64_t)r->computed + n) - r->blocks;
+        uint32_t extra = extra_blocks(s, r, n);
         if (extra > s->cfg.kv_blocks - s->kv_used)
             break;
         wq_pop_front(s);
@@ -276,7 +290,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         budget -= n;
     }
 
-    for (uint32_t k = 0; k < s->n_items; k++) {
+    for (uint32_t k = first_admitted; k < s->n_items; k++) {
         cz_req_record *rec = &s->metrics->req[s->items[k].req];
         if (isnan(rec->first_sched_s))
             rec->first_sched_s = t_s;
@@ -310,6 +324,7 @@ void cz_server_on_batch_done(cz_server *s, double t_s, const uint32_t **finished
         cz_req_record *rec = &s->metrics->req[id];
         if (r->generated == 1) {
             rec->first_token_s = t_s;
+            rec->output_tokens = 1;
         } else {
             double g = t_s - r->last_token_s;
             if (g != gap) {
@@ -320,8 +335,8 @@ void cz_server_on_batch_done(cz_server *s, double t_s, const uint32_t **finished
             gap_n++;
         }
         r->last_token_s = t_s;
-        rec->output_tokens = r->generated;
         if (r->generated == r->output_tokens) {
+            rec->output_tokens = r->generated;
             r->state = CZ_SREQ_DONE;
             kv_release(s, r);
             rec->finish_s = t_s;
@@ -341,6 +356,13 @@ void cz_server_on_batch_done(cz_server *s, double t_s, const uint32_t **finished
     s->n_items = 0;
     *finished = s->finished;
     *n_finished = nf;
+}
+
+void cz_server_finalize(cz_server *s)
+{
+    for (size_t i = 0; i < s->n_reqs; i++)
+        if (s->reqs[i].state == CZ_SREQ_RUNNING || s->reqs[i].state == CZ_SREQ_WAITING)
+            s->metrics->req[i].output_tokens = s->reqs[i].generated;
 }
 
 bool cz_server_busy(const cz_server *s) { return s->in_flight; }
@@ -369,7 +391,7 @@ bool cz_server_check(const cz_server *s, cz_err *err)
                        r->blocks);
             return false;
         }
-        if (r->blocks < blocks_for(s, r->computed)) {
+        if (r->state == CZ_SREQ_RUNNING && r->blocks < blocks_for(s, r->computed)) {
             cz_err_set(err, CZ_EINVAL, "request %zu has %u tokens of KV in %u blocks", i,
                        r->computed, r->blocks);
             return false;

@@ -84,6 +84,7 @@ typedef struct cz_batch {
     uint32_t n_items;
     uint32_t total_tokens;
     uint64_t prefill_tokens;    /* tokens of prefill chunks */
+    uint32_t prefill_seqs;      /* requests with a prefill chunk in the step */
     uint64_t prefill_attn_ctx;  /* sum over prefill tokens of the context each attends to */
     uint32_t decode_seqs;
     uint64_t decode_ctx_tokens; /* sum of decode sequences' context lengths */
@@ -117,6 +118,11 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out);
  * returned through *finished (server-owned, valid until the next call). */
 void cz_server_on_batch_done(cz_server *s, double t_s, const uint32_t **finished,
                              uint32_t *n_finished);
+
+/* The run is over: copies the output tokens generated so far into the metrics records of
+ * requests that did not complete (the records of running requests are otherwise only
+ * updated at their first and last token). */
+void cz_server_finalize(cz_server *s);
 
 bool cz_server_busy(const cz_server *s);
 uint32_t cz_server_running(const cz_server *s);

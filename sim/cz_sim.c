@@ -98,7 +98,7 @@ static cz_status derive_kv_blocks(cz_sim_config *c, const char *where, cz_err *e
     const cz_stage_card *s = &c->model.stages[c->stage];
     double tp = c->cost.tp ? c->cost.tp : 1;
     double free_bytes = c->hw.hbm_bytes * c->gpu_memory_utilization - cz_stage_weight_bytes(s) / tp;
-    double block_bytes = cz_stage_kv_bytes_per_token(s) / tp * c->server.block_tokens;
+    double block_bytes = cz_stage_kv_bytes_per_token_gpu(s, (uint32_t)tp) * c->server.block_tokens;
     double blocks = floor(free_bytes / block_bytes);
     if (!(blocks >= 1))
         return cz_err_set(err, CZ_EINVAL,
@@ -303,6 +303,7 @@ double cz_sim_roofline_step_s(const cz_sim_config *cfg, const cz_batch *b)
 {
     cz_batch_shape shape = {
         .prefill_tokens = b->prefill_tokens,
+        .prefill_seqs = b->prefill_seqs,
         .prefill_attn_ctx = b->prefill_attn_ctx,
         .decode_seqs = b->decode_seqs,
         .decode_ctx_tokens = b->decode_ctx_tokens,
@@ -415,6 +416,7 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
             progress(progress_ctx, &p);
         }
     }
+    cz_server_finalize(S.srv);
     stats->arrivals = S.arrived;
     stats->sim_time_s = now;
     if (progress) {

@@ -178,7 +178,7 @@ static cz_status read_session(const cJSON *js, const char *where, const cz_trace
     int k = 0;
     cJSON_ArrayForEach(jt, turns)
     {
-        char twhere[CZ_ERR_MSG_MAX / 2];
+        char twhere[CZ_ERR_MSG_MAX];
         snprintf(twhere, sizeof twhere, "%s: turns[%d]", where, k++);
         if ((st = read_turn(jt, twhere, w, hashes, cap, err)) != CZ_OK)
             return st;
@@ -189,7 +189,7 @@ static cz_status read_session(const cJSON *js, const char *where, const cz_trace
 static cz_status read_stream(const cJSON *js, const char *where, const cz_trace_opts *o,
                              cz_workload *w, cz_err *err)
 {
-    char swhere[CZ_ERR_MSG_MAX / 2];
+    char swhere[CZ_ERR_MSG_MAX];
     snprintf(swhere, sizeof swhere, "%s: stream", where);
     if (!cJSON_IsObject(js))
         return cz_err_set(err, CZ_EINVAL, "%s: field 'stream': expected an object", where);

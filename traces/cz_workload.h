@@ -96,8 +96,11 @@ void cz_workload_free(cz_workload *w);
 
 /* Builders used by readers and generators. cz_workload_begin_session starts a session
  * named `name` (copied); cz_workload_add_turn appends a turn to the session begun last
- * and returns it (valid until the next add). cz_workload_add_hashes appends `n` hashes
- * to the pool and stores their range in `turn`. */
+ * and returns it (valid until the next add), zeroed with barge_in_s = -1.
+ * cz_workload_add_hashes appends `n` hashes to the pool and stores their range in `turn`
+ * (a turn of `w`). cz_workload_add_stream appends a zeroed stream of class RT. Arrays grow
+ * by doubling (amortised O(1)); running out of memory aborts (cz_grow). Calling
+ * add_turn before any begin_session is a bug (CZ_ASSERT). */
 cz_session *cz_workload_begin_session(cz_workload *w, const char *name, cz_class cls,
                                       cz_timing timing);
 cz_turn *cz_workload_add_turn(cz_workload *w);

@@ -1,0 +1,211 @@
+/* cz_traces.c - trace format names, content-based detection, reader options and the
+ * cz_trace_read entry point (dispatch to the per-format readers, arrival shift, merge
+ * into the caller's workload). */
+#include "cz_traces_int.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    cz_trace_format fmt;
+} format_names[] = {
+    {"auto", CZ_FMT_AUTO},         {"sharegpt", CZ_FMT_SHAREGPT}, {"burstgpt", CZ_FMT_BURSTGPT},
+    {"mooncake", CZ_FMT_MOONCAKE}, {"azure", CZ_FMT_AZURE},       {"cadenza", CZ_FMT_CADENZA},
+};
+
+cz_status cz_trace_format_parse(const char *name, cz_trace_format *out, cz_err *err)
+{
+    for (size_t i = 0; i < CZ_ARRAY_LEN(format_names); i++) {
+        if (strcmp(name, format_names[i].name) == 0) {
+            *out = format_names[i].fmt;
+            return CZ_OK;
+        }
+    }
+    return cz_err_set(err, CZ_ENOTFOUND,
+                      "unknown trace format '%s' (expected one of: auto, sharegpt, burstgpt, "
+                      "mooncake, azure, cadenza)",
+                      name);
+}
+
+const char *cz_trace_format_name(cz_trace_format f)
+{
+    for (size_t i = 0; i < CZ_ARRAY_LEN(format_names); i++)
+        if (format_names[i].fmt == f)
+            return format_names[i].name;
+    return "unknown";
+}
+
+const char *cz__class_name(cz_class c)
+{
+    return c == CZ_CLASS_BE ? "be" : "rt";
+}
+
+bool cz__class_parse(const char *s, cz_class *out)
+{
+    if (strcmp(s, "rt") == 0)
+        *out = CZ_CLASS_RT;
+    else if (strcmp(s, "be") == 0)
+        *out = CZ_CLASS_BE;
+    else
+        return false;
+    return true;
+}
+
+#define CZ_DETECT_BYTES 65536
+
+cz_status cz_trace_detect(const char *path, cz_trace_format *out, cz_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return cz_err_set(err, CZ_EIO, "%s: cannot open: %s", path, strerror(errno));
+    char *buf = cz_xmalloc(CZ_DETECT_BYTES + 1);
+    size_t n = fread(buf, 1, CZ_DETECT_BYTES, f);
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return cz_err_set(err, CZ_EIO, "%s: read error", path);
+    }
+    buf[n] = '\0';
+    char *p = buf;
+    if ((unsigned char)p[0] == 0xEF && (unsigned char)p[1] == 0xBB && (unsigned char)p[2] == 0xBF)
+        p += 3;
+    while (isspace((unsigned char)*p))
+        p++;
+    char *nl = strchr(p, '\n');
+    if (nl)
+        *nl = '\0';
+    cz_status st = CZ_OK;
+    if (*p == '[')
+        *out = CZ_FMT_SHAREGPT;
+    else if (*p == '{' && strstr(p, "\"cadenza-sessions\""))
+        *out = CZ_FMT_CADENZA;
+    else if (*p == '{' && (strstr(p, "\"hash_ids\"") || strstr(p, "\"input_length\"")))
+        *out = CZ_FMT_MOONCAKE;
+    else if (*p != '{' && strstr(p, "Request tokens"))
+        *out = CZ_FMT_BURSTGPT;
+    else if (*p != '{' && strstr(p, "ContextTokens"))
+        *out = CZ_FMT_AZURE;
+    else {
+        char excerpt[48];
+        size_t k = 0;
+        for (; p[k] && k + 1 < sizeof excerpt; k++)
+            excerpt[k] = isprint((unsigned char)p[k]) ? p[k] : '?';
+        excerpt[k] = '\0';
+        st = cz_err_set(err, CZ_EFORMAT,
+                        "%s:1: cannot tell the trace format from the start '%s'; expected one "
+                        "of: sharegpt (a JSON array), cadenza (JSONL whose first line has "
+                        "\"format\": \"cadenza-sessions\"), mooncake (JSONL with hash_ids and "
+                        "input_length), burstgpt (CSV with a 'Request tokens' column), azure "
+                        "(CSV with a 'ContextTokens' column); or name the format",
+                        path, *p ? excerpt : "(empty file)");
+    }
+    free(buf);
+    return st;
+}
+
+cz_trace_opts cz_trace_opts_default(void)
+{
+    return (cz_trace_opts){
+        .format = CZ_FMT_AUTO,
+        .sharegpt_multi_turn = false,
+        .sharegpt_filter = true,
+        .sharegpt_min_tokens = 4,
+        .sharegpt_max_prompt = 1024,
+        .sharegpt_max_total = 2048,
+        .chars_per_token = 4.0,
+        .default_output_tokens = 0,
+        .cls = CZ_CLASS_RT,
+    };
+}
+
+/* Moves the earliest meaningful arrival (every turn of an open session, the first turn
+ * of a closed one) to 0. */
+static void shift_to_zero(cz_workload *w)
+{
+    double first = INFINITY;
+    for (uint32_t i = 0; i < w->n_sessions; i++) {
+        const cz_session *s = &w->sessions[i];
+        uint32_t n = s->timing == CZ_TIMING_OPEN ? s->n_turns : 1;
+        for (uint32_t k = 0; k < n; k++)
+            first = fmin(first, w->turns[s->turn_off + k].arrival_s);
+    }
+    if (!isfinite(first) || first == 0.0)
+        return;
+    for (uint32_t i = 0; i < w->n_sessions; i++) {
+        const cz_session *s = &w->sessions[i];
+        uint32_t n = s->timing == CZ_TIMING_OPEN ? s->n_turns : 1;
+        for (uint32_t k = 0; k < n; k++)
+            w->turns[s->turn_off + k].arrival_s -= first;
+    }
+}
+
+/* Appends `src` to the non-empty workload `dst`; see cz_trace_read. */
+static cz_status merge(cz_workload *dst, const cz_workload *src, const char *path, cz_err *err)
+{
+    if (dst->hash_block_tokens && src->hash_block_tokens &&
+        dst->hash_block_tokens != src->hash_block_tokens)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: hash blocks of %u tokens cannot join a workload whose hash "
+                          "blocks have %u tokens",
+                          path, src->hash_block_tokens, dst->hash_block_tokens);
+    if (dst->concurrency && src->concurrency && dst->concurrency != src->concurrency)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: concurrency %u conflicts with the workload's concurrency %u", path,
+                          src->concurrency, dst->concurrency);
+    for (uint32_t i = 0; i < src->n_sessions; i++)
+        cz__workload_copy_session(dst, src, i);
+    for (uint32_t i = 0; i < src->n_streams; i++)
+        *cz_workload_add_stream(dst) = src->streams[i];
+    if (!dst->hash_block_tokens)
+        dst->hash_block_tokens = src->hash_block_tokens;
+    if (!dst->concurrency)
+        dst->concurrency = src->concurrency;
+    if (strcmp(dst->source, src->source) != 0)
+        snprintf(dst->source, sizeof dst->source, "mixed");
+    dst->arrivals_given = dst->arrivals_given && src->arrivals_given;
+    dst->think_given = dst->think_given && src->think_given;
+    dst->dropped_failed += src->dropped_failed;
+    dst->dropped_filtered += src->dropped_filtered;
+    return CZ_OK;
+}
+
+cz_status cz_trace_read(const char *path, const cz_trace_opts *opts, cz_workload *out,
+                        cz_err *err)
+{
+    cz_trace_opts o = opts ? *opts : cz_trace_opts_default();
+    if (!(o.chars_per_token > 0.0) || !isfinite(o.chars_per_token))
+        return cz_err_set(err, CZ_EINVAL, "%s: chars_per_token must be a positive number, got %g",
+                          path, o.chars_per_token);
+    cz_status st = CZ_OK;
+    if (o.format == CZ_FMT_AUTO && (st = cz_trace_detect(path, &o.format, err)) != CZ_OK)
+        return st;
+    cz_workload tmp;
+    cz_workload_init(&tmp);
+    switch (o.format) {
+    case CZ_FMT_SHAREGPT: st = cz__read_sharegpt(path, &o, &tmp, err); break;
+    case CZ_FMT_BURSTGPT: st = cz__read_burstgpt(path, &o, &tmp, err); break;
+    case CZ_FMT_MOONCAKE: st = cz__read_mooncake(path, &o, &tmp, err); break;
+    case CZ_FMT_AZURE: st = cz__read_azure(path, &o, &tmp, err); break;
+    case CZ_FMT_CADENZA: st = cz__read_cadenza(path, &o, &tmp, err); break;
+    default: CZ_ASSERT(0 && "a known format (CZ_FMT_AUTO is resolved above)");
+    }
+    if (st == CZ_OK && o.format != CZ_FMT_CADENZA && tmp.arrivals_given)
+        shift_to_zero(&tmp);
+    if (st == CZ_OK && (out->n_sessions > 0 || out->n_streams > 0)) {
+        st = merge(out, &tmp, path, err);
+    } else if (st == CZ_OK) {
+        tmp.dropped_failed += out->dropped_failed;
+        tmp.dropped_filtered += out->dropped_filtered;
+        cz_workload_free(out);
+        *out = tmp;
+        return CZ_OK;
+    }
+    cz_workload_free(&tmp);
+    return st;
+}
