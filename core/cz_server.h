@@ -10,6 +10,15 @@
  * requests are admitted from the waiting queue only in steps with no preemption, up to
  * the sequence cap. KV lives in a paged block pool (block_tokens per block).
  *
+ * Cost: a step is O(prefill chunks + requests that finish, join or are preempted + log n),
+ * not O(running requests). Requests past their prompt form a decode set that advances
+ * one token per step in aggregate (counts, context sums, blocks due per block phase, a
+ * heap of finish steps); a member's own counters are brought up to date only when it
+ * leaves the set or is inspected. This is exact, not an approximation: under vLLM V1's
+ * rules every decoding request is scheduled in every step (max_num_batched_tokens >=
+ * max_num_seqs, as vLLM requires) and decoding requests precede prefilling ones in the
+ * running order (docs/serving-core.md).
+ *
  * Memory: every array is sized at creation or grows by doubling when requests arrive;
  * scheduling and completing a step allocate nothing. */
 #ifndef CZ_SERVER_H
@@ -53,23 +62,25 @@ typedef struct cz_sreq {
     double last_token_s;
 } cz_sreq;
 
-/* What a scheduler policy sees: the request table and the running list in admission
- * order. Read-only. */
+/* What a scheduler policy sees when the KV pool runs out. Read-only. */
 typedef struct cz_sched_view {
-    const cz_sreq *reqs;
-    const uint32_t *running;
     uint32_t n_running;
+    uint32_t last_admitted; /* id of the running request admitted most recently */
     uint32_t free_blocks;
 } cz_sched_view;
 
 /* A scheduler policy (policies/): pure decisions over a read-only view. */
 typedef struct cz_sched_ops {
     const char *name;
-    /* Index into view->running of the request to preempt when the KV pool is full. */
+    /* Id of the running request to preempt when the KV pool is full. The serving core
+     * keeps vLLM V1's invariant that requests scheduled earlier in the step are never
+     * victims: it accepts only the most recently admitted running request. */
     uint32_t (*pick_victim)(const cz_sched_view *view);
 } cz_sched_ops;
 
-/* One request's share of a batch. */
+/* One request's share of a batch. Batches list prefill chunks item by item; the decode
+ * set (requests past their prompt, one token each per step) is carried in aggregate and
+ * walked with cz_server_decode_first / cz_server_decode_next. */
 typedef struct cz_batch_item {
     uint32_t req;        /* request id */
     uint32_t tokens;     /* tokens computed for it in this step */
@@ -78,7 +89,8 @@ typedef struct cz_batch_item {
 } cz_batch_item;
 
 /* A batch handed to the driver; points into server-owned storage that stays valid until
- * the next cz_server_on_batch_done. */
+ * the next cz_server_on_batch_done. `items` are the prefill chunks; the decode_seqs
+ * decoding requests each compute one token. */
 typedef struct cz_batch {
     const cz_batch_item *items;
     uint32_t n_items;
@@ -128,7 +140,13 @@ bool cz_server_busy(const cz_server *s);
 uint32_t cz_server_running(const cz_server *s);
 uint32_t cz_server_waiting(const cz_server *s);
 uint32_t cz_server_kv_used(const cz_server *s);
-const cz_sreq *cz_server_request(const cz_server *s, uint32_t id);
+/* Current state of request `id` (brought up to date on access). */
+const cz_sreq *cz_server_request(cz_server *s, uint32_t id);
+
+/* The decode set in admission order: the first member, and the member after `id`;
+ * UINT32_MAX at the end. O(1) each. */
+uint32_t cz_server_decode_first(const cz_server *s);
+uint32_t cz_server_decode_next(const cz_server *s, uint32_t id);
 
 /* Checks every KV and queue invariant (each block counted once, counts match states);
  * returns false and fills err with the first violation. For tests; O(requests). */

@@ -8,7 +8,7 @@
 static uint32_t fcfs_pick_victim(const cz_sched_view *v)
 {
     CZ_ASSERT(v->n_running > 0);
-    return v->n_running - 1;
+    return v->last_admitted;
 }
 
 const cz_sched_ops cz_sched_fcfs = {

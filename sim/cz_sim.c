@@ -43,6 +43,11 @@ static cz_status parse_server(const cJSON *j, const char *where, cz_sim_config *
     if ((st = cz_json_bool(j, ctx, "chunked_prefill", false, &c->server.chunked_prefill, err)) !=
         CZ_OK)
         return st;
+    if (c->server.max_num_batched_tokens < c->server.max_num_seqs)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'max_num_batched_tokens': expected at least max_num_seqs "
+                          "(%u), as vLLM requires, got %u",
+                          ctx, c->server.max_num_seqs, c->server.max_num_batched_tokens);
     return cz_json_num(j, ctx, "gpu_memory_utilization", false, 0.01, 1.0,
                        &c->gpu_memory_utilization, err);
 }
@@ -313,16 +318,24 @@ double cz_sim_roofline_step_s(const cz_sim_config *cfg, const cz_batch *b)
     return c.total_s;
 }
 
+/* Share of request `id`'s service time that `tokens` tokens of work represent. */
+static double service_share(sim_state *S, uint32_t id, uint32_t tokens)
+{
+    const cz_sreq *r = cz_server_request(S->srv, id);
+    uint32_t life = r->prompt_tokens + r->output_tokens - 1;
+    return S->service_s[id] * (double)tokens / (double)life;
+}
+
 static double step_time(sim_state *S, const cz_batch *b)
 {
     if (S->cfg->cost_kind == CZ_COST_ROOFLINE)
         return cz_sim_roofline_step_s(S->cfg, b);
     double t = 0.0;
-    for (uint32_t k = 0; k < b->n_items; k++) {
-        const cz_sreq *r = cz_server_request(S->srv, b->items[k].req);
-        uint32_t life = r->prompt_tokens + r->output_tokens - 1;
-        t += S->service_s[b->items[k].req] * (double)b->items[k].tokens / (double)life;
-    }
+    for (uint32_t k = 0; k < b->n_items; k++)
+        t += service_share(S, b->items[k].req, b->items[k].tokens);
+    for (uint32_t id = cz_server_decode_first(S->srv); id != UINT32_MAX;
+         id = cz_server_decode_next(S->srv, id))
+        t += service_share(S, id, 1);
     return t;
 }
 

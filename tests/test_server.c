@@ -56,10 +56,12 @@ Test(server, scripted_hand_computed)
 
     /* A decodes one token; B's prefill gets the remaining 7 of the 8-token budget */
     cr_assert(cz_server_schedule(s, 1.5, &b));
-    cr_assert_eq(b.n_items, 2);
-    cr_assert(b.items[0].decode);
-    cr_assert_eq(b.items[1].req, bb);
-    cr_assert_eq(b.items[1].tokens, 7);
+    cr_assert_eq(b.decode_seqs, 1);
+    cr_assert_eq(cz_server_decode_first(s), a);
+    cr_assert_eq(b.n_items, 1);
+    cr_assert_eq(b.items[0].req, bb);
+    cr_assert_eq(b.items[0].tokens, 7);
+    cr_assert_eq(b.total_tokens, 8);
     cr_assert_eq(b.decode_ctx_tokens, 7);
     cr_assert_eq(cz_server_kv_used(s), 4);
     done(s, 2.0, 0);
@@ -67,8 +69,9 @@ Test(server, scripted_hand_computed)
     /* B needs a third block, the pool is full: FCFS preempts the last admitted (B
      * itself), and nothing is admitted in a step with a preemption */
     cr_assert(cz_server_schedule(s, 2.0, &b));
-    cr_assert_eq(b.n_items, 1);
-    cr_assert_eq(b.items[0].req, a);
+    cr_assert_eq(b.n_items, 0);
+    cr_assert_eq(b.decode_seqs, 1);
+    cr_assert_eq(b.decode_ctx_tokens, 8);
     cr_assert_eq(m.req[bb].preemptions, 1);
     cr_assert_eq(cz_server_waiting(s), 1);
     cr_assert_eq(cz_server_request(s, bb)->computed, 0);
@@ -85,7 +88,8 @@ Test(server, scripted_hand_computed)
     cr_assert_eq(b.prefill_attn_ctx, 2 * 8 + 3);
     done(s, 3.5, 0);
     cr_assert(cz_server_schedule(s, 3.5, &b));
-    cr_assert(b.items[0].decode);
+    cr_assert_eq(b.n_items, 0);
+    cr_assert_eq(b.decode_seqs, 1);
     done(s, 4.0, 1);
     cr_assert(!cz_server_schedule(s, 4.0, &b));
 

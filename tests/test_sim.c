@@ -133,6 +133,8 @@ Test(sim, config_errors_name_the_field)
         {"{\"workload\": {}, \"cost\": {\"kind\": \"magic\"}}", "kind"},
         {"{\"workload\": {}, \"model\": \"no-such-model\"}", "no-such-model"},
         {"{\"seed\": 1}", "workload"},
+        {"{\"workload\": {}, \"server\": {\"max_num_seqs\": 64, \"max_num_batched_tokens\": 32}}",
+         "max_num_batched_tokens"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cJSON *j = cJSON_Parse(bad[i][0]);
