@@ -236,11 +236,10 @@ cz_status cz_json_set_path(cJSON *root, const char *assignment, cz_err *err)
     return st;
 }
 
-cz_status cz_json_write_file(const cJSON *json, const char *path, bool formatted, cz_err *err)
+cz_status cz_file_write_atomic(const char *path, cz_file_writer write, const void *ctx,
+                               cz_err *err)
 {
-    char *text = formatted ? cJSON_Print(json) : cJSON_PrintUnformatted(json);
-    CZ_ASSERT(text != NULL);
-    size_t n = strlen(path) + 16;
+    size_t n = strlen(path) + 32;
     char *tmp = cz_xmalloc(n);
     snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
     cz_status st = CZ_OK;
@@ -248,7 +247,7 @@ cz_status cz_json_write_file(const cJSON *json, const char *path, bool formatted
     if (!f) {
         st = cz_err_set(err, CZ_EIO, "%s: cannot write: %s", path, strerror(errno));
     } else {
-        int bad = fputs(text, f) < 0 || fputc('\n', f) == EOF;
+        bool bad = !write(f, ctx) || ferror(f) != 0;
         bad |= fclose(f) != 0;
         if (bad || rename(tmp, path) != 0) {
             st = cz_err_set(err, CZ_EIO, "%s: cannot write: %s", path, strerror(errno));
@@ -256,6 +255,19 @@ cz_status cz_json_write_file(const cJSON *json, const char *path, bool formatted
         }
     }
     free(tmp);
+    return st;
+}
+
+static bool write_text_line(FILE *f, const void *text)
+{
+    return fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+}
+
+cz_status cz_json_write_file(const cJSON *json, const char *path, bool formatted, cz_err *err)
+{
+    char *text = formatted ? cJSON_Print(json) : cJSON_PrintUnformatted(json);
+    CZ_ASSERT(text != NULL);
+    cz_status st = cz_file_write_atomic(path, write_text_line, text, err);
     cJSON_free(text);
     return st;
 }

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cjson/cJSON.h>
 
@@ -20,6 +21,13 @@ cz_status cz_json_parse(const char *text, const char *name, cJSON **out, cz_err 
 
 /* Reads a whole file into a NUL-terminated buffer (caller frees); *len_out may be NULL. */
 cz_status cz_file_read_all(const char *path, char **out, size_t *len_out, cz_err *err);
+
+/* Writes a file atomically: `write(f, ctx)` fills a temporary file beside `path` (and
+ * returns false on a write error), which is then renamed to `path`; on any failure the
+ * temporary file is removed, so no half-written file is left. */
+typedef bool (*cz_file_writer)(FILE *f, const void *ctx);
+cz_status cz_file_write_atomic(const char *path, cz_file_writer write, const void *ctx,
+                               cz_err *err);
 
 /* Typed getters. `where` names the object in messages, e.g. "exp.json: workload".
  * If the key is absent: required -> CZ_EINVAL "missing field"; optional -> CZ_OK and

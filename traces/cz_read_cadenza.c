@@ -350,24 +350,13 @@ static void write_all(FILE *f, const cz_workload *w)
     }
 }
 
+static bool write_workload(FILE *f, const void *w)
+{
+    write_all(f, w);
+    return true;
+}
+
 cz_status cz_trace_write_cadenza(const cz_workload *w, const char *path, cz_err *err)
 {
-    size_t n = strlen(path) + 32;
-    char *tmp = cz_xmalloc(n);
-    snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
-    cz_status st = CZ_OK;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        st = cz_err_set(err, CZ_EIO, "%s: cannot write: %s", path, strerror(errno));
-    } else {
-        write_all(f, w);
-        bool bad = ferror(f) != 0;
-        bad |= fclose(f) != 0;
-        if (bad || rename(tmp, path) != 0) {
-            st = cz_err_set(err, CZ_EIO, "%s: cannot write: %s", path, strerror(errno));
-            remove(tmp);
-        }
-    }
-    free(tmp);
-    return st;
+    return cz_file_write_atomic(path, write_workload, w, err);
 }
