@@ -363,6 +363,11 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
     S.m = m;
     if (wl->n_turns == 0)
         return cz_err_set(err, CZ_EINVAL, "workload has no requests");
+    if (wl->n_streams > 0)
+        return cz_err_set(err, CZ_EINVAL,
+                          "workload has %u periodic streams, which this simulator's single "
+                          "autoregressive stage does not serve; remove workload.streams",
+                          wl->n_streams);
     S.srv = cz_server_create(&cfg->server, cfg->sched, m, wl->n_turns);
     cz_evq_init(&S.q, (size_t)wl->n_sessions + 16);
     S.turn_session = cz_xmalloc(wl->n_turns * sizeof *S.turn_session);
