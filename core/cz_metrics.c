@@ -50,15 +50,15 @@ void cz_metrics_add_itl(cz_metrics *m, double gap_s, uint64_t count)
     m->itl[m->n_itl++] = (cz_wsample){.v = gap_s, .w = count};
 }
 
-void cz_metrics_timeline(cz_metrics *m, double t_s, uint32_t kv_blocks_used, uint32_t running,
-                         uint32_t waiting, uint32_t batch_tokens)
+void cz_metrics_timeline(cz_metrics *m, double t_s, const cz_timeline_row *row)
 {
     if (t_s < m->tl_next_s)
         return;
     size_t cap = m->cap_tl;
     cz_grow((void **)&m->tl, &cap, m->n_tl + 1, sizeof *m->tl);
     m->cap_tl = cap;
-    m->tl[m->n_tl++] = (cz_timeline_row){t_s, kv_blocks_used, running, waiting, batch_tokens};
+    m->tl[m->n_tl] = *row;
+    m->tl[m->n_tl++].t_s = t_s;
     m->tl_next_s = t_s + m->timeline_interval_s;
 }
 
@@ -89,12 +89,18 @@ void cz_metrics_summarize(const cz_metrics *m, const cz_slo *slo, cz_summary *o)
     double first_arrival = INFINITY, last_finish = -INFINITY;
     for (uint64_t i = 0; i < n; i++) {
         const cz_req_record *r = &m->req[i];
+        if (r->stage != 0)
+            continue;
         if (r->arrival_s < first_arrival)
             first_arrival = r->arrival_s;
         if (!isnan(r->first_sched_s))
             qw[n_qw++] = (r->first_sched_s - r->arrival_s) * 1e3;
         if (r->outcome == CZ_REQ_REJECTED) {
             o->rejected++;
+            continue;
+        }
+        if (r->outcome == CZ_REQ_ABORTED) {
+            o->aborted++;
             continue;
         }
         if (r->outcome != CZ_REQ_COMPLETED) {
@@ -160,6 +166,7 @@ cJSON *cz_summary_json(const cz_summary *s)
     cJSON_AddNumberToObject(j, "completed", (double)s->completed);
     cJSON_AddNumberToObject(j, "failed", (double)s->failed);
     cJSON_AddNumberToObject(j, "rejected", (double)s->rejected);
+    cJSON_AddNumberToObject(j, "aborted", (double)s->aborted);
     cJSON_AddNumberToObject(j, "total_input_tokens", (double)s->total_input_tokens);
     cJSON_AddNumberToObject(j, "total_output_tokens", (double)s->total_output_tokens);
     cz_json_add_num(j, "duration", s->duration_s);

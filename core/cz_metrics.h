@@ -21,17 +21,22 @@
 typedef enum cz_req_outcome {
     CZ_REQ_PENDING = 0, /* arrived, not finished when the run ended (counted as failed) */
     CZ_REQ_COMPLETED,
-    CZ_REQ_REJECTED     /* refused at admission: can never fit the KV pool */
+    CZ_REQ_REJECTED,    /* refused at arrival: its context can never fit */
+    CZ_REQ_ABORTED      /* cut by a barge-in */
 } cz_req_outcome;
 
+/* One turn of one session at one stage. */
 typedef struct cz_req_record {
     uint64_t session;        /* session index in the workload */
     uint32_t turn;           /* turn index within the session */
+    uint32_t stage;          /* pipeline stage (0 = the first autoregressive stage) */
     uint32_t cls;            /* cz_class */
     uint32_t input_tokens;
     uint32_t output_tokens;  /* tokens generated (= requested when completed) */
     uint32_t preemptions;
     uint32_t outcome;        /* cz_req_outcome */
+    uint32_t heard_tokens;   /* output tokens the user heard (= output_tokens unless cut) */
+    double kv_load_s;        /* time the turn waited for its KV to come back from host memory */
     double arrival_s;
     double first_sched_s;    /* first time the request was scheduled (NaN if never) */
     double first_token_s;    /* time the first output token was produced */
@@ -41,6 +46,8 @@ typedef struct cz_req_record {
 typedef struct cz_timeline_row {
     double t_s;
     uint32_t kv_blocks_used;
+    uint32_t kv_blocks_idle;  /* held by idle sequences (multi-turn KV) */
+    uint64_t host_kv_tokens;  /* KV tokens stored in host memory */
     uint32_t running;
     uint32_t waiting;
     uint32_t batch_tokens;
@@ -78,12 +85,11 @@ void cz_metrics_add_itl(cz_metrics *m, double gap_s, uint64_t count);
 
 /* Samples the serving state at driver time t_s when an interval has passed since the
  * last row (always records the first call). */
-void cz_metrics_timeline(cz_metrics *m, double t_s, uint32_t kv_blocks_used, uint32_t running,
-                         uint32_t waiting, uint32_t batch_tokens);
+void cz_metrics_timeline(cz_metrics *m, double t_s, const cz_timeline_row *row);
 
 /* The summary of a run (vLLM benchmark names, docs/metrics.md). */
 typedef struct cz_summary {
-    uint64_t completed, failed, rejected, total_input_tokens, total_output_tokens;
+    uint64_t completed, failed, rejected, aborted, total_input_tokens, total_output_tokens;
     uint64_t good;            /* completed requests meeting every SLO set */
     uint64_t preemptions, steps;
     double duration_s;        /* first arrival to last completion */
@@ -92,7 +98,7 @@ typedef struct cz_summary {
     cz_slo slo;
 } cz_summary;
 
-/* Computes the summary of the requests recorded in `m`. Does not modify m. */
+/* Computes the summary of the turns recorded for stage 0 in `m`. Does not modify m. */
 void cz_metrics_summarize(const cz_metrics *m, const cz_slo *slo, cz_summary *out);
 
 /* The summary as a JSON object with vLLM's key names (completed, request_throughput,

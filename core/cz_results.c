@@ -12,8 +12,8 @@
 /* Row of /requests: the record plus the derived latencies, in seconds. */
 typedef struct h5_req_row {
     uint64_t session;
-    uint32_t turn, cls, input_tokens, output_tokens, preemptions, outcome;
-    double arrival_s, first_sched_s, first_token_s, finish_s;
+    uint32_t turn, stage, cls, input_tokens, output_tokens, heard_tokens, preemptions, outcome;
+    double arrival_s, first_sched_s, first_token_s, finish_s, kv_load_s;
     double queue_wait_s, ttft_s, tpot_s, e2el_s;
 } h5_req_row;
 
@@ -32,15 +32,18 @@ static hid_t req_type(void)
 #define F(name, ht) H5Tinsert(t, #name, HOFFSET(h5_req_row, name), ht)
     F(session, H5T_NATIVE_UINT64);
     F(turn, H5T_NATIVE_UINT32);
+    F(stage, H5T_NATIVE_UINT32);
     F(cls, H5T_NATIVE_UINT32);
     F(input_tokens, H5T_NATIVE_UINT32);
     F(output_tokens, H5T_NATIVE_UINT32);
+    F(heard_tokens, H5T_NATIVE_UINT32);
     F(preemptions, H5T_NATIVE_UINT32);
     F(outcome, H5T_NATIVE_UINT32);
     F(arrival_s, H5T_NATIVE_DOUBLE);
     F(first_sched_s, H5T_NATIVE_DOUBLE);
     F(first_token_s, H5T_NATIVE_DOUBLE);
     F(finish_s, H5T_NATIVE_DOUBLE);
+    F(kv_load_s, H5T_NATIVE_DOUBLE);
     F(queue_wait_s, H5T_NATIVE_DOUBLE);
     F(ttft_s, H5T_NATIVE_DOUBLE);
     F(tpot_s, H5T_NATIVE_DOUBLE);
@@ -54,6 +57,8 @@ static hid_t tl_type(void)
     hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_timeline_row));
     H5Tinsert(t, "t_s", HOFFSET(cz_timeline_row, t_s), H5T_NATIVE_DOUBLE);
     H5Tinsert(t, "kv_blocks_used", HOFFSET(cz_timeline_row, kv_blocks_used), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "kv_blocks_idle", HOFFSET(cz_timeline_row, kv_blocks_idle), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "host_kv_tokens", HOFFSET(cz_timeline_row, host_kv_tokens), H5T_NATIVE_UINT64);
     H5Tinsert(t, "running", HOFFSET(cz_timeline_row, running), H5T_NATIVE_UINT32);
     H5Tinsert(t, "waiting", HOFFSET(cz_timeline_row, waiting), H5T_NATIVE_UINT32);
     H5Tinsert(t, "batch_tokens", HOFFSET(cz_timeline_row, batch_tokens), H5T_NATIVE_UINT32);
@@ -128,6 +133,9 @@ cz_status cz_results_write_h5(const char *path, const cz_metrics *m, const char 
         memset(w, 0, sizeof *w);
         w->session = r->session;
         w->turn = r->turn;
+        w->stage = r->stage;
+        w->heard_tokens = r->heard_tokens;
+        w->kv_load_s = r->kv_load_s;
         w->cls = r->cls;
         w->input_tokens = r->input_tokens;
         w->output_tokens = r->output_tokens;

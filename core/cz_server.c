@@ -9,50 +9,69 @@
 #include <string.h>
 
 #define NIL UINT32_MAX
+#define NO_REC UINT64_MAX
 
-/* Per-request bookkeeping of the decode set, beside the public cz_sreq. */
-typedef struct dnode {
-    uint32_t prev, next; /* decode-set list in admission order */
-    uint32_t heap_pos;   /* position in the finish heap */
+/* Per-sequence bookkeeping beside the public cz_seq. */
+typedef struct snode {
+    uint32_t prev, next; /* decode-set list, or the idle LRU list (never both) */
+    uint32_t heap_pos;   /* position in the finish heap (decode members) */
     uint32_t phase;      /* steps k with k % block_tokens == phase need a new block */
-    uint64_t k0;         /* steps executed when the request joined the decode set */
+    uint64_t k0;         /* steps executed when the sequence joined the decode set */
     uint32_t c0, g0;     /* computed and generated when it joined */
-    uint64_t finish_k;   /* steps executed when its last token is produced */
+    uint64_t finish_k;   /* steps executed when it reaches its budget */
     uint64_t join_seq;   /* tie-break of the finish heap: join order */
-} dnode;
+    uint32_t store_to;   /* context length covered by the store in flight */
+    uint32_t load_tokens; /* tokens the load in flight brings back */
+    uint8_t in_decode, in_lru, in_pf;
+    uint8_t in_idle;     /* its blocks count as idle (cached) KV: idle, or waiting and not
+                            yet admitted */
+} snode;
 
 struct cz_server {
     cz_server_config cfg;
     const cz_sched_ops *sched;
     cz_metrics *metrics;
 
-    cz_sreq *reqs;
-    dnode *dn;
-    size_t n_reqs, cap_reqs;
+    cz_seq *seqs;
+    snode *sn;
+    size_t n_seqs, cap_seqs;
 
-    /* waiting queue: a ring buffer of request ids; preempted requests go to the front */
+    /* waiting queue: a ring buffer of ids; preempted sequences go to the front */
     uint32_t *wq;
     size_t wq_cap, wq_head, wq_len;
 
-    /* running = decode set (list, admission order) followed by the prefilling requests
-     * (array, admission order) */
+    /* running = decode set (list, admission order) followed by the prefilling sequences
+     * (array, admission order); stalled and loading sequences hold running slots too */
     uint32_t d_head, d_tail, n_decode;
-    uint32_t *pf;       /* prefilling running requests, capacity max_num_seqs */
+    uint32_t *pf; /* capacity max_num_seqs */
     uint32_t n_pf;
-    uint32_t *heap;     /* decode set by (finish_k, join_seq), capacity max_num_seqs */
+    uint32_t n_stalled, n_loading;
+    uint32_t *heap; /* decode set by (finish_k, join_seq), capacity max_num_seqs */
     uint32_t n_heap;
     uint32_t *phase_cnt; /* decode members per block phase, block_tokens entries */
-    uint64_t d_sum_computed; /* sum of the decode members' computed tokens */
+    uint64_t d_sum_computed;
     uint64_t join_seq;
-    uint64_t steps;      /* steps completed (K) */
-    double last_done_s;  /* time of the last step completion */
+    uint64_t steps;     /* steps completed (K) */
+    double last_done_s; /* time of the last step completion */
+
+    /* idle sequences whose KV may be evicted, least recently used first */
+    uint32_t lru_head, lru_tail;
+    uint32_t kv_idle_blocks;
+    uint64_t host_tokens;
 
     cz_batch_item *items; /* prefill chunks of the batch in flight, capacity max_num_seqs */
     uint32_t n_items;
-    uint32_t batch_decode; /* decode members in the batch in flight */
+    uint32_t batch_decode;
     bool in_flight;
 
-    uint32_t *finished; /* capacity max_num_seqs */
+    uint32_t *turn_done;   /* capacity max_num_seqs */
+    uint32_t n_turn_done;
+    uint32_t *first_token; /* capacity max_num_seqs */
+    uint32_t n_first_token;
+    cz_xfer *xfers;        /* requested transfers not yet taken */
+    size_t n_xfers, cap_xfers;
+    cz_xfer *xfers_out;    /* handed to the driver */
+    size_t cap_xfers_out;
     uint32_t kv_used;
 };
 
@@ -65,32 +84,39 @@ cz_server_config cz_server_config_default(void)
         .block_tokens = 16,
         .kv_blocks = 0,
         .max_model_len = 0,
+        .kv_idle = CZ_KV_IDLE_DROP,
     };
 }
 
 cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sched,
-                            cz_metrics *metrics, uint64_t expected_requests)
+                            cz_metrics *metrics, uint64_t expected_seqs)
 {
     CZ_ASSERT(cfg->max_num_seqs > 0 && cfg->max_num_batched_tokens > 0);
     CZ_ASSERT(cfg->block_tokens > 0 && cfg->kv_blocks > 0);
-    /* vLLM's SchedulerConfig requires it; every decoding request then fits every step */
+    /* vLLM's SchedulerConfig requires it; every decoding sequence then fits every step */
     CZ_ASSERT(cfg->max_num_batched_tokens >= cfg->max_num_seqs);
+    CZ_ASSERT(cfg->kv_idle == CZ_KV_IDLE_DROP || cfg->kv_idle == CZ_KV_IDLE_OFFLOAD);
     CZ_ASSERT(sched && sched->pick_victim && metrics);
     cz_server *s = cz_xcalloc(1, sizeof *s);
     s->cfg = *cfg;
     s->sched = sched;
     s->metrics = metrics;
-    s->cap_reqs = expected_requests ? expected_requests : 1024;
-    s->reqs = cz_xmalloc(s->cap_reqs * sizeof *s->reqs);
-    s->dn = cz_xmalloc(s->cap_reqs * sizeof *s->dn);
+    s->cap_seqs = expected_seqs ? expected_seqs : 1024;
+    s->seqs = cz_xmalloc(s->cap_seqs * sizeof *s->seqs);
+    s->sn = cz_xmalloc(s->cap_seqs * sizeof *s->sn);
     s->wq_cap = 1024;
     s->wq = cz_xmalloc(s->wq_cap * sizeof *s->wq);
     s->d_head = s->d_tail = NIL;
+    s->lru_head = s->lru_tail = NIL;
     s->pf = cz_xmalloc(cfg->max_num_seqs * sizeof *s->pf);
     s->heap = cz_xmalloc(cfg->max_num_seqs * sizeof *s->heap);
     s->phase_cnt = cz_xcalloc(cfg->block_tokens, sizeof *s->phase_cnt);
     s->items = cz_xmalloc(cfg->max_num_seqs * sizeof *s->items);
-    s->finished = cz_xmalloc(cfg->max_num_seqs * sizeof *s->finished);
+    s->turn_done = cz_xmalloc(cfg->max_num_seqs * sizeof *s->turn_done);
+    s->first_token = cz_xmalloc(cfg->max_num_seqs * sizeof *s->first_token);
+    s->cap_xfers = s->cap_xfers_out = 64;
+    s->xfers = cz_xmalloc(s->cap_xfers * sizeof *s->xfers);
+    s->xfers_out = cz_xmalloc(s->cap_xfers_out * sizeof *s->xfers_out);
     s->last_done_s = NAN;
     return s;
 }
@@ -99,14 +125,17 @@ void cz_server_free(cz_server *s)
 {
     if (!s)
         return;
-    free(s->reqs);
-    free(s->dn);
+    free(s->seqs);
+    free(s->sn);
     free(s->wq);
     free(s->pf);
     free(s->heap);
     free(s->phase_cnt);
     free(s->items);
-    free(s->finished);
+    free(s->turn_done);
+    free(s->first_token);
+    free(s->xfers);
+    free(s->xfers_out);
     free(s);
 }
 
@@ -154,6 +183,19 @@ static void wq_pop_front(cz_server *s)
     s->wq_len--;
 }
 
+/* Removes `id` from anywhere in the waiting queue (barge-in); O(queue). */
+static void wq_remove(cz_server *s, uint32_t id)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < s->wq_len; i++) {
+        uint32_t x = s->wq[(s->wq_head + i) % s->wq_cap];
+        if (x != id)
+            s->wq[(s->wq_head + w++) % s->wq_cap] = x;
+    }
+    CZ_ASSERT(w + 1 == s->wq_len);
+    s->wq_len = w;
+}
+
 /* ---- KV blocks ---- */
 
 static uint32_t blocks_for(const cz_server *s, uint64_t tokens)
@@ -161,36 +203,130 @@ static uint32_t blocks_for(const cz_server *s, uint64_t tokens)
     return (uint32_t)((tokens + s->cfg.block_tokens - 1) / s->cfg.block_tokens);
 }
 
-/* Blocks a request holding `r->computed` tokens in `r->blocks` blocks must add to hold
- * `n` more. The free slots of its last block absorb small steps (decodes) with no
- * division. */
-static uint32_t extra_blocks(const cz_server *s, const cz_sreq *r, uint32_t n)
+/* Blocks a sequence must add to hold `n` more tokens. The free slots of its last block
+ * absorb small steps (decodes) with no division. */
+static uint32_t extra_blocks(const cz_server *s, const cz_seq *q, uint32_t n)
 {
-    uint64_t slack = (uint64_t)r->blocks * s->cfg.block_tokens - r->computed;
+    uint64_t slack = (uint64_t)q->blocks * s->cfg.block_tokens - q->computed;
     if (n <= slack)
         return 0;
     return blocks_for(s, n - slack);
 }
 
-static void kv_release(cz_server *s, cz_sreq *r)
+static void kv_release(cz_server *s, cz_seq *q)
 {
-    CZ_ASSERT(s->kv_used >= r->blocks);
-    s->kv_used -= r->blocks;
-    r->blocks = 0;
+    CZ_ASSERT(s->kv_used >= q->blocks);
+    s->kv_used -= q->blocks;
+    q->blocks = 0;
+}
+
+static uint32_t kv_free(const cz_server *s)
+{
+    return s->cfg.kv_blocks - s->kv_used;
+}
+
+/* ---- transfers ---- */
+
+static void xfer_request(cz_server *s, uint32_t id, uint32_t tokens, bool to_host)
+{
+    cz_grow((void **)&s->xfers, &s->cap_xfers, s->n_xfers + 1, sizeof *s->xfers);
+    s->xfers[s->n_xfers++] = (cz_xfer){id, tokens, to_host};
+}
+
+const cz_xfer *cz_server_take_xfers(cz_server *s, uint32_t *n)
+{
+    cz_grow((void **)&s->xfers_out, &s->cap_xfers_out, s->n_xfers, sizeof *s->xfers_out);
+    memcpy(s->xfers_out, s->xfers, s->n_xfers * sizeof *s->xfers);
+    *n = (uint32_t)s->n_xfers;
+    s->n_xfers = 0;
+    return s->xfers_out;
+}
+
+/* ---- the idle LRU ---- */
+
+static void lru_push(cz_server *s, uint32_t id)
+{
+    snode *d = &s->sn[id];
+    CZ_ASSERT(!d->in_lru && !d->in_decode);
+    d->prev = s->lru_tail;
+    d->next = NIL;
+    if (s->lru_tail != NIL)
+        s->sn[s->lru_tail].next = id;
+    else
+        s->lru_head = id;
+    s->lru_tail = id;
+    d->in_lru = 1;
+}
+
+static void lru_remove(cz_server *s, uint32_t id)
+{
+    snode *d = &s->sn[id];
+    CZ_ASSERT(d->in_lru);
+    if (d->prev != NIL)
+        s->sn[d->prev].next = d->next;
+    else
+        s->lru_head = d->next;
+    if (d->next != NIL)
+        s->sn[d->next].prev = d->prev;
+    else
+        s->lru_tail = d->prev;
+    d->in_lru = 0;
+}
+
+/* An idle sequence holding KV becomes evictable: at once when its KV would be dropped,
+ * once stored when it is kept in host memory. */
+static void idle_settle(cz_server *s, uint32_t id)
+{
+    cz_seq *q = &s->seqs[id];
+    if (!s->sn[id].in_idle || q->blocks == 0 || q->pinned || s->sn[id].in_lru)
+        return;
+    if (s->cfg.kv_idle == CZ_KV_IDLE_OFFLOAD && q->host_tokens < q->computed) {
+        if (!q->storing) {
+            q->storing = true;
+            s->sn[id].store_to = q->computed;
+            xfer_request(s, id, q->computed - q->host_tokens, true);
+        }
+        return;
+    }
+    lru_push(s, id);
+}
+
+/* Frees the KV of the least recently used idle sequence; false if there is none. */
+static bool evict_one(cz_server *s)
+{
+    uint32_t id = s->lru_head;
+    if (id == NIL)
+        return false;
+    lru_remove(s, id);
+    cz_seq *q = &s->seqs[id];
+    CZ_ASSERT(s->sn[id].in_idle && s->kv_idle_blocks >= q->blocks);
+    s->kv_idle_blocks -= q->blocks;
+    kv_release(s, q);
+    q->computed = 0;
+    return true;
+}
+
+/* Makes `need` blocks free by evicting idle KV; false if that is not enough. */
+static bool make_room(cz_server *s, uint32_t need)
+{
+    while (need > kv_free(s))
+        if (!evict_one(s))
+            return false;
+    return true;
 }
 
 /* ---- the decode set ---- */
 
 static bool heap_before(const cz_server *s, uint32_t a, uint32_t b)
 {
-    const dnode *x = &s->dn[a], *y = &s->dn[b];
+    const snode *x = &s->sn[a], *y = &s->sn[b];
     return x->finish_k < y->finish_k || (x->finish_k == y->finish_k && x->join_seq < y->join_seq);
 }
 
 static void heap_set(cz_server *s, uint32_t pos, uint32_t id)
 {
     s->heap[pos] = id;
-    s->dn[id].heap_pos = pos;
+    s->sn[id].heap_pos = pos;
 }
 
 static void heap_up(cz_server *s, uint32_t pos)
@@ -225,56 +361,57 @@ static void heap_down(cz_server *s, uint32_t pos)
 
 static void heap_remove(cz_server *s, uint32_t id)
 {
-    uint32_t pos = s->dn[id].heap_pos;
+    uint32_t pos = s->sn[id].heap_pos;
     CZ_ASSERT(pos < s->n_heap && s->heap[pos] == id);
     uint32_t last = s->heap[--s->n_heap];
     if (pos == s->n_heap)
         return;
     heap_set(s, pos, last);
     heap_up(s, pos);
-    heap_down(s, s->dn[last].heap_pos);
+    heap_down(s, s->sn[last].heap_pos);
 }
 
 /* Brings a decode member's public counters up to date with the steps executed. */
 static void d_sync(cz_server *s, uint32_t id)
 {
-    cz_sreq *r = &s->reqs[id];
-    const dnode *d = &s->dn[id];
+    cz_seq *q = &s->seqs[id];
+    const snode *d = &s->sn[id];
     uint64_t m = s->steps - d->k0;
-    r->computed = d->c0 + (uint32_t)m;
-    r->generated = d->g0 + (uint32_t)m;
-    r->blocks = blocks_for(s, r->computed);
+    q->computed = d->c0 + (uint32_t)m;
+    q->generated = d->g0 + (uint32_t)m;
+    q->blocks = blocks_for(s, q->computed);
     if (m > 0)
-        r->last_token_s = s->last_done_s;
+        q->last_token_s = s->last_done_s;
 }
 
-/* A running request whose prompt is computed and whose last sampled token is not its
- * last joins the decode set (at its tail: it is the latest admitted member). */
+/* A running sequence whose input is computed and whose budget allows more output joins
+ * the decode set (at its tail: it is the latest admitted member). */
 static void d_join(cz_server *s, uint32_t id)
 {
-    cz_sreq *r = &s->reqs[id];
-    dnode *d = &s->dn[id];
-    CZ_ASSERT(r->computed == r->prompt_tokens + r->generated - 1 && r->generated < r->output_tokens);
-    CZ_ASSERT(r->blocks == blocks_for(s, r->computed));
+    cz_seq *q = &s->seqs[id];
+    snode *d = &s->sn[id];
+    CZ_ASSERT(q->computed == q->tokens_in + q->generated - 1 && q->generated < q->budget);
+    CZ_ASSERT(q->blocks == blocks_for(s, q->computed) && !d->in_decode && !d->in_lru);
     uint32_t bt = s->cfg.block_tokens;
     d->k0 = s->steps;
-    d->c0 = r->computed;
-    d->g0 = r->generated;
-    d->phase = (uint32_t)((s->steps % bt + bt - r->computed % bt) % bt);
-    d->finish_k = s->steps + (r->output_tokens - r->generated);
+    d->c0 = q->computed;
+    d->g0 = q->generated;
+    d->phase = (uint32_t)((s->steps % bt + bt - q->computed % bt) % bt);
+    d->finish_k = s->steps + (q->budget - q->generated);
     d->join_seq = s->join_seq++;
     d->prev = s->d_tail;
     d->next = NIL;
     if (s->d_tail != NIL)
-        s->dn[s->d_tail].next = id;
+        s->sn[s->d_tail].next = id;
     else
         s->d_head = id;
     s->d_tail = id;
+    d->in_decode = 1;
     s->n_decode++;
     s->phase_cnt[d->phase]++;
-    s->d_sum_computed += r->computed;
+    s->d_sum_computed += q->computed;
     s->heap[s->n_heap] = id;
-    s->dn[id].heap_pos = s->n_heap++;
+    d->heap_pos = s->n_heap++;
     heap_up(s, s->n_heap - 1);
 }
 
@@ -282,18 +419,20 @@ static void d_join(cz_server *s, uint32_t id)
 static void d_leave(cz_server *s, uint32_t id)
 {
     d_sync(s, id);
-    dnode *d = &s->dn[id];
+    snode *d = &s->sn[id];
+    CZ_ASSERT(d->in_decode);
     if (d->prev != NIL)
-        s->dn[d->prev].next = d->next;
+        s->sn[d->prev].next = d->next;
     else
         s->d_head = d->next;
     if (d->next != NIL)
-        s->dn[d->next].prev = d->prev;
+        s->sn[d->next].prev = d->prev;
     else
         s->d_tail = d->prev;
+    d->in_decode = 0;
     s->n_decode--;
     s->phase_cnt[d->phase]--;
-    s->d_sum_computed -= s->reqs[id].computed;
+    s->d_sum_computed -= s->seqs[id].computed;
     heap_remove(s, id);
 }
 
@@ -304,76 +443,187 @@ uint32_t cz_server_decode_first(const cz_server *s)
 
 uint32_t cz_server_decode_next(const cz_server *s, uint32_t id)
 {
-    CZ_ASSERT(id < s->n_reqs);
-    return s->dn[id].next;
+    CZ_ASSERT(id < s->n_seqs);
+    return s->sn[id].next;
 }
 
-/* ---- arrivals ---- */
+/* ---- the prefilling list ---- */
 
-uint32_t cz_server_on_arrival(cz_server *s, double t_s, uint32_t prompt_tokens,
-                              uint32_t output_tokens, uint64_t session, uint32_t turn,
-                              uint32_t cls)
+static void pf_push(cz_server *s, uint32_t id)
 {
-    CZ_ASSERT(prompt_tokens > 0 && output_tokens > 0);
-    CZ_ASSERT(s->n_reqs < UINT32_MAX);
-    if (s->n_reqs + 1 > s->cap_reqs) {
-        size_t cap = s->cap_reqs;
-        cz_grow((void **)&s->reqs, &cap, s->n_reqs + 1, sizeof *s->reqs);
-        cap = s->cap_reqs;
-        cz_grow((void **)&s->dn, &cap, s->n_reqs + 1, sizeof *s->dn);
-        s->cap_reqs = cap;
+    CZ_ASSERT(s->n_pf < s->cfg.max_num_seqs && !s->sn[id].in_pf);
+    s->pf[s->n_pf++] = id;
+    s->sn[id].in_pf = 1;
+}
+
+static void pf_remove(cz_server *s, uint32_t id)
+{
+    for (uint32_t i = 0; i < s->n_pf; i++) {
+        if (s->pf[i] == id) {
+            memmove(&s->pf[i], &s->pf[i + 1], (s->n_pf - i - 1) * sizeof *s->pf);
+            s->n_pf--;
+            s->sn[id].in_pf = 0;
+            return;
+        }
     }
-    uint32_t id = (uint32_t)s->n_reqs++;
-    cz_sreq *r = &s->reqs[id];
-    *r = (cz_sreq){
-        .prompt_tokens = prompt_tokens,
-        .output_tokens = output_tokens,
-        .state = CZ_SREQ_WAITING,
-        .arrival_s = t_s,
-        .last_token_s = NAN,
-    };
-    uint64_t total = (uint64_t)prompt_tokens + output_tokens;
-    bool too_long = s->cfg.max_model_len && total > s->cfg.max_model_len;
-    bool never_fits = blocks_for(s, total) > s->cfg.kv_blocks;
-    /* without chunking a (re)computation of prompt + generated tokens must fit one step */
-    if (!s->cfg.chunked_prefill && total - 1 > s->cfg.max_num_batched_tokens)
-        never_fits = true;
-    cz_req_record rec = {
+    CZ_ASSERT(0 && "sequence not in the prefilling list");
+}
+
+static uint32_t n_running(const cz_server *s)
+{
+    return s->n_decode + s->n_pf + s->n_stalled + s->n_loading;
+}
+
+/* ---- sequences and turns ---- */
+
+static void turn_complete(cz_server *s, uint32_t id, double t_s);
+
+uint32_t cz_server_seq_open(cz_server *s, uint64_t session, uint32_t cls, bool pinned)
+{
+    CZ_ASSERT(s->n_seqs < UINT32_MAX);
+    if (s->n_seqs + 1 > s->cap_seqs) {
+        size_t cap = s->cap_seqs;
+        cz_grow((void **)&s->seqs, &cap, s->n_seqs + 1, sizeof *s->seqs);
+        cap = s->cap_seqs;
+        cz_grow((void **)&s->sn, &cap, s->n_seqs + 1, sizeof *s->sn);
+        s->cap_seqs = cap;
+    }
+    uint32_t id = (uint32_t)s->n_seqs++;
+    s->seqs[id] = (cz_seq){
         .session = session,
-        .turn = turn,
         .cls = cls,
-        .input_tokens = prompt_tokens,
-        .output_tokens = 0,
+        .state = CZ_SEQ_IDLE,
+        .turn_rec = NO_REC,
+        .pinned = pinned,
+        .last_token_s = NAN,
+        .load_start_s = NAN,
+    };
+    memset(&s->sn[id], 0, sizeof s->sn[id]);
+    s->sn[id].prev = s->sn[id].next = NIL;
+    return id;
+}
+
+/* The sequence's KV stops being idle (it is admitted, or closed): no longer evictable. */
+static void idle_leave(cz_server *s, uint32_t id)
+{
+    snode *d = &s->sn[id];
+    if (d->in_lru)
+        lru_remove(s, id);
+    if (d->in_idle) {
+        CZ_ASSERT(s->kv_idle_blocks >= s->seqs[id].blocks);
+        s->kv_idle_blocks -= s->seqs[id].blocks;
+        d->in_idle = 0;
+    }
+}
+
+/* The sequence's KV becomes idle (cached): its turn ended, or an admission failed. */
+static void idle_enter(cz_server *s, uint32_t id)
+{
+    snode *d = &s->sn[id];
+    CZ_ASSERT(!d->in_idle);
+    s->kv_idle_blocks += s->seqs[id].blocks;
+    d->in_idle = 1;
+    idle_settle(s, id);
+}
+
+/* The open turn ends: the sequence idles on its KV. */
+static void go_idle(cz_server *s, uint32_t id)
+{
+    s->seqs[id].state = CZ_SEQ_IDLE;
+    idle_enter(s, id);
+}
+
+uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, uint32_t stage,
+                        uint32_t in_tokens, uint32_t out_tokens, bool input_final)
+{
+    CZ_ASSERT(id < s->n_seqs);
+    cz_seq *q = &s->seqs[id];
+    CZ_ASSERT(q->state == CZ_SEQ_IDLE && !q->turn_open);
+    CZ_ASSERT(!input_final || (in_tokens > 0 && out_tokens > 0));
+    cz_req_record rec = {
+        .session = q->session,
+        .turn = turn,
+        .stage = stage,
+        .cls = q->cls,
+        .input_tokens = in_tokens,
         .outcome = CZ_REQ_PENDING,
         .arrival_s = t_s,
         .first_sched_s = NAN,
         .first_token_s = NAN,
         .finish_s = NAN,
     };
-    if (too_long || never_fits) {
-        r->state = CZ_SREQ_REJECTED;
+    uint64_t ctx = (uint64_t)q->tokens_in + q->generated + in_tokens + out_tokens;
+    bool never_fits = blocks_for(s, ctx) > s->cfg.kv_blocks ||
+                      (s->cfg.max_model_len && ctx > s->cfg.max_model_len) || ctx >= UINT32_MAX;
+    /* without chunking a recomputation of the whole context must fit one step */
+    if (!s->cfg.chunked_prefill && ctx - 1 > s->cfg.max_num_batched_tokens)
+        never_fits = true;
+    if (never_fits) {
         rec.outcome = CZ_REQ_REJECTED;
-    } else {
-        wq_push_back(s, id);
+        return cz_metrics_add_request(s->metrics, &rec);
     }
-    uint64_t mid = cz_metrics_add_request(s->metrics, &rec);
-    CZ_ASSERT(mid == id);
-    return id;
+    uint64_t r = cz_metrics_add_request(s->metrics, &rec);
+    /* a waiting turn's resident prefix stays cached (evictable) until it is admitted */
+    q->turn_rec = r;
+    q->turn_open = true;
+    q->input_final = input_final;
+    q->turn_generated_base = q->generated;
+    q->tokens_in += in_tokens;
+    q->budget += out_tokens;
+    if (q->tokens_in + q->generated > q->computed && q->generated < q->budget) {
+        q->state = CZ_SEQ_WAITING;
+        wq_push_back(s, id);
+    } else {
+        idle_leave(s, id);
+        q->state = CZ_SEQ_STALLED;
+        s->n_stalled++;
+    }
+    return r;
+}
+
+void cz_server_feed(cz_server *s, double t_s, uint32_t id, uint32_t in_tokens,
+                    uint32_t out_tokens, bool input_final)
+{
+    CZ_ASSERT(id < s->n_seqs);
+    cz_seq *q = &s->seqs[id];
+    CZ_ASSERT(q->turn_open && !q->input_final && !s->in_flight);
+    snode *d = &s->sn[id];
+    bool was_decoding = d->in_decode;
+    if (was_decoding)
+        d_leave(s, id);
+    q->tokens_in += in_tokens;
+    q->budget += out_tokens;
+    q->input_final = input_final;
+    s->metrics->req[q->turn_rec].input_tokens += in_tokens;
+    bool work = q->tokens_in + q->generated > q->computed && q->generated < q->budget;
+    /* A sequence that resumes, or decodes with new input, continues as a prefill chunk
+     * at the running tail (its own token gap is then recorded exactly); it rejoins the
+     * decode set after that step. */
+    if (q->state == CZ_SEQ_STALLED && work) {
+        s->n_stalled--;
+        q->state = CZ_SEQ_RUNNING;
+        pf_push(s, id);
+    } else if (q->state == CZ_SEQ_STALLED && input_final && q->generated == q->budget) {
+        s->n_stalled--;
+        turn_complete(s, id, t_s);
+    } else if (was_decoding) {
+        pf_push(s, id);
+    }
 }
 
 /* ---- scheduling ---- */
 
 static void add_item(cz_server *s, cz_batch *b, uint32_t id, uint32_t n)
 {
-    cz_sreq *r = &s->reqs[id];
+    cz_seq *q = &s->seqs[id];
     CZ_ASSERT(s->n_items < s->cfg.max_num_seqs);
-    s->items[s->n_items++] = (cz_batch_item){id, n, r->computed, false};
-    r->sched_tokens = n;
+    s->items[s->n_items++] = (cz_batch_item){id, n, q->computed};
+    q->sched_tokens = n;
     b->total_tokens += n;
     b->prefill_tokens += n;
     b->prefill_seqs++;
     /* token i of the chunk attends to ctx_before + i + 1 positions */
-    b->prefill_attn_ctx += (uint64_t)n * r->computed + (uint64_t)n * (n + 1) / 2;
+    b->prefill_attn_ctx += (uint64_t)n * q->computed + (uint64_t)n * (n + 1) / 2;
 }
 
 static uint32_t last_admitted(const cz_server *s)
@@ -381,7 +631,7 @@ static uint32_t last_admitted(const cz_server *s)
     return s->n_pf ? s->pf[s->n_pf - 1] : s->d_tail;
 }
 
-/* Preempts request `id`, the most recently admitted running one, by recompute: its KV is
+/* Preempts `id`, the most recently admitted running sequence, by recompute: its KV is
  * freed and it goes to the front of the waiting queue (vLLM V1: _preempt_request +
  * waiting.prepend_request). */
 static void preempt(cz_server *s, uint32_t id)
@@ -389,26 +639,34 @@ static void preempt(cz_server *s, uint32_t id)
     CZ_ASSERT(id == last_admitted(s));
     if (s->n_pf) {
         s->n_pf--;
+        s->sn[id].in_pf = 0;
     } else {
         d_leave(s, id);
     }
-    cz_sreq *r = &s->reqs[id];
-    kv_release(s, r);
-    r->computed = 0;
-    r->state = CZ_SREQ_WAITING;
+    cz_seq *q = &s->seqs[id];
+    kv_release(s, q);
+    q->computed = 0;
+    q->state = CZ_SEQ_WAITING;
     wq_push_front(s, id);
-    s->metrics->req[id].preemptions++;
+    s->metrics->req[q->turn_rec].preemptions++;
     s->metrics->preemptions++;
 }
 
-/* Asks the policy for a victim while `need` blocks exceed the free pool; returns whether
- * anything was preempted. */
 static uint32_t pick_victim(cz_server *s)
 {
-    cz_sched_view v = {s->n_decode + s->n_pf, last_admitted(s), s->cfg.kv_blocks - s->kv_used};
+    cz_sched_view v = {s->n_decode + s->n_pf, last_admitted(s), kv_free(s)};
     uint32_t victim = s->sched->pick_victim(&v);
     CZ_ASSERT(victim == v.last_admitted); /* see cz_sched_ops.pick_victim */
     return victim;
+}
+
+/* Tokens of KV a waiting sequence can bring back from host memory instead of
+ * recomputing. */
+static uint32_t loadable(const cz_server *s, const cz_seq *q)
+{
+    if (s->cfg.kv_idle != CZ_KV_IDLE_OFFLOAD || q->host_tokens <= q->computed)
+        return 0;
+    return q->host_tokens;
 }
 
 bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
@@ -420,10 +678,11 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
     bool preempted = false;
 
     /* 1a. the decode set: one token each; members whose next token opens a block need
-     * one. When the pool is short, the most recently admitted running requests are
-     * preempted (prefilling ones first: they follow the decode set in running order). */
+     * one. When the pool is short, idle KV is evicted first, then the most recently
+     * admitted running sequences are preempted (prefilling ones first: they follow the
+     * decode set in running order). */
     uint32_t phase = (uint32_t)(s->steps % s->cfg.block_tokens);
-    while (s->n_decode > 0 && s->phase_cnt[phase] > s->cfg.kv_blocks - s->kv_used) {
+    while (s->n_decode > 0 && !make_room(s, s->phase_cnt[phase])) {
         preempt(s, pick_victim(s));
         preempted = true;
     }
@@ -435,16 +694,16 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
     CZ_ASSERT(s->n_decode <= budget);
     budget -= s->n_decode;
 
-    /* 1b. prefilling running requests, in admission order */
+    /* 1b. prefilling running sequences, in admission order */
     for (uint32_t i = 0; i < s->n_pf && budget > 0;) {
         uint32_t id = s->pf[i];
-        cz_sreq *r = &s->reqs[id];
-        uint32_t need = r->prompt_tokens + r->generated - r->computed;
+        cz_seq *q = &s->seqs[id];
+        uint32_t need = q->tokens_in + q->generated - q->computed;
         CZ_ASSERT(need > 0);
         uint32_t n = need < budget ? need : budget;
-        uint32_t extra = extra_blocks(s, r, n);
+        uint32_t extra = extra_blocks(s, q, n);
         bool self_preempted = false;
-        while (extra > s->cfg.kv_blocks - s->kv_used) {
+        while (!make_room(s, extra)) {
             uint32_t victim = pick_victim(s);
             preempted = true;
             self_preempted = victim == id;
@@ -454,68 +713,112 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         }
         if (self_preempted)
             break;
-        r->blocks += extra;
+        q->blocks += extra;
         s->kv_used += extra;
         add_item(s, out, id, n);
         budget -= n;
         i++;
     }
 
-    /* 2. waiting requests, only when nothing was preempted in this step; only these can
-     * be scheduled for the first time */
+    /* 2. waiting sequences, only when nothing was preempted in this step; only these can
+     * be scheduled for the first time in their turn. A sequence with KV in host memory
+     * is admitted into a load instead (vLLM's offloading connector: blocks allocated,
+     * the load runs, the sequence is scheduled once it lands). */
     uint32_t first_admitted = s->n_items;
-    while (!preempted && s->wq_len > 0 && budget > 0 &&
-           s->n_decode + s->n_pf < s->cfg.max_num_seqs) {
+    while (!preempted && s->wq_len > 0 && budget > 0 && n_running(s) < s->cfg.max_num_seqs) {
         uint32_t id = wq_front(s);
-        cz_sreq *r = &s->reqs[id];
-        uint32_t need = r->prompt_tokens + r->generated - r->computed;
-        if (!s->cfg.chunked_prefill && need > budget)
-            break;
+        cz_seq *q = &s->seqs[id];
+        bool was_cached = s->sn[id].in_idle;
+        idle_leave(s, id);
+        uint32_t load = loadable(s, q);
+        if (load) {
+            uint32_t extra = blocks_for(s, load) - q->blocks;
+            if (!make_room(s, extra)) {
+                if (was_cached)
+                    idle_enter(s, id);
+                break;
+            }
+            wq_pop_front(s);
+            q->blocks += extra;
+            s->kv_used += extra;
+            q->state = CZ_SEQ_LOADING;
+            q->load_start_s = t_s;
+            s->sn[id].load_tokens = load;
+            s->n_loading++;
+            xfer_request(s, id, load, false);
+            continue;
+        }
+        uint32_t need = q->tokens_in + q->generated - q->computed;
         uint32_t n = need < budget ? need : budget;
-        uint32_t extra = extra_blocks(s, r, n);
-        if (extra > s->cfg.kv_blocks - s->kv_used)
+        uint32_t extra = extra_blocks(s, q, n);
+        if ((!s->cfg.chunked_prefill && need > budget) || !make_room(s, extra)) {
+            if (was_cached)
+                idle_enter(s, id);
             break;
+        }
         wq_pop_front(s);
-        r->state = CZ_SREQ_RUNNING;
-        s->pf[s->n_pf++] = id;
-        r->blocks += extra;
+        q->state = CZ_SEQ_RUNNING;
+        pf_push(s, id);
+        q->blocks += extra;
         s->kv_used += extra;
         add_item(s, out, id, n);
         budget -= n;
     }
 
     for (uint32_t k = first_admitted; k < s->n_items; k++) {
-        cz_req_record *rec = &s->metrics->req[s->items[k].req];
+        cz_req_record *rec = &s->metrics->req[s->seqs[s->items[k].seq].turn_rec];
         if (isnan(rec->first_sched_s))
             rec->first_sched_s = t_s;
     }
     out->items = s->items;
     out->n_items = s->n_items;
     s->in_flight = s->n_items > 0 || s->batch_decode > 0;
-    cz_metrics_timeline(s->metrics, t_s, s->kv_used, s->n_decode + s->n_pf, (uint32_t)s->wq_len,
-                        out->total_tokens);
+    cz_timeline_row row = {
+        .kv_blocks_used = s->kv_used,
+        .kv_blocks_idle = s->kv_idle_blocks,
+        .host_kv_tokens = s->host_tokens,
+        .running = n_running(s),
+        .waiting = (uint32_t)s->wq_len,
+        .batch_tokens = out->total_tokens,
+    };
+    cz_metrics_timeline(s->metrics, t_s, &row);
     return s->in_flight;
 }
 
-static void finish(cz_server *s, uint32_t id, double t_s, uint32_t *nf)
+/* The open turn of `id` reached its budget at t_s with its input complete. */
+static void turn_complete(cz_server *s, uint32_t id, double t_s)
 {
-    cz_sreq *r = &s->reqs[id];
-    cz_req_record *rec = &s->metrics->req[id];
-    r->state = CZ_SREQ_DONE;
-    kv_release(s, r);
-    rec->output_tokens = r->generated;
+    cz_seq *q = &s->seqs[id];
+    cz_req_record *rec = &s->metrics->req[q->turn_rec];
+    rec->output_tokens = q->generated - q->turn_generated_base;
+    rec->heard_tokens = rec->output_tokens;
     rec->finish_s = t_s;
     rec->outcome = CZ_REQ_COMPLETED;
-    s->finished[(*nf)++] = id;
+    q->turn_open = false;
+    s->turn_done[s->n_turn_done++] = id;
+    go_idle(s, id);
 }
 
-void cz_server_on_batch_done(cz_server *s, double t_s, const uint32_t **finished,
-                             uint32_t *n_finished)
+/* A sequence that sampled its token at t_s and reached its budget: the turn is complete,
+ * or it stalls until fed. */
+static void budget_reached(cz_server *s, uint32_t id, double t_s)
+{
+    cz_seq *q = &s->seqs[id];
+    if (q->input_final) {
+        turn_complete(s, id, t_s);
+    } else {
+        q->state = CZ_SEQ_STALLED;
+        s->n_stalled++;
+    }
+}
+
+void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
 {
     CZ_ASSERT(s->in_flight);
     s->in_flight = false;
     s->metrics->steps++;
-    uint32_t nf = 0;
+    s->n_turn_done = 0;
+    s->n_first_token = 0;
 
     /* the decode set: every member computed one token and sampled the next; all of them
      * had their previous token at the previous step's end */
@@ -526,110 +829,243 @@ void cz_server_on_batch_done(cz_server *s, double t_s, const uint32_t **finished
     }
     s->steps++;
     s->last_done_s = t_s;
-    while (s->n_heap > 0 && s->dn[s->heap[0]].finish_k == s->steps) {
+    while (s->n_heap > 0 && s->sn[s->heap[0]].finish_k == s->steps) {
         uint32_t id = s->heap[0];
         d_leave(s, id);
-        s->reqs[id].last_token_s = t_s;
-        finish(s, id, t_s, &nf);
+        s->seqs[id].last_token_s = t_s;
+        budget_reached(s, id, t_s);
     }
 
-    /* prefill chunks: a chunk that reaches the end of the prompt samples a token; the
-     * requests that complete their prompt are a prefix of the prefilling list */
-    uint32_t joined = 0;
+    /* prefill chunks: a chunk that reaches the end of the input samples a token */
     for (uint32_t k = 0; k < s->n_items; k++) {
-        uint32_t id = s->items[k].req;
-        cz_sreq *r = &s->reqs[id];
-        r->computed += s->items[k].tokens;
-        r->sched_tokens = 0;
-        if (r->computed != r->prompt_tokens + r->generated)
+        uint32_t id = s->items[k].seq;
+        cz_seq *q = &s->seqs[id];
+        q->computed += s->items[k].tokens;
+        q->sched_tokens = 0;
+        if (q->computed != q->tokens_in + q->generated)
             continue;
-        CZ_ASSERT(s->pf[joined] == id);
-        joined++;
-        r->generated++;
-        cz_req_record *rec = &s->metrics->req[id];
-        if (r->generated == 1) {
+        pf_remove(s, id);
+        q->generated++;
+        cz_req_record *rec = &s->metrics->req[q->turn_rec];
+        if (q->generated == q->turn_generated_base + 1) {
             rec->first_token_s = t_s;
             rec->output_tokens = 1;
+            s->first_token[s->n_first_token++] = id;
         } else {
-            cz_metrics_add_itl(s->metrics, t_s - r->last_token_s, 1);
+            cz_metrics_add_itl(s->metrics, t_s - q->last_token_s, 1);
         }
-        r->last_token_s = t_s;
-        if (r->generated == r->output_tokens)
-            finish(s, id, t_s, &nf);
+        q->last_token_s = t_s;
+        if (q->generated == q->budget)
+            budget_reached(s, id, t_s);
         else
             d_join(s, id);
     }
-    if (joined) {
-        memmove(s->pf, s->pf + joined, (s->n_pf - joined) * sizeof *s->pf);
-        s->n_pf -= joined;
-    }
     s->n_items = 0;
     s->batch_decode = 0;
-    *finished = s->finished;
-    *n_finished = nf;
+    ev->turn_done = s->turn_done;
+    ev->n_turn_done = s->n_turn_done;
+    ev->first_token = s->first_token;
+    ev->n_first_token = s->n_first_token;
+}
+
+void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)
+{
+    CZ_ASSERT(id < s->n_seqs);
+    cz_seq *q = &s->seqs[id];
+    if (to_host) {
+        CZ_ASSERT(q->storing);
+        q->storing = false;
+        if (q->state == CZ_SEQ_CLOSED)
+            return;
+        /* the store copied the context prefix the sequence held when it was issued;
+         * a barge-in since may have cut the context shorter */
+        uint32_t ctx = q->tokens_in + q->generated;
+        uint32_t stored = s->sn[id].store_to < ctx ? s->sn[id].store_to : ctx;
+        if (stored < q->host_tokens)
+            stored = q->host_tokens;
+        s->host_tokens += stored - q->host_tokens;
+        q->host_tokens = stored;
+        idle_settle(s, id);
+        return;
+    }
+    CZ_ASSERT(q->state == CZ_SEQ_LOADING);
+    s->n_loading--;
+    q->computed = s->sn[id].load_tokens;
+    CZ_ASSERT(q->blocks == blocks_for(s, q->computed));
+    cz_req_record *rec = &s->metrics->req[q->turn_rec];
+    rec->kv_load_s += t_s - q->load_start_s;
+    if (!q->turn_open) {
+        /* aborted while loading: keep what the shortened context still uses */
+        uint32_t ctx = q->tokens_in + q->generated;
+        if (q->host_tokens > ctx) {
+            s->host_tokens -= q->host_tokens - ctx;
+            q->host_tokens = ctx;
+        }
+        if (q->computed > ctx) {
+            q->computed = ctx;
+            uint32_t keep = blocks_for(s, ctx);
+            s->kv_used -= q->blocks - keep;
+            q->blocks = keep;
+        }
+        go_idle(s, id);
+        return;
+    }
+    q->state = CZ_SEQ_WAITING;
+    wq_push_front(s, id);
+}
+
+uint32_t cz_server_abort(cz_server *s, double t_s, uint32_t id, uint32_t keep_generated)
+{
+    CZ_ASSERT(id < s->n_seqs && !s->in_flight);
+    cz_seq *q = &s->seqs[id];
+    CZ_ASSERT(q->turn_open);
+    snode *d = &s->sn[id];
+    if (d->in_decode)
+        d_leave(s, id);
+    uint32_t made = q->generated - q->turn_generated_base;
+    if (keep_generated > made)
+        keep_generated = made;
+    cz_req_record *rec = &s->metrics->req[q->turn_rec];
+    rec->output_tokens = made;
+    rec->heard_tokens = keep_generated;
+    rec->finish_s = t_s;
+    rec->outcome = CZ_REQ_ABORTED;
+    q->turn_open = false;
+    /* the context keeps the turn's input and the heard output */
+    q->generated = q->turn_generated_base + keep_generated;
+    q->budget = q->generated;
+    uint32_t ctx = q->tokens_in + q->generated;
+    if (q->computed > ctx)
+        q->computed = ctx;
+    if (q->host_tokens > ctx && q->state != CZ_SEQ_LOADING) {
+        s->host_tokens -= q->host_tokens - ctx;
+        q->host_tokens = ctx;
+    }
+    idle_leave(s, id);
+    switch (q->state) {
+    case CZ_SEQ_WAITING:
+        wq_remove(s, id);
+        break;
+    case CZ_SEQ_RUNNING:
+        if (d->in_pf)
+            pf_remove(s, id);
+        break;
+    case CZ_SEQ_STALLED:
+        s->n_stalled--;
+        break;
+    case CZ_SEQ_LOADING:
+        return made; /* becomes idle when the load lands */
+    default:
+        CZ_ASSERT(0 && "abort of a sequence without an open turn");
+    }
+    uint32_t keep_blocks = blocks_for(s, q->computed);
+    if (q->blocks > keep_blocks) {
+        s->kv_used -= q->blocks - keep_blocks;
+        q->blocks = keep_blocks;
+    }
+    q->sched_tokens = 0;
+    go_idle(s, id);
+    return made;
+}
+
+void cz_server_seq_close(cz_server *s, uint32_t id)
+{
+    CZ_ASSERT(id < s->n_seqs);
+    cz_seq *q = &s->seqs[id];
+    CZ_ASSERT(q->state == CZ_SEQ_IDLE && !q->turn_open);
+    idle_leave(s, id);
+    kv_release(s, q);
+    s->host_tokens -= q->host_tokens;
+    q->host_tokens = 0;
+    q->computed = 0;
+    q->state = CZ_SEQ_CLOSED;
 }
 
 void cz_server_finalize(cz_server *s)
 {
-    for (uint32_t id = s->d_head; id != NIL; id = s->dn[id].next)
+    for (uint32_t id = s->d_head; id != NIL; id = s->sn[id].next)
         d_sync(s, id);
-    for (size_t i = 0; i < s->n_reqs; i++)
-        if (s->reqs[i].state == CZ_SREQ_RUNNING || s->reqs[i].state == CZ_SREQ_WAITING)
-            s->metrics->req[i].output_tokens = s->reqs[i].generated;
+    for (size_t i = 0; i < s->n_seqs; i++) {
+        const cz_seq *q = &s->seqs[i];
+        if (q->turn_open)
+            s->metrics->req[q->turn_rec].output_tokens = q->generated - q->turn_generated_base;
+    }
 }
 
 bool cz_server_busy(const cz_server *s) { return s->in_flight; }
-uint32_t cz_server_running(const cz_server *s) { return s->n_decode + s->n_pf; }
+uint32_t cz_server_running(const cz_server *s) { return n_running(s); }
 uint32_t cz_server_waiting(const cz_server *s) { return (uint32_t)s->wq_len; }
 uint32_t cz_server_kv_used(const cz_server *s) { return s->kv_used; }
+uint32_t cz_server_kv_idle(const cz_server *s) { return s->kv_idle_blocks; }
+uint64_t cz_server_host_tokens(const cz_server *s) { return s->host_tokens; }
 
-const cz_sreq *cz_server_request(cz_server *s, uint32_t id)
+const cz_seq *cz_server_seq(cz_server *s, uint32_t id)
 {
-    CZ_ASSERT(id < s->n_reqs);
-    if (s->reqs[id].state == CZ_SREQ_RUNNING && s->dn[id].heap_pos < s->n_heap &&
-        s->heap[s->dn[id].heap_pos] == id)
+    CZ_ASSERT(id < s->n_seqs);
+    if (s->sn[id].in_decode)
         d_sync(s, id);
-    return &s->reqs[id];
+    return &s->seqs[id];
 }
 
 bool cz_server_check(const cz_server *s, cz_err *err)
 {
-    uint64_t blocks = 0, n_wait = 0, n_run = 0, in_decode = 0, sum_c = 0;
+    uint64_t blocks = 0, idle_blocks = 0, host = 0, in_decode = 0, sum_c = 0;
+    uint64_t n_wait = 0, n_run = 0, n_stall = 0, n_load = 0, n_pf = 0;
     uint32_t *phase = cz_xcalloc(s->cfg.block_tokens, sizeof *phase);
     bool ok = false;
-    for (uint32_t id = s->d_head; id != NIL; id = s->dn[id].next) {
-        const dnode *d = &s->dn[id];
+    for (uint32_t id = s->d_head; id != NIL; id = s->sn[id].next) {
+        const snode *d = &s->sn[id];
         uint32_t c = d->c0 + (uint32_t)(s->steps - d->k0);
-        /* a step in flight has already been given its blocks */
-        uint32_t held = blocks_for(s, (uint64_t)c + (s->in_flight ? 1 : 0));
-        blocks += held;
         sum_c += c;
         phase[d->phase]++;
         in_decode++;
-        if (s->heap[d->heap_pos] != id) {
+        if (!d->in_decode || s->heap[d->heap_pos] != id) {
             cz_err_set(err, CZ_EINVAL, "decode member %u is not at its heap position", id);
             goto out;
         }
     }
-    for (uint32_t i = 0; i < s->n_pf; i++)
-        blocks += s->reqs[s->pf[i]].blocks;
-    for (size_t i = 0; i < s->n_reqs; i++) {
-        const cz_sreq *r = &s->reqs[i];
-        if (r->state == CZ_SREQ_WAITING)
-            n_wait++;
-        if (r->state == CZ_SREQ_RUNNING)
-            n_run++;
-        if (r->state != CZ_SREQ_RUNNING && r->blocks != 0) {
-            cz_err_set(err, CZ_EINVAL, "request %zu holds %u blocks but is not running", i,
-                       r->blocks);
+    for (size_t i = 0; i < s->n_seqs; i++) {
+        const cz_seq *q = &s->seqs[i];
+        const snode *d = &s->sn[i];
+        uint32_t held = q->blocks, c = q->computed;
+        if (d->in_decode) {
+            c = d->c0 + (uint32_t)(s->steps - d->k0);
+            /* a step in flight has already been given its blocks */
+            held = blocks_for(s, (uint64_t)c + (s->in_flight ? 1 : 0));
+        }
+        blocks += held;
+        host += q->host_tokens;
+        if (d->in_idle)
+            idle_blocks += held;
+        switch (q->state) {
+        case CZ_SEQ_IDLE: break;
+        case CZ_SEQ_WAITING: n_wait++; break;
+        case CZ_SEQ_RUNNING: n_run++; break;
+        case CZ_SEQ_STALLED: n_stall++; break;
+        case CZ_SEQ_LOADING: n_load++; break;
+        default: break;
+        }
+        n_pf += d->in_pf;
+        if (held != 0 && q->state == CZ_SEQ_CLOSED) {
+            cz_err_set(err, CZ_EINVAL, "sequence %zu holds %u blocks in state %u", i, held,
+                       q->state);
             goto out;
         }
-    }
-    for (uint32_t i = 0; i < s->n_pf; i++) {
-        const cz_sreq *r = &s->reqs[s->pf[i]];
-        if (r->blocks < blocks_for(s, (uint64_t)r->computed + r->sched_tokens)) {
-            cz_err_set(err, CZ_EINVAL, "request %u has %u tokens of KV in %u blocks", s->pf[i],
-                       r->computed + r->sched_tokens, r->blocks);
+        if (d->in_idle && q->state != CZ_SEQ_IDLE && q->state != CZ_SEQ_WAITING) {
+            cz_err_set(err, CZ_EINVAL, "sequence %zu counts as idle in state %u", i, q->state);
+            goto out;
+        }
+        if (d->in_pf && q->blocks < blocks_for(s, (uint64_t)c + q->sched_tokens)) {
+            cz_err_set(err, CZ_EINVAL, "sequence %zu has %u tokens of KV in %u blocks", i,
+                       c + q->sched_tokens, q->blocks);
+            goto out;
+        }
+        if (q->state != CZ_SEQ_LOADING && !d->in_pf && !d->in_decode && held != blocks_for(s, c)) {
+            cz_err_set(err, CZ_EINVAL, "sequence %zu holds %u blocks for %u tokens", i, held, c);
+            goto out;
+        }
+        if (d->in_lru && (!d->in_idle || q->pinned)) {
+            cz_err_set(err, CZ_EINVAL, "sequence %zu is evictable in state %u", i, q->state);
             goto out;
         }
     }
@@ -645,15 +1081,25 @@ bool cz_server_check(const cz_server *s, cz_err *err)
             goto out;
         }
     }
-    if (blocks != s->kv_used || s->kv_used > s->cfg.kv_blocks) {
-        cz_err_set(err, CZ_EINVAL, "blocks held %llu, pool used %u of %u",
-                   (unsigned long long)blocks, s->kv_used, s->cfg.kv_blocks);
+    if (blocks != s->kv_used || s->kv_used > s->cfg.kv_blocks || idle_blocks != s->kv_idle_blocks) {
+        cz_err_set(err, CZ_EINVAL, "blocks held %llu (idle %llu), pool used %u (idle %u) of %u",
+                   (unsigned long long)blocks, (unsigned long long)idle_blocks, s->kv_used,
+                   s->kv_idle_blocks, s->cfg.kv_blocks);
         goto out;
     }
-    if (n_wait != s->wq_len || n_run != (uint64_t)s->n_decode + s->n_pf) {
-        cz_err_set(err, CZ_EINVAL, "queues hold %zu waiting and %u running, states say %llu/%llu",
-                   s->wq_len, s->n_decode + s->n_pf, (unsigned long long)n_wait,
-                   (unsigned long long)n_run);
+    if (host != s->host_tokens) {
+        cz_err_set(err, CZ_EINVAL, "host tier holds %llu tokens, counted %llu",
+                   (unsigned long long)host, (unsigned long long)s->host_tokens);
+        goto out;
+    }
+    if (n_wait != s->wq_len || n_run != (uint64_t)s->n_decode + s->n_pf || n_pf != s->n_pf ||
+        n_stall != s->n_stalled || n_load != s->n_loading) {
+        cz_err_set(err, CZ_EINVAL,
+                   "queues: %zu waiting, %u decoding + %u prefilling, %u stalled, %u loading; "
+                   "states say %llu, %llu, %llu, %llu",
+                   s->wq_len, s->n_decode, s->n_pf, s->n_stalled, s->n_loading,
+                   (unsigned long long)n_wait, (unsigned long long)n_run,
+                   (unsigned long long)n_stall, (unsigned long long)n_load);
         goto out;
     }
     ok = true;

@@ -1,25 +1,35 @@
-/* cz_server.h - the serving core: one autoregressive stage with continuous batching.
+/* cz_server.h - the serving core: one autoregressive stage (one replica) with continuous
+ * batching, paged KV, multi-turn sequences and a host-memory KV tier.
  *
- * The core is reactive (docs/architecture.md): it never reads a clock. A driver tells
- * it that a request arrived (cz_server_on_arrival) or that the batch it handed out has
- * finished (cz_server_on_batch_done), each at a time the driver owns, and asks what to
- * run next (cz_server_schedule). The discrete-event simulator and a real engine are two
- * such drivers. Scheduling follows vLLM's V1 scheduler: running requests first, each
- * given the tokens it lacks within a per-step token budget (chunked prefill); on KV
- * exhaustion the scheduler policy picks a running request to preempt by recompute; new
- * requests are admitted from the waiting queue only in steps with no preemption, up to
- * the sequence cap. KV lives in a paged block pool (block_tokens per block).
+ * The core is reactive (docs/architecture.md): it never reads a clock. A driver tells it
+ * what happened (a turn arrived, input was fed, a batch or a KV transfer finished, the
+ * user barged in), each at a time the driver owns, and asks what to run next
+ * (cz_server_schedule). The discrete-event simulator and a real engine are two drivers.
  *
- * Cost: a step is O(prefill chunks + requests that finish, join or are preempted + log n),
- * not O(running requests). Requests past their prompt form a decode set that advances
- * one token per step in aggregate (counts, context sums, blocks due per block phase, a
- * heap of finish steps); a member's own counters are brought up to date only when it
- * leaves the set or is inspected. This is exact, not an approximation: under vLLM V1's
- * rules every decoding request is scheduled in every step (max_num_batched_tokens >=
- * max_num_seqs, as vLLM requires) and decoding requests precede prefilling ones in the
- * running order (docs/serving-core.md).
+ * Sequences and turns. A sequence is a session's resident token sequence at this stage;
+ * it lives across turns (multi-turn KV reuse) or frames (periodic streams). A turn appends
+ * input tokens and allows more output tokens; its KV prefix from earlier turns is reused
+ * when still resident. Input may arrive in pieces (cz_server_feed: a talker fed by the
+ * thinker's chunks). Each turn has a metrics record (cz_metrics.h).
  *
- * Memory: every array is sized at creation or grows by doubling when requests arrive;
+ * Scheduling follows vLLM's V1 scheduler: running sequences first, each given the tokens
+ * it lacks within a per-step token budget (chunked prefill); when the pool is short, idle
+ * sequences' KV is evicted in LRU order (dropped, or kept in host memory when the
+ * offload tier is on) and then the scheduler policy picks running sequences to preempt by
+ * recompute; waiting sequences are admitted only in steps with no preemption, up to the
+ * sequence cap. A sequence whose KV is in host memory is loaded back over the host link
+ * when it is admitted; the load is on the turn's critical path.
+ *
+ * Cost: a step is O(prefill chunks + sequences that finish, join or are preempted +
+ * log n), not O(running sequences). Sequences past their input form a decode set that
+ * advances one token per step in aggregate (counts, context sums, blocks due per block
+ * phase, a heap of finish steps); a member's own counters are brought up to date only when
+ * it leaves the set or is inspected. Under V1's rules this is exact: every decoding
+ * sequence is scheduled in every step (max_num_batched_tokens >= max_num_seqs, as vLLM
+ * requires) and decoding sequences precede prefilling ones in the running order
+ * (docs/serving-core.md).
+ *
+ * Memory: arrays are sized at creation or grow by doubling when sequences open;
  * scheduling and completing a step allocate nothing. */
 #ifndef CZ_SERVER_H
 #define CZ_SERVER_H
@@ -30,126 +40,184 @@
 #include "cz_base.h"
 #include "cz_metrics.h"
 
+/* What happens to an idle sequence's KV when the pool needs its blocks. */
+typedef enum cz_kv_idle {
+    CZ_KV_IDLE_DROP = 0, /* freed; the next turn recomputes the context (vLLM-Omni without
+                            offload: baseline A) */
+    CZ_KV_IDLE_OFFLOAD   /* stored to host memory when the turn ends, freed from HBM in LRU
+                            order, loaded back at the next turn (baseline B) */
+} cz_kv_idle;
+
 typedef struct cz_server_config {
     uint32_t max_num_seqs;           /* sequence cap (vLLM default 256) */
     uint32_t max_num_batched_tokens; /* token budget per step (vLLM default 8192) */
     bool chunked_prefill;            /* split long prompts over steps (default on) */
     uint32_t block_tokens;           /* tokens per KV block (16) */
     uint32_t kv_blocks;              /* blocks in the pool */
-    uint32_t max_model_len;          /* prompt + output cap; 0 = only the pool bounds it */
+    uint32_t max_model_len;          /* context cap; 0 = only the pool bounds it */
+    uint32_t kv_idle;                /* cz_kv_idle (default drop) */
 } cz_server_config;
 
 /* vLLM's defaults for the fields above (kv_blocks must still be set). */
 cz_server_config cz_server_config_default(void);
 
-typedef enum cz_sreq_state {
-    CZ_SREQ_WAITING = 0,
-    CZ_SREQ_RUNNING,
-    CZ_SREQ_DONE,
-    CZ_SREQ_REJECTED
-} cz_sreq_state;
+typedef enum cz_seq_state {
+    CZ_SEQ_IDLE = 0, /* no open turn */
+    CZ_SEQ_WAITING,  /* queued for admission */
+    CZ_SEQ_LOADING,  /* admitted; its KV is coming back from host memory */
+    CZ_SEQ_RUNNING,
+    CZ_SEQ_STALLED,  /* open turn that has produced all the output its input allows so far;
+                        keeps its KV and its running slot until fed */
+    CZ_SEQ_CLOSED
+} cz_seq_state;
 
-/* Serving state of one request, readable by policies. */
-typedef struct cz_sreq {
-    uint32_t prompt_tokens;
-    uint32_t output_tokens;
+/* Serving state of one sequence, readable by policies and drivers. Token counts are
+ * totals over all turns: the context is tokens_in + generated. */
+typedef struct cz_seq {
+    uint64_t session;
+    uint32_t cls;
+    uint32_t state;         /* cz_seq_state */
+    uint32_t tokens_in;     /* input tokens appended so far */
+    uint32_t budget;        /* output tokens allowed so far */
     uint32_t computed;      /* tokens whose KV is in the pool */
     uint32_t generated;     /* output tokens sampled so far */
-    uint32_t blocks;        /* KV blocks held */
+    uint32_t blocks;        /* KV blocks held in the pool */
     uint32_t sched_tokens;  /* tokens scheduled in the batch in flight */
-    uint32_t state;         /* cz_sreq_state */
-    double arrival_s;
+    uint32_t host_tokens;   /* tokens of its KV stored in host memory */
+    uint32_t turn_generated_base; /* generated when the open (or last) turn began */
+    uint64_t turn_rec;      /* metrics record of the open (or last) turn; UINT64_MAX none */
+    bool pinned;            /* resident request: idle KV is never evicted */
+    bool turn_open;
+    bool input_final;       /* the open turn's input is complete */
+    bool storing;           /* a store to host memory is in flight */
     double last_token_s;
-} cz_sreq;
+    double load_start_s;
+} cz_seq;
 
 /* What a scheduler policy sees when the KV pool runs out. Read-only. */
 typedef struct cz_sched_view {
     uint32_t n_running;
-    uint32_t last_admitted; /* id of the running request admitted most recently */
+    uint32_t last_admitted; /* id of the running sequence admitted most recently */
     uint32_t free_blocks;
 } cz_sched_view;
 
 /* A scheduler policy (policies/): pure decisions over a read-only view. */
 typedef struct cz_sched_ops {
     const char *name;
-    /* Id of the running request to preempt when the KV pool is full. The serving core
-     * keeps vLLM V1's invariant that requests scheduled earlier in the step are never
-     * victims: it accepts only the most recently admitted running request. */
+    /* Id of the running sequence to preempt when the KV pool is full. The serving core
+     * keeps vLLM V1's invariant that sequences scheduled earlier in the step are never
+     * victims: it accepts only the most recently admitted running sequence. */
     uint32_t (*pick_victim)(const cz_sched_view *view);
 } cz_sched_ops;
 
-/* One request's share of a batch. Batches list prefill chunks item by item; the decode
- * set (requests past their prompt, one token each per step) is carried in aggregate and
- * walked with cz_server_decode_first / cz_server_decode_next. */
+/* One prefill chunk of a batch. The decode set (sequences past their input, one token
+ * each per step) is carried in aggregate and walked with cz_server_decode_first/_next. */
 typedef struct cz_batch_item {
-    uint32_t req;        /* request id */
+    uint32_t seq;
     uint32_t tokens;     /* tokens computed for it in this step */
     uint32_t ctx_before; /* tokens already in its KV before the step */
-    bool decode;         /* a one-token decode (its whole prompt was already computed) */
 } cz_batch_item;
 
-/* A batch handed to the driver; points into server-owned storage that stays valid until
- * the next cz_server_on_batch_done. `items` are the prefill chunks; the decode_seqs
- * decoding requests each compute one token. */
+/* A batch handed to the driver; points into server-owned storage valid until the next
+ * cz_server_on_batch_done. */
 typedef struct cz_batch {
     const cz_batch_item *items;
     uint32_t n_items;
     uint32_t total_tokens;
     uint64_t prefill_tokens;    /* tokens of prefill chunks */
-    uint32_t prefill_seqs;      /* requests with a prefill chunk in the step */
+    uint32_t prefill_seqs;      /* sequences with a prefill chunk in the step */
     uint64_t prefill_attn_ctx;  /* sum over prefill tokens of the context each attends to */
     uint32_t decode_seqs;
     uint64_t decode_ctx_tokens; /* sum of decode sequences' context lengths */
 } cz_batch;
 
+/* A KV transfer over the host link that the driver must carry out and report with
+ * cz_server_on_xfer_done. */
+typedef struct cz_xfer {
+    uint32_t seq;
+    uint32_t tokens;  /* tokens of KV moved */
+    bool to_host;     /* store (device to host) or load (host to device) */
+} cz_xfer;
+
+/* What a batch completion changed, for the driver. Server-owned, valid until the next
+ * call that returns one. */
+typedef struct cz_step_events {
+    const uint32_t *turn_done;   /* sequences whose open turn completed */
+    uint32_t n_turn_done;
+    const uint32_t *first_token; /* sequences that sampled the first token of a turn */
+    uint32_t n_first_token;
+} cz_step_events;
+
 typedef struct cz_server cz_server;
 
 /* A new server with `cfg` and the scheduler `sched` (not owned; must outlive the
- * server), recording into `metrics` (not owned). `expected_requests` presizes the request
- * table. Invalid configurations are bugs of the caller (validated by the config parser):
- * asserted. */
+ * server), recording into `metrics` (not owned). `expected_seqs` presizes the tables.
+ * Invalid configurations are caller bugs (validated by the config parser): asserted. */
 cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sched,
-                            cz_metrics *metrics, uint64_t expected_requests);
+                            cz_metrics *metrics, uint64_t expected_seqs);
 void cz_server_free(cz_server *s);
 
-/* A request arrived at time t_s. Returns its id (= its row in the metrics). A request
- * that can never fit (more KV blocks than the pool, longer than max_model_len, or, with
- * chunked prefill off, more tokens to recompute than one step's budget) is rejected at
- * once and recorded as such. `session`, `turn` and `cls` are carried into
- * the metrics. */
-uint32_t cz_server_on_arrival(cz_server *s, double t_s, uint32_t prompt_tokens,
-                              uint32_t output_tokens, uint64_t session, uint32_t turn,
-                              uint32_t cls);
+/* Opens an idle sequence with no KV for `session`. `pinned`: a resident request whose
+ * idle KV is never evicted (periodic streams). Returns its id. */
+uint32_t cz_server_seq_open(cz_server *s, uint64_t session, uint32_t cls, bool pinned);
+
+/* A turn arrives at t_s on idle sequence `seq`: `in_tokens` of input (more may follow with
+ * cz_server_feed unless `input_final`) and up to `out_tokens` of output (>= 1 when the
+ * input is final). Returns the turn's metrics record. A turn whose context could never
+ * fit (more blocks than the pool, longer than max_model_len, or, with chunked prefill off,
+ * more tokens to compute than one step's budget) is rejected at once: its record says so
+ * and the sequence stays idle. */
+uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t seq, uint32_t turn, uint32_t stage,
+                        uint32_t in_tokens, uint32_t out_tokens, bool input_final);
+
+/* More input for the open turn of `seq`: `in_tokens` appended and `out_tokens` more output
+ * allowed; `input_final` closes the turn's input. A stalled sequence resumes. */
+void cz_server_feed(cz_server *s, double t_s, uint32_t seq, uint32_t in_tokens,
+                    uint32_t out_tokens, bool input_final);
+
+/* Barge-in: the open turn of `seq` ends now. Of the tokens it generated, the first
+ * `keep_generated` (what the user heard) stay in the context and the rest are discarded
+ * with their KV; queued work is dropped. Returns how many tokens the turn had generated.
+ * Must not be called while a batch is in flight. */
+uint32_t cz_server_abort(cz_server *s, double t_s, uint32_t seq, uint32_t keep_generated);
+
+/* The session is over: the sequence's KV is freed in both tiers. It must be idle. */
+void cz_server_seq_close(cz_server *s, uint32_t seq);
 
 /* Forms the next batch at time t_s. Returns false (and leaves *out empty) when nothing
  * can run. Must not be called while a batch is in flight. */
 bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out);
 
 /* The batch in flight finished at time t_s: KV and token counts advance, tokens are
- * stamped, finished requests release their KV. The ids of requests that finished are
- * returned through *finished (server-owned, valid until the next call). */
-void cz_server_on_batch_done(cz_server *s, double t_s, const uint32_t **finished,
-                             uint32_t *n_finished);
+ * stamped, completed turns are reported through *ev. */
+void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev);
 
-/* The run is over: copies the output tokens generated so far into the metrics records of
- * requests that did not complete (the records of running requests are otherwise only
- * updated at their first and last token). */
+/* Transfers requested since the last call (server-owned, valid until the next call that
+ * can request one). The driver carries each out and reports it. */
+const cz_xfer *cz_server_take_xfers(cz_server *s, uint32_t *n);
+
+/* A transfer finished at t_s. */
+void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t seq, bool to_host);
+
+/* The run is over: records of turns that did not complete get their generated counts. */
 void cz_server_finalize(cz_server *s);
 
 bool cz_server_busy(const cz_server *s);
 uint32_t cz_server_running(const cz_server *s);
 uint32_t cz_server_waiting(const cz_server *s);
 uint32_t cz_server_kv_used(const cz_server *s);
-/* Current state of request `id` (brought up to date on access). */
-const cz_sreq *cz_server_request(cz_server *s, uint32_t id);
+uint32_t cz_server_kv_idle(const cz_server *s);  /* blocks held by idle sequences */
+uint64_t cz_server_host_tokens(const cz_server *s); /* KV tokens stored in host memory */
+/* Current state of sequence `seq` (brought up to date on access). */
+const cz_seq *cz_server_seq(cz_server *s, uint32_t seq);
 
-/* The decode set in admission order: the first member, and the member after `id`;
+/* The decode set in admission order: the first member, and the member after `seq`;
  * UINT32_MAX at the end. O(1) each. */
 uint32_t cz_server_decode_first(const cz_server *s);
-uint32_t cz_server_decode_next(const cz_server *s, uint32_t id);
+uint32_t cz_server_decode_next(const cz_server *s, uint32_t seq);
 
 /* Checks every KV and queue invariant (each block counted once, counts match states);
- * returns false and fills err with the first violation. For tests; O(requests). */
+ * returns false and fills err with the first violation. For tests; O(sequences). */
 bool cz_server_check(const cz_server *s, cz_err *err);
 
 #endif

@@ -9,6 +9,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "cz_evq.h"
+#include "cz_link.h"
 #include "cz_json.h"
 #include "cz_policies.h"
 #include "cz_rng.h"
@@ -206,7 +207,15 @@ cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *b
 
 /* ---- run ---- */
 
-enum { EV_ARRIVAL = 1, EV_STEP_DONE = 2 };
+enum { EV_ARRIVAL = 1, EV_STEP_DONE = 2, EV_XFER_DONE = 3 };
+
+/* Per-session state of a run. */
+typedef struct ses_state {
+    uint32_t seq;         /* its sequence at the server; UINT32_MAX before the first turn */
+    uint32_t arrived;     /* turns that have arrived */
+    uint32_t submitted;   /* turns handed to the server */
+    uint32_t ended;       /* turns whose reply ended (completed, rejected or cut) */
+} ses_state;
 
 typedef struct sim_state {
     const cz_sim_config *cfg;
@@ -214,12 +223,16 @@ typedef struct sim_state {
     cz_metrics *m;
     cz_server *srv;
     cz_evq q;
+    cz_link link;
+    double kv_bytes_per_token;
     uint32_t *turn_session;  /* global turn -> session */
+    ses_state *ses;
     uint32_t *initial;       /* turns that arrive on their own, sorted by arrival */
     uint32_t n_initial, next_initial;
     uint32_t *bounded;       /* closed sessions started under the concurrency bound */
     uint32_t n_bounded, next_bounded, active_bounded;
-    double *service_s;       /* per request, CZ_COST_SERVICE */
+    double *service_s;       /* per sequence, the open turn's service time (CZ_COST_SERVICE) */
+    uint32_t *service_life;  /* per sequence, tokens the open turn computes */
     gsl_rng *rng;
     uint64_t arrived, finished;
 } sim_state;
@@ -268,38 +281,80 @@ static void start_bounded_session(sim_state *S, double now)
     S->active_bounded++;
 }
 
+/* Hands the transfers the server asked for to the host link. */
+static void run_xfers(sim_state *S, double now)
+{
+    uint32_t n;
+    const cz_xfer *x = cz_server_take_xfers(S->srv, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        double done = cz_link_submit(&S->link, now, x[i].tokens * S->kv_bytes_per_token,
+                                     x[i].to_host);
+        cz_evq_push(&S->q, done, EV_XFER_DONE, x[i].seq * 2 + (x[i].to_host ? 1 : 0));
+    }
+}
+
+static void turn_ended(sim_state *S, uint32_t g, double now);
+
+/* Submits the session's next arrived turn if its sequence is free. A turn that arrives
+ * while the previous one is still served waits for it; its latencies count from its own
+ * arrival. */
+static void submit_next(sim_state *S, uint32_t si, double now)
+{
+    ses_state *st = &S->ses[si];
+    const cz_session *ses = &S->wl->sessions[si];
+    if (st->submitted >= st->arrived || st->submitted > st->ended)
+        return;
+    uint32_t k = st->submitted++;
+    uint32_t g = ses->turn_off + k;
+    const cz_turn *t = &S->wl->turns[g];
+    uint32_t in = cz_turn_in_tokens(t), out = t->out_text_tokens;
+    in = in ? in : 1;
+    out = out ? out : 1;
+    if (st->seq == UINT32_MAX)
+        st->seq = cz_server_seq_open(S->srv, si, (uint32_t)ses->cls, false);
+    double arrival = k == 0 || ses->timing == CZ_TIMING_OPEN ? t->arrival_s : now;
+    if (ses->timing == CZ_TIMING_CLOSED && k == 0 && now > arrival)
+        arrival = now;
+    uint64_t rec = cz_server_turn(S->srv, arrival, st->seq, k, 0, in, out, true);
+    if (S->cfg->cost_kind == CZ_COST_SERVICE) {
+        cz_rng_reseed(S->rng, S->cfg->seed, CZ_RNG_SERVICE, rec);
+        S->service_s[st->seq] = cz_distspec_draw(&S->cfg->service, S->rng);
+        S->service_life[st->seq] = in + out - 1;
+    }
+    if (S->m->req[rec].outcome == CZ_REQ_REJECTED)
+        turn_ended(S, g, now);
+}
+
 /* The reply to turn `g` of its session ended at `now`: schedule what follows. */
 static void turn_ended(sim_state *S, uint32_t g, double now)
 {
     uint32_t si = S->turn_session[g];
     const cz_session *ses = &S->wl->sessions[si];
-    if (ses->timing != CZ_TIMING_CLOSED)
+    ses_state *st = &S->ses[si];
+    st->ended++;
+    if (st->ended == ses->n_turns) {
+        cz_server_seq_close(S->srv, st->seq);
+        if (ses->timing == CZ_TIMING_CLOSED && S->wl->concurrency > 0) {
+            S->active_bounded--;
+            start_bounded_session(S, now);
+        }
         return;
-    uint32_t k = g - ses->turn_off;
-    if (k + 1 < ses->n_turns) {
+    }
+    if (ses->timing == CZ_TIMING_CLOSED) {
         const cz_turn *next = &S->wl->turns[g + 1];
         cz_evq_push(&S->q, now + S->wl->turns[g].think_s + next->speech_s, EV_ARRIVAL, g + 1);
-    } else if (S->wl->concurrency > 0) {
-        S->active_bounded--;
-        start_bounded_session(S, now);
+    } else {
+        submit_next(S, si, now);
     }
 }
 
 static void on_arrival(sim_state *S, double now, uint32_t g)
 {
-    const cz_turn *t = &S->wl->turns[g];
     uint32_t si = S->turn_session[g];
     const cz_session *ses = &S->wl->sessions[si];
-    uint32_t in = cz_turn_in_tokens(t), out = t->out_text_tokens;
-    uint32_t id = cz_server_on_arrival(S->srv, now, in ? in : 1, out ? out : 1, si,
-                                       g - ses->turn_off, (uint32_t)ses->cls);
+    S->ses[si].arrived++;
     S->arrived++;
-    if (S->cfg->cost_kind == CZ_COST_SERVICE) {
-        cz_rng_reseed(S->rng, S->cfg->seed, CZ_RNG_SERVICE, id);
-        S->service_s[id] = cz_distspec_draw(&S->cfg->service, S->rng);
-    }
-    if (cz_server_request(S->srv, id)->state == CZ_SREQ_REJECTED)
-        turn_ended(S, g, now);
+    submit_next(S, si, now);
     if (ses->timing == CZ_TIMING_OPEN || (g == ses->turn_off && S->wl->concurrency == 0))
         push_next_initial(S);
 }
@@ -318,12 +373,10 @@ double cz_sim_roofline_step_s(const cz_sim_config *cfg, const cz_batch *b)
     return c.total_s;
 }
 
-/* Share of request `id`'s service time that `tokens` tokens of work represent. */
+/* Share of sequence `id`'s open turn service time that `tokens` tokens of work are. */
 static double service_share(sim_state *S, uint32_t id, uint32_t tokens)
 {
-    const cz_sreq *r = cz_server_request(S->srv, id);
-    uint32_t life = r->prompt_tokens + r->output_tokens - 1;
-    return S->service_s[id] * (double)tokens / (double)life;
+    return S->service_s[id] * (double)tokens / (double)S->service_life[id];
 }
 
 static double step_time(sim_state *S, const cz_batch *b)
@@ -332,7 +385,7 @@ static double step_time(sim_state *S, const cz_batch *b)
         return cz_sim_roofline_step_s(S->cfg, b);
     double t = 0.0;
     for (uint32_t k = 0; k < b->n_items; k++)
-        t += service_share(S, b->items[k].req, b->items[k].tokens);
+        t += service_share(S, b->items[k].seq, b->items[k].tokens);
     for (uint32_t id = cz_server_decode_first(S->srv); id != UINT32_MAX;
          id = cz_server_decode_next(S->srv, id))
         t += service_share(S, id, 1);
@@ -344,9 +397,11 @@ static void sim_state_free(sim_state *S)
     cz_server_free(S->srv);
     cz_evq_free(&S->q);
     free(S->turn_session);
+    free(S->ses);
     free(S->initial);
     free(S->bounded);
     free(S->service_s);
+    free(S->service_life);
     if (S->rng)
         gsl_rng_free(S->rng);
 }
@@ -368,13 +423,19 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
                           "workload has %u periodic streams, which this simulator's single "
                           "autoregressive stage does not serve; remove workload.streams",
                           wl->n_streams);
-    S.srv = cz_server_create(&cfg->server, cfg->sched, m, wl->n_turns);
+    S.srv = cz_server_create(&cfg->server, cfg->sched, m, wl->n_sessions);
+    cz_link_init(&S.link, cfg->hw.host_link_Bps, cfg->hw.host_link_latency_s,
+                 cfg->hw.host_link_full_duplex);
+    S.kv_bytes_per_token = cz_stage_kv_bytes_per_token_gpu(&cfg->model.stages[cfg->stage],
+                                                            cfg->cost.tp ? cfg->cost.tp : 1);
     cz_evq_init(&S.q, (size_t)wl->n_sessions + 16);
     S.turn_session = cz_xmalloc(wl->n_turns * sizeof *S.turn_session);
+    S.ses = cz_xmalloc((wl->n_sessions ? wl->n_sessions : 1) * sizeof *S.ses);
     S.initial = cz_xmalloc(wl->n_turns * sizeof *S.initial);
     S.bounded = cz_xmalloc((wl->n_sessions ? wl->n_sessions : 1) * sizeof *S.bounded);
     for (uint32_t si = 0; si < wl->n_sessions; si++) {
         const cz_session *ses = &wl->sessions[si];
+        S.ses[si] = (ses_state){UINT32_MAX, 0, 0, 0};
         for (uint32_t k = 0; k < ses->n_turns; k++)
             S.turn_session[ses->turn_off + k] = si;
         if (ses->n_turns == 0)
@@ -397,7 +458,9 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
     sort_by_time(S.bounded, times, S.n_bounded);
     free(times);
     if (cfg->cost_kind == CZ_COST_SERVICE) {
-        S.service_s = cz_xmalloc(wl->n_turns * sizeof *S.service_s);
+        S.service_s = cz_xmalloc((wl->n_sessions ? wl->n_sessions : 1) * sizeof *S.service_s);
+        S.service_life =
+            cz_xmalloc((wl->n_sessions ? wl->n_sessions : 1) * sizeof *S.service_life);
         S.rng = cz_rng_new(cfg->seed, CZ_RNG_SERVICE, 0);
     }
 
@@ -414,21 +477,24 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
         stats->events++;
         if (ev.type == EV_ARRIVAL) {
             on_arrival(&S, now, ev.arg);
+        } else if (ev.type == EV_XFER_DONE) {
+            cz_server_on_xfer_done(S.srv, now, ev.arg / 2, ev.arg % 2 == 1);
         } else {
-            const uint32_t *fin;
-            uint32_t nf;
-            cz_server_on_batch_done(S.srv, now, &fin, &nf);
-            for (uint32_t i = 0; i < nf; i++) {
-                const cz_req_record *rec = &m->req[fin[i]];
+            cz_step_events se;
+            cz_server_on_batch_done(S.srv, now, &se);
+            for (uint32_t i = 0; i < se.n_turn_done; i++) {
+                const cz_seq *q = cz_server_seq(S.srv, se.turn_done[i]);
+                const cz_req_record *rec = &m->req[q->turn_rec];
                 turn_ended(&S, wl->sessions[rec->session].turn_off + rec->turn, now);
             }
-            S.finished += nf;
+            S.finished += se.n_turn_done;
         }
         if (!cz_server_busy(S.srv)) {
             cz_batch b;
             if (cz_server_schedule(S.srv, now, &b))
                 cz_evq_push(&S.q, now + step_time(&S, &b), EV_STEP_DONE, 0);
         }
+        run_xfers(&S, now);
         if (progress && (stats->events & 0xFFFF) == 0) {
             cz_sim_progress p = {now, stats->events, S.arrived, S.finished, wl->n_turns, false};
             progress(progress_ctx, &p);

@@ -20,7 +20,8 @@ static void fill(cz_metrics *m)
     r.first_sched_s = r.first_token_s = r.finish_s = NAN;
     cz_metrics_add_request(m, &r);
     cz_metrics_add_itl(m, 0.5, 2);
-    cz_metrics_timeline(m, 0.0, 3, 1, 0, 10);
+    cz_timeline_row row = {.kv_blocks_used = 3, .running = 1, .batch_tokens = 10};
+    cz_metrics_timeline(m, 0.0, &row);
 }
 
 Test(results, round_trip)
