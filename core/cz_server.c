@@ -18,7 +18,7 @@ typedef struct snode {
     uint32_t phase;      /* steps k with k % block_tokens == phase need a new block */
     uint64_t k0;         /* steps executed when the sequence joined the decode set */
     uint32_t c0, g0;     /* computed and generated when it joined */
-    uint64_t finish_k;   /* steps executed when it reaches its budget */
+    uint64_t finish_k;   /* steps executed when it reaches its budget or notify_at */
     uint64_t join_seq;   /* tie-break of the finish heap: join order */
     uint32_t store_to;   /* context length covered by the store in flight */
     uint32_t load_tokens; /* tokens the load in flight brings back */
@@ -68,6 +68,11 @@ struct cz_server {
     uint32_t n_turn_done;
     uint32_t *first_token; /* capacity max_num_seqs */
     uint32_t n_first_token;
+    uint32_t *milestone;   /* capacity max_num_seqs */
+    uint32_t n_milestone;
+    uint32_t *stalled;     /* capacity max_num_seqs */
+    uint32_t n_stalled_ev;
+    double saturated_at_s;
     cz_xfer *xfers;        /* requested transfers not yet taken */
     size_t n_xfers, cap_xfers;
     cz_xfer *xfers_out;    /* handed to the driver */
@@ -114,6 +119,9 @@ cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sch
     s->items = cz_xmalloc(cfg->max_num_seqs * sizeof *s->items);
     s->turn_done = cz_xmalloc(cfg->max_num_seqs * sizeof *s->turn_done);
     s->first_token = cz_xmalloc(cfg->max_num_seqs * sizeof *s->first_token);
+    s->milestone = cz_xmalloc(cfg->max_num_seqs * sizeof *s->milestone);
+    s->stalled = cz_xmalloc(cfg->max_num_seqs * sizeof *s->stalled);
+    s->saturated_at_s = NAN;
     s->cap_xfers = s->cap_xfers_out = 64;
     s->xfers = cz_xmalloc(s->cap_xfers * sizeof *s->xfers);
     s->xfers_out = cz_xmalloc(s->cap_xfers_out * sizeof *s->xfers_out);
@@ -134,6 +142,8 @@ void cz_server_free(cz_server *s)
     free(s->items);
     free(s->turn_done);
     free(s->first_token);
+    free(s->milestone);
+    free(s->stalled);
     free(s->xfers);
     free(s->xfers_out);
     free(s);
@@ -306,12 +316,17 @@ static bool evict_one(cz_server *s)
     return true;
 }
 
-/* Makes `need` blocks free by evicting idle KV; false if that is not enough. */
-static bool make_room(cz_server *s, uint32_t need)
+/* Makes `need` blocks free by evicting idle KV; false if that is not enough, which marks
+ * the pool saturated at t_s the first time. */
+static bool make_room(cz_server *s, uint32_t need, double t_s)
 {
-    while (need > kv_free(s))
-        if (!evict_one(s))
+    while (need > kv_free(s)) {
+        if (!evict_one(s)) {
+            if (isnan(s->saturated_at_s))
+                s->saturated_at_s = t_s;
             return false;
+        }
+    }
     return true;
 }
 
@@ -384,6 +399,13 @@ static void d_sync(cz_server *s, uint32_t id)
         q->last_token_s = s->last_done_s;
 }
 
+/* The generated count at which a decode member next needs attention: its budget, or an
+ * earlier report the driver asked for. */
+static uint32_t event_target(const cz_seq *q)
+{
+    return q->notify_at > q->generated && q->notify_at < q->budget ? q->notify_at : q->budget;
+}
+
 /* A running sequence whose input is computed and whose budget allows more output joins
  * the decode set (at its tail: it is the latest admitted member). */
 static void d_join(cz_server *s, uint32_t id)
@@ -397,7 +419,7 @@ static void d_join(cz_server *s, uint32_t id)
     d->c0 = q->computed;
     d->g0 = q->generated;
     d->phase = (uint32_t)((s->steps % bt + bt - q->computed % bt) % bt);
-    d->finish_k = s->steps + (q->budget - q->generated);
+    d->finish_k = s->steps + (event_target(q) - q->generated);
     d->join_seq = s->join_seq++;
     d->prev = s->d_tail;
     d->next = NIL;
@@ -495,6 +517,7 @@ uint32_t cz_server_seq_open(cz_server *s, uint64_t session, uint32_t cls, bool p
         .state = CZ_SEQ_IDLE,
         .turn_rec = NO_REC,
         .pinned = pinned,
+        .speech_start_s = NAN,
         .last_token_s = NAN,
         .load_start_s = NAN,
     };
@@ -682,7 +705,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
      * admitted running sequences are preempted (prefilling ones first: they follow the
      * decode set in running order). */
     uint32_t phase = (uint32_t)(s->steps % s->cfg.block_tokens);
-    while (s->n_decode > 0 && !make_room(s, s->phase_cnt[phase])) {
+    while (s->n_decode > 0 && !make_room(s, s->phase_cnt[phase], t_s)) {
         preempt(s, pick_victim(s));
         preempted = true;
     }
@@ -703,7 +726,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         uint32_t n = need < budget ? need : budget;
         uint32_t extra = extra_blocks(s, q, n);
         bool self_preempted = false;
-        while (!make_room(s, extra)) {
+        while (!make_room(s, extra, t_s)) {
             uint32_t victim = pick_victim(s);
             preempted = true;
             self_preempted = victim == id;
@@ -733,7 +756,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         uint32_t load = loadable(s, q);
         if (load) {
             uint32_t extra = blocks_for(s, load) - q->blocks;
-            if (!make_room(s, extra)) {
+            if (!make_room(s, extra, t_s)) {
                 if (was_cached)
                     idle_enter(s, id);
                 break;
@@ -751,7 +774,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         uint32_t need = q->tokens_in + q->generated - q->computed;
         uint32_t n = need < budget ? need : budget;
         uint32_t extra = extra_blocks(s, q, n);
-        if ((!s->cfg.chunked_prefill && need > budget) || !make_room(s, extra)) {
+        if ((!s->cfg.chunked_prefill && need > budget) || !make_room(s, extra, t_s)) {
             if (was_cached)
                 idle_enter(s, id);
             break;
@@ -809,6 +832,17 @@ static void budget_reached(cz_server *s, uint32_t id, double t_s)
     } else {
         q->state = CZ_SEQ_STALLED;
         s->n_stalled++;
+        s->stalled[s->n_stalled_ev++] = id;
+    }
+}
+
+/* Reports `id` when its generated count reached the count the driver asked about. */
+static void check_milestone(cz_server *s, uint32_t id)
+{
+    cz_seq *q = &s->seqs[id];
+    if (q->notify_at && q->generated == q->notify_at) {
+        q->notify_at = 0;
+        s->milestone[s->n_milestone++] = id;
     }
 }
 
@@ -819,6 +853,8 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
     s->metrics->steps++;
     s->n_turn_done = 0;
     s->n_first_token = 0;
+    s->n_milestone = 0;
+    s->n_stalled_ev = 0;
 
     /* the decode set: every member computed one token and sampled the next; all of them
      * had their previous token at the previous step's end */
@@ -831,9 +867,18 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
     s->last_done_s = t_s;
     while (s->n_heap > 0 && s->sn[s->heap[0]].finish_k == s->steps) {
         uint32_t id = s->heap[0];
-        d_leave(s, id);
-        s->seqs[id].last_token_s = t_s;
-        budget_reached(s, id, t_s);
+        cz_seq *q = &s->seqs[id];
+        d_sync(s, id);
+        check_milestone(s, id);
+        if (q->generated == q->budget) {
+            d_leave(s, id);
+            q->last_token_s = t_s;
+            budget_reached(s, id, t_s);
+        } else {
+            /* a report only: wait for the budget (or the next report asked for) */
+            s->sn[id].finish_k = s->steps + (event_target(q) - q->generated);
+            heap_down(s, 0);
+        }
     }
 
     /* prefill chunks: a chunk that reaches the end of the input samples a token */
@@ -855,6 +900,7 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
             cz_metrics_add_itl(s->metrics, t_s - q->last_token_s, 1);
         }
         q->last_token_s = t_s;
+        check_milestone(s, id);
         if (q->generated == q->budget)
             budget_reached(s, id, t_s);
         else
@@ -866,6 +912,37 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
     ev->n_turn_done = s->n_turn_done;
     ev->first_token = s->first_token;
     ev->n_first_token = s->n_first_token;
+    ev->milestone = s->milestone;
+    ev->n_milestone = s->n_milestone;
+    ev->stalled = s->stalled;
+    ev->n_stalled = s->n_stalled_ev;
+}
+
+void cz_server_notify_at(cz_server *s, uint32_t id, uint32_t generated)
+{
+    CZ_ASSERT(id < s->n_seqs);
+    cz_seq *q = &s->seqs[id];
+    snode *d = &s->sn[id];
+    if (d->in_decode)
+        d_sync(s, id);
+    CZ_ASSERT(generated > q->generated);
+    q->notify_at = generated;
+    if (d->in_decode) {
+        d->finish_k = s->steps + (event_target(q) - q->generated);
+        heap_up(s, d->heap_pos);
+        heap_down(s, d->heap_pos);
+    }
+}
+
+void cz_server_on_speech_start(cz_server *s, double t_s, uint32_t id)
+{
+    CZ_ASSERT(id < s->n_seqs);
+    s->seqs[id].speech_start_s = t_s;
+}
+
+double cz_server_saturated_at(const cz_server *s)
+{
+    return s->saturated_at_s;
 }
 
 void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)

@@ -90,6 +90,8 @@ typedef struct cz_seq {
     bool turn_open;
     bool input_final;       /* the open turn's input is complete */
     bool storing;           /* a store to host memory is in flight */
+    uint32_t notify_at;     /* report when generated reaches this (0: no report asked) */
+    double speech_start_s;  /* latest voice activity the client reported (NaN: none) */
     double last_token_s;
     double load_start_s;
 } cz_seq;
@@ -146,6 +148,10 @@ typedef struct cz_step_events {
     uint32_t n_turn_done;
     const uint32_t *first_token; /* sequences that sampled the first token of a turn */
     uint32_t n_first_token;
+    const uint32_t *milestone;   /* sequences whose generated count reached notify_at */
+    uint32_t n_milestone;
+    const uint32_t *stalled;     /* sequences that used all the output their input allows */
+    uint32_t n_stalled;
 } cz_step_events;
 
 typedef struct cz_server cz_server;
@@ -174,6 +180,13 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t seq, uint32_t turn, u
  * allowed; `input_final` closes the turn's input. A stalled sequence resumes. */
 void cz_server_feed(cz_server *s, double t_s, uint32_t seq, uint32_t in_tokens,
                     uint32_t out_tokens, bool input_final);
+
+/* Asks for a report (cz_step_events.milestone) when `seq`'s generated count reaches
+ * `generated`, which must exceed the current count; one report at a time. O(log n). */
+void cz_server_notify_at(cz_server *s, uint32_t seq, uint32_t generated);
+
+/* The client saw the user start speaking in `seq`'s session (voice activity) at t_s. */
+void cz_server_on_speech_start(cz_server *s, double t_s, uint32_t seq);
 
 /* Barge-in: the open turn of `seq` ends now. Of the tokens it generated, the first
  * `keep_generated` (what the user heard) stay in the context and the rest are discarded
@@ -208,6 +221,9 @@ uint32_t cz_server_waiting(const cz_server *s);
 uint32_t cz_server_kv_used(const cz_server *s);
 uint32_t cz_server_kv_idle(const cz_server *s);  /* blocks held by idle sequences */
 uint64_t cz_server_host_tokens(const cz_server *s); /* KV tokens stored in host memory */
+/* First time the scheduler needed KV blocks that neither the free pool nor idle KV could
+ * supply (running work preempted, or admission held back); NaN if it never happened. */
+double cz_server_saturated_at(const cz_server *s);
 /* Current state of sequence `seq` (brought up to date on access). */
 const cz_seq *cz_server_seq(cz_server *s, uint32_t seq);
 

@@ -346,6 +346,42 @@ Test(server, streamed_input_stalls_and_resumes)
     cz_metrics_free(&m);
 }
 
+Test(server, milestones_and_saturation)
+{
+    cz_metrics m;
+    cz_metrics_init(&m, 0.0, 0);
+    cz_server_config cfg = small_cfg();
+    cfg.kv_blocks = 3;
+    cz_server *s = cz_server_create(&cfg, &cz_sched_fcfs, &m, 0);
+    uint32_t a = request(s, 0.0, 4, 8, 0); /* 12 tokens: exactly the 3-block pool */
+    request(s, 0.0, 4, 8, 1);
+    cz_server_notify_at(s, a, 3);
+    cz_batch b;
+    double t = 0;
+    uint32_t reported_at = 0;
+    for (int i = 0; i < 9; i++) {
+        cr_assert(cz_server_schedule(s, t, &b));
+        t += 1;
+        cz_step_events ev;
+        cz_server_on_batch_done(s, t, &ev);
+        check(s);
+        if (ev.n_milestone) {
+            cr_assert_eq(ev.milestone[0], a);
+            cr_assert_eq(cz_server_seq(s, a)->generated, (uint32_t)t);
+            reported_at = (uint32_t)t;
+            if (reported_at == 3)
+                cz_server_notify_at(s, a, 7);
+        }
+    }
+    /* token k of A comes at the end of step k; B, preempted at the start of step 2 when
+     * both needed a second block and one was free, waits until A's turn ends at t = 8 */
+    cr_assert_eq(reported_at, 7);
+    cr_assert_float_eq(cz_server_saturated_at(s), 1.0, 0);
+    cr_assert_eq(m.req[1].preemptions, 1);
+    cz_server_free(s);
+    cz_metrics_free(&m);
+}
+
 /* Random multi-turn workloads across seeds, with streamed input, barge-ins, closes and
  * transfers landing late, in both idle-KV modes: after every event no KV block or host
  * token is lost or counted twice, and the queues agree with the states. */
@@ -386,6 +422,8 @@ Test(server, kv_accounting_random)
                                rand() % 2);
             } else if (op == 4 && q->turn_open) {
                 cz_server_abort(s, t, seq[i], (uint32_t)(rand() % 8));
+            } else if (op == 5 && q->turn_open && rand() % 2) {
+                cz_server_notify_at(s, seq[i], q->generated + 1 + (uint32_t)(rand() % 5));
             } else if (op == 5 && n_pend > 0) {
                 uint32_t k = (uint32_t)(rand() % n_pend);
                 cz_xfer x = pend[k];
