@@ -995,7 +995,7 @@ uint32_t cz_server_abort(cz_server *s, double t_s, uint32_t id, uint32_t keep_ge
 {
     CZ_ASSERT(id < s->n_seqs && !s->in_flight);
     cz_seq *q = &s->seqs[id];
-    CZ_ASSERT(q->turn_open);
+    CZ_ASSERT(q->turn_rec != NO_REC && (q->turn_open || q->state == CZ_SEQ_IDLE));
     snode *d = &s->sn[id];
     if (d->in_decode)
         d_leave(s, id);
@@ -1005,35 +1005,35 @@ uint32_t cz_server_abort(cz_server *s, double t_s, uint32_t id, uint32_t keep_ge
     cz_req_record *rec = &s->metrics->req[q->turn_rec];
     rec->output_tokens = made;
     rec->heard_tokens = keep_generated;
-    rec->finish_s = t_s;
+    if (q->turn_open)
+        rec->finish_s = t_s;
     rec->outcome = CZ_REQ_ABORTED;
+    bool was_open = q->turn_open;
     q->turn_open = false;
     /* the context keeps the turn's input and the heard output */
     q->generated = q->turn_generated_base + keep_generated;
     q->budget = q->generated;
+    q->notify_at = 0;
     uint32_t ctx = q->tokens_in + q->generated;
+    if (q->state == CZ_SEQ_LOADING)
+        return made; /* trimmed and idled when the load lands */
+    idle_leave(s, id);
     if (q->computed > ctx)
         q->computed = ctx;
-    if (q->host_tokens > ctx && q->state != CZ_SEQ_LOADING) {
+    if (q->host_tokens > ctx) {
         s->host_tokens -= q->host_tokens - ctx;
         q->host_tokens = ctx;
     }
-    idle_leave(s, id);
-    switch (q->state) {
-    case CZ_SEQ_WAITING:
-        wq_remove(s, id);
-        break;
-    case CZ_SEQ_RUNNING:
-        if (d->in_pf)
-            pf_remove(s, id);
-        break;
-    case CZ_SEQ_STALLED:
-        s->n_stalled--;
-        break;
-    case CZ_SEQ_LOADING:
-        return made; /* becomes idle when the load lands */
-    default:
-        CZ_ASSERT(0 && "abort of a sequence without an open turn");
+    if (was_open) {
+        switch (q->state) {
+        case CZ_SEQ_WAITING: wq_remove(s, id); break;
+        case CZ_SEQ_RUNNING:
+            if (d->in_pf)
+                pf_remove(s, id);
+            break;
+        case CZ_SEQ_STALLED: s->n_stalled--; break;
+        default: CZ_ASSERT(0 && "open turn in an unexpected state");
+        }
     }
     uint32_t keep_blocks = blocks_for(s, q->computed);
     if (q->blocks > keep_blocks) {

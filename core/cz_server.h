@@ -188,9 +188,10 @@ void cz_server_notify_at(cz_server *s, uint32_t seq, uint32_t generated);
 /* The client saw the user start speaking in `seq`'s session (voice activity) at t_s. */
 void cz_server_on_speech_start(cz_server *s, double t_s, uint32_t seq);
 
-/* Barge-in: the open turn of `seq` ends now. Of the tokens it generated, the first
- * `keep_generated` (what the user heard) stay in the context and the rest are discarded
- * with their KV; queued work is dropped. Returns how many tokens the turn had generated.
+/* Barge-in: the open turn of `seq` ends now, or its last turn, already complete, is cut
+ * back. Of the tokens the turn generated, the first `keep_generated` (what the user heard)
+ * stay in the context and the rest are discarded with their KV; queued work is dropped;
+ * the turn's record becomes aborted. Returns how many tokens the turn had generated.
  * Must not be called while a batch is in flight. */
 uint32_t cz_server_abort(cz_server *s, double t_s, uint32_t seq, uint32_t keep_generated);
 

@@ -103,7 +103,7 @@ static const char *const stage_keys[] = {
     "flops_per_token", "weight_bytes", "kv_bytes",       "notes",
 };
 
-static const char *const model_keys[] = {"name", "source", "notes", "stages"};
+static const char *const model_keys[] = {"name", "source", "notes", "stages", "pipeline"};
 
 double cz__stage_expert_params(const cz_stage_card *s)
 {
@@ -278,6 +278,138 @@ static cz_status parse_stage(const cJSON *j, const char *file, unsigned idx, cz_
     return CZ_OK;
 }
 
+static int stage_index(const cz_model_card *m, const char *name)
+{
+    for (uint32_t i = 0; i < m->n_stages; i++)
+        if (strcmp(m->stages[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Parses the optional "pipeline" array (docs/pipeline.md); without one the pipeline is
+ * the card's first autoregressive stage alone. */
+static cz_status parse_pipeline(const cJSON *p, const char *where, cz_model_card *m, cz_err *err)
+{
+    static const char *const keys[] = {"stage",          "from",         "io",
+                                       "chunk_tokens",   "overlap_tokens", "out_per_in",
+                                       "audio_s_per_token", "inner_stage", "inner_steps_per_token"};
+    if (!p) {
+        for (uint32_t i = 0; i < m->n_stages; i++) {
+            if (m->stages[i].kind == CZ_STAGE_AR) {
+                m->pipe[0] = (cz_pipe_stage){.stage = i, .from = -1, .io = CZ_IO_TEXT,
+                                             .chunk_tokens = 1, .out_per_in = 1, .inner = -1};
+                m->n_pipe = 1;
+                return CZ_OK;
+            }
+        }
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: no 'pipeline' and no autoregressive stage to serve", where);
+    }
+    int n = cJSON_IsArray(p) ? cJSON_GetArraySize(p) : -1;
+    if (n < 1 || n > CZ_MAX_STAGES)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'pipeline': expected an array of 1 to %d stage objects",
+                          where, CZ_MAX_STAGES);
+    const cJSON *it;
+    uint32_t k = 0, n_ar = 0;
+    cz_status st;
+    cJSON_ArrayForEach(it, p)
+    {
+        char ctx[256];
+        snprintf(ctx, sizeof ctx, "%s: pipeline[%u]", where, k);
+        if (!cJSON_IsObject(it))
+            return cz_err_set(err, CZ_EINVAL, "%s: expected an object", ctx);
+        if ((st = cz_json_check_keys(it, ctx, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK)
+            return st;
+        cz_pipe_stage *ps = &m->pipe[k];
+        *ps = (cz_pipe_stage){.from = -1, .chunk_tokens = 1, .out_per_in = 1, .inner = -1};
+        const char *name = NULL, *from = NULL, *io = NULL, *inner = NULL;
+        if ((st = cz_json_str(it, ctx, "stage", true, &name, err)) != CZ_OK ||
+            (st = cz_json_str(it, ctx, "from", false, &from, err)) != CZ_OK ||
+            (st = cz_json_str(it, ctx, "io", false, &io, err)) != CZ_OK ||
+            (st = cz_json_str(it, ctx, "inner_stage", false, &inner, err)) != CZ_OK)
+            return st;
+        int si = stage_index(m, name);
+        if (si < 0)
+            return cz_err_set(err, CZ_EINVAL, "%s: field 'stage': no stage named '%s'", ctx, name);
+        ps->stage = (uint32_t)si;
+        cz_stage_kind kind = m->stages[si].kind;
+        if (kind == CZ_STAGE_VOCODER)
+            ps->chunk_tokens = 25;
+        if ((st = get_u32(it, ctx, "chunk_tokens", false, 1, &ps->chunk_tokens, err)) != CZ_OK ||
+            (st = get_u32(it, ctx, "overlap_tokens", false, 0, &ps->overlap_tokens, err)) !=
+                CZ_OK ||
+            (st = get_pos(it, ctx, "out_per_in", false, false, &ps->out_per_in, err)) != CZ_OK ||
+            (st = get_pos(it, ctx, "audio_s_per_token", kind == CZ_STAGE_VOCODER, false,
+                          &ps->audio_s_per_token, err)) != CZ_OK)
+            return st;
+        if (from) {
+            int fi = -1;
+            for (uint32_t q = 0; q < k; q++)
+                if (strcmp(m->stages[m->pipe[q].stage].name, from) == 0)
+                    fi = (int)q;
+            if (fi < 0)
+                return cz_err_set(err, CZ_EINVAL,
+                                  "%s: field 'from': '%s' is not an earlier pipeline stage", ctx,
+                                  from);
+            ps->from = fi;
+        }
+        if (io) {
+            if (strcmp(io, "text") == 0)
+                ps->io = CZ_IO_TEXT;
+            else if (strcmp(io, "audio") == 0)
+                ps->io = CZ_IO_AUDIO;
+            else if (strcmp(io, "image") == 0)
+                ps->io = CZ_IO_IMAGE;
+            else
+                return cz_err_set(err, CZ_EINVAL,
+                                  "%s: field 'io': expected text, audio or image, got '%s'", ctx,
+                                  io);
+        }
+        if (inner) {
+            int ii = stage_index(m, inner);
+            if (ii < 0 || m->stages[ii].kind != CZ_STAGE_AR)
+                return cz_err_set(err, CZ_EINVAL,
+                                  "%s: field 'inner_stage': '%s' is not an autoregressive stage",
+                                  ctx, inner);
+            ps->inner = ii;
+            ps->inner_steps = 1;
+            if ((st = get_u32(it, ctx, "inner_steps_per_token", false, 1, &ps->inner_steps,
+                              err)) != CZ_OK)
+                return st;
+        }
+        /* the shapes the simulator serves: encoders, then AR stages in a chain, then
+         * vocoders fed by an audio-producing AR stage */
+        const char *why = NULL;
+        if (kind == CZ_STAGE_ENCODER) {
+            if (n_ar > 0)
+                why = "an encoder must come before every autoregressive stage";
+            else if (ps->io != CZ_IO_AUDIO && ps->io != CZ_IO_IMAGE)
+                why = "an encoder needs \"io\": \"audio\" or \"image\" (what it encodes)";
+        } else if (kind == CZ_STAGE_AR) {
+            if (ps->io == CZ_IO_NONE)
+                ps->io = n_ar == 0 ? CZ_IO_TEXT : CZ_IO_AUDIO;
+            if (ps->io == CZ_IO_IMAGE)
+                why = "an autoregressive stage produces text or audio";
+            else if (n_ar > 0 && (ps->from < 0 || m->stages[m->pipe[ps->from].stage].kind !=
+                                                      CZ_STAGE_AR))
+                why = "a second autoregressive stage must be fed (\"from\") by the one before it";
+            n_ar++;
+        } else {
+            if (ps->from < 0 || m->stages[m->pipe[ps->from].stage].kind != CZ_STAGE_AR ||
+                m->pipe[ps->from].io != CZ_IO_AUDIO)
+                why = "a vocoder must be fed (\"from\") by an audio-producing autoregressive stage";
+        }
+        if (why)
+            return cz_err_set(err, CZ_EINVAL, "%s: %s", ctx, why);
+        k++;
+    }
+    if (n_ar == 0)
+        return cz_err_set(err, CZ_EINVAL, "%s: field 'pipeline': no autoregressive stage", where);
+    m->n_pipe = k;
+    return CZ_OK;
+}
+
 cz_status cz_model_card_parse(const cJSON *j, const char *where, cz_model_card *out, cz_err *err)
 {
     CZ_ASSERT(where != NULL && out != NULL);
@@ -314,7 +446,7 @@ cz_status cz_model_card_parse(const cJSON *j, const char *where, cz_model_card *
         i++;
     }
     out->n_stages = i;
-    return CZ_OK;
+    return parse_pipeline(cJSON_GetObjectItemCaseSensitive(j, "pipeline"), where, out, err);
 }
 
 const cz_stage_card *cz_model_card_stage(const cz_model_card *m, const char *stage)

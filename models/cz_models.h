@@ -53,10 +53,40 @@ typedef struct cz_stage_card {
                                   * 0 = derive from active_params */
 } cz_stage_card;
 
+/* What a pipeline stage consumes or produces. */
+typedef enum cz_pipe_io {
+    CZ_IO_NONE = 0,
+    CZ_IO_TEXT,  /* the turn's text (thinker) output */
+    CZ_IO_AUDIO, /* the turn's audio input (encoders) or audio tokens output (talker, TTS LLM) */
+    CZ_IO_IMAGE  /* the turn's image input (vision encoders) */
+} cz_pipe_io;
+
+/* One stage of the serving pipeline, in order (docs/pipeline.md). Encoders come first
+ * and encode the turn's audio or image input; the first autoregressive stage takes the
+ * whole input; a later autoregressive stage is fed by the one before it: it starts with
+ * the turn's input embeddings and may produce `out_per_in` tokens per upstream token
+ * received, the rest once its upstream finishes (a talker); a vocoder turns every
+ * `chunk_tokens` tokens of its upstream into audio, re-reading `overlap_tokens` of left
+ * context. */
+typedef struct cz_pipe_stage {
+    uint32_t stage;           /* index into cz_model_card.stages */
+    int32_t from;             /* pipeline index of the feeding stage; -1 for the first */
+    uint32_t io;              /* cz_pipe_io: encoders' input, autoregressive stages' output */
+    uint32_t chunk_tokens;    /* upstream tokens per hand-off (default 1; vocoders 25) */
+    uint32_t overlap_tokens;  /* vocoder left context re-read per call */
+    double out_per_in;        /* fed AR stage: tokens it may produce per upstream token (1) */
+    double audio_s_per_token; /* vocoder: seconds of audio per input token */
+    int32_t inner;            /* stage run inside every step of this one (a code predictor),
+                                 -1 for none */
+    uint32_t inner_steps;     /* sequential inner steps per token */
+} cz_pipe_stage;
+
 typedef struct cz_model_card {
     char name[CZ_NAME_MAX];
     uint32_t n_stages;
     cz_stage_card stages[CZ_MAX_STAGES];
+    uint32_t n_pipe;          /* pipeline; a card without one serves its first AR stage */
+    cz_pipe_stage pipe[CZ_MAX_STAGES];
 } cz_model_card;
 
 typedef struct cz_hw_card {

@@ -420,7 +420,8 @@ Test(server, kv_accounting_random)
             } else if (op == 3 && q->turn_open && !q->input_final) {
                 cz_server_feed(s, t, seq[i], (uint32_t)(rand() % 10), (uint32_t)(rand() % 10),
                                rand() % 2);
-            } else if (op == 4 && q->turn_open) {
+            } else if (op == 4 && (q->turn_open || (q->state == CZ_SEQ_IDLE &&
+                                                     q->turn_rec != UINT64_MAX))) {
                 cz_server_abort(s, t, seq[i], (uint32_t)(rand() % 8));
             } else if (op == 5 && q->turn_open && rand() % 2) {
                 cz_server_notify_at(s, seq[i], q->generated + 1 + (uint32_t)(rand() % 5));
