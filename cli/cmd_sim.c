@@ -161,6 +161,7 @@ int cz_cmd_sim(int argc, char **argv)
     cz_summary sum;
     cz_metrics_summarize(&m, &cfg.slo, &sum);
     summary = cz_summary_json(&sum);
+    cz_sim_summary_json(&cfg, &m, &stats, &sum, summary);
     cz_sim_add_theory(&cfg, cfg_json, &sum, summary);
     cJSON_AddStringToObject(summary, "cadenza_version", cz_version());
     cJSON_AddStringToObject(summary, "driver", "sim");

@@ -12,7 +12,6 @@ void cz_metrics_init(cz_metrics *m, double timeline_interval_s, uint64_t expecte
     CZ_ASSERT(timeline_interval_s >= 0.0);
     memset(m, 0, sizeof *m);
     m->timeline_interval_s = timeline_interval_s;
-    m->tl_next_s = -INFINITY;
     if (expected_requests) {
         m->req = cz_xcalloc(expected_requests, sizeof *m->req);
         m->cap_req = expected_requests;
@@ -21,6 +20,8 @@ void cz_metrics_init(cz_metrics *m, double timeline_interval_s, uint64_t expecte
 
 void cz_metrics_free(cz_metrics *m)
 {
+    free(m->audio);
+    free(m->frames);
     free(m->req);
     free(m->itl);
     free(m->tl);
@@ -34,6 +35,24 @@ uint64_t cz_metrics_add_request(cz_metrics *m, const cz_req_record *r)
     m->cap_req = cap;
     m->req[m->n_req] = *r;
     return m->n_req++;
+}
+
+uint64_t cz_metrics_add_audio(cz_metrics *m, const cz_audio_record *r)
+{
+    size_t cap = m->cap_audio;
+    cz_grow((void **)&m->audio, &cap, m->n_audio + 1, sizeof *m->audio);
+    m->cap_audio = cap;
+    m->audio[m->n_audio] = *r;
+    return m->n_audio++;
+}
+
+uint64_t cz_metrics_add_frame(cz_metrics *m, const cz_frame_record *r)
+{
+    size_t cap = m->cap_frames;
+    cz_grow((void **)&m->frames, &cap, m->n_frames + 1, sizeof *m->frames);
+    m->cap_frames = cap;
+    m->frames[m->n_frames] = *r;
+    return m->n_frames++;
 }
 
 void cz_metrics_add_itl(cz_metrics *m, double gap_s, uint64_t count)
@@ -50,16 +69,12 @@ void cz_metrics_add_itl(cz_metrics *m, double gap_s, uint64_t count)
     m->itl[m->n_itl++] = (cz_wsample){.v = gap_s, .w = count};
 }
 
-void cz_metrics_timeline(cz_metrics *m, double t_s, const cz_timeline_row *row)
+void cz_metrics_timeline(cz_metrics *m, const cz_timeline_row *row)
 {
-    if (t_s < m->tl_next_s)
-        return;
     size_t cap = m->cap_tl;
     cz_grow((void **)&m->tl, &cap, m->n_tl + 1, sizeof *m->tl);
     m->cap_tl = cap;
-    m->tl[m->n_tl] = *row;
-    m->tl[m->n_tl++].t_s = t_s;
-    m->tl_next_s = t_s + m->timeline_interval_s;
+    m->tl[m->n_tl++] = *row;
 }
 
 static bool meets_slo(const cz_slo *slo, double ttft_ms, double tpot_ms, double e2el_ms)
@@ -75,7 +90,7 @@ static bool meets_slo(const cz_slo *slo, double ttft_ms, double tpot_ms, double 
 
 void cz_metrics_summarize(const cz_metrics *m, const cz_slo *slo, cz_summary *o)
 {
-    static const cz_slo no_slo = {0, 0, 0};
+    static const cz_slo no_slo = {0, 0, 0, 0};
     memset(o, 0, sizeof *o);
     o->slo = slo ? *slo : no_slo;
     o->steps = m->steps;
@@ -89,7 +104,7 @@ void cz_metrics_summarize(const cz_metrics *m, const cz_slo *slo, cz_summary *o)
     double first_arrival = INFINITY, last_finish = -INFINITY;
     for (uint64_t i = 0; i < n; i++) {
         const cz_req_record *r = &m->req[i];
-        if (r->stage != 0)
+        if (r->stage != 0 || r->stream)
             continue;
         if (r->arrival_s < first_arrival)
             first_arrival = r->arrival_s;
@@ -148,16 +163,7 @@ void cz_metrics_summarize(const cz_metrics *m, const cz_slo *slo, cz_summary *o)
     free(qw);
 }
 
-static void add_dist(cJSON *j, const char *name, const cz_dist *d)
-{
-    char key[64];
-    static const char *const stat[] = {"mean", "median", "std", "p50", "p90", "p95", "p99"};
-    const double val[] = {d->mean, d->median, d->std, d->p50, d->p90, d->p95, d->p99};
-    for (size_t i = 0; i < CZ_ARRAY_LEN(stat); i++) {
-        snprintf(key, sizeof key, "%s_%s_ms", stat[i], name);
-        cz_json_add_num(j, key, val[i]);
-    }
-}
+static void add_dist_unit(cJSON *j, const char *name, const char *unit, const cz_dist *d);
 
 cJSON *cz_summary_json(const cz_summary *s)
 {
@@ -177,11 +183,11 @@ cJSON *cz_summary_json(const cz_summary *s)
         cJSON_AddNullToObject(j, "request_goodput");
     cz_json_add_num(j, "output_throughput", s->output_throughput);
     cz_json_add_num(j, "total_token_throughput", s->total_token_throughput);
-    add_dist(j, "ttft", &s->ttft_ms);
-    add_dist(j, "tpot", &s->tpot_ms);
-    add_dist(j, "itl", &s->itl_ms);
-    add_dist(j, "e2el", &s->e2el_ms);
-    add_dist(j, "queue_wait", &s->queue_wait_ms);
+    add_dist_unit(j, "ttft", "_ms", &s->ttft_ms);
+    add_dist_unit(j, "tpot", "_ms", &s->tpot_ms);
+    add_dist_unit(j, "itl", "_ms", &s->itl_ms);
+    add_dist_unit(j, "e2el", "_ms", &s->e2el_ms);
+    add_dist_unit(j, "queue_wait", "_ms", &s->queue_wait_ms);
     cJSON_AddNumberToObject(j, "preemptions", (double)s->preemptions);
     cJSON_AddNumberToObject(j, "steps", (double)s->steps);
     return j;
@@ -212,4 +218,138 @@ void cz_summary_print(const cz_summary *s, FILE *f)
     print_dist(f, "ITL", &s->itl_ms);
     print_dist(f, "E2E latency", &s->e2el_ms);
     print_dist(f, "queue wait", &s->queue_wait_ms);
+}
+
+void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_s,
+                        cz_audio_summary *o)
+{
+    memset(o, 0, sizeof *o);
+    uint64_t n = m->n_audio ? m->n_audio : 1;
+    double *ttfp = cz_xmalloc(n * sizeof(double)), *rtf = cz_xmalloc(n * sizeof(double));
+    double *dur = cz_xmalloc(n * sizeof(double)), *und = cz_xmalloc(n * sizeof(double));
+    size_t n_ttfp = 0, n_ok = 0;
+    for (uint64_t i = 0; i < m->n_audio; i++) {
+        const cz_audio_record *a = &m->audio[i];
+        o->turns++;
+        if (isnan(a->first_audio_s))
+            continue; /* cut before any audio arrived */
+        /* TTFP counts every turn that got audio, cut or not (docs/playback.md) */
+        double t_ms = (a->first_audio_s - a->ready_s) * 1e3;
+        ttfp[n_ttfp++] = t_ms;
+        bool fast = !(slo && slo->audio_ttfp_ms > 0) || t_ms <= slo->audio_ttfp_ms;
+        if (a->barged) {
+            o->barged++;
+            if (fast)
+                o->effective++;
+            continue;
+        }
+        o->completed++;
+        o->total_audio_s += a->audio_s;
+        o->underrun_events += a->underruns;
+        rtf[n_ok] = a->audio_s > 0 ? (a->last_audio_s - a->ready_s) / a->audio_s : NAN;
+        dur[n_ok] = a->audio_s;
+        und[n_ok] = a->max_underrun_s;
+        n_ok++;
+        if (a->continuous) {
+            o->continuous++;
+            if (fast)
+                o->effective++;
+        }
+    }
+    o->audio_throughput = duration_s > 0 ? o->total_audio_s / duration_s : 0.0;
+    o->effective_request_throughput = duration_s > 0 ? (double)o->effective / duration_s : 0.0;
+    o->continuity_ok_rate = o->completed ? (double)o->continuous / (double)o->completed : 1.0;
+    cz_dist_compute(ttfp, n_ttfp, &o->ttfp_ms);
+    cz_dist_compute(rtf, n_ok, &o->rtf);
+    cz_dist_compute(dur, n_ok, &o->duration_s);
+    cz_dist_compute(und, n_ok, &o->underrun_s);
+    free(ttfp);
+    free(rtf);
+    free(dur);
+    free(und);
+}
+
+void cz_frame_summarize(const cz_metrics *m, cz_frame_summary *o)
+{
+    memset(o, 0, sizeof *o);
+    double *lat = cz_xmalloc((m->n_frames ? m->n_frames : 1) * sizeof(double));
+    for (uint64_t i = 0; i < m->n_frames; i++) {
+        const cz_frame_record *f = &m->frames[i];
+        o->frames++;
+        o->empty += f->empty;
+        o->missed += f->missed;
+        lat[i] = f->latency_s * 1e3;
+    }
+    cz_dist_compute(lat, m->n_frames, &o->latency_ms);
+    free(lat);
+}
+
+void cz_stage_summarize(const cz_metrics *m, uint32_t stage, cz_stage_summary *o)
+{
+    memset(o, 0, sizeof *o);
+    double *rl = cz_xmalloc((m->n_req ? m->n_req : 1) * sizeof(double));
+    size_t n = 0;
+    for (uint64_t i = 0; i < m->n_req; i++) {
+        const cz_req_record *r = &m->req[i];
+        if (r->stage != stage || r->stream || r->outcome == CZ_REQ_REJECTED)
+            continue;
+        o->turns++;
+        o->generated_tokens += r->output_tokens;
+        o->heard_tokens += r->outcome == CZ_REQ_PENDING ? r->output_tokens : r->heard_tokens;
+        o->kv_reload_total_s += r->kv_load_s;
+        rl[n++] = r->kv_load_s * 1e3;
+    }
+    o->waste_ratio =
+        o->generated_tokens ? 1.0 - (double)o->heard_tokens / (double)o->generated_tokens : 0.0;
+    cz_dist_compute(rl, n, &o->kv_reload_ms);
+    free(rl);
+}
+
+/* Adds mean/median/std/p50/p90/p95/p99 of `d` as "<stat>_<name><unit>". */
+static void add_dist_unit(cJSON *j, const char *name, const char *unit, const cz_dist *d)
+{
+    char key[96];
+    static const char *const stat[] = {"mean", "median", "std", "p50", "p90", "p95", "p99"};
+    const double val[] = {d->mean, d->median, d->std, d->p50, d->p90, d->p95, d->p99};
+    for (size_t i = 0; i < CZ_ARRAY_LEN(stat); i++) {
+        snprintf(key, sizeof key, "%s_%s%s", stat[i], name, unit);
+        cz_json_add_num(j, key, val[i]);
+    }
+}
+
+void cz_audio_summary_json(cJSON *j, const cz_audio_summary *a)
+{
+    add_dist_unit(j, "audio_ttfp", "_ms", &a->ttfp_ms);
+    add_dist_unit(j, "audio_rtf", "", &a->rtf);
+    add_dist_unit(j, "audio_duration", "_s", &a->duration_s);
+    add_dist_unit(j, "audio_underrun", "_s", &a->underrun_s);
+    cz_json_add_num(j, "total_audio_duration_s", a->total_audio_s);
+    cz_json_add_num(j, "audio_throughput", a->audio_throughput);
+    cz_json_add_num(j, "continuity_ok_rate", a->continuity_ok_rate);
+    cJSON_AddNumberToObject(j, "audio_underrun_events", (double)a->underrun_events);
+    cJSON_AddNumberToObject(j, "spoken_turns", (double)a->turns);
+    cJSON_AddNumberToObject(j, "barged_turns", (double)a->barged);
+    cz_json_add_num(j, "effective_request_throughput", a->effective_request_throughput);
+}
+
+void cz_frame_summary_json(cJSON *j, const cz_frame_summary *f)
+{
+    add_dist_unit(j, "frame_latency", "_ms", &f->latency_ms);
+    cJSON_AddNumberToObject(j, "frames", (double)f->frames);
+    cJSON_AddNumberToObject(j, "empty_frames", (double)f->empty);
+    cJSON_AddNumberToObject(j, "deadline_misses", (double)f->missed);
+}
+
+cJSON *cz_stage_summary_json(const cz_stage_summary *st, const char *name)
+{
+    cJSON *j = cJSON_CreateObject();
+    CZ_ASSERT(j != NULL);
+    cJSON_AddStringToObject(j, "stage", name);
+    cJSON_AddNumberToObject(j, "turns", (double)st->turns);
+    cJSON_AddNumberToObject(j, "generated_tokens", (double)st->generated_tokens);
+    cJSON_AddNumberToObject(j, "heard_tokens", (double)st->heard_tokens);
+    cz_json_add_num(j, "waste_ratio", st->waste_ratio);
+    cz_json_add_num(j, "total_kv_reload_s", st->kv_reload_total_s);
+    add_dist_unit(j, "kv_reload", "_ms", &st->kv_reload_ms);
+    return j;
 }

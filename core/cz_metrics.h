@@ -29,7 +29,8 @@ typedef enum cz_req_outcome {
 typedef struct cz_req_record {
     uint64_t session;        /* session index in the workload */
     uint32_t turn;           /* turn index within the session */
-    uint32_t stage;          /* pipeline stage (0 = the first autoregressive stage) */
+    uint32_t stage;          /* autoregressive stage ordinal (0 = the first) */
+    uint32_t stream;         /* 1: a periodic stream's resident request, not a turn */
     uint32_t cls;            /* cz_class */
     uint32_t input_tokens;
     uint32_t output_tokens;  /* tokens generated (= requested when completed) */
@@ -45,6 +46,8 @@ typedef struct cz_req_record {
 
 typedef struct cz_timeline_row {
     double t_s;
+    uint32_t stage;           /* autoregressive stage ordinal */
+    uint32_t replica;
     uint32_t kv_blocks_used;
     uint32_t kv_blocks_idle;  /* held by idle sequences (multi-turn KV) */
     uint64_t host_kv_tokens;  /* KV tokens stored in host memory */
@@ -53,9 +56,39 @@ typedef struct cz_timeline_row {
     uint32_t batch_tokens;
 } cz_timeline_row;
 
+/* What the client heard of one spoken turn (docs/playback.md). */
+typedef struct cz_audio_record {
+    uint64_t session;
+    uint32_t turn;
+    uint32_t barged;         /* the user barged in */
+    uint32_t continuous;     /* vLLM-Omni's continuity verdict */
+    uint32_t underruns;      /* vLLM-Omni's underrun event count */
+    double ready_s;          /* the client sent the turn: end of the user's speech */
+    double speech_start_s;   /* the user started speaking */
+    double first_audio_s;    /* first audio chunk at the client (NaN: none) */
+    double last_audio_s;     /* last audio chunk at the client */
+    double audio_s;          /* seconds of audio received */
+    double heard_s;          /* seconds played before the reply ended or was cut */
+    double max_underrun_s;   /* vLLM-Omni's underrun: worst playback deficit */
+    double end_s;            /* playback end, or the barge-in */
+} cz_audio_record;
+
+/* One frame of a periodic stream (Metronome §2, 002_6a4d0efb28323924.txt). */
+typedef struct cz_frame_record {
+    uint32_t stream;
+    uint32_t frame;
+    uint32_t empty;          /* returned without its tokens (not ready by the wait cap) */
+    uint32_t missed;         /* returned after the frame budget */
+    double tick_s;           /* the frame's tick: its input arrives */
+    double done_s;           /* its tokens were all generated (NaN: not by the run's end) */
+    double latency_s;        /* tick to return: min(done, tick + cap) - tick */
+} cz_frame_record;
+
 /* Service-level objectives for goodput, in ms; 0 = not set (vLLM's --goodput). */
 typedef struct cz_slo {
     double ttft_ms, tpot_ms, e2el_ms;
+    double audio_ttfp_ms; /* effective request throughput: spoken turns with their first
+                             audio within this (and continuous playback) */
 } cz_slo;
 
 typedef struct cz_metrics {
@@ -66,7 +99,10 @@ typedef struct cz_metrics {
     cz_timeline_row *tl;
     uint64_t n_tl, cap_tl;
     double timeline_interval_s;
-    double tl_next_s;
+    cz_audio_record *audio;
+    uint64_t n_audio, cap_audio;
+    cz_frame_record *frames;
+    uint64_t n_frames, cap_frames;
     uint64_t steps;           /* batches executed */
     uint64_t preemptions;
 } cz_metrics;
@@ -79,13 +115,17 @@ void cz_metrics_free(cz_metrics *m);
 /* Appends a request record and returns its index (its request id). */
 uint64_t cz_metrics_add_request(cz_metrics *m, const cz_req_record *r);
 
+/* Appends a record and returns its index; the pointer of cz_metrics_audio stays valid
+ * until the next add. */
+uint64_t cz_metrics_add_audio(cz_metrics *m, const cz_audio_record *r);
+uint64_t cz_metrics_add_frame(cz_metrics *m, const cz_frame_record *r);
+
 /* Records `count` inter-token gaps of `gap_s` seconds. Merges with the previous sample
  * when the value is equal, so a step costs one sample per distinct gap. */
 void cz_metrics_add_itl(cz_metrics *m, double gap_s, uint64_t count);
 
-/* Samples the serving state at driver time t_s when an interval has passed since the
- * last row (always records the first call). */
-void cz_metrics_timeline(cz_metrics *m, double t_s, const cz_timeline_row *row);
+/* Appends a timeline row (the serving core samples at most every timeline_interval_s). */
+void cz_metrics_timeline(cz_metrics *m, const cz_timeline_row *row);
 
 /* The summary of a run (vLLM benchmark names, docs/metrics.md). */
 typedef struct cz_summary {
@@ -97,6 +137,39 @@ typedef struct cz_summary {
     cz_dist ttft_ms, tpot_ms, itl_ms, e2el_ms, queue_wait_ms;
     cz_slo slo;
 } cz_summary;
+
+/* Spoken-turn and frame summaries (docs/playback.md, docs/metrics.md). */
+typedef struct cz_audio_summary {
+    uint64_t turns, completed, barged, continuous, effective, underrun_events;
+    double total_audio_s, audio_throughput, continuity_ok_rate, effective_request_throughput;
+    cz_dist ttfp_ms, rtf, duration_s, underrun_s;
+} cz_audio_summary;
+
+typedef struct cz_frame_summary {
+    uint64_t frames, empty, missed;
+    cz_dist latency_ms;
+} cz_frame_summary;
+
+/* Tokens each stage generated and the user heard, and the KV reload on the critical
+ * path, over the turns recorded for `stage`. */
+typedef struct cz_stage_summary {
+    uint64_t turns, generated_tokens, heard_tokens;
+    double waste_ratio;     /* 1 - heard / generated (0 when nothing was generated) */
+    double kv_reload_total_s;
+    cz_dist kv_reload_ms;
+} cz_stage_summary;
+
+/* `duration_s` is the run's duration (cz_summary.duration_s); `threshold_s` the continuity
+ * threshold used. */
+void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_s,
+                        cz_audio_summary *out);
+void cz_frame_summarize(const cz_metrics *m, cz_frame_summary *out);
+void cz_stage_summarize(const cz_metrics *m, uint32_t stage, cz_stage_summary *out);
+
+/* Adds the summaries' keys to a summary object (docs/metrics.md). */
+void cz_audio_summary_json(cJSON *j, const cz_audio_summary *a);
+void cz_frame_summary_json(cJSON *j, const cz_frame_summary *f);
+cJSON *cz_stage_summary_json(const cz_stage_summary *st, const char *name);
 
 /* Computes the summary of the turns recorded for stage 0 in `m`. Does not modify m. */
 void cz_metrics_summarize(const cz_metrics *m, const cz_slo *slo, cz_summary *out);

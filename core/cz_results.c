@@ -56,6 +56,8 @@ static hid_t tl_type(void)
 {
     hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_timeline_row));
     H5Tinsert(t, "t_s", HOFFSET(cz_timeline_row, t_s), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "stage", HOFFSET(cz_timeline_row, stage), H5T_NATIVE_UINT32);
+    H5Tinsert(t, "replica", HOFFSET(cz_timeline_row, replica), H5T_NATIVE_UINT32);
     H5Tinsert(t, "kv_blocks_used", HOFFSET(cz_timeline_row, kv_blocks_used), H5T_NATIVE_UINT32);
     H5Tinsert(t, "kv_blocks_idle", HOFFSET(cz_timeline_row, kv_blocks_idle), H5T_NATIVE_UINT32);
     H5Tinsert(t, "host_kv_tokens", HOFFSET(cz_timeline_row, host_kv_tokens), H5T_NATIVE_UINT64);

@@ -73,6 +73,7 @@ struct cz_server {
     uint32_t *stalled;     /* capacity max_num_seqs */
     uint32_t n_stalled_ev;
     double saturated_at_s;
+    double tl_next_s;
     cz_xfer *xfers;        /* requested transfers not yet taken */
     size_t n_xfers, cap_xfers;
     cz_xfer *xfers_out;    /* handed to the driver */
@@ -122,6 +123,7 @@ cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sch
     s->milestone = cz_xmalloc(cfg->max_num_seqs * sizeof *s->milestone);
     s->stalled = cz_xmalloc(cfg->max_num_seqs * sizeof *s->stalled);
     s->saturated_at_s = NAN;
+    s->tl_next_s = -INFINITY;
     s->cap_xfers = s->cap_xfers_out = 64;
     s->xfers = cz_xmalloc(s->cap_xfers * sizeof *s->xfers);
     s->xfers_out = cz_xmalloc(s->cap_xfers_out * sizeof *s->xfers_out);
@@ -796,15 +798,21 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
     out->items = s->items;
     out->n_items = s->n_items;
     s->in_flight = s->n_items > 0 || s->batch_decode > 0;
-    cz_timeline_row row = {
-        .kv_blocks_used = s->kv_used,
-        .kv_blocks_idle = s->kv_idle_blocks,
-        .host_kv_tokens = s->host_tokens,
-        .running = n_running(s),
-        .waiting = (uint32_t)s->wq_len,
-        .batch_tokens = out->total_tokens,
-    };
-    cz_metrics_timeline(s->metrics, t_s, &row);
+    if (t_s >= s->tl_next_s) {
+        cz_timeline_row row = {
+            .t_s = t_s,
+            .stage = s->cfg.timeline_stage,
+            .replica = s->cfg.timeline_replica,
+            .kv_blocks_used = s->kv_used,
+            .kv_blocks_idle = s->kv_idle_blocks,
+            .host_kv_tokens = s->host_tokens,
+            .running = n_running(s),
+            .waiting = (uint32_t)s->wq_len,
+            .batch_tokens = out->total_tokens,
+        };
+        cz_metrics_timeline(s->metrics, &row);
+        s->tl_next_s = t_s + s->metrics->timeline_interval_s;
+    }
     return s->in_flight;
 }
 

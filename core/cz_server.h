@@ -56,6 +56,8 @@ typedef struct cz_server_config {
     uint32_t kv_blocks;              /* blocks in the pool */
     uint32_t max_model_len;          /* context cap; 0 = only the pool bounds it */
     uint32_t kv_idle;                /* cz_kv_idle (default drop) */
+    uint32_t timeline_stage;         /* labels of its timeline rows */
+    uint32_t timeline_replica;
 } cz_server_config;
 
 /* vLLM's defaults for the fields above (kv_blocks must still be set). */

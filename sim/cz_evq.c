@@ -25,11 +25,11 @@ void cz_evq_free(cz_evq *q)
     q->n = q->cap = 0;
 }
 
-void cz_evq_push(cz_evq *q, double t_s, uint32_t type, uint32_t arg)
+void cz_evq_push(cz_evq *q, double t_s, uint32_t type, uint32_t arg, uint32_t arg2)
 {
     CZ_ASSERT(t_s == t_s); /* not NaN */
     cz_grow((void **)&q->heap, &q->cap, q->n + 1, sizeof *q->heap);
-    cz_event e = {t_s, q->next_seq++, type, arg};
+    cz_event e = {t_s, q->next_seq++, type, arg, arg2};
     size_t i = q->n++;
     while (i > 0) {
         size_t p = (i - 1) / 2;

@@ -16,6 +16,7 @@ typedef struct cz_event {
     uint64_t seq;
     uint32_t type;
     uint32_t arg;
+    uint32_t arg2;
 } cz_event;
 
 typedef struct cz_evq {
@@ -28,8 +29,8 @@ typedef struct cz_evq {
 void cz_evq_init(cz_evq *q, size_t capacity);
 void cz_evq_free(cz_evq *q);
 
-/* Schedules an event of `type` with argument `arg` at time t_s. */
-void cz_evq_push(cz_evq *q, double t_s, uint32_t type, uint32_t arg);
+/* Schedules an event of `type` with arguments `arg`, `arg2` at time t_s. */
+void cz_evq_push(cz_evq *q, double t_s, uint32_t type, uint32_t arg, uint32_t arg2);
 
 /* Removes the earliest event (ties: earliest pushed) into *out; false when empty. */
 bool cz_evq_pop(cz_evq *q, cz_event *out);

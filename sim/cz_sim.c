@@ -1,4 +1,6 @@
-/* cz_sim.c - see cz_sim.h. Config keys are documented in docs/config.md. */
+/* cz_sim.c - the simulator's run: the pipeline of a model card on its GPUs, the client
+ * (playback, barge-in) and periodic streams, driven by the event queue (cz_sim.h,
+ * docs/pipeline.md). */
 #include "cz_sim.h"
 
 #include <math.h>
@@ -9,233 +11,112 @@
 #include <gsl/gsl_rng.h>
 
 #include "cz_evq.h"
-#include "cz_link.h"
+#include "cz_jobq.h"
 #include "cz_json.h"
-#include "cz_policies.h"
+#include "cz_link.h"
+#include "cz_playback.h"
 #include "cz_rng.h"
-#include "cz_traces.h"
 
-/* ---- config ---- */
+#define NONE UINT32_MAX
 
-static cz_status parse_server(const cJSON *j, const char *where, cz_sim_config *c, cz_err *err)
-{
-    static const char *const keys[] = {"max_num_seqs", "max_num_batched_tokens",
-                                       "chunked_prefill", "block_tokens", "kv_blocks",
-                                       "gpu_memory_utilization", "max_model_len"};
-    char ctx[256];
-    snprintf(ctx, sizeof ctx, "%s: server", where);
-    uint64_t v;
-    cz_status st = cz_json_check_keys(j, ctx, keys, (int)CZ_ARRAY_LEN(keys), err);
-    if (st != CZ_OK)
-        return st;
-#define U32(key, field, lo)                                                                  \
-    do {                                                                                      \
-        v = c->server.field;                                                                  \
-        if ((st = cz_json_u64(j, ctx, key, false, lo, UINT32_MAX, &v, err)) != CZ_OK)        \
-            return st;                                                                        \
-        c->server.field = (uint32_t)v;                                                        \
-    } while (0)
-    U32("max_num_seqs", max_num_seqs, 1);
-    U32("max_num_batched_tokens", max_num_batched_tokens, 1);
-    U32("block_tokens", block_tokens, 1);
-    U32("kv_blocks", kv_blocks, 0);
-    U32("max_model_len", max_model_len, 0);
-#undef U32
-    if ((st = cz_json_bool(j, ctx, "chunked_prefill", false, &c->server.chunked_prefill, err)) !=
-        CZ_OK)
-        return st;
-    if (c->server.max_num_batched_tokens < c->server.max_num_seqs)
-        return cz_err_set(err, CZ_EINVAL,
-                          "%s: field 'max_num_batched_tokens': expected at least max_num_seqs "
-                          "(%u), as vLLM requires, got %u",
-                          ctx, c->server.max_num_seqs, c->server.max_num_batched_tokens);
-    return cz_json_num(j, ctx, "gpu_memory_utilization", false, 0.01, 1.0,
-                       &c->gpu_memory_utilization, err);
-}
+enum {
+    EV_ARRIVAL = 1, /* arg: global turn index */
+    EV_STEP_DONE,   /* arg: GPU */
+    EV_XFER_DONE,   /* arg: replica, arg2: sequence * 2 + to_host */
+    EV_BARGE_IN,    /* arg: session, arg2: global turn index */
+    EV_REPLY_END,   /* arg: session, arg2: global turn index: playback of the reply ends */
+    EV_TICK         /* arg: stream, arg2: frame */
+};
 
-static cz_status parse_cost(const cJSON *j, const char *where, cz_sim_config *c, cz_err *err)
-{
-    char ctx[256];
-    snprintf(ctx, sizeof ctx, "%s: cost", where);
-    const char *kind = "roofline";
-    cz_status st = cz_json_str(j, ctx, "kind", false, &kind, err);
-    if (st != CZ_OK)
-        return st;
-    cJSON *rest = cJSON_Duplicate(j, 1);
-    CZ_ASSERT(rest != NULL);
-    cJSON_DeleteItemFromObjectCaseSensitive(rest, "kind");
-    if (strcmp(kind, "service") == 0) {
-        c->cost_kind = CZ_COST_SERVICE;
-        const cJSON *sv = cJSON_GetObjectItemCaseSensitive(j, "service_s");
-        static const char *const keys[] = {"service_s"};
-        if (!sv)
-            st = cz_err_set(err, CZ_EINVAL, "%s: missing field 'service_s' (kind \"service\")",
-                            ctx);
-        else if ((st = cz_json_check_keys(rest, ctx, keys, 1, err)) == CZ_OK)
-            st = cz_distspec_parse(sv, ctx, "service_s", &c->service, err);
-    } else if (strcmp(kind, "roofline") == 0) {
-        c->cost_kind = CZ_COST_ROOFLINE;
-        st = cz_cost_params_parse(rest, ctx, &c->cost, err);
-    } else {
-        st = cz_err_set(err, CZ_EINVAL, "%s: field 'kind': expected roofline or service, got '%s'",
-                        ctx, kind);
-    }
-    cJSON_Delete(rest);
-    return st;
-}
+/* An operation on a replica's serving core that must wait for its batch to end. */
+typedef struct deferred_op {
+    uint32_t kind; /* 0 feed, 1 abort */
+    uint32_t seq, session;
+    uint32_t in, out; /* feed: tokens; abort: out = tokens to keep */
+    bool final;
+} deferred_op;
 
-static cz_status parse_slo(const cJSON *j, const char *where, cz_slo *slo, cz_err *err)
-{
-    static const char *const keys[] = {"ttft_ms", "tpot_ms", "e2el_ms"};
-    char ctx[256];
-    snprintf(ctx, sizeof ctx, "%s: slo", where);
-    cz_status st = cz_json_check_keys(j, ctx, keys, 3, err);
-    if (st == CZ_OK)
-        st = cz_json_num(j, ctx, "ttft_ms", false, 0, 1e12, &slo->ttft_ms, err);
-    if (st == CZ_OK)
-        st = cz_json_num(j, ctx, "tpot_ms", false, 0, 1e12, &slo->tpot_ms, err);
-    if (st == CZ_OK)
-        st = cz_json_num(j, ctx, "e2el_ms", false, 0, 1e12, &slo->e2el_ms, err);
-    return st;
-}
+typedef struct rep_rt {
+    uint32_t p;          /* pipeline stage */
+    uint32_t gpu;
+    cz_server *srv;      /* autoregressive stages */
+    cz_jobq jq;          /* encoders and vocoders */
+    uint32_t open_turns; /* router load */
+    bool busy;           /* its batch is in flight */
+    deferred_op *ops;
+    uint32_t n_ops, cap_ops;
+} rep_rt;
 
-static cz_status derive_kv_blocks(cz_sim_config *c, const char *where, cz_err *err)
-{
-    const cz_stage_card *s = &c->model.stages[c->stage];
-    double tp = c->cost.tp ? c->cost.tp : 1;
-    double free_bytes = c->hw.hbm_bytes * c->gpu_memory_utilization - cz_stage_weight_bytes(s) / tp;
-    double block_bytes = cz_stage_kv_bytes_per_token_gpu(s, (uint32_t)tp) * c->server.block_tokens;
-    double blocks = floor(free_bytes / block_bytes);
-    if (!(blocks >= 1))
-        return cz_err_set(err, CZ_EINVAL,
-                          "%s: model '%s' stage '%s' does not fit on %s at tp %u: weights "
-                          "%.1f GB per GPU leave no room for KV (set server.kv_blocks or cost.tp)",
-                          where, c->model.name, s->name, c->hw.name, (unsigned)tp,
-                          cz_stage_weight_bytes(s) / tp / 1e9);
-    c->server.kv_blocks = blocks > UINT32_MAX ? UINT32_MAX : (uint32_t)blocks;
-    return CZ_OK;
-}
+typedef struct gpu_rt {
+    cz_link link;
+    uint32_t *reps;
+    uint32_t n_reps, rr;
+    uint32_t running; /* replica whose step is in flight, NONE when idle */
+} gpu_rt;
 
-cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *base_dir,
-                              cz_sim_config *c, cz_workload *wl, cz_err *err)
-{
-    static const char *const keys[] = {"name", "description", "seed", "workload", "model",
-                                       "stage", "hardware", "cost", "server", "scheduler",
-                                       "slo", "sim"};
-    memset(c, 0, sizeof *c);
-    c->seed = 1;
-    c->server = cz_server_config_default();
-    c->gpu_memory_utilization = 0.9;
-    c->cost = cz_cost_params_default();
-    c->max_time_s = INFINITY;
-    c->timeline_interval_s = 0.1;
-    c->sched = &cz_sched_fcfs;
-    if (!cJSON_IsObject(cfg))
-        return cz_err_set(err, CZ_EINVAL, "%s: expected a JSON object at the top level", where);
-    cz_status st = cz_json_check_keys(cfg, where, keys, (int)CZ_ARRAY_LEN(keys), err);
-    if (st != CZ_OK)
-        return st;
+/* A session's progress; per pipeline stage state lives in sim_state.sp. */
+typedef struct ses_rt {
+    uint32_t arrived, submitted, ended;
+    uint32_t g;           /* global index of the open turn, NONE when none */
+    uint32_t blocked;     /* barge-in aborts still waiting for a batch to end */
+    uint32_t outstanding; /* encoder jobs, open stage turns and vocoder jobs of the turn */
+    uint32_t enc_pending;
+    bool barged, generated; /* the open turn was cut; its generation is complete */
+    double ready_s;
+    uint64_t audio_rec;
+} ses_rt;
 
-    const char *name = "unnamed";
-    if ((st = cz_json_str(cfg, where, "name", false, &name, err)) != CZ_OK)
-        return st;
-    snprintf(c->name, sizeof c->name, "%s", name);
-    if ((st = cz_json_u64(cfg, where, "seed", false, 0, UINT64_MAX / 2, &c->seed, err)) != CZ_OK)
-        return st;
+/* A session's state at one pipeline stage. */
+typedef struct ses_stage {
+    uint32_t rep;    /* replica serving it, NONE before routing */
+    uint32_t seq;    /* its sequence there (AR stages), NONE when none */
+    uint32_t gen;    /* tokens generated in the open turn, as last reported */
+    uint32_t fed;    /* tokens of output allowed to this stage so far (a fed AR stage) */
+    uint32_t handed; /* upstream tokens handed to this stage so far (a vocoder) */
+    uint32_t target; /* output tokens of the open turn at this stage */
+    bool open, done; /* its turn started; finished */
+} ses_stage;
 
-    const cJSON *obj = NULL;
-    if ((st = cz_json_obj(cfg, where, "cost", false, &obj, err)) != CZ_OK)
-        return st;
-    if (obj && (st = parse_cost(obj, where, c, err)) != CZ_OK)
-        return st;
-
-    const char *model = "llama-3-8b", *hw = "h100-sxm", *stage = NULL, *sched = "fcfs";
-    if ((st = cz_json_str(cfg, where, "model", false, &model, err)) != CZ_OK ||
-        (st = cz_json_str(cfg, where, "hardware", false, &hw, err)) != CZ_OK ||
-        (st = cz_json_str(cfg, where, "stage", false, &stage, err)) != CZ_OK ||
-        (st = cz_json_str(cfg, where, "scheduler", false, &sched, err)) != CZ_OK)
-        return st;
-    if ((st = cz_model_card_load(model, &c->model, err)) != CZ_OK ||
-        (st = cz_hw_card_load(hw, &c->hw, err)) != CZ_OK)
-        return cz_err_prefix(err, "%s: ", where);
-    c->stage = UINT32_MAX;
-    for (uint32_t i = 0; i < c->model.n_stages; i++) {
-        const cz_stage_card *s = &c->model.stages[i];
-        bool match = stage ? strcmp(s->name, stage) == 0 : s->kind == CZ_STAGE_AR;
-        if (match && s->kind == CZ_STAGE_AR) {
-            c->stage = i;
-            break;
-        }
-    }
-    if (c->stage == UINT32_MAX)
-        return cz_err_set(err, CZ_EINVAL,
-                          "%s: field 'stage': model '%s' has no autoregressive stage named '%s'",
-                          where, c->model.name, stage ? stage : "(any)");
-    if ((st = cz_policy_scheduler_find(sched, &c->sched, err)) != CZ_OK)
-        return cz_err_prefix(err, "%s: field 'scheduler': ", where);
-
-    if ((st = cz_json_obj(cfg, where, "server", false, &obj, err)) != CZ_OK)
-        return st;
-    if (obj && (st = parse_server(obj, where, c, err)) != CZ_OK)
-        return st;
-    if ((st = cz_json_obj(cfg, where, "slo", false, &obj, err)) != CZ_OK)
-        return st;
-    if (obj && (st = parse_slo(obj, where, &c->slo, err)) != CZ_OK)
-        return st;
-    if ((st = cz_json_obj(cfg, where, "sim", false, &obj, err)) != CZ_OK)
-        return st;
-    if (obj) {
-        static const char *const sk[] = {"max_time_s", "timeline_interval_s"};
-        char ctx[256];
-        snprintf(ctx, sizeof ctx, "%s: sim", where);
-        if ((st = cz_json_check_keys(obj, ctx, sk, 2, err)) != CZ_OK ||
-            (st = cz_json_num(obj, ctx, "max_time_s", false, 0, 1e15, &c->max_time_s, err)) !=
-                CZ_OK ||
-            (st = cz_json_num(obj, ctx, "timeline_interval_s", false, 0, 1e9,
-                              &c->timeline_interval_s, err)) != CZ_OK)
-            return st;
-    }
-    if (c->server.kv_blocks == 0 && (st = derive_kv_blocks(c, where, err)) != CZ_OK)
-        return st;
-
-    if ((st = cz_json_obj(cfg, where, "workload", true, &obj, err)) != CZ_OK)
-        return st;
-    char wctx[256];
-    snprintf(wctx, sizeof wctx, "%s: workload", where);
-    return cz_workload_from_config(obj, wctx, base_dir, c->seed, wl, err);
-}
-
-/* ---- run ---- */
-
-enum { EV_ARRIVAL = 1, EV_STEP_DONE = 2, EV_XFER_DONE = 3 };
-
-/* Per-session state of a run. */
-typedef struct ses_state {
-    uint32_t seq;         /* its sequence at the server; UINT32_MAX before the first turn */
-    uint32_t arrived;     /* turns that have arrived */
-    uint32_t submitted;   /* turns handed to the server */
-    uint32_t ended;       /* turns whose reply ended (completed, rejected or cut) */
-} ses_state;
+typedef struct stream_rt {
+    uint32_t rep, seq;
+    uint32_t frames, ticked, done;
+} stream_rt;
 
 typedef struct sim_state {
     const cz_sim_config *cfg;
     const cz_workload *wl;
     cz_metrics *m;
-    cz_server *srv;
     cz_evq q;
-    cz_link link;
-    double kv_bytes_per_token;
-    uint32_t *turn_session;  /* global turn -> session */
-    ses_state *ses;
-    uint32_t *initial;       /* turns that arrive on their own, sorted by arrival */
+    uint32_t n_pipe;
+    uint32_t first_ar;     /* pipeline index of the first AR stage */
+    int32_t voc;           /* pipeline index of the vocoder, -1 none */
+    uint32_t ar_ord[CZ_MAX_STAGES]; /* AR ordinal of each pipeline stage */
+    rep_rt *reps;
+    uint32_t n_reps;
+    uint32_t rep_off[CZ_MAX_STAGES]; /* first replica of each stage */
+    gpu_rt *gpus;
+    double kv_bytes_per_token[CZ_MAX_STAGES];
+    uint32_t *turn_session;
+    ses_rt *ses;
+    ses_stage *sp;         /* n_sessions x n_pipe */
+    cz_player *players;    /* per session, audio pipelines */
+    stream_rt *streams;
+    uint32_t *initial;
     uint32_t n_initial, next_initial;
-    uint32_t *bounded;       /* closed sessions started under the concurrency bound */
-    uint32_t n_bounded, next_bounded, active_bounded;
-    double *service_s;       /* per sequence, the open turn's service time (CZ_COST_SERVICE) */
-    uint32_t *service_life;  /* per sequence, tokens the open turn computes */
+    uint32_t *bounded;
+    uint32_t n_bounded, next_bounded;
+    double *service_s;     /* per sequence: the open turn's service time (CZ_COST_SERVICE) */
+    uint32_t *service_life;
     gsl_rng *rng;
     uint64_t arrived, finished;
 } sim_state;
+
+static ses_stage *SP(sim_state *S, uint32_t si, uint32_t p)
+{
+    return &S->sp[(size_t)si * S->n_pipe + p];
+}
+
+/* ---- sorting the arrivals ---- */
 
 /* Sort key: arrival time, then index, so equal times keep workload order. */
 typedef struct sort_key {
@@ -263,11 +144,400 @@ static void sort_by_time(uint32_t *ids, const double *times, uint32_t n)
     free(k);
 }
 
+/* ---- step costs ---- */
+
+double cz_sim_roofline_step_s(const cz_sim_config *cfg, uint32_t p, const cz_batch *b)
+{
+    const cz_pipe_stage *ps = &cfg->model.pipe[p];
+    cz_batch_shape shape = {
+        .prefill_tokens = b->prefill_tokens,
+        .prefill_seqs = b->prefill_seqs,
+        .prefill_attn_ctx = b->prefill_attn_ctx,
+        .decode_seqs = b->decode_seqs,
+        .decode_ctx_tokens = b->decode_ctx_tokens,
+    };
+    cz_step_cost c;
+    cz_cost_step(&cfg->model.stages[ps->stage], &cfg->hw, &cfg->cost, &shape, &c);
+    double t = c.total_s;
+    if (ps->inner >= 0) {
+        /* the inner stage (a code predictor) runs inner_steps sequential small steps for
+         * the tokens this step emits, with a context of at most inner_steps */
+        uint32_t emitted = b->decode_seqs + b->prefill_seqs;
+        cz_batch_shape in = {.decode_seqs = emitted,
+                             .decode_ctx_tokens = (uint64_t)emitted * ps->inner_steps};
+        cz_cost_step(&cfg->model.stages[ps->inner], &cfg->hw, &cfg->cost, &in, &c);
+        t += ps->inner_steps * c.total_s;
+    }
+    return t;
+}
+
+/* Step time of a batch of encoder or vocoder jobs. */
+static double jobs_step_s(const sim_state *S, uint32_t p, const cz_job *jobs, uint32_t n)
+{
+    cz_batch_shape shape = {.prefill_seqs = n};
+    for (uint32_t i = 0; i < n; i++) {
+        shape.prefill_tokens += jobs[i].tokens;
+        shape.prefill_attn_ctx += (uint64_t)jobs[i].tokens * (jobs[i].tokens + 1) / 2;
+    }
+    cz_step_cost c;
+    cz_cost_step(&S->cfg->model.stages[S->cfg->model.pipe[p].stage], &S->cfg->hw, &S->cfg->cost,
+                 &shape, &c);
+    return c.total_s;
+}
+
+static double service_share(sim_state *S, uint32_t seq, uint32_t tokens)
+{
+    return S->service_s[seq] * (double)tokens / (double)S->service_life[seq];
+}
+
+static double ar_step_s(sim_state *S, const rep_rt *r, const cz_batch *b)
+{
+    if (S->cfg->cost_kind == CZ_COST_ROOFLINE)
+        return cz_sim_roofline_step_s(S->cfg, r->p, b);
+    double t = 0.0;
+    for (uint32_t k = 0; k < b->n_items; k++)
+        t += service_share(S, b->items[k].seq, b->items[k].tokens);
+    for (uint32_t id = cz_server_decode_first(r->srv); id != NONE;
+         id = cz_server_decode_next(r->srv, id))
+        t += service_share(S, id, 1);
+    return t;
+}
+
+/* ---- dispatch ---- */
+
+/* Hands the transfers replica `ri` asked for to its GPU's host link. */
+static void run_xfers(sim_state *S, uint32_t ri, double now)
+{
+    rep_rt *r = &S->reps[ri];
+    if (!r->srv)
+        return;
+    uint32_t n;
+    const cz_xfer *x = cz_server_take_xfers(r->srv, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        double bytes = x[i].tokens * S->kv_bytes_per_token[r->p];
+        double done = cz_link_submit(&S->gpus[r->gpu].link, now, bytes, x[i].to_host);
+        cz_evq_push(&S->q, done, EV_XFER_DONE, ri, x[i].seq * 2 + (x[i].to_host ? 1 : 0));
+    }
+}
+
+/* An idle GPU asks its replicas for work in turn, starting after the last one served. */
+static void dispatch(sim_state *S, uint32_t gi, double now)
+{
+    gpu_rt *g = &S->gpus[gi];
+    if (g->running != NONE)
+        return;
+    for (uint32_t i = 0; i < g->n_reps; i++) {
+        uint32_t ri = g->reps[(g->rr + i) % g->n_reps];
+        rep_rt *r = &S->reps[ri];
+        double dur = -1;
+        if (r->srv) {
+            cz_batch b;
+            if (cz_server_schedule(r->srv, now, &b))
+                dur = ar_step_s(S, r, &b);
+            run_xfers(S, ri, now);
+        } else {
+            uint64_t tokens;
+            uint32_t n = cz_jobq_schedule(&r->jq, &tokens);
+            if (n)
+                dur = jobs_step_s(S, r->p, r->jq.batch, n);
+        }
+        if (dur >= 0) {
+            r->busy = true;
+            g->running = ri;
+            g->rr = (g->rr + i + 1) % g->n_reps;
+            cz_evq_push(&S->q, now + dur, EV_STEP_DONE, gi, 0);
+            return;
+        }
+    }
+}
+
+static void dispatch_all(sim_state *S, double now)
+{
+    for (uint32_t gi = 0; gi < S->cfg->n_gpus; gi++)
+        dispatch(S, gi, now);
+}
+
+/* ---- routing ---- */
+
+static uint32_t route(sim_state *S, uint32_t si, uint32_t p, uint32_t g)
+{
+    const cz_stage_place *pl = &S->cfg->place[p];
+    uint32_t base = S->rep_off[p];
+    ses_stage *st = SP(S, si, p);
+    if (pl->replicas == 1)
+        return base;
+    if (S->cfg->router == CZ_ROUTER_SESSION && st->rep != NONE)
+        return st->rep;
+    if (S->cfg->router == CZ_ROUTER_RANDOM) {
+        cz_rng_reseed(S->rng, S->cfg->seed, CZ_RNG_ROUTER, (uint64_t)g * CZ_MAX_STAGES + p);
+        return base + (uint32_t)gsl_rng_uniform_int(S->rng, pl->replicas);
+    }
+    uint32_t best = base;
+    for (uint32_t r = 1; r < pl->replicas; r++)
+        if (S->reps[base + r].open_turns < S->reps[best].open_turns)
+            best = base + r;
+    return best;
+}
+
+/* The sequence of session `si` at AR stage `p` on the replica the router picks; a
+ * session moved to another replica leaves its KV behind. */
+static uint32_t stage_seq(sim_state *S, uint32_t si, uint32_t p, uint32_t g)
+{
+    ses_stage *st = SP(S, si, p);
+    uint32_t ri = route(S, si, p, g);
+    if (st->rep != ri && st->seq != NONE) {
+        cz_server_seq_close(S->reps[st->rep].srv, st->seq);
+        st->seq = NONE;
+    }
+    st->rep = ri;
+    if (st->seq == NONE)
+        st->seq = cz_server_seq_open(S->reps[ri].srv, si, (uint32_t)S->wl->sessions[si].cls, false);
+    return st->seq;
+}
+
+/* ---- deferred operations ---- */
+
+static void op_apply(sim_state *S, rep_rt *r, const deferred_op *op, double now);
+
+static void op_submit(sim_state *S, uint32_t ri, deferred_op op, double now)
+{
+    rep_rt *r = &S->reps[ri];
+    if (!r->busy) {
+        op_apply(S, r, &op, now);
+        run_xfers(S, ri, now);
+        return;
+    }
+    if (r->n_ops + 1 > r->cap_ops) {
+        size_t cap = r->cap_ops;
+        cz_grow((void **)&r->ops, &cap, r->n_ops + 1, sizeof *r->ops);
+        r->cap_ops = (uint32_t)cap;
+    }
+    r->ops[r->n_ops++] = op;
+}
+
+/* ---- turns ---- */
+
+static void turn_ended(sim_state *S, uint32_t si, double now, bool barged);
+static void submit_next(sim_state *S, uint32_t si, double now);
+static void generation_complete(sim_state *S, uint32_t si, double now);
+
+static bool stage_is_ar(const sim_state *S, uint32_t p)
+{
+    return S->cfg->model.stages[S->cfg->model.pipe[p].stage].kind == CZ_STAGE_AR;
+}
+
+static uint32_t turn_in_tokens(const cz_turn *t)
+{
+    uint32_t in = cz_turn_in_tokens(t);
+    return in ? in : 1;
+}
+
+/* Output tokens of the turn at AR stage p: text or audio tokens (at least 1: an engine
+ * cannot serve a zero-token reply). */
+static uint32_t stage_out_tokens(const sim_state *S, uint32_t p, const cz_turn *t)
+{
+    uint32_t out = S->cfg->model.pipe[p].io == CZ_IO_AUDIO ? t->out_audio_tokens
+                                                            : t->out_text_tokens;
+    return out ? out : 1;
+}
+
+/* Asks AR stage p of the session to report when its next hand-off to a downstream stage
+ * is due. */
+static void ask_next_report(sim_state *S, uint32_t si, uint32_t p)
+{
+    ses_stage *st = SP(S, si, p);
+    uint32_t next = NONE;
+    for (uint32_t d = p + 1; d < S->n_pipe; d++) {
+        const cz_pipe_stage *ds = &S->cfg->model.pipe[d];
+        if (ds->from != (int32_t)p)
+            continue;
+        uint32_t at = stage_is_ar(S, d) ? st->gen + ds->chunk_tokens
+                                        : SP(S, si, d)->handed + ds->chunk_tokens;
+        if (at < next)
+            next = at;
+    }
+    if (next == NONE || next >= st->target)
+        return;
+    rep_rt *r = &S->reps[st->rep];
+    const cz_seq *q = cz_server_seq(r->srv, st->seq);
+    cz_server_notify_at(r->srv, st->seq, q->turn_generated_base + next);
+}
+
+/* Starts the turn at AR stage p: the first AR stage gets the whole input; a fed one
+ * starts with the input embeddings and the output its upstream allows so far. */
+static void stage_start(sim_state *S, uint32_t si, uint32_t p, uint32_t out, bool final,
+                        double now)
+{
+    ses_rt *ss = &S->ses[si];
+    const cz_turn *t = &S->wl->turns[ss->g];
+    ses_stage *st = SP(S, si, p);
+    uint32_t seq = st->seq;
+    rep_rt *r = &S->reps[st->rep];
+    uint32_t k = ss->g - S->wl->sessions[si].turn_off;
+    uint32_t in = turn_in_tokens(t);
+    uint64_t rec = cz_server_turn(r->srv, ss->ready_s, seq, k, S->ar_ord[p], in, out, final);
+    st->open = true;
+    st->gen = 0;
+    st->fed = out;
+    if (S->cfg->cost_kind == CZ_COST_SERVICE) {
+        cz_rng_reseed(S->rng, S->cfg->seed, CZ_RNG_SERVICE, rec);
+        S->service_s[seq] = cz_distspec_draw(&S->cfg->service, S->rng);
+        S->service_life[seq] = in + out - 1;
+    }
+    if (S->m->req[rec].outcome == CZ_REQ_REJECTED) {
+        /* the turn cannot be served: nothing flows to the later stages */
+        for (uint32_t d = p; d < S->n_pipe; d++)
+            SP(S, si, d)->done = true;
+        if (ss->outstanding == 0 && !ss->generated)
+            generation_complete(S, si, now);
+        return;
+    }
+    r->open_turns++;
+    ss->outstanding++;
+    run_xfers(S, st->rep, now);
+    ask_next_report(S, si, p);
+}
+
+/* The turn's generation is complete (every stage done): the reply ends when its audio
+ * has played, or now for text. */
+static void generation_complete(sim_state *S, uint32_t si, double now)
+{
+    ses_rt *ss = &S->ses[si];
+    ss->generated = true;
+    if (S->voc < 0) {
+        turn_ended(S, si, now, false);
+        return;
+    }
+    const cz_player *pl = &S->players[si];
+    double end = pl->chunks ? cz_player_end_s(pl) : now;
+    cz_evq_push(&S->q, end > now ? end : now, EV_REPLY_END, si, ss->g);
+}
+
+/* Stage p of the session's open turn made progress (a report or its end): hand tokens
+ * to the stages it feeds. */
+static void stage_progress(sim_state *S, uint32_t si, uint32_t p, double now, bool done)
+{
+    ses_rt *ss = &S->ses[si];
+    ses_stage *st = SP(S, si, p);
+    const cz_turn *t = &S->wl->turns[ss->g];
+    if (stage_is_ar(S, p) && st->seq != NONE && st->open) {
+        rep_rt *r = &S->reps[st->rep];
+        const cz_seq *q = cz_server_seq(r->srv, st->seq);
+        st->gen = q->generated - q->turn_generated_base;
+    }
+    for (uint32_t d = p + 1; d < S->n_pipe; d++) {
+        const cz_pipe_stage *ds = &S->cfg->model.pipe[d];
+        if (ds->from != (int32_t)p)
+            continue;
+        ses_stage *dst = SP(S, si, d);
+        if (stage_is_ar(S, d)) {
+            uint32_t total = stage_out_tokens(S, d, t);
+            double want = floor(st->gen * ds->out_per_in);
+            uint32_t allowed = done || want >= total ? total : (uint32_t)want;
+            if (!dst->open && !dst->done) {
+                if (allowed == 0 && !done)
+                    continue;
+                stage_seq(S, si, d, ss->g);
+                dst->target = total;
+                stage_start(S, si, d, allowed, done, now);
+            } else if (dst->open && (allowed > dst->fed || done)) {
+                deferred_op op = {0, dst->seq, si, 0, allowed - dst->fed, done};
+                dst->fed = allowed;
+                op_submit(S, dst->rep, op, now);
+            }
+        } else {
+            /* a vocoder: every chunk_tokens tokens (the rest at the end) become audio */
+            rep_rt *vr = &S->reps[dst->rep];
+            while (st->gen >= dst->handed + ds->chunk_tokens ||
+                   (done && st->gen > dst->handed)) {
+                uint32_t n = st->gen - dst->handed;
+                if (n > ds->chunk_tokens)
+                    n = ds->chunk_tokens;
+                uint32_t ctx = dst->handed < ds->overlap_tokens ? dst->handed : ds->overlap_tokens;
+                cz_job job = {si, n + ctx, ss->g, n * ds->audio_s_per_token};
+                cz_jobq_push(&vr->jq, &job);
+                dst->handed += n;
+                ss->outstanding++;
+            }
+        }
+    }
+    if (done) {
+        if (st->open) {
+            st->open = false;
+            st->done = true;
+            S->reps[st->rep].open_turns--;
+            ss->outstanding--;
+        }
+    } else if (stage_is_ar(S, p)) {
+        ask_next_report(S, si, p);
+    }
+    if (ss->outstanding == 0 && !ss->generated)
+        generation_complete(S, si, now);
+}
+
+/* Starts the session's next arrived turn when its sequences are free. A turn that
+ * arrives while the previous one is still served waits for it; its latencies count from
+ * its own arrival. */
+static void submit_next(sim_state *S, uint32_t si, double now)
+{
+    ses_rt *ss = &S->ses[si];
+    const cz_session *ses = &S->wl->sessions[si];
+    if (ss->submitted >= ss->arrived || ss->g != NONE || ss->blocked)
+        return;
+    for (uint32_t p = 0; p < S->n_pipe; p++) {
+        ses_stage *st = SP(S, si, p);
+        if (st->seq != NONE &&
+            cz_server_seq(S->reps[st->rep].srv, st->seq)->state != CZ_SEQ_IDLE)
+            return; /* a KV load still landing after a barge-in */
+    }
+    uint32_t k = ss->submitted++;
+    uint32_t g = ses->turn_off + k;
+    const cz_turn *t = &S->wl->turns[g];
+    ss->g = g;
+    ss->barged = ss->generated = false;
+    ss->outstanding = ss->enc_pending = 0;
+    double arrival = k == 0 || ses->timing == CZ_TIMING_OPEN ? t->arrival_s : now;
+    if (ses->timing == CZ_TIMING_CLOSED && k == 0 && now > arrival)
+        arrival = now;
+    ss->ready_s = arrival;
+    for (uint32_t p = 0; p < S->n_pipe; p++) {
+        ses_stage *st = SP(S, si, p);
+        st->open = st->done = false;
+        st->gen = st->fed = st->handed = 0;
+        if (!stage_is_ar(S, p))
+            st->rep = route(S, si, p, g);
+    }
+    stage_seq(S, si, S->first_ar, g);
+    ses_stage *fa = SP(S, si, S->first_ar);
+    cz_server_on_speech_start(S->reps[fa->rep].srv, arrival - t->speech_s, fa->seq);
+    if (S->voc >= 0) {
+        cz_player_init(&S->players[si], S->cfg->continuity_threshold_s);
+        cz_audio_record a = {.session = si, .turn = k, .ready_s = arrival,
+                             .speech_start_s = arrival - t->speech_s, .first_audio_s = NAN,
+                             .last_audio_s = NAN, .end_s = NAN};
+        ss->audio_rec = cz_metrics_add_audio(S->m, &a);
+    }
+    for (uint32_t p = 0; p < S->first_ar; p++) {
+        const cz_pipe_stage *ps = &S->cfg->model.pipe[p];
+        uint32_t tokens = ps->io == CZ_IO_AUDIO ? t->in_audio_tokens : t->in_image_tokens;
+        if (tokens == 0)
+            continue;
+        cz_job job = {si, tokens, g, 0};
+        cz_jobq_push(&S->reps[SP(S, si, p)->rep].jq, &job);
+        ss->outstanding++;
+        ss->enc_pending++;
+    }
+    if (ss->enc_pending == 0) {
+        SP(S, si, S->first_ar)->target = stage_out_tokens(S, S->first_ar, t);
+        stage_start(S, si, S->first_ar, SP(S, si, S->first_ar)->target, true, now);
+    }
+}
+
 static void push_next_initial(sim_state *S)
 {
     if (S->next_initial < S->n_initial) {
         uint32_t g = S->initial[S->next_initial++];
-        cz_evq_push(&S->q, S->wl->turns[g].arrival_s, EV_ARRIVAL, g);
+        cz_evq_push(&S->q, S->wl->turns[g].arrival_s, EV_ARRIVAL, g, 0);
     }
 }
 
@@ -277,72 +547,54 @@ static void start_bounded_session(sim_state *S, double now)
         return;
     const cz_session *ses = &S->wl->sessions[S->bounded[S->next_bounded++]];
     double t = S->wl->turns[ses->turn_off].arrival_s;
-    cz_evq_push(&S->q, t > now ? t : now, EV_ARRIVAL, ses->turn_off);
-    S->active_bounded++;
+    cz_evq_push(&S->q, t > now ? t : now, EV_ARRIVAL, ses->turn_off, 0);
 }
 
-/* Hands the transfers the server asked for to the host link. */
-static void run_xfers(sim_state *S, double now)
+/* Frees the session's sequences once its last turn has ended and nothing is pending. */
+static void maybe_close(sim_state *S, uint32_t si)
 {
-    uint32_t n;
-    const cz_xfer *x = cz_server_take_xfers(S->srv, &n);
-    for (uint32_t i = 0; i < n; i++) {
-        double done = cz_link_submit(&S->link, now, x[i].tokens * S->kv_bytes_per_token,
-                                     x[i].to_host);
-        cz_evq_push(&S->q, done, EV_XFER_DONE, x[i].seq * 2 + (x[i].to_host ? 1 : 0));
-    }
-}
-
-static void turn_ended(sim_state *S, uint32_t g, double now);
-
-/* Submits the session's next arrived turn if its sequence is free. A turn that arrives
- * while the previous one is still served waits for it; its latencies count from its own
- * arrival. */
-static void submit_next(sim_state *S, uint32_t si, double now)
-{
-    ses_state *st = &S->ses[si];
-    const cz_session *ses = &S->wl->sessions[si];
-    if (st->submitted >= st->arrived || st->submitted > st->ended)
+    ses_rt *ss = &S->ses[si];
+    if (ss->ended < S->wl->sessions[si].n_turns || ss->blocked)
         return;
-    uint32_t k = st->submitted++;
-    uint32_t g = ses->turn_off + k;
-    const cz_turn *t = &S->wl->turns[g];
-    uint32_t in = cz_turn_in_tokens(t), out = t->out_text_tokens;
-    in = in ? in : 1;
-    out = out ? out : 1;
-    if (st->seq == UINT32_MAX)
-        st->seq = cz_server_seq_open(S->srv, si, (uint32_t)ses->cls, false);
-    double arrival = k == 0 || ses->timing == CZ_TIMING_OPEN ? t->arrival_s : now;
-    if (ses->timing == CZ_TIMING_CLOSED && k == 0 && now > arrival)
-        arrival = now;
-    uint64_t rec = cz_server_turn(S->srv, arrival, st->seq, k, 0, in, out, true);
-    if (S->cfg->cost_kind == CZ_COST_SERVICE) {
-        cz_rng_reseed(S->rng, S->cfg->seed, CZ_RNG_SERVICE, rec);
-        S->service_s[st->seq] = cz_distspec_draw(&S->cfg->service, S->rng);
-        S->service_life[st->seq] = in + out - 1;
+    for (uint32_t p = 0; p < S->n_pipe; p++) {
+        ses_stage *st = SP(S, si, p);
+        if (st->seq == NONE)
+            continue;
+        cz_server *srv = S->reps[st->rep].srv;
+        if (cz_server_seq(srv, st->seq)->state != CZ_SEQ_IDLE)
+            return; /* closed when its KV load lands */
     }
-    if (S->m->req[rec].outcome == CZ_REQ_REJECTED)
-        turn_ended(S, g, now);
+    for (uint32_t p = 0; p < S->n_pipe; p++) {
+        ses_stage *st = SP(S, si, p);
+        if (st->seq != NONE) {
+            cz_server_seq_close(S->reps[st->rep].srv, st->seq);
+            st->seq = NONE;
+        }
+    }
 }
 
-/* The reply to turn `g` of its session ended at `now`: schedule what follows. */
-static void turn_ended(sim_state *S, uint32_t g, double now)
+/* The reply to the session's open turn ended at `now` (played out, or cut by the user
+ * barging in): schedule what follows. */
+static void turn_ended(sim_state *S, uint32_t si, double now, bool barged)
 {
-    uint32_t si = S->turn_session[g];
+    ses_rt *ss = &S->ses[si];
     const cz_session *ses = &S->wl->sessions[si];
-    ses_state *st = &S->ses[si];
-    st->ended++;
-    if (st->ended == ses->n_turns) {
-        cz_server_seq_close(S->srv, st->seq);
-        if (ses->timing == CZ_TIMING_CLOSED && S->wl->concurrency > 0) {
-            S->active_bounded--;
+    uint32_t g = ss->g;
+    ss->g = NONE;
+    ss->ended++;
+    S->finished++;
+    if (ss->ended == ses->n_turns) {
+        maybe_close(S, si);
+        if (ses->timing == CZ_TIMING_CLOSED && S->wl->concurrency > 0)
             start_bounded_session(S, now);
-        }
         return;
     }
     if (ses->timing == CZ_TIMING_CLOSED) {
+        /* the user's next utterance: after the think time, or at once after a barge-in
+         * (the interruption is the start of the next turn) */
         const cz_turn *next = &S->wl->turns[g + 1];
-        cz_evq_push(&S->q, now + S->wl->turns[g].think_s + next->speech_s, EV_ARRIVAL, g + 1);
+        double speech_start = barged ? now : now + S->wl->turns[g].think_s;
+        cz_evq_push(&S->q, speech_start + next->speech_s, EV_ARRIVAL, g + 1, 0);
     } else {
         submit_next(S, si, now);
     }
@@ -359,51 +611,259 @@ static void on_arrival(sim_state *S, double now, uint32_t g)
         push_next_initial(S);
 }
 
-double cz_sim_roofline_step_s(const cz_sim_config *cfg, const cz_batch *b)
+/* ---- barge-in ---- */
+
+static void op_apply(sim_state *S, rep_rt *r, const deferred_op *op, double now)
 {
-    cz_batch_shape shape = {
-        .prefill_tokens = b->prefill_tokens,
-        .prefill_seqs = b->prefill_seqs,
-        .prefill_attn_ctx = b->prefill_attn_ctx,
-        .decode_seqs = b->decode_seqs,
-        .decode_ctx_tokens = b->decode_ctx_tokens,
+    if (op->kind == 0) {
+        cz_server_feed(r->srv, now, op->seq, op->in, op->out, op->final);
+        return;
+    }
+    cz_server_abort(r->srv, now, op->seq, op->out);
+    ses_rt *ss = &S->ses[op->session];
+    ss->blocked--;
+    if (ss->blocked == 0) {
+        submit_next(S, op->session, now);
+        maybe_close(S, op->session);
+    }
+}
+
+static void on_barge_in(sim_state *S, uint32_t si, uint32_t g, double now)
+{
+    ses_rt *ss = &S->ses[si];
+    if (ss->g != g || ss->barged)
+        return;
+    const cz_player *pl = &S->players[si];
+    double heard_s = cz_player_heard_s(pl, now);
+    if (ss->generated && heard_s >= pl->audio_s)
+        return; /* the whole reply had already played */
+    ss->barged = true;
+    cz_audio_record *a = &S->m->audio[ss->audio_rec];
+    a->barged = 1;
+    a->heard_s = heard_s;
+    a->end_s = now;
+    a->audio_s = pl->audio_s;
+    a->last_audio_s = pl->last_arrival_s;
+    /* what was heard, stage by stage from the vocoder up: audio tokens played, and the
+     * upstream tokens they were conditioned on */
+    uint32_t heard[CZ_MAX_STAGES] = {0};
+    const cz_pipe_stage *vs = &S->cfg->model.pipe[S->voc];
+    uint32_t p = (uint32_t)vs->from;
+    heard[p] = (uint32_t)floor(heard_s / vs->audio_s_per_token + 1e-9);
+    while (S->cfg->model.pipe[p].from >= 0 && stage_is_ar(S, (uint32_t)S->cfg->model.pipe[p].from)) {
+        uint32_t up = (uint32_t)S->cfg->model.pipe[p].from;
+        heard[up] = (uint32_t)ceil(heard[p] / S->cfg->model.pipe[p].out_per_in);
+        p = up;
+    }
+    for (uint32_t q = 0; q < S->n_pipe; q++) {
+        ses_stage *st = SP(S, si, q);
+        if (stage_is_ar(S, q)) {
+            if (st->seq == NONE || (!st->open && !st->done))
+                continue;
+            if (st->open) {
+                st->open = false;
+                S->reps[st->rep].open_turns--;
+            }
+            deferred_op op = {1, st->seq, si, 0, heard[q], false};
+            ss->blocked++;
+            op_submit(S, st->rep, op, now);
+        } else if (st->rep != NONE) {
+            cz_jobq_cancel(&S->reps[st->rep].jq, si);
+        }
+    }
+    turn_ended(S, si, now, true);
+}
+
+/* ---- completions ---- */
+
+static void on_jobs_done(sim_state *S, rep_rt *r, double now)
+{
+    uint32_t n;
+    const cz_job *jobs = cz_jobq_done(&r->jq, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t si = jobs[i].owner;
+        ses_rt *ss = &S->ses[si];
+        if (ss->g != jobs[i].tag || ss->barged)
+            continue; /* the turn was cut: its audio is dropped */
+        ss->outstanding--;
+        if ((int32_t)r->p == S->voc) {
+            cz_player *pl = &S->players[si];
+            bool first = pl->chunks == 0;
+            cz_player_chunk(pl, now, jobs[i].audio_s);
+            cz_audio_record *a = &S->m->audio[ss->audio_rec];
+            if (first) {
+                a->first_audio_s = now;
+                double bi = S->wl->turns[ss->g].barge_in_s;
+                if (bi >= 0)
+                    cz_evq_push(&S->q, now + bi, EV_BARGE_IN, si, ss->g);
+            }
+            if (ss->outstanding == 0 && !ss->generated)
+                generation_complete(S, si, now);
+        } else if (--ss->enc_pending == 0) {
+            const cz_turn *t = &S->wl->turns[ss->g];
+            SP(S, si, S->first_ar)->target = stage_out_tokens(S, S->first_ar, t);
+            stage_start(S, si, S->first_ar, SP(S, si, S->first_ar)->target, true, now);
+        }
+    }
+}
+
+static void frame_done(sim_state *S, uint32_t j, double now);
+
+static void on_ar_done(sim_state *S, uint32_t ri, double now)
+{
+    rep_rt *r = &S->reps[ri];
+    cz_step_events ev;
+    cz_server_on_batch_done(r->srv, now, &ev);
+    /* copy: handling the events can call back into this server */
+    uint32_t n_ms = ev.n_milestone, n_td = ev.n_turn_done;
+    uint32_t ids[2 * 1024];
+    uint32_t *ms = n_ms + n_td <= 2048 ? ids : cz_xmalloc((n_ms + n_td) * sizeof *ms);
+    memcpy(ms, ev.milestone, n_ms * sizeof *ms);
+    memcpy(ms + n_ms, ev.turn_done, n_td * sizeof *ms);
+    for (uint32_t i = 0; i < n_ms + n_td; i++) {
+        bool done = i >= n_ms;
+        const cz_seq *q = cz_server_seq(r->srv, ms[i]);
+        uint64_t who = q->session;
+        if (who >= S->wl->n_sessions) {
+            if (!done)
+                frame_done(S, (uint32_t)(who - S->wl->n_sessions), now);
+            continue;
+        }
+        uint32_t si = (uint32_t)who;
+        ses_rt *ss = &S->ses[si];
+        ses_stage *st = SP(S, si, r->p);
+        if (ss->g == NONE || ss->barged || !st->open || st->seq != ms[i])
+            continue;
+        if (done || !st->done)
+            stage_progress(S, si, r->p, now, done);
+    }
+    if (ms != ids)
+        free(ms);
+}
+
+/* ---- periodic streams ---- */
+
+static void frame_record(sim_state *S, uint32_t j, uint32_t f, double done_s)
+{
+    const cz_stream *sm = &S->wl->streams[j];
+    double tick = sm->start_s + f * sm->frame_period_s;
+    double cap = S->cfg->frame_wait_fraction * sm->frame_period_s;
+    double lat = isnan(done_s) || done_s - tick > cap ? cap : done_s - tick;
+    cz_frame_record fr = {
+        .stream = j,
+        .frame = f,
+        .empty = isnan(done_s) || done_s - tick > cap,
+        .missed = lat > sm->frame_period_s,
+        .tick_s = tick,
+        .done_s = done_s,
+        .latency_s = lat,
     };
-    cz_step_cost c;
-    cz_cost_step(&cfg->model.stages[cfg->stage], &cfg->hw, &cfg->cost, &shape, &c);
-    return c.total_s;
+    cz_metrics_add_frame(S->m, &fr);
 }
 
-/* Share of sequence `id`'s open turn service time that `tokens` tokens of work are. */
-static double service_share(sim_state *S, uint32_t id, uint32_t tokens)
+static void frame_done(sim_state *S, uint32_t j, double now)
 {
-    return S->service_s[id] * (double)tokens / (double)S->service_life[id];
+    stream_rt *sr = &S->streams[j];
+    const cz_stream *sm = &S->wl->streams[j];
+    frame_record(S, j, sr->done++, now);
+    if (sr->done < sr->ticked)
+        cz_server_notify_at(S->reps[sr->rep].srv, sr->seq,
+                            (sr->done + 1) * sm->tokens_out_per_frame);
 }
 
-static double step_time(sim_state *S, const cz_batch *b)
+static void on_tick(sim_state *S, uint32_t j, uint32_t f, double now)
 {
-    if (S->cfg->cost_kind == CZ_COST_ROOFLINE)
-        return cz_sim_roofline_step_s(S->cfg, b);
-    double t = 0.0;
-    for (uint32_t k = 0; k < b->n_items; k++)
-        t += service_share(S, b->items[k].seq, b->items[k].tokens);
-    for (uint32_t id = cz_server_decode_first(S->srv); id != UINT32_MAX;
-         id = cz_server_decode_next(S->srv, id))
-        t += service_share(S, id, 1);
-    return t;
+    stream_rt *sr = &S->streams[j];
+    const cz_stream *sm = &S->wl->streams[j];
+    rep_rt *r = &S->reps[sr->rep];
+    bool last = f + 1 == sr->frames;
+    if (f == 0) {
+        uint64_t rec = cz_server_turn(r->srv, now, sr->seq, 0, S->ar_ord[S->first_ar],
+                                      sm->tokens_in_per_frame, sm->tokens_out_per_frame, last);
+        S->m->req[rec].stream = 1;
+    } else {
+        deferred_op op = {0, sr->seq, NONE, sm->tokens_in_per_frame, sm->tokens_out_per_frame,
+                          last};
+        op_submit(S, sr->rep, op, now);
+    }
+    sr->ticked++;
+    /* the oldest frame not yet done is reported when its tokens are all out; asking
+     * before a deferred feed lands is fine: a report beyond the budget waits for it */
+    if (sr->done + 1 == sr->ticked)
+        cz_server_notify_at(r->srv, sr->seq, sr->ticked * sm->tokens_out_per_frame);
+    if (!last)
+        cz_evq_push(&S->q, sm->start_s + (f + 1) * sm->frame_period_s, EV_TICK, j, f + 1);
 }
+
+/* ---- the run ---- */
 
 static void sim_state_free(sim_state *S)
 {
-    cz_server_free(S->srv);
+    for (uint32_t i = 0; i < S->n_reps; i++) {
+        cz_server_free(S->reps[i].srv);
+        if (!S->reps[i].srv)
+            cz_jobq_free(&S->reps[i].jq);
+        free(S->reps[i].ops);
+    }
+    for (uint32_t g = 0; g < S->cfg->n_gpus; g++)
+        free(S->gpus[g].reps);
+    free(S->reps);
+    free(S->gpus);
     cz_evq_free(&S->q);
     free(S->turn_session);
     free(S->ses);
+    free(S->sp);
+    free(S->players);
+    free(S->streams);
     free(S->initial);
     free(S->bounded);
     free(S->service_s);
     free(S->service_life);
     if (S->rng)
         gsl_rng_free(S->rng);
+}
+
+static void build_replicas(sim_state *S, uint64_t expected)
+{
+    const cz_sim_config *cfg = S->cfg;
+    for (uint32_t p = 0; p < S->n_pipe; p++) {
+        S->rep_off[p] = S->n_reps;
+        S->n_reps += cfg->place[p].replicas;
+    }
+    S->reps = cz_xcalloc(S->n_reps, sizeof *S->reps);
+    S->gpus = cz_xcalloc(cfg->n_gpus, sizeof *S->gpus);
+    for (uint32_t g = 0; g < cfg->n_gpus; g++) {
+        S->gpus[g].reps = cz_xmalloc(S->n_reps * sizeof(uint32_t));
+        S->gpus[g].running = NONE;
+        cz_link_init(&S->gpus[g].link, cfg->hw.host_link_Bps, cfg->hw.host_link_latency_s,
+                     cfg->hw.host_link_full_duplex);
+    }
+    uint32_t ord = 0;
+    for (uint32_t p = 0; p < S->n_pipe; p++) {
+        const cz_pipe_stage *ps = &cfg->model.pipe[p];
+        const cz_stage_card *card = &cfg->model.stages[ps->stage];
+        S->ar_ord[p] = card->kind == CZ_STAGE_AR ? ord++ : NONE;
+        S->kv_bytes_per_token[p] =
+            card->kind == CZ_STAGE_AR
+                ? cz_stage_kv_bytes_per_token_gpu(card, cfg->cost.tp ? cfg->cost.tp : 1)
+                : 0;
+        for (uint32_t k = 0; k < cfg->place[p].replicas; k++) {
+            uint32_t ri = S->rep_off[p] + k;
+            rep_rt *r = &S->reps[ri];
+            r->p = p;
+            r->gpu = cfg->place[p].gpus[k];
+            if (card->kind == CZ_STAGE_AR) {
+                cz_server_config sc = cfg->place[p].server;
+                sc.timeline_stage = S->ar_ord[p];
+                sc.timeline_replica = k;
+                r->srv = cz_server_create(&sc, cfg->sched, S->m, expected);
+            } else {
+                cz_jobq_init(&r->jq, cfg->place[p].max_batch, cfg->place[p].max_tokens);
+            }
+            gpu_rt *g = &S->gpus[r->gpu];
+            g->reps[g->n_reps++] = ri;
+        }
+    }
 }
 
 cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics *m,
@@ -416,26 +876,40 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
     S.cfg = cfg;
     S.wl = wl;
     S.m = m;
-    if (wl->n_turns == 0)
-        return cz_err_set(err, CZ_EINVAL, "workload has no requests");
-    if (wl->n_streams > 0)
+    S.n_pipe = cfg->model.n_pipe;
+    S.voc = -1;
+    S.first_ar = NONE;
+    for (uint32_t p = 0; p < S.n_pipe; p++) {
+        cz_stage_kind kind = cfg->model.stages[cfg->model.pipe[p].stage].kind;
+        if (kind == CZ_STAGE_AR && S.first_ar == NONE)
+            S.first_ar = p;
+        if (kind == CZ_STAGE_VOCODER)
+            S.voc = (int32_t)p;
+    }
+    CZ_ASSERT(S.first_ar != NONE);
+    if (wl->n_turns == 0 && wl->n_streams == 0)
+        return cz_err_set(err, CZ_EINVAL, "workload has no requests and no streams");
+    if (cfg->cost_kind == CZ_COST_SERVICE && S.n_pipe != 1)
         return cz_err_set(err, CZ_EINVAL,
-                          "workload has %u periodic streams, which this simulator's single "
-                          "autoregressive stage does not serve; remove workload.streams",
-                          wl->n_streams);
-    S.srv = cz_server_create(&cfg->server, cfg->sched, m, wl->n_sessions);
-    cz_link_init(&S.link, cfg->hw.host_link_Bps, cfg->hw.host_link_latency_s,
-                 cfg->hw.host_link_full_duplex);
-    S.kv_bytes_per_token = cz_stage_kv_bytes_per_token_gpu(&cfg->model.stages[cfg->stage],
-                                                            cfg->cost.tp ? cfg->cost.tp : 1);
-    cz_evq_init(&S.q, (size_t)wl->n_sessions + 16);
-    S.turn_session = cz_xmalloc(wl->n_turns * sizeof *S.turn_session);
-    S.ses = cz_xmalloc((wl->n_sessions ? wl->n_sessions : 1) * sizeof *S.ses);
-    S.initial = cz_xmalloc(wl->n_turns * sizeof *S.initial);
-    S.bounded = cz_xmalloc((wl->n_sessions ? wl->n_sessions : 1) * sizeof *S.bounded);
+                          "cost kind \"service\" needs a single-stage model (set \"stage\"); "
+                          "model '%s' has a %u-stage pipeline",
+                          cfg->model.name, S.n_pipe);
+    build_replicas(&S, wl->n_sessions + wl->n_streams);
+    cz_evq_init(&S.q, (size_t)wl->n_sessions + wl->n_streams + 16);
+    S.rng = cz_rng_new(cfg->seed, CZ_RNG_ROUTER, 0);
+    uint32_t n_ses = wl->n_sessions ? wl->n_sessions : 1;
+    S.turn_session = cz_xmalloc((wl->n_turns ? wl->n_turns : 1) * sizeof *S.turn_session);
+    S.ses = cz_xcalloc(n_ses, sizeof *S.ses);
+    S.sp = cz_xmalloc((size_t)n_ses * S.n_pipe * sizeof *S.sp);
+    if (S.voc >= 0)
+        S.players = cz_xcalloc(n_ses, sizeof *S.players);
+    S.initial = cz_xmalloc((wl->n_turns ? wl->n_turns : 1) * sizeof *S.initial);
+    S.bounded = cz_xmalloc(n_ses * sizeof *S.bounded);
+    for (size_t i = 0; i < (size_t)n_ses * S.n_pipe; i++)
+        S.sp[i] = (ses_stage){.rep = NONE, .seq = NONE};
     for (uint32_t si = 0; si < wl->n_sessions; si++) {
         const cz_session *ses = &wl->sessions[si];
-        S.ses[si] = (ses_state){UINT32_MAX, 0, 0, 0};
+        S.ses[si].g = NONE;
         for (uint32_t k = 0; k < ses->n_turns; k++)
             S.turn_session[ses->turn_off + k] = si;
         if (ses->n_turns == 0)
@@ -449,7 +923,7 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
             S.initial[S.n_initial++] = ses->turn_off;
         }
     }
-    double *times = cz_xmalloc((size_t)wl->n_turns * sizeof *times);
+    double *times = cz_xmalloc((wl->n_turns ? wl->n_turns : 1) * sizeof *times);
     for (uint32_t i = 0; i < S.n_initial; i++)
         times[i] = wl->turns[S.initial[i]].arrival_s;
     sort_by_time(S.initial, times, S.n_initial);
@@ -458,10 +932,21 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
     sort_by_time(S.bounded, times, S.n_bounded);
     free(times);
     if (cfg->cost_kind == CZ_COST_SERVICE) {
-        S.service_s = cz_xmalloc((wl->n_sessions ? wl->n_sessions : 1) * sizeof *S.service_s);
-        S.service_life =
-            cz_xmalloc((wl->n_sessions ? wl->n_sessions : 1) * sizeof *S.service_life);
-        S.rng = cz_rng_new(cfg->seed, CZ_RNG_SERVICE, 0);
+        size_t n = (size_t)n_ses + wl->n_streams;
+        S.service_s = cz_xmalloc(n * sizeof *S.service_s);
+        S.service_life = cz_xmalloc(n * sizeof *S.service_life);
+    }
+    S.streams = cz_xcalloc(wl->n_streams ? wl->n_streams : 1, sizeof *S.streams);
+    for (uint32_t j = 0; j < wl->n_streams; j++) {
+        const cz_stream *sm = &wl->streams[j];
+        stream_rt *sr = &S.streams[j];
+        uint32_t base = S.rep_off[S.first_ar], n = cfg->place[S.first_ar].replicas;
+        sr->rep = base + j % n;
+        sr->seq = cz_server_seq_open(S.reps[sr->rep].srv, (uint64_t)wl->n_sessions + j,
+                                     (uint32_t)sm->cls, true);
+        sr->frames = (uint32_t)floor(sm->duration_s / sm->frame_period_s + 1e-9);
+        if (sr->frames > 0)
+            cz_evq_push(&S.q, sm->start_s, EV_TICK, j, 0);
     }
 
     push_next_initial(&S);
@@ -475,46 +960,131 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
             break;
         now = ev.t_s;
         stats->events++;
-        if (ev.type == EV_ARRIVAL) {
-            on_arrival(&S, now, ev.arg);
-        } else if (ev.type == EV_XFER_DONE) {
-            cz_server_on_xfer_done(S.srv, now, ev.arg / 2, ev.arg % 2 == 1);
-        } else {
-            cz_step_events se;
-            cz_server_on_batch_done(S.srv, now, &se);
-            for (uint32_t i = 0; i < se.n_turn_done; i++) {
-                const cz_seq *q = cz_server_seq(S.srv, se.turn_done[i]);
-                const cz_req_record *rec = &m->req[q->turn_rec];
-                turn_ended(&S, wl->sessions[rec->session].turn_off + rec->turn, now);
+        switch (ev.type) {
+        case EV_ARRIVAL: on_arrival(&S, now, ev.arg); break;
+        case EV_XFER_DONE: {
+            rep_rt *r = &S.reps[ev.arg];
+            uint32_t seq = ev.arg2 / 2;
+            cz_server_on_xfer_done(r->srv, now, seq, ev.arg2 % 2 == 1);
+            uint64_t who = cz_server_seq(r->srv, seq)->session;
+            if (who < wl->n_sessions) {
+                submit_next(&S, (uint32_t)who, now);
+                maybe_close(&S, (uint32_t)who);
             }
-            S.finished += se.n_turn_done;
+            run_xfers(&S, ev.arg, now);
+            break;
         }
-        if (!cz_server_busy(S.srv)) {
-            cz_batch b;
-            if (cz_server_schedule(S.srv, now, &b))
-                cz_evq_push(&S.q, now + step_time(&S, &b), EV_STEP_DONE, 0);
+        case EV_STEP_DONE: {
+            gpu_rt *g = &S.gpus[ev.arg];
+            uint32_t ri = g->running;
+            rep_rt *r = &S.reps[ri];
+            g->running = NONE;
+            r->busy = false;
+            if (r->srv)
+                on_ar_done(&S, ri, now);
+            else
+                on_jobs_done(&S, r, now);
+            /* operations that waited for the batch to end */
+            for (uint32_t i = 0; i < r->n_ops; i++)
+                op_apply(&S, r, &r->ops[i], now);
+            r->n_ops = 0;
+            if (r->srv)
+                run_xfers(&S, ri, now);
+            break;
         }
-        run_xfers(&S, now);
+        case EV_BARGE_IN: on_barge_in(&S, ev.arg, ev.arg2, now); break;
+        case EV_REPLY_END: {
+            ses_rt *ss = &S.ses[ev.arg];
+            if (ss->g == ev.arg2 && !ss->barged) {
+                const cz_player *pl = &S.players[ev.arg];
+                cz_audio_record *a = &m->audio[ss->audio_rec];
+                a->audio_s = pl->audio_s;
+                a->heard_s = pl->audio_s;
+                a->last_audio_s = pl->chunks ? pl->last_arrival_s : NAN;
+                a->max_underrun_s = pl->max_underrun_s;
+                a->underruns = pl->underruns;
+                a->continuous = cz_player_continuous(pl);
+                a->end_s = now;
+                turn_ended(&S, ev.arg, now, false);
+            }
+            break;
+        }
+        case EV_TICK: on_tick(&S, ev.arg, ev.arg2, now); break;
+        default: CZ_ASSERT(0 && "unknown event");
+        }
+        dispatch_all(&S, now);
         if (progress && (stats->events & 0xFFFF) == 0) {
-            cz_sim_progress p = {now, stats->events, S.arrived, S.finished, wl->n_turns, false};
-            progress(progress_ctx, &p);
+            cz_sim_progress pr = {now, stats->events, S.arrived, S.finished, wl->n_turns, false};
+            progress(progress_ctx, &pr);
         }
     }
-    cz_server_finalize(S.srv);
+    stats->kv_saturated_at_s = NAN;
+    for (uint32_t i = 0; i < S.n_reps; i++) {
+        if (!S.reps[i].srv)
+            continue;
+        cz_server_finalize(S.reps[i].srv);
+        double t = cz_server_saturated_at(S.reps[i].srv);
+        if (!isnan(t) && !(t >= stats->kv_saturated_at_s))
+            stats->kv_saturated_at_s = t;
+    }
+    for (uint32_t j = 0; j < wl->n_streams; j++) {
+        const cz_stream *sm = &wl->streams[j];
+        stream_rt *sr = &S.streams[j];
+        /* frames whose wait expired before the run ended came back empty */
+        for (uint32_t f = sr->done; f < sr->ticked; f++)
+            if (sm->start_s + (f + cfg->frame_wait_fraction) * sm->frame_period_s <= now)
+                frame_record(&S, j, f, NAN);
+    }
     stats->arrivals = S.arrived;
     stats->sim_time_s = now;
     if (progress) {
-        cz_sim_progress p = {now, stats->events, S.arrived, S.finished, wl->n_turns, true};
-        progress(progress_ctx, &p);
+        cz_sim_progress pr = {now, stats->events, S.arrived, S.finished, wl->n_turns, true};
+        progress(progress_ctx, &pr);
     }
     sim_state_free(&S);
     return CZ_OK;
 }
 
+/* ---- summary ---- */
+
+void cz_sim_summary_json(const cz_sim_config *cfg, const cz_metrics *m, const cz_sim_stats *st,
+                         const cz_summary *sum, cJSON *summary)
+{
+    if (m->n_audio) {
+        cz_audio_summary a;
+        cz_audio_summarize(m, &cfg->slo, sum->duration_s, &a);
+        cz_audio_summary_json(summary, &a);
+    }
+    if (m->n_frames) {
+        cz_frame_summary f;
+        cz_frame_summarize(m, &f);
+        cz_frame_summary_json(summary, &f);
+    }
+    uint64_t gen = 0, heard = 0;
+    cJSON *stages = cJSON_CreateArray();
+    CZ_ASSERT(stages != NULL);
+    uint32_t ord = 0;
+    for (uint32_t p = 0; p < cfg->model.n_pipe; p++) {
+        const cz_stage_card *card = &cfg->model.stages[cfg->model.pipe[p].stage];
+        if (card->kind != CZ_STAGE_AR)
+            continue;
+        cz_stage_summary ss;
+        cz_stage_summarize(m, ord++, &ss);
+        gen += ss.generated_tokens;
+        heard += ss.heard_tokens;
+        cJSON_AddItemToArray(stages, cz_stage_summary_json(&ss, card->name));
+    }
+    cJSON_AddNumberToObject(summary, "generated_tokens", (double)gen);
+    cJSON_AddNumberToObject(summary, "heard_tokens", (double)heard);
+    cz_json_add_num(summary, "waste_ratio", gen ? 1.0 - (double)heard / (double)gen : 0.0);
+    cz_json_add_num(summary, "kv_pool_saturated_at_s", st->kv_saturated_at_s);
+    cJSON_AddItemToObject(summary, "stages", stages);
+}
+
 bool cz_sim_add_theory(const cz_sim_config *cfg, const cJSON *cfg_json, const cz_summary *sum,
                        cJSON *summary)
 {
-    if (cfg->cost_kind != CZ_COST_SERVICE || cfg->server.max_num_seqs != 1)
+    if (cfg->cost_kind != CZ_COST_SERVICE || cfg->place[0].server.max_num_seqs != 1)
         return false;
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(cfg_json, "workload");
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(w, "arrivals");

@@ -21,7 +21,7 @@ static void fill(cz_metrics *m)
     cz_metrics_add_request(m, &r);
     cz_metrics_add_itl(m, 0.5, 2);
     cz_timeline_row row = {.kv_blocks_used = 3, .running = 1, .batch_tokens = 10};
-    cz_metrics_timeline(m, 0.0, &row);
+    cz_metrics_timeline(m, &row);
 }
 
 Test(results, round_trip)

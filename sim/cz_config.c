@@ -1,0 +1,372 @@
+/* cz_config.c - experiment configs for the simulator (cz_sim.h); every key is in
+ * docs/config.md. */
+#include "cz_sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cz_json.h"
+#include "cz_policies.h"
+#include "cz_traces.h"
+
+/* ---- config ---- */
+
+/* Fields of a serving-core config present in `j` (the "server" object, or a stage's
+ * entry in "pipeline"); `keys` lists what `j` may hold. */
+static cz_status parse_server_fields(const cJSON *j, const char *ctx, cz_server_config *srv,
+                                     cz_err *err)
+{
+    uint64_t v;
+    cz_status st;
+#define U32(key, field, lo)                                                                  \
+    do {                                                                                      \
+        v = srv->field;                                                                       \
+        if ((st = cz_json_u64(j, ctx, key, false, lo, UINT32_MAX, &v, err)) != CZ_OK)        \
+            return st;                                                                        \
+        srv->field = (uint32_t)v;                                                             \
+    } while (0)
+    U32("max_num_seqs", max_num_seqs, 1);
+    U32("max_num_batched_tokens", max_num_batched_tokens, 1);
+    U32("block_tokens", block_tokens, 1);
+    U32("kv_blocks", kv_blocks, 0);
+    U32("max_model_len", max_model_len, 0);
+#undef U32
+    if ((st = cz_json_bool(j, ctx, "chunked_prefill", false, &srv->chunked_prefill, err)) != CZ_OK)
+        return st;
+    const char *idle = NULL;
+    if ((st = cz_json_str(j, ctx, "kv_idle", false, &idle, err)) != CZ_OK)
+        return st;
+    if (idle) {
+        if (strcmp(idle, "drop") == 0)
+            srv->kv_idle = CZ_KV_IDLE_DROP;
+        else if (strcmp(idle, "offload") == 0)
+            srv->kv_idle = CZ_KV_IDLE_OFFLOAD;
+        else
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'kv_idle': expected drop or offload, got '%s'", ctx, idle);
+    }
+    if (srv->max_num_batched_tokens < srv->max_num_seqs)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'max_num_batched_tokens': expected at least max_num_seqs "
+                          "(%u), as vLLM requires, got %u",
+                          ctx, srv->max_num_seqs, srv->max_num_batched_tokens);
+    return CZ_OK;
+}
+
+static cz_status parse_server(const cJSON *j, const char *where, cz_sim_config *c,
+                              cz_server_config *srv, cz_err *err)
+{
+    static const char *const keys[] = {"max_num_seqs",    "max_num_batched_tokens",
+                                       "chunked_prefill", "block_tokens",
+                                       "kv_blocks",       "gpu_memory_utilization",
+                                       "max_model_len",   "kv_idle"};
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "%s: server", where);
+    cz_status st = cz_json_check_keys(j, ctx, keys, (int)CZ_ARRAY_LEN(keys), err);
+    if (st == CZ_OK)
+        st = parse_server_fields(j, ctx, srv, err);
+    if (st == CZ_OK)
+        st = cz_json_num(j, ctx, "gpu_memory_utilization", false, 0.01, 1.0,
+                         &c->gpu_memory_utilization, err);
+    return st;
+}
+
+/* The "pipeline" object: per stage name, its replicas, their GPUs, and serving settings
+ * that differ from "server". */
+static cz_status parse_placement(const cJSON *j, const char *where, cz_sim_config *c,
+                                 cz_err *err)
+{
+    static const char *const keys[] = {"replicas",     "gpus",         "max_num_seqs",
+                                       "max_num_batched_tokens", "chunked_prefill",
+                                       "block_tokens", "kv_blocks",    "max_model_len",
+                                       "kv_idle",      "max_batch",    "max_tokens"};
+    const cJSON *it;
+    cz_status st;
+    cJSON_ArrayForEach(it, j)
+    {
+        char ctx[256];
+        snprintf(ctx, sizeof ctx, "%s: pipeline.%s", where, it->string);
+        uint32_t p = UINT32_MAX;
+        for (uint32_t k = 0; k < c->model.n_pipe; k++)
+            if (strcmp(c->model.stages[c->model.pipe[k].stage].name, it->string) == 0)
+                p = k;
+        if (p == UINT32_MAX)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: model '%s' has no pipeline stage named '%s'", where,
+                              c->model.name, it->string);
+        if (!cJSON_IsObject(it))
+            return cz_err_set(err, CZ_EINVAL, "%s: expected an object", ctx);
+        if ((st = cz_json_check_keys(it, ctx, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK)
+            return st;
+        cz_stage_place *pl = &c->place[p];
+        uint64_t v = pl->replicas;
+        if ((st = cz_json_u64(it, ctx, "replicas", false, 1, CZ_MAX_REPLICAS, &v, err)) != CZ_OK)
+            return st;
+        pl->replicas = (uint32_t)v;
+        const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(it, "gpus");
+        if (gpus) {
+            if (!cJSON_IsArray(gpus) || cJSON_GetArraySize(gpus) != (int)pl->replicas)
+                return cz_err_set(err, CZ_EINVAL,
+                                  "%s: field 'gpus': expected an array of %u GPU indices (one "
+                                  "per replica)",
+                                  ctx, pl->replicas);
+            uint32_t r = 0;
+            const cJSON *g;
+            cJSON_ArrayForEach(g, gpus)
+            {
+                if (!cJSON_IsNumber(g) || g->valuedouble < 0 || g->valuedouble >= 1024 ||
+                    g->valuedouble != floor(g->valuedouble))
+                    return cz_err_set(err, CZ_EINVAL,
+                                      "%s: field 'gpus': entry %u: expected a GPU index in "
+                                      "[0, 1023]",
+                                      ctx, r);
+                pl->gpus[r++] = (uint32_t)g->valuedouble;
+            }
+        } else {
+            for (uint32_t r = 0; r < pl->replicas; r++)
+                pl->gpus[r] = r;
+        }
+        if ((st = parse_server_fields(it, ctx, &pl->server, err)) != CZ_OK)
+            return st;
+        v = pl->max_batch;
+        if ((st = cz_json_u64(it, ctx, "max_batch", false, 1, 1u << 20, &v, err)) != CZ_OK)
+            return st;
+        pl->max_batch = (uint32_t)v;
+        v = pl->max_tokens;
+        if ((st = cz_json_u64(it, ctx, "max_tokens", false, 1, UINT32_MAX, &v, err)) != CZ_OK)
+            return st;
+        pl->max_tokens = (uint32_t)v;
+    }
+    return CZ_OK;
+}
+
+static cz_status parse_cost(const cJSON *j, const char *where, cz_sim_config *c, cz_err *err)
+{
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "%s: cost", where);
+    const char *kind = "roofline";
+    cz_status st = cz_json_str(j, ctx, "kind", false, &kind, err);
+    if (st != CZ_OK)
+        return st;
+    cJSON *rest = cJSON_Duplicate(j, 1);
+    CZ_ASSERT(rest != NULL);
+    cJSON_DeleteItemFromObjectCaseSensitive(rest, "kind");
+    if (strcmp(kind, "service") == 0) {
+        c->cost_kind = CZ_COST_SERVICE;
+        const cJSON *sv = cJSON_GetObjectItemCaseSensitive(j, "service_s");
+        static const char *const keys[] = {"service_s"};
+        if (!sv)
+            st = cz_err_set(err, CZ_EINVAL, "%s: missing field 'service_s' (kind \"service\")",
+                            ctx);
+        else if ((st = cz_json_check_keys(rest, ctx, keys, 1, err)) == CZ_OK)
+            st = cz_distspec_parse(sv, ctx, "service_s", &c->service, err);
+    } else if (strcmp(kind, "roofline") == 0) {
+        c->cost_kind = CZ_COST_ROOFLINE;
+        st = cz_cost_params_parse(rest, ctx, &c->cost, err);
+    } else {
+        st = cz_err_set(err, CZ_EINVAL, "%s: field 'kind': expected roofline or service, got '%s'",
+                        ctx, kind);
+    }
+    cJSON_Delete(rest);
+    return st;
+}
+
+static cz_status parse_slo(const cJSON *j, const char *where, cz_slo *slo, cz_err *err)
+{
+    static const char *const keys[] = {"ttft_ms", "tpot_ms", "e2el_ms", "audio_ttfp_ms"};
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "%s: slo", where);
+    cz_status st = cz_json_check_keys(j, ctx, keys, 4, err);
+    if (st == CZ_OK)
+        st = cz_json_num(j, ctx, "audio_ttfp_ms", false, 0, 1e12, &slo->audio_ttfp_ms, err);
+    if (st == CZ_OK)
+        st = cz_json_num(j, ctx, "ttft_ms", false, 0, 1e12, &slo->ttft_ms, err);
+    if (st == CZ_OK)
+        st = cz_json_num(j, ctx, "tpot_ms", false, 0, 1e12, &slo->tpot_ms, err);
+    if (st == CZ_OK)
+        st = cz_json_num(j, ctx, "e2el_ms", false, 0, 1e12, &slo->e2el_ms, err);
+    return st;
+}
+
+/* Sizes the KV pool of every autoregressive replica left unsized: each GPU's memory
+ * (hbm_bytes x gpu_memory_utilization) less the weights of every replica placed on it
+ * (inner stages included; tensor parallelism divides them) is shared equally by the
+ * autoregressive replicas on that GPU. */
+static cz_status derive_kv_blocks(cz_sim_config *c, const char *where, cz_err *err)
+{
+    double tp = c->cost.tp ? c->cost.tp : 1;
+    for (uint32_t gpu = 0; gpu < c->n_gpus; gpu++) {
+        double weights = 0;
+        uint32_t n_ar = 0;
+        for (uint32_t p = 0; p < c->model.n_pipe; p++) {
+            const cz_pipe_stage *ps = &c->model.pipe[p];
+            for (uint32_t r = 0; r < c->place[p].replicas; r++) {
+                if (c->place[p].gpus[r] != gpu)
+                    continue;
+                weights += cz_stage_weight_bytes(&c->model.stages[ps->stage]) / tp;
+                if (ps->inner >= 0)
+                    weights += cz_stage_weight_bytes(&c->model.stages[ps->inner]) / tp;
+                n_ar += c->model.stages[ps->stage].kind == CZ_STAGE_AR;
+            }
+        }
+        double free_bytes = c->hw.hbm_bytes * c->gpu_memory_utilization - weights;
+        for (uint32_t p = 0; p < c->model.n_pipe; p++) {
+            const cz_stage_card *s = &c->model.stages[c->model.pipe[p].stage];
+            cz_server_config *srv = &c->place[p].server;
+            bool here = false;
+            for (uint32_t r = 0; r < c->place[p].replicas; r++)
+                here |= c->place[p].gpus[r] == gpu;
+            if (s->kind != CZ_STAGE_AR || !here || srv->kv_blocks != 0)
+                continue;
+            double block_bytes = cz_stage_kv_bytes_per_token_gpu(s, (uint32_t)tp) * srv->block_tokens;
+            double blocks = floor(free_bytes / n_ar / block_bytes);
+            if (!(blocks >= 1))
+                return cz_err_set(err, CZ_EINVAL,
+                                  "%s: model '%s' does not fit on GPU %u (%s) at tp %u: the "
+                                  "weights placed there (%.1f GB) leave no room for the KV of "
+                                  "stage '%s' (set server.kv_blocks, cost.tp or the placement)",
+                                  where, c->model.name, gpu, c->hw.name, (unsigned)tp,
+                                  weights / 1e9, s->name);
+            srv->kv_blocks = blocks > UINT32_MAX ? UINT32_MAX : (uint32_t)blocks;
+        }
+    }
+    return CZ_OK;
+}
+
+cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *base_dir,
+                              cz_sim_config *c, cz_workload *wl, cz_err *err)
+{
+    static const char *const keys[] = {"name",     "description", "seed",      "workload",
+                                       "model",    "stage",       "hardware",  "cost",
+                                       "server",   "scheduler",   "slo",       "sim",
+                                       "pipeline", "router",      "client"};
+    memset(c, 0, sizeof *c);
+    c->seed = 1;
+    cz_server_config server = cz_server_config_default();
+    c->gpu_memory_utilization = 0.9;
+    c->continuity_threshold_s = 0.1;
+    c->frame_wait_fraction = 0.8;
+    c->cost = cz_cost_params_default();
+    c->max_time_s = INFINITY;
+    c->timeline_interval_s = 0.1;
+    c->sched = &cz_sched_fcfs;
+    if (!cJSON_IsObject(cfg))
+        return cz_err_set(err, CZ_EINVAL, "%s: expected a JSON object at the top level", where);
+    cz_status st = cz_json_check_keys(cfg, where, keys, (int)CZ_ARRAY_LEN(keys), err);
+    if (st != CZ_OK)
+        return st;
+
+    const char *name = "unnamed";
+    if ((st = cz_json_str(cfg, where, "name", false, &name, err)) != CZ_OK)
+        return st;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    if ((st = cz_json_u64(cfg, where, "seed", false, 0, UINT64_MAX / 2, &c->seed, err)) != CZ_OK)
+        return st;
+
+    const cJSON *obj = NULL;
+    if ((st = cz_json_obj(cfg, where, "cost", false, &obj, err)) != CZ_OK)
+        return st;
+    if (obj && (st = parse_cost(obj, where, c, err)) != CZ_OK)
+        return st;
+
+    const char *model = "llama-3-8b", *hw = "h100-sxm", *stage = NULL, *sched = "fcfs";
+    if ((st = cz_json_str(cfg, where, "model", false, &model, err)) != CZ_OK ||
+        (st = cz_json_str(cfg, where, "hardware", false, &hw, err)) != CZ_OK ||
+        (st = cz_json_str(cfg, where, "stage", false, &stage, err)) != CZ_OK ||
+        (st = cz_json_str(cfg, where, "scheduler", false, &sched, err)) != CZ_OK)
+        return st;
+    if ((st = cz_model_card_load(model, &c->model, err)) != CZ_OK ||
+        (st = cz_hw_card_load(hw, &c->hw, err)) != CZ_OK)
+        return cz_err_prefix(err, "%s: ", where);
+    if (stage) {
+        /* one autoregressive stage of the card served alone, as a text model */
+        int si = -1;
+        for (uint32_t i = 0; i < c->model.n_stages; i++)
+            if (strcmp(c->model.stages[i].name, stage) == 0 &&
+                c->model.stages[i].kind == CZ_STAGE_AR)
+                si = (int)i;
+        if (si < 0)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'stage': model '%s' has no autoregressive stage named "
+                              "'%s'",
+                              where, c->model.name, stage);
+        c->model.pipe[0] = (cz_pipe_stage){.stage = (uint32_t)si, .from = -1, .io = CZ_IO_TEXT,
+                                           .chunk_tokens = 1, .out_per_in = 1, .inner = -1};
+        c->model.n_pipe = 1;
+    }
+    if ((st = cz_policy_scheduler_find(sched, &c->sched, err)) != CZ_OK)
+        return cz_err_prefix(err, "%s: field 'scheduler': ", where);
+
+    if ((st = cz_json_obj(cfg, where, "server", false, &obj, err)) != CZ_OK)
+        return st;
+    if (obj && (st = parse_server(obj, where, c, &server, err)) != CZ_OK)
+        return st;
+    for (uint32_t p = 0; p < c->model.n_pipe; p++) {
+        c->place[p].replicas = 1;
+        c->place[p].server = server;
+        c->place[p].max_batch = 64;
+        c->place[p].max_tokens = 1u << 20;
+    }
+    if ((st = cz_json_obj(cfg, where, "pipeline", false, &obj, err)) != CZ_OK)
+        return st;
+    if (obj && (st = parse_placement(obj, where, c, err)) != CZ_OK)
+        return st;
+    for (uint32_t p = 0; p < c->model.n_pipe; p++)
+        for (uint32_t r = 0; r < c->place[p].replicas; r++)
+            if (c->place[p].gpus[r] + 1 > c->n_gpus)
+                c->n_gpus = c->place[p].gpus[r] + 1;
+    const char *router = "session";
+    if ((st = cz_json_str(cfg, where, "router", false, &router, err)) != CZ_OK)
+        return st;
+    if (strcmp(router, "session") == 0)
+        c->router = CZ_ROUTER_SESSION;
+    else if (strcmp(router, "least_loaded") == 0)
+        c->router = CZ_ROUTER_LEAST_LOADED;
+    else if (strcmp(router, "random") == 0)
+        c->router = CZ_ROUTER_RANDOM;
+    else
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'router': expected session, least_loaded or random, got '%s'",
+                          where, router);
+    if ((st = cz_json_obj(cfg, where, "client", false, &obj, err)) != CZ_OK)
+        return st;
+    if (obj) {
+        static const char *const ck[] = {"continuity_threshold_s", "frame_wait_fraction"};
+        char ctx[256];
+        snprintf(ctx, sizeof ctx, "%s: client", where);
+        if ((st = cz_json_check_keys(obj, ctx, ck, 2, err)) != CZ_OK ||
+            (st = cz_json_num(obj, ctx, "continuity_threshold_s", false, 0, 1e6,
+                              &c->continuity_threshold_s, err)) != CZ_OK ||
+            (st = cz_json_num(obj, ctx, "frame_wait_fraction", false, 0.01, 1e6,
+                              &c->frame_wait_fraction, err)) != CZ_OK)
+            return st;
+    }
+    if ((st = cz_json_obj(cfg, where, "slo", false, &obj, err)) != CZ_OK)
+        return st;
+    if (obj && (st = parse_slo(obj, where, &c->slo, err)) != CZ_OK)
+        return st;
+    if ((st = cz_json_obj(cfg, where, "sim", false, &obj, err)) != CZ_OK)
+        return st;
+    if (obj) {
+        static const char *const sk[] = {"max_time_s", "timeline_interval_s"};
+        char ctx[256];
+        snprintf(ctx, sizeof ctx, "%s: sim", where);
+        if ((st = cz_json_check_keys(obj, ctx, sk, 2, err)) != CZ_OK ||
+            (st = cz_json_num(obj, ctx, "max_time_s", false, 0, 1e15, &c->max_time_s, err)) !=
+                CZ_OK ||
+            (st = cz_json_num(obj, ctx, "timeline_interval_s", false, 0, 1e9,
+                              &c->timeline_interval_s, err)) != CZ_OK)
+            return st;
+    }
+    if ((st = derive_kv_blocks(c, where, err)) != CZ_OK)
+        return st;
+
+    if ((st = cz_json_obj(cfg, where, "workload", true, &obj, err)) != CZ_OK)
+        return st;
+    char wctx[256];
+    snprintf(wctx, sizeof wctx, "%s: workload", where);
+    return cz_workload_from_config(obj, wctx, base_dir, c->seed, wl, err);
+}
+
