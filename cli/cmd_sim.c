@@ -63,7 +63,38 @@ static void print_progress(void *ctx, const cz_sim_progress *p)
         fputc('\n', stderr);
 }
 
-static char *dir_of(const char *path)
+cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *base_dir,
+                          bool progress, cz_sim_config *cfg, cz_metrics *m, cz_summary *sum,
+                          cz_sim_stats *stats, cJSON **summary, double *wall_s, cz_err *err)
+{
+    cz_workload wl;
+    cz_workload_init(&wl);
+    *summary = NULL;
+    memset(m, 0, sizeof *m);
+    cz_status st = cz_sim_config_parse(cfg_json, where, base_dir, cfg, &wl, err);
+    if (st == CZ_OK) {
+        cz_metrics_init(m, cfg->timeline_interval_s, wl.n_turns);
+        progress_ctx pc = {isatty(STDERR_FILENO) == 1, wall_now(), wall_now()};
+        double t0 = wall_now();
+        st = cz_sim_run(cfg, &wl, m, stats, progress ? print_progress : NULL, &pc, err);
+        *wall_s = wall_now() - t0;
+    }
+    if (st == CZ_OK) {
+        cz_metrics_summarize(m, &cfg->slo, sum);
+        cJSON *j = cz_summary_json(sum);
+        cz_sim_summary_json(cfg, m, stats, sum, j);
+        cz_sim_add_theory(cfg, cfg_json, sum, j);
+        cJSON_AddStringToObject(j, "cadenza_version", cz_version());
+        cJSON_AddStringToObject(j, "driver", "sim");
+        cJSON_AddNumberToObject(j, "seed", (double)cfg->seed);
+        cJSON_AddItemToObject(j, "config", cJSON_Duplicate(cfg_json, 1));
+        *summary = j;
+    }
+    cz_workload_free(&wl);
+    return st;
+}
+
+char *cz_cli_dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
     if (!slash)
@@ -127,46 +158,26 @@ int cz_cmd_sim(int argc, char **argv)
         free(sets);
         return cz_cli_fail(&err);
     }
-    base_dir = config_path ? dir_of(config_path) : cz_xstrdup(CZ_SOURCE_ROOT "/experiments");
+    base_dir = config_path ? cz_cli_dir_of(config_path) : cz_xstrdup(CZ_SOURCE_ROOT "/experiments");
     for (int i = 0; i < n_sets && st == CZ_OK; i++)
         st = cz_json_set_path(cfg_json, sets[i], &err);
     free(sets);
 
     cz_sim_config cfg;
-    cz_workload wl;
-    cz_workload_init(&wl);
     cz_metrics m;
     memset(&m, 0, sizeof m);
     cJSON *summary = NULL;
     int rc = CZ_EXIT_OK;
-    if (st == CZ_OK)
-        st = cz_sim_config_parse(cfg_json, where, base_dir, &cfg, &wl, &err);
-    if (st != CZ_OK) {
-        rc = cz_cli_fail(&err);
-        goto out;
-    }
-
-    cz_metrics_init(&m, cfg.timeline_interval_s, wl.n_turns);
-    progress_ctx pc = {isatty(STDERR_FILENO) == 1, wall_now(), wall_now()};
-    cz_sim_stats stats;
-    double t0 = wall_now();
-    st = cz_sim_run(&cfg, &wl, &m, &stats, (show_progress && !quiet) ? print_progress : NULL, &pc,
-                    &err);
-    double wall_s = wall_now() - t0;
-    if (st != CZ_OK) {
-        rc = cz_cli_fail(&err);
-        goto out;
-    }
-
     cz_summary sum;
-    cz_metrics_summarize(&m, &cfg.slo, &sum);
-    summary = cz_summary_json(&sum);
-    cz_sim_summary_json(&cfg, &m, &stats, &sum, summary);
-    cz_sim_add_theory(&cfg, cfg_json, &sum, summary);
-    cJSON_AddStringToObject(summary, "cadenza_version", cz_version());
-    cJSON_AddStringToObject(summary, "driver", "sim");
-    cJSON_AddNumberToObject(summary, "seed", (double)cfg.seed);
-    cJSON_AddItemToObject(summary, "config", cJSON_Duplicate(cfg_json, 1));
+    cz_sim_stats stats;
+    double wall_s = 0;
+    if (st == CZ_OK)
+        st = cz_cli_simulate(cfg_json, where, base_dir, show_progress && !quiet, &cfg, &m, &sum,
+                             &stats, &summary, &wall_s, &err);
+    if (st != CZ_OK) {
+        rc = cz_cli_fail(&err);
+        goto out;
+    }
 
     if (out_h5) {
         char *cfg_text = cJSON_PrintUnformatted(cfg_json);
@@ -213,7 +224,6 @@ out:
     cJSON_Delete(summary);
     cJSON_Delete(cfg_json);
     cz_metrics_free(&m);
-    cz_workload_free(&wl);
     free(base_dir);
     return rc;
 }

@@ -4,12 +4,28 @@
 #ifndef CZ_CLI_H
 #define CZ_CLI_H
 
+#include <stdbool.h>
+
+#include <cjson/cJSON.h>
+
 #include "cz_base.h"
+#include "cz_sim.h"
 
 enum { CZ_EXIT_OK = 0, CZ_EXIT_FAIL = 1, CZ_EXIT_USAGE = 2 };
 
 int cz_cmd_sim(int argc, char **argv);
+int cz_cmd_sweep(int argc, char **argv);
 int cz_cmd_trace(int argc, char **argv);
+
+/* Parses and simulates one experiment config. On success: *cfg, *m (caller frees with
+ * cz_metrics_free), *sum and *summary (the JSON summary with the config, seed and version;
+ * caller deletes) are filled and *wall_s is the simulation's wall time. */
+cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *base_dir,
+                          bool progress, cz_sim_config *cfg, cz_metrics *m, cz_summary *sum,
+                          cz_sim_stats *stats, cJSON **summary, double *wall_s, cz_err *err);
+
+/* The folder of `path` ("." when it has none); caller frees. */
+char *cz_cli_dir_of(const char *path);
 
 /* Prints "cadenza: <msg>" to stderr and returns the exit code for `st` (1 for I/O
  * errors, 2 for everything else). */

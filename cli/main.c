@@ -13,6 +13,7 @@ static const char usage[] =
     "commands:\n"
     "  sim [CONFIG.json]      run the discrete-event simulator on an experiment config\n"
     "                         (the built-in default experiment when none is given)\n"
+    "  sweep SWEEP.json       run an experiment over a grid of overrides, one row a point\n"
     "  trace info FILE        statistics of a trace (requests, sessions, rate, burstiness)\n"
     "  trace convert FILE     convert a trace to cadenza's session JSONL format\n"
     "\n"
@@ -54,6 +55,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "sim") == 0)
         return cz_cmd_sim(argc - 1, argv + 1);
+    if (strcmp(cmd, "sweep") == 0)
+        return cz_cmd_sweep(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0)
         return cz_cmd_trace(argc - 1, argv + 1);
     fprintf(stderr, "cadenza: unknown command '%s'\n\n%s", cmd, usage);

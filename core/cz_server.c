@@ -559,7 +559,8 @@ static void go_idle(cz_server *s, uint32_t id)
 }
 
 uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, uint32_t stage,
-                        uint32_t in_tokens, uint32_t out_tokens, bool input_final)
+                        uint32_t in_tokens, uint32_t out_tokens, uint32_t out_total,
+                        bool input_final)
 {
     CZ_ASSERT(id < s->n_seqs);
     cz_seq *q = &s->seqs[id];
@@ -577,7 +578,8 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, ui
         .first_token_s = NAN,
         .finish_s = NAN,
     };
-    uint64_t ctx = (uint64_t)q->tokens_in + q->generated + in_tokens + out_tokens;
+    uint64_t ctx = (uint64_t)q->tokens_in + q->generated + in_tokens +
+                   (out_total > out_tokens ? out_total : out_tokens);
     bool never_fits = blocks_for(s, ctx) > s->cfg.kv_blocks ||
                       (s->cfg.max_model_len && ctx > s->cfg.max_model_len) || ctx >= UINT32_MAX;
     /* without chunking a recomputation of the whole context must fit one step */
@@ -995,8 +997,12 @@ void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)
         go_idle(s, id);
         return;
     }
+    /* back at the front of the queue; until it is admitted its KV counts as cached,
+     * evictable under pressure like a resident prefix (it is also in host memory), so
+     * loaded sequences can never hold the pool against each other */
     q->state = CZ_SEQ_WAITING;
     wq_push_front(s, id);
+    idle_enter(s, id);
 }
 
 uint32_t cz_server_abort(cz_server *s, double t_s, uint32_t id, uint32_t keep_generated)

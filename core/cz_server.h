@@ -171,12 +171,15 @@ uint32_t cz_server_seq_open(cz_server *s, uint64_t session, uint32_t cls, bool p
 
 /* A turn arrives at t_s on idle sequence `seq`: `in_tokens` of input (more may follow with
  * cz_server_feed unless `input_final`) and up to `out_tokens` of output (>= 1 when the
- * input is final). Returns the turn's metrics record. A turn whose context could never
+ * input is final); `out_total` (0: out_tokens) is the output the turn is known to reach
+ * through later feeds, so that a turn that cannot fit is refused now rather than stalled
+ * later. Returns the turn's metrics record. A turn whose context could never
  * fit (more blocks than the pool, longer than max_model_len, or, with chunked prefill off,
  * more tokens to compute than one step's budget) is rejected at once: its record says so
  * and the sequence stays idle. */
 uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t seq, uint32_t turn, uint32_t stage,
-                        uint32_t in_tokens, uint32_t out_tokens, bool input_final);
+                        uint32_t in_tokens, uint32_t out_tokens, uint32_t out_total,
+                        bool input_final);
 
 /* More input for the open turn of `seq`: `in_tokens` appended and `out_tokens` more output
  * allowed; `input_final` closes the turn's input. A stalled sequence resumes. */

@@ -241,7 +241,7 @@ cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *b
     static const char *const keys[] = {"name",     "description", "seed",      "workload",
                                        "model",    "stage",       "hardware",  "cost",
                                        "server",   "scheduler",   "slo",       "sim",
-                                       "pipeline", "router",      "client"};
+                                       "pipeline", "router",      "client",    "weight_bytes"};
     memset(c, 0, sizeof *c);
     c->seed = 1;
     cz_server_config server = cz_server_config_default();
@@ -280,6 +280,11 @@ cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *b
     if ((st = cz_model_card_load(model, &c->model, err)) != CZ_OK ||
         (st = cz_hw_card_load(hw, &c->hw, err)) != CZ_OK)
         return cz_err_prefix(err, "%s: ", where);
+    uint64_t wb = 0;
+    if ((st = cz_json_u64(cfg, where, "weight_bytes", false, 1, 8, &wb, err)) != CZ_OK)
+        return st;
+    for (uint32_t i = 0; wb && i < c->model.n_stages; i++)
+        c->model.stages[i].weight_bytes = (uint32_t)wb; /* e.g. 1 for FP8 weights */
     if (stage) {
         /* one autoregressive stage of the card served alone, as a text model */
         int si = -1;

@@ -375,7 +375,8 @@ static void stage_start(sim_state *S, uint32_t si, uint32_t p, uint32_t out, boo
     rep_rt *r = &S->reps[st->rep];
     uint32_t k = ss->g - S->wl->sessions[si].turn_off;
     uint32_t in = turn_in_tokens(t);
-    uint64_t rec = cz_server_turn(r->srv, ss->ready_s, seq, k, S->ar_ord[p], in, out, final);
+    uint64_t rec =
+        cz_server_turn(r->srv, ss->ready_s, seq, k, S->ar_ord[p], in, out, st->target, final);
     st->open = true;
     st->gen = 0;
     st->fed = out;
@@ -386,6 +387,7 @@ static void stage_start(sim_state *S, uint32_t si, uint32_t p, uint32_t out, boo
     }
     if (S->m->req[rec].outcome == CZ_REQ_REJECTED) {
         /* the turn cannot be served: nothing flows to the later stages */
+        st->open = false;
         for (uint32_t d = p; d < S->n_pipe; d++)
             SP(S, si, d)->done = true;
         if (ss->outstanding == 0 && !ss->generated)
@@ -778,8 +780,10 @@ static void on_tick(sim_state *S, uint32_t j, uint32_t f, double now)
     rep_rt *r = &S->reps[sr->rep];
     bool last = f + 1 == sr->frames;
     if (f == 0) {
+        /* a resident request grows frame by frame with no bound known up front (the
+         * Metronome cliff): only its first frame is checked */
         uint64_t rec = cz_server_turn(r->srv, now, sr->seq, 0, S->ar_ord[S->first_ar],
-                                      sm->tokens_in_per_frame, sm->tokens_out_per_frame, last);
+                                      sm->tokens_in_per_frame, sm->tokens_out_per_frame, 0, last);
         S->m->req[rec].stream = 1;
     } else {
         deferred_op op = {0, sr->seq, NONE, sm->tokens_in_per_frame, sm->tokens_out_per_frame,

@@ -39,7 +39,7 @@ static cz_step_events done(cz_server *s, double t, uint32_t expect_turns_done)
 static uint32_t request(cz_server *s, double t, uint32_t in, uint32_t out, uint64_t session)
 {
     uint32_t q = cz_server_seq_open(s, session, 0, false);
-    cz_server_turn(s, t, q, 0, 0, in, out, true);
+    cz_server_turn(s, t, q, 0, 0, in, out, 0, true);
     return q;
 }
 
@@ -184,7 +184,7 @@ Test(server, multi_turn_reuses_prefix)
     /* idle with the context minus the last sampled token: 10 + 3 - 1 = 12 tokens */
     cr_assert_eq(cz_server_seq(s, q)->computed, 12);
     cr_assert_eq(cz_server_kv_idle(s), 3);
-    cz_server_turn(s, t, q, 1, 0, 5, 2, true);
+    cz_server_turn(s, t, q, 1, 0, 5, 2, 0, true);
     cz_batch b;
     cr_assert(cz_server_schedule(s, t, &b));
     /* only the new input and the previous turn's last token are computed */
@@ -218,7 +218,7 @@ Test(server, idle_kv_dropped_lru_first)
     cr_assert_eq(cz_server_seq(s, c)->blocks, 5);
     /* A's next turn recomputes its whole context: 7 + 2 + 3 new = 12 tokens; admitting its
      * first 8 evicts B, the next least recently used */
-    cz_server_turn(s, t, a, 1, 0, 3, 1, true);
+    cz_server_turn(s, t, a, 1, 0, 3, 1, 0, true);
     cz_batch b;
     cr_assert(cz_server_schedule(s, t, &b));
     check(s);
@@ -264,7 +264,7 @@ Test(server, offload_stores_then_loads_on_the_critical_path)
     cz_server_take_xfers(s, &n);
     cz_server_on_xfer_done(s, t, bq, true);
     /* A's next turn: admission starts a load of its 8 stored tokens */
-    cz_server_turn(s, t, a, 1, 0, 3, 1, true);
+    cz_server_turn(s, t, a, 1, 0, 3, 1, 0, true);
     cr_assert(!cz_server_schedule(s, t, &b));
     x = cz_server_take_xfers(s, &n);
     cr_assert_eq(n, 1);
@@ -310,7 +310,7 @@ Test(server, barge_in_keeps_what_was_heard)
     cr_assert_eq(m.req[0].output_tokens, 6);
     cr_assert_eq(m.req[0].heard_tokens, 2);
     /* the next turn continues from the heard context */
-    cz_server_turn(s, t, a, 1, 0, 4, 1, true);
+    cz_server_turn(s, t, a, 1, 0, 4, 1, 0, true);
     cr_assert(cz_server_schedule(s, t, &b));
     cr_assert_eq(b.items[0].ctx_before, 8);
     cr_assert_eq(b.items[0].tokens, 4);
@@ -326,7 +326,7 @@ Test(server, streamed_input_stalls_and_resumes)
     cfg.kv_blocks = 16;
     cz_server *s = cz_server_create(&cfg, &cz_sched_fcfs, &m, 0);
     uint32_t a = cz_server_seq_open(s, 0, 0, false);
-    cz_server_turn(s, 0.0, a, 0, 0, 4, 2, false); /* a first chunk: 4 in, 2 out allowed */
+    cz_server_turn(s, 0.0, a, 0, 0, 4, 2, 0, false); /* a first chunk: 4 in, 2 out allowed */
     double t = drain(s, 0.0);
     cr_assert_eq(cz_server_seq(s, a)->state, CZ_SEQ_STALLED);
     cr_assert_eq(cz_server_running(s), 1); /* it keeps its slot */
@@ -416,7 +416,7 @@ Test(server, kv_accounting_random)
                 bool final = rand() % 3 != 0;
                 uint32_t in = 1 + (uint32_t)(rand() % 40);
                 cz_server_turn(s, t, seq[i], (uint32_t)turns[i]++, 0, in,
-                               1 + (uint32_t)(rand() % 30), final);
+                               1 + (uint32_t)(rand() % 30), 0, final);
             } else if (op == 3 && q->turn_open && !q->input_final) {
                 cz_server_feed(s, t, seq[i], (uint32_t)(rand() % 10), (uint32_t)(rand() % 10),
                                rand() % 2);

@@ -270,6 +270,19 @@ Test(traces, burstgpt_sessions_by_column_name)
     cz_workload_free(&w);
 }
 
+Test(traces, burstgpt_new_input_only)
+{
+    cz_trace_opts o = cz_trace_opts_default();
+    o.burstgpt_new_input = true;
+    cz_workload w;
+    read_ok(FIXTURES "burstgpt_sessions.csv", &o, &w);
+    const cz_turn *a = &w.turns[w.sessions[0].turn_off];
+    cr_assert_eq(a[0].in_text_tokens, 10);
+    cr_assert_eq(a[1].in_text_tokens, 1, "12 - (10 + 5) < 0: at least 1");
+    cr_assert_eq(a[2].in_text_tokens, 10, "30 - (12 + 8)");
+    cz_workload_free(&w);
+}
+
 Test(traces, burstgpt_bad_number_names_file_line_field)
 {
     read_fails(FIXTURES "burstgpt_bad_number.csv", NULL, CZ_EFORMAT, "burstgpt_bad_number.csv:3",

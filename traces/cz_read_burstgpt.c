@@ -130,6 +130,10 @@ cz_status cz__read_burstgpt(const char *path, const cz_trace_opts *o, cz_workloa
             cz_turn *t = cz_workload_add_turn(w);
             t->arrival_s = r[k].ts_s;
             t->in_text_tokens = r[k].in_tokens;
+            if (o->burstgpt_new_input && k > 0) {
+                uint64_t before = (uint64_t)r[k - 1].in_tokens + r[k - 1].out_tokens;
+                t->in_text_tokens = r[k].in_tokens > before ? (uint32_t)(r[k].in_tokens - before) : 1;
+            }
             t->out_text_tokens = r[k].out_tokens;
             if (k + 1 < groups[g].n) {
                 double think_s = r[k + 1].ts_s - r[k].ts_s - r[k].elapsed_s;

@@ -47,6 +47,10 @@ typedef struct cz_trace_opts {
     uint32_t sharegpt_max_total;       /* prune prompt + output longer than this (2048) */
     double chars_per_token;     /* token estimator when the file has no counts (4.0) */
     uint32_t default_output_tokens; /* output length when the file has none (0 = error) */
+    /* BurstGPT */
+    bool burstgpt_new_input;    /* a later turn's input is what its request adds to the
+                                   previous request and response (the trace re-sends the
+                                   conversation), at least 1 token (default false) */
     /* every format */
     cz_class cls;               /* class given to the sessions read */
 } cz_trace_opts;

@@ -148,7 +148,8 @@ static cz_status source_trace(const cJSON *t, const char *where, const char *bas
                               cz_workload *w, cz_err *err)
 {
     static const char *const keys[] = {"path",          "format",          "multi_turn", "filter",
-                                       "output_tokens", "chars_per_token", "class"};
+                                       "output_tokens", "chars_per_token", "class",
+                                       "new_input_only"};
     cz_trace_opts o = cz_trace_opts_default();
     const char *path = NULL;
     uint64_t out_tokens = 0;
@@ -162,7 +163,8 @@ static cz_status source_trace(const cJSON *t, const char *where, const char *bas
             CZ_OK ||
         (st = cz_json_num(t, where, "chars_per_token", false, 0.01, 1e6, &o.chars_per_token,
                           err)) != CZ_OK ||
-        (st = parse_class(t, where, &o.cls, err)) != CZ_OK)
+        (st = parse_class(t, where, &o.cls, err)) != CZ_OK ||
+        (st = cz_json_bool(t, where, "new_input_only", false, &o.burstgpt_new_input, err)) != CZ_OK)
         return st;
     o.default_output_tokens = (uint32_t)out_tokens;
     char *full = resolve_path(base_dir, path);
@@ -238,9 +240,10 @@ static void retime_session(cz_workload *w, uint32_t si, double t_s)
 static cz_status apply_arrivals(const cJSON *a, const char *where, uint64_t seed, cz_workload *w,
                                 cz_err *err)
 {
-    static const char *const keys_trace[] = {"process", "think_s"};
-    static const char *const keys_poisson[] = {"process", "rate_rps", "think_s"};
-    static const char *const keys_gamma[] = {"process", "rate_rps", "burstiness", "think_s"};
+    static const char *const keys_trace[] = {"process", "think_s", "turns"};
+    static const char *const keys_poisson[] = {"process", "rate_rps", "think_s", "turns"};
+    static const char *const keys_gamma[] = {"process", "rate_rps", "burstiness", "think_s",
+                                             "turns"};
     static const char *const keys_closed[] = {"process", "concurrency", "think_s"};
     const char *process = NULL;
     cz_status st = a ? cz_json_str(a, where, "process", false, &process, err) : CZ_OK;
@@ -253,10 +256,21 @@ static cz_status apply_arrivals(const cJSON *a, const char *where, uint64_t seed
                           where, w->source);
     if (!process)
         process = "trace";
+    /* "turns": "closed" keeps the sessions' start times and times every later turn from
+     * the end of the reply before it (plus the think time) */
+    const char *turns = "open";
+    if (a && (st = cz_json_str(a, where, "turns", false, &turns, err)) != CZ_OK)
+        return st;
+    if (strcmp(turns, "open") != 0 && strcmp(turns, "closed") != 0)
+        return cz_err_set(err, CZ_EINVAL, "%s: field 'turns': expected open or closed, got '%s'",
+                          where, turns);
+    if (strcmp(turns, "closed") == 0)
+        for (uint32_t i = 0; i < w->n_sessions; i++)
+            w->sessions[i].timing = CZ_TIMING_CLOSED;
     double rate_rps = 0.0, burstiness = 1.0;
     uint64_t concurrency = 0;
     if (strcmp(process, "trace") == 0) {
-        if (a && (st = cz_json_check_keys(a, where, keys_trace, 2, err)) != CZ_OK)
+        if (a && (st = cz_json_check_keys(a, where, keys_trace, 3, err)) != CZ_OK)
             return st;
         if (!w->arrivals_given)
             return cz_err_set(err, CZ_EINVAL,
@@ -267,11 +281,11 @@ static cz_status apply_arrivals(const cJSON *a, const char *where, uint64_t seed
         return CZ_OK;
     }
     if (strcmp(process, "poisson") == 0) {
-        if ((st = cz_json_check_keys(a, where, keys_poisson, 3, err)) != CZ_OK ||
+        if ((st = cz_json_check_keys(a, where, keys_poisson, 4, err)) != CZ_OK ||
             (st = cz_json_num(a, where, "rate_rps", true, 1e-9, 1e9, &rate_rps, err)) != CZ_OK)
             return st;
     } else if (strcmp(process, "gamma") == 0) {
-        if ((st = cz_json_check_keys(a, where, keys_gamma, 4, err)) != CZ_OK ||
+        if ((st = cz_json_check_keys(a, where, keys_gamma, 5, err)) != CZ_OK ||
             (st = cz_json_num(a, where, "rate_rps", true, 1e-9, 1e9, &rate_rps, err)) != CZ_OK ||
             (st = cz_json_num(a, where, "burstiness", false, 1e-6, 1e6, &burstiness, err)) != CZ_OK)
             return st;
@@ -374,10 +388,12 @@ static cz_status apply_transforms(const cJSON *cfg, const char *where, cz_worklo
 static cz_status apply_audio(const cJSON *au, const char *where, cz_workload *w, cz_err *err)
 {
     static const char *const keys[] = {"tokens_per_text_token", "seconds_per_audio_token",
-                                       "speech_s_per_input_token"};
-    double ratio = 0.0, s_per_audio = 0.08, speech_per_in = 0.0;
+                                       "speech_s_per_input_token", "input_audio_tokens_per_s"};
+    double ratio = 0.0, s_per_audio = 0.08, speech_per_in = 0.0, in_audio_rate = 0.0;
     cz_status st;
-    if ((st = cz_json_check_keys(au, where, keys, 3, err)) != CZ_OK ||
+    if ((st = cz_json_check_keys(au, where, keys, 4, err)) != CZ_OK ||
+        (st = cz_json_num(au, where, "input_audio_tokens_per_s", false, 0.0, 1e4, &in_audio_rate,
+                          err)) != CZ_OK ||
         (st = cz_json_num(au, where, "tokens_per_text_token", false, 0.0, 1e3, &ratio, err)) !=
             CZ_OK ||
         (st = cz_json_num(au, where, "seconds_per_audio_token", false, 0.0, 1e3, &s_per_audio,
@@ -391,6 +407,12 @@ static cz_status apply_audio(const cJSON *au, const char *where, cz_workload *w,
         t->out_audio_tokens = audio > (double)UINT32_MAX ? UINT32_MAX : (uint32_t)audio;
         t->out_audio_s = t->out_audio_tokens * s_per_audio;
         t->speech_s = cz_turn_in_tokens(t) * speech_per_in;
+        if (in_audio_rate > 0.0) {
+            /* the prompt is spoken: the model hears speech_s of audio, encoded at this rate */
+            double a = round(t->speech_s * in_audio_rate);
+            t->in_audio_tokens = a < 1.0 ? 1u : a > (double)UINT32_MAX ? UINT32_MAX : (uint32_t)a;
+            t->in_text_tokens = 0;
+        }
     }
     return CZ_OK;
 }

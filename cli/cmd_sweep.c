@@ -1,0 +1,258 @@
+/* cmd_sweep.c - `cadenza sweep`: runs an experiment config over a grid of overrides and
+ * tabulates chosen summary keys, one row per point (docs/config.md). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cz_cli.h"
+#include "cz_json.h"
+
+static const char sweep_usage[] =
+    "usage: cadenza sweep SWEEP.json [--set key=value]... [-o results.jsonl] [--quiet]\n"
+    "\n"
+    "Runs the sweep's base experiment once per point of its grid (every combination of\n"
+    "the values listed per key, the last key varying fastest) and prints one row per point\n"
+    "with the summary keys the sweep reports. A sweep file:\n"
+    "\n"
+    "  {\"name\": \"...\", \"base\": \"experiment.json\",\n"
+    "   \"grid\": {\"workload.arrivals.concurrency\": [2, 4, 8],\n"
+    "            \"server.kv_idle\": [\"drop\", \"offload\"]},\n"
+    "   \"report\": [\"p90_audio_ttfp_ms\", \"continuity_ok_rate\"]}\n"
+    "\n"
+    "  --set key=value      override a field of the base experiment at every point\n"
+    "  -o, --output FILE    write every point's full summary as JSON lines\n"
+    "  --quiet              print nothing but errors\n"
+    "  -h, --help           this help\n";
+
+typedef struct sweep {
+    cJSON *json;
+    const char *name;
+    cJSON *base;            /* the base experiment (owned copy) */
+    char *base_dir;
+    const cJSON *grid;
+    int n_keys;
+    const cJSON *keys[16];  /* the grid's arrays */
+    const cJSON *report;
+} sweep;
+
+static cz_status sweep_load(const char *path, sweep *sw, cz_err *err)
+{
+    static const char *const keys[] = {"name", "description", "base", "grid", "report"};
+    memset(sw, 0, sizeof *sw);
+    cz_status st = cz_json_load(path, &sw->json, err);
+    if (st != CZ_OK)
+        return st;
+    if (!cJSON_IsObject(sw->json))
+        return cz_err_set(err, CZ_EINVAL, "%s: expected a JSON object", path);
+    const char *base = NULL;
+    sw->name = "sweep";
+    if ((st = cz_json_check_keys(sw->json, path, keys, 5, err)) != CZ_OK ||
+        (st = cz_json_str(sw->json, path, "name", false, &sw->name, err)) != CZ_OK ||
+        (st = cz_json_str(sw->json, path, "base", true, &base, err)) != CZ_OK ||
+        (st = cz_json_obj(sw->json, path, "grid", true, &sw->grid, err)) != CZ_OK)
+        return st;
+    sw->report = cJSON_GetObjectItemCaseSensitive(sw->json, "report");
+    if (!sw->report || !cJSON_IsArray(sw->report) || cJSON_GetArraySize(sw->report) < 1)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'report': expected a non-empty array of summary keys", path);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, sw->report)
+    {
+        if (!cJSON_IsString(it))
+            return cz_err_set(err, CZ_EINVAL, "%s: field 'report': expected summary key names",
+                              path);
+    }
+    cJSON_ArrayForEach(it, sw->grid)
+    {
+        if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) < 1)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: grid.%s: expected a non-empty array of values", path,
+                              it->string);
+        if (sw->n_keys == (int)CZ_ARRAY_LEN(sw->keys))
+            return cz_err_set(err, CZ_EINVAL, "%s: field 'grid': at most %d keys", path,
+                              (int)CZ_ARRAY_LEN(sw->keys));
+        sw->keys[sw->n_keys++] = it;
+    }
+    char *dir = cz_cli_dir_of(path);
+    size_t n = strlen(dir) + strlen(base) + 2;
+    char *base_path = cz_xmalloc(n);
+    snprintf(base_path, n, "%s/%s", base[0] == '/' ? "" : dir, base);
+    st = cz_json_load(base[0] == '/' ? base : base_path, &sw->base, err);
+    sw->base_dir = cz_cli_dir_of(base[0] == '/' ? base : base_path);
+    free(base_path);
+    free(dir);
+    if (st != CZ_OK)
+        return cz_err_prefix(err, "%s: field 'base': ", path);
+    return CZ_OK;
+}
+
+static void sweep_free(sweep *sw)
+{
+    cJSON_Delete(sw->json);
+    cJSON_Delete(sw->base);
+    free(sw->base_dir);
+}
+
+/* "key=value" with the value as JSON text; caller frees. */
+static char *assignment(const char *key, const cJSON *value)
+{
+    char *v = cJSON_PrintUnformatted(value);
+    size_t n = strlen(key) + strlen(v) + 2;
+    char *a = cz_xmalloc(n);
+    snprintf(a, n, "%s=%s", key, v);
+    cJSON_free(v);
+    return a;
+}
+
+static void print_value(const cJSON *v)
+{
+    if (cJSON_IsNumber(v))
+        printf(" %14.4g", v->valuedouble);
+    else if (cJSON_IsString(v))
+        printf(" %14s", v->valuestring);
+    else
+        printf(" %14s", "null");
+}
+
+static bool write_lines(FILE *f, const void *ctx)
+{
+    const cJSON *rows = ctx;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, rows)
+    {
+        char *t = cJSON_PrintUnformatted(it);
+        bool ok = fputs(t, f) >= 0 && fputc('\n', f) != EOF;
+        cJSON_free(t);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+int cz_cmd_sweep(int argc, char **argv)
+{
+    const char *path = NULL, *out = NULL;
+    const char **sets = cz_xcalloc((size_t)argc, sizeof *sets);
+    int n_sets = 0;
+    bool quiet = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(sweep_usage, stdout);
+            free(sets);
+            return CZ_EXIT_OK;
+        } else if (strcmp(a, "--set") == 0 || strcmp(a, "-o") == 0 ||
+                   strcmp(a, "--output") == 0) {
+            if (i + 1 >= argc) {
+                free(sets);
+                return cz_cli_usage_error("sweep", "option '%s' needs a value", a);
+            }
+            if (strcmp(a, "--set") == 0)
+                sets[n_sets++] = argv[++i];
+            else
+                out = argv[++i];
+        } else if (strcmp(a, "--quiet") == 0) {
+            quiet = true;
+        } else if (a[0] == '-' || path) {
+            free(sets);
+            return cz_cli_usage_error("sweep", "unexpected argument '%s'", a);
+        } else {
+            path = a;
+        }
+    }
+    if (!path) {
+        free(sets);
+        return cz_cli_usage_error("sweep", "missing the SWEEP.json file");
+    }
+    cz_err err;
+    cz_err_clear(&err);
+    sweep sw;
+    cz_status st = sweep_load(path, &sw, &err);
+    for (int i = 0; i < n_sets && st == CZ_OK; i++)
+        st = cz_json_set_path(sw.base, sets[i], &err);
+    free(sets);
+    if (st != CZ_OK) {
+        sweep_free(&sw);
+        return cz_cli_fail(&err);
+    }
+
+    uint64_t points = 1;
+    for (int k = 0; k < sw.n_keys; k++)
+        points *= (uint64_t)cJSON_GetArraySize(sw.keys[k]);
+    cJSON *rows = cJSON_CreateArray();
+    if (!quiet) {
+        printf("sweep '%s': %llu points\n", sw.name, (unsigned long long)points);
+        for (int k = 0; k < sw.n_keys; k++)
+            printf(" %14.14s", sw.keys[k]->string);
+        const cJSON *r;
+        cJSON_ArrayForEach(r, sw.report)
+        {
+            printf(" %14.14s", r->valuestring);
+        }
+        printf("\n");
+    }
+    int rc = CZ_EXIT_OK;
+    for (uint64_t pt = 0; pt < points && rc == CZ_EXIT_OK; pt++) {
+        cJSON *cfg = cJSON_Duplicate(sw.base, 1);
+        cJSON *point = cJSON_CreateObject();
+        uint64_t rest = pt;
+        for (int k = sw.n_keys - 1; k >= 0; k--) {
+            int n = cJSON_GetArraySize(sw.keys[k]);
+            const cJSON *v = cJSON_GetArrayItem(sw.keys[k], (int)(rest % (uint64_t)n));
+            rest /= (uint64_t)n;
+            char *asg = assignment(sw.keys[k]->string, v);
+            if (st == CZ_OK)
+                st = cz_json_set_path(cfg, asg, &err);
+            free(asg);
+            cJSON_AddItemToObject(point, sw.keys[k]->string, cJSON_Duplicate(v, 1));
+        }
+        char where[512];
+        snprintf(where, sizeof where, "%s (point %llu)", path, (unsigned long long)pt + 1);
+        cz_sim_config c;
+        cz_metrics m;
+        memset(&m, 0, sizeof m);
+        cz_summary sum;
+        cz_sim_stats stats;
+        cJSON *summary = NULL;
+        double wall_s = 0;
+        if (st == CZ_OK)
+            st = cz_cli_simulate(cfg, where, sw.base_dir, false, &c, &m, &sum, &stats, &summary,
+                                 &wall_s, &err);
+        if (st != CZ_OK) {
+            rc = cz_cli_fail(&err);
+        } else {
+            if (!quiet) {
+                for (int k = 0; k < sw.n_keys; k++)
+                    print_value(cJSON_GetObjectItemCaseSensitive(point, sw.keys[k]->string));
+                const cJSON *r;
+                cJSON_ArrayForEach(r, sw.report)
+                {
+                    print_value(cJSON_GetObjectItemCaseSensitive(summary, r->valuestring));
+                }
+                printf("\n");
+                fflush(stdout);
+                fprintf(stderr, "sweep: point %llu/%llu done in %.2f s\n",
+                        (unsigned long long)pt + 1, (unsigned long long)points, wall_s);
+            }
+            cJSON *row = cJSON_CreateObject();
+            cJSON_AddItemToObject(row, "point", point);
+            point = NULL;
+            cJSON_AddItemToObject(row, "summary", summary);
+            summary = NULL;
+            cJSON_AddItemToArray(rows, row);
+        }
+        cz_metrics_free(&m);
+        cJSON_Delete(summary);
+        cJSON_Delete(point);
+        cJSON_Delete(cfg);
+    }
+    if (rc == CZ_EXIT_OK && out) {
+        st = cz_file_write_atomic(out, write_lines, rows, &err);
+        if (st != CZ_OK)
+            rc = cz_cli_fail(&err);
+    }
+    cJSON_Delete(rows);
+    sweep_free(&sw);
+    return rc;
+}
