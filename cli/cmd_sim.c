@@ -63,6 +63,43 @@ static void print_progress(void *ctx, const cz_sim_progress *p)
         fputc('\n', stderr);
 }
 
+static double num(const cJSON *j, const char *key)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, key);
+    return cJSON_IsNumber(it) ? it->valuedouble : NAN;
+}
+
+/* The spoken-turn, frame and per-stage lines of the readable summary. */
+static void print_pipeline_lines(const cJSON *s)
+{
+    if (cJSON_GetObjectItemCaseSensitive(s, "spoken_turns"))
+        printf("audio: %.0f spoken turns (%.0f barged in)  TTFP p50 %.1f ms p90 %.1f ms p99 %.1f "
+               "ms  RTF median %.3f  continuity %.4f  effective %.4f req/s  audio %.1f s/s\n",
+               num(s, "spoken_turns"), num(s, "barged_turns"), num(s, "p50_audio_ttfp_ms"),
+               num(s, "p90_audio_ttfp_ms"), num(s, "p99_audio_ttfp_ms"),
+               num(s, "median_audio_rtf"), num(s, "continuity_ok_rate"),
+               num(s, "effective_request_throughput"), num(s, "audio_throughput"));
+    if (cJSON_GetObjectItemCaseSensitive(s, "frames"))
+        printf("frames: %.0f  latency p50 %.1f ms p99 %.1f ms  empty %.0f  deadline misses %.0f\n",
+               num(s, "frames"), num(s, "p50_frame_latency_ms"), num(s, "p99_frame_latency_ms"),
+               num(s, "empty_frames"), num(s, "deadline_misses"));
+    double sat = num(s, "kv_pool_saturated_at_s");
+    printf("tokens: generated %.0f  heard %.0f  waste ratio %.4f  KV pool %s", num(s, "generated_tokens"),
+           num(s, "heard_tokens"), num(s, "waste_ratio"), isnan(sat) ? "never saturated" : "saturated at");
+    if (!isnan(sat))
+        printf(" %.2f s", sat);
+    printf("\n");
+    const cJSON *st;
+    cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(s, "stages"))
+    {
+        printf("  stage %-10s generated %.0f heard %.0f waste %.4f  KV reload on the critical "
+               "path %.3f s (p90 %.2f ms)\n",
+               cJSON_GetObjectItemCaseSensitive(st, "stage")->valuestring,
+               num(st, "generated_tokens"), num(st, "heard_tokens"), num(st, "waste_ratio"),
+               num(st, "total_kv_reload_s"), num(st, "p90_kv_reload_ms"));
+    }
+}
+
 cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *base_dir,
                           bool progress, cz_sim_config *cfg, cz_metrics *m, cz_summary *sum,
                           cz_sim_stats *stats, cJSON **summary, double *wall_s, cz_err *err)
@@ -200,6 +237,7 @@ int cz_cmd_sim(int argc, char **argv)
                cz_version(), cfg.name, (unsigned long long)cfg.seed, cfg.model.name, cfg.hw.name,
                cfg.sched->name);
         cz_summary_print(&sum, stdout);
+        print_pipeline_lines(summary);
         const cJSON *th = cJSON_GetObjectItemCaseSensitive(summary, "queueing_theory");
         if (th) {
             const cJSON *pred = cJSON_GetObjectItemCaseSensitive(th, "mean_queue_wait_ms");

@@ -201,6 +201,11 @@ static void print_dist(FILE *f, const char *label, const cz_dist *d)
 
 void cz_summary_print(const cz_summary *s, FILE *f)
 {
+    if (s->completed + s->failed + s->rejected + s->aborted == 0) {
+        fprintf(f, "no request turns in this run (steps %llu, preemptions %llu)\n",
+                (unsigned long long)s->steps, (unsigned long long)s->preemptions);
+        return;
+    }
     fprintf(f, "completed %llu  failed %llu  rejected %llu  duration %.2f s  steps %llu  "
                "preemptions %llu\n",
             (unsigned long long)s->completed, (unsigned long long)s->failed,

@@ -67,6 +67,42 @@ static hid_t tl_type(void)
     return t;
 }
 
+static hid_t audio_type(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_audio_record));
+#define F(name, ht) H5Tinsert(t, #name, HOFFSET(cz_audio_record, name), ht)
+    F(session, H5T_NATIVE_UINT64);
+    F(turn, H5T_NATIVE_UINT32);
+    F(barged, H5T_NATIVE_UINT32);
+    F(continuous, H5T_NATIVE_UINT32);
+    F(underruns, H5T_NATIVE_UINT32);
+    F(ready_s, H5T_NATIVE_DOUBLE);
+    F(speech_start_s, H5T_NATIVE_DOUBLE);
+    F(first_audio_s, H5T_NATIVE_DOUBLE);
+    F(last_audio_s, H5T_NATIVE_DOUBLE);
+    F(audio_s, H5T_NATIVE_DOUBLE);
+    F(heard_s, H5T_NATIVE_DOUBLE);
+    F(max_underrun_s, H5T_NATIVE_DOUBLE);
+    F(end_s, H5T_NATIVE_DOUBLE);
+#undef F
+    return t;
+}
+
+static hid_t frame_type(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_frame_record));
+#define F(name, ht) H5Tinsert(t, #name, HOFFSET(cz_frame_record, name), ht)
+    F(stream, H5T_NATIVE_UINT32);
+    F(frame, H5T_NATIVE_UINT32);
+    F(empty, H5T_NATIVE_UINT32);
+    F(missed, H5T_NATIVE_UINT32);
+    F(tick_s, H5T_NATIVE_DOUBLE);
+    F(done_s, H5T_NATIVE_DOUBLE);
+    F(latency_s, H5T_NATIVE_DOUBLE);
+#undef F
+    return t;
+}
+
 static hid_t itl_type(void)
 {
     hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_wsample));
@@ -127,7 +163,7 @@ cz_status cz_results_write_h5(const char *path, const cz_metrics *m, const char 
     size_t tn = strlen(path) + 32;
     char *tmp = cz_xmalloc(tn);
     snprintf(tmp, tn, "%s.tmp%ld", path, (long)getpid());
-    hid_t rt = req_type(), tt = tl_type(), it = itl_type();
+    hid_t rt = req_type(), tt = tl_type(), it = itl_type(), at = audio_type(), ft = frame_type();
     h5_req_row *rows = cz_xmalloc((m->n_req ? m->n_req : 1) * sizeof *rows);
     for (uint64_t i = 0; i < m->n_req; i++) {
         const cz_req_record *r = &m->req[i];
@@ -159,6 +195,8 @@ cz_status cz_results_write_h5(const char *path, const cz_metrics *m, const char 
     CZ_H5_CHECK(write_table(file, "requests", rt, m->n_req, rows), "write /requests");
     CZ_H5_CHECK(write_table(file, "timeline", tt, m->n_tl, m->tl), "write /timeline");
     CZ_H5_CHECK(write_table(file, "itl", it, m->n_itl, m->itl), "write /itl");
+    CZ_H5_CHECK(write_table(file, "audio", at, m->n_audio, m->audio), "write /audio");
+    CZ_H5_CHECK(write_table(file, "frames", ft, m->n_frames, m->frames), "write /frames");
     CZ_H5_CHECK(write_str_attr(file, "config", config_json), "write the config attribute");
     CZ_H5_CHECK(write_str_attr(file, "summary", summary_json), "write the summary attribute");
     CZ_H5_CHECK(write_str_attr(file, "cadenza_version", cz_version()), "write the version");
@@ -176,6 +214,8 @@ fail:
     H5Tclose(rt);
     H5Tclose(tt);
     H5Tclose(it);
+    H5Tclose(at);
+    H5Tclose(ft);
     free(rows);
     free(tmp);
     return st;

@@ -3,6 +3,8 @@
  *               ttft_s, tpot_s, e2el_s, queue_wait_s)
  *   /timeline   compound table (t_s, kv_blocks_used, running, waiting, batch_tokens)
  *   /itl        compound table of inter-token gaps (gap_s, count)
+ *   /audio      compound table, one row per spoken turn (cz_audio_record)
+ *   /frames     compound table, one row per periodic-stream frame (cz_frame_record)
  *   attributes on /: config (JSON text), summary (JSON text), cadenza_version, seed.
  * The file is written to a temporary name and renamed, so an error never leaves a
  * half-written file. HDF5's own error printing is switched off; its failures come back

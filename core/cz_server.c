@@ -520,6 +520,7 @@ uint32_t cz_server_seq_open(cz_server *s, uint64_t session, uint32_t cls, bool p
         .turn_rec = NO_REC,
         .pinned = pinned,
         .speech_start_s = NAN,
+        .report_s = NAN,
         .last_token_s = NAN,
         .load_start_s = NAN,
     };
@@ -942,6 +943,16 @@ void cz_server_notify_at(cz_server *s, uint32_t id, uint32_t generated)
         heap_up(s, d->heap_pos);
         heap_down(s, d->heap_pos);
     }
+}
+
+void cz_server_on_playback(cz_server *s, double t_s, uint32_t id, double played_s,
+                           double received_s)
+{
+    CZ_ASSERT(id < s->n_seqs && played_s <= received_s + 1e-9);
+    cz_seq *q = &s->seqs[id];
+    q->played_s = played_s;
+    q->received_s = received_s;
+    q->report_s = t_s;
 }
 
 void cz_server_on_speech_start(cz_server *s, double t_s, uint32_t id)

@@ -94,6 +94,10 @@ typedef struct cz_seq {
     bool storing;           /* a store to host memory is in flight */
     uint32_t notify_at;     /* report when generated reaches this (0: no report asked) */
     double speech_start_s;  /* latest voice activity the client reported (NaN: none) */
+    double played_s;        /* the client's latest playback report: seconds of the current
+                               reply played, and received, at report_s */
+    double received_s;
+    double report_s;
     double last_token_s;
     double load_start_s;
 } cz_seq;
@@ -189,6 +193,12 @@ void cz_server_feed(cz_server *s, double t_s, uint32_t seq, uint32_t in_tokens,
 /* Asks for a report (cz_step_events.milestone) when `seq`'s generated count reaches
  * `generated`, which must exceed the current count; one report at a time. O(log n). */
 void cz_server_notify_at(cz_server *s, uint32_t seq, uint32_t generated);
+
+/* The client reports its playback of the current reply of `seq`'s session at t_s:
+ * `played_s` seconds heard of `received_s` received (the interaction plane of LiveServe
+ * §3, 000_6fdb7821c3412586.txt; read by interaction-aware policies). */
+void cz_server_on_playback(cz_server *s, double t_s, uint32_t seq, double played_s,
+                           double received_s);
 
 /* The client saw the user start speaking in `seq`'s session (voice activity) at t_s. */
 void cz_server_on_speech_start(cz_server *s, double t_s, uint32_t seq);

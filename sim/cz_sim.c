@@ -692,6 +692,14 @@ static void on_jobs_done(sim_state *S, rep_rt *r, double now)
             cz_player *pl = &S->players[si];
             bool first = pl->chunks == 0;
             cz_player_chunk(pl, now, jobs[i].audio_s);
+            /* the client reports its playback to every autoregressive stage of the
+             * session (LiveServe's interaction plane) */
+            for (uint32_t q = 0; q < S->n_pipe; q++) {
+                ses_stage *st = SP(S, si, q);
+                if (st->seq != NONE)
+                    cz_server_on_playback(S->reps[st->rep].srv, now, st->seq,
+                                          cz_player_heard_s(pl, now), pl->audio_s);
+            }
             cz_audio_record *a = &S->m->audio[ss->audio_rec];
             if (first) {
                 a->first_audio_s = now;
