@@ -12,7 +12,8 @@
 /* Row of /requests: the record plus the derived latencies, in seconds. */
 typedef struct h5_req_row {
     uint64_t session;
-    uint32_t turn, stage, cls, input_tokens, output_tokens, heard_tokens, preemptions, outcome;
+    uint32_t turn, stage, stream, cls, input_tokens, output_tokens, heard_tokens, preemptions,
+        outcome;
     double arrival_s, first_sched_s, first_token_s, finish_s, kv_load_s;
     double queue_wait_s, ttft_s, tpot_s, e2el_s;
 } h5_req_row;
@@ -33,6 +34,7 @@ static hid_t req_type(void)
     F(session, H5T_NATIVE_UINT64);
     F(turn, H5T_NATIVE_UINT32);
     F(stage, H5T_NATIVE_UINT32);
+    F(stream, H5T_NATIVE_UINT32);
     F(cls, H5T_NATIVE_UINT32);
     F(input_tokens, H5T_NATIVE_UINT32);
     F(output_tokens, H5T_NATIVE_UINT32);
@@ -172,6 +174,7 @@ cz_status cz_results_write_h5(const char *path, const cz_metrics *m, const char 
         w->session = r->session;
         w->turn = r->turn;
         w->stage = r->stage;
+        w->stream = r->stream;
         w->heard_tokens = r->heard_tokens;
         w->kv_load_s = r->kv_load_s;
         w->cls = r->cls;

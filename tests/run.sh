@@ -21,13 +21,18 @@ run_build() { # name, meson options...
     meson test -C "$dir" --print-errorlogs --num-processes 2 || return 1
 }
 
-count() { # sums Criterion's per-suite synthesis lines in a meson test log
-    local log=$1/meson-logs/testlog.txt t=0 f=0
+count() { # sums the suites' totals in a meson test log: Criterion's synthesis lines and
+          # the "N passed, N failed" line of the command-line suite (tests/cli.sh)
+    local log=$1/meson-logs/testlog.txt t=0 f=0 a b c
     if [ -f "$log" ]; then
-        while read -r tested failing crashing; do
-            t=$((t + tested))
-            f=$((f + failing + crashing))
+        while read -r a b c; do
+            t=$((t + a))
+            f=$((f + b + c))
         done < <(sed -n 's/.*Tested: \([0-9]*\) | Passing: [0-9]* | Failing: \([0-9]*\) | Crashing: \([0-9]*\).*/\1 \2 \3/p' "$log")
+        while read -r a b; do
+            t=$((t + a + b))
+            f=$((f + b))
+        done < <(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$log")
     fi
     passed=$((passed + t - f))
     failed=$((failed + f))
