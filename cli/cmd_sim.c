@@ -83,14 +83,19 @@ static void print_pipeline_lines(const cJSON *s)
         printf("frames: %.0f  latency p50 %.1f ms p99 %.1f ms  empty %.0f  deadline misses %.0f\n",
                num(s, "frames"), num(s, "p50_frame_latency_ms"), num(s, "p99_frame_latency_ms"),
                num(s, "empty_frames"), num(s, "deadline_misses"));
+    const cJSON *stages = cJSON_GetObjectItemCaseSensitive(s, "stages");
     double sat = num(s, "kv_pool_saturated_at_s");
+    if (!cJSON_GetObjectItemCaseSensitive(s, "spoken_turns") &&
+        !cJSON_GetObjectItemCaseSensitive(s, "frames") && cJSON_GetArraySize(stages) < 2 &&
+        isnan(sat) && num(s, "waste_ratio") == 0)
+        return; /* a plain text run: the table says it all */
     printf("tokens: generated %.0f  heard %.0f  waste ratio %.4f  KV pool %s", num(s, "generated_tokens"),
            num(s, "heard_tokens"), num(s, "waste_ratio"), isnan(sat) ? "never saturated" : "saturated at");
     if (!isnan(sat))
         printf(" %.2f s", sat);
     printf("\n");
     const cJSON *st;
-    cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(s, "stages"))
+    cJSON_ArrayForEach(st, stages)
     {
         printf("  stage %-10s generated %.0f heard %.0f waste %.4f  KV reload on the critical "
                "path %.3f s (p90 %.2f ms)\n",
