@@ -25,7 +25,8 @@ enum {
     EV_XFER_DONE,   /* arg: replica, arg2: sequence * 2 + to_host */
     EV_BARGE_IN,    /* arg: session, arg2: global turn index */
     EV_REPLY_END,   /* arg: session, arg2: global turn index: playback of the reply ends */
-    EV_TICK         /* arg: stream, arg2: frame */
+    EV_TICK,        /* arg: stream, arg2: frame */
+    EV_SPEECH       /* arg: global turn index: the user starts speaking it */
 };
 
 /* An operation on a replica's serving core that must wait for its batch to end. */
@@ -510,8 +511,6 @@ static void submit_next(sim_state *S, uint32_t si, double now)
             st->rep = route(S, si, p, g);
     }
     stage_seq(S, si, S->first_ar, g);
-    ses_stage *fa = SP(S, si, S->first_ar);
-    cz_server_on_speech_start(S->reps[fa->rep].srv, arrival - t->speech_s, fa->seq);
     if (S->voc >= 0) {
         cz_player_init(&S->players[si], S->cfg->continuity_threshold_s);
         cz_audio_record a = {.session = si, .turn = k, .ready_s = arrival,
@@ -535,12 +534,32 @@ static void submit_next(sim_state *S, uint32_t si, double now)
     }
 }
 
-static void push_next_initial(sim_state *S)
+/* Schedules turn g's arrival (its input ready) at t_s, and the voice activity of its
+ * speech start speech_s before, or now if that has passed. */
+static void push_turn(sim_state *S, uint32_t g, double t_s, double now)
+{
+    double speech = S->wl->turns[g].speech_s;
+    if (speech > 0)
+        cz_evq_push(&S->q, t_s - speech > now ? t_s - speech : now, EV_SPEECH, g, 0);
+    cz_evq_push(&S->q, t_s, EV_ARRIVAL, g, 0);
+}
+
+static void push_next_initial(sim_state *S, double now)
 {
     if (S->next_initial < S->n_initial) {
         uint32_t g = S->initial[S->next_initial++];
-        cz_evq_push(&S->q, S->wl->turns[g].arrival_s, EV_ARRIVAL, g, 0);
+        push_turn(S, g, S->wl->turns[g].arrival_s, now);
     }
+}
+
+/* The user starts speaking turn g: the voice activity reaches the session's sequence at
+ * the first autoregressive stage (for interaction-aware policies: LiveServe §5.2 preloads
+ * KV on it). */
+static void on_speech(sim_state *S, uint32_t g, double now)
+{
+    ses_stage *fa = SP(S, S->turn_session[g], S->first_ar);
+    if (fa->seq != NONE)
+        cz_server_on_speech_start(S->reps[fa->rep].srv, now, fa->seq);
 }
 
 static void start_bounded_session(sim_state *S, double now)
@@ -549,7 +568,7 @@ static void start_bounded_session(sim_state *S, double now)
         return;
     const cz_session *ses = &S->wl->sessions[S->bounded[S->next_bounded++]];
     double t = S->wl->turns[ses->turn_off].arrival_s;
-    cz_evq_push(&S->q, t > now ? t : now, EV_ARRIVAL, ses->turn_off, 0);
+    push_turn(S, ses->turn_off, t > now ? t : now, now);
 }
 
 /* Frees the session's sequences once its last turn has ended and nothing is pending. */
@@ -596,7 +615,7 @@ static void turn_ended(sim_state *S, uint32_t si, double now, bool barged)
          * (the interruption is the start of the next turn) */
         const cz_turn *next = &S->wl->turns[g + 1];
         double speech_start = barged ? now : now + S->wl->turns[g].think_s;
-        cz_evq_push(&S->q, speech_start + next->speech_s, EV_ARRIVAL, g + 1, 0);
+        push_turn(S, g + 1, speech_start + next->speech_s, now);
     } else {
         submit_next(S, si, now);
     }
@@ -610,7 +629,7 @@ static void on_arrival(sim_state *S, double now, uint32_t g)
     S->arrived++;
     submit_next(S, si, now);
     if (ses->timing == CZ_TIMING_OPEN || (g == ses->turn_off && S->wl->concurrency == 0))
-        push_next_initial(S);
+        push_next_initial(S, now);
 }
 
 /* ---- barge-in ---- */
@@ -961,7 +980,7 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
             cz_evq_push(&S.q, sm->start_s, EV_TICK, j, 0);
     }
 
-    push_next_initial(&S);
+    push_next_initial(&S, 0.0);
     for (uint32_t i = 0; i < wl->concurrency && S.next_bounded < S.n_bounded; i++)
         start_bounded_session(&S, 0.0);
 
@@ -1022,6 +1041,7 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
             break;
         }
         case EV_TICK: on_tick(&S, ev.arg, ev.arg2, now); break;
+        case EV_SPEECH: on_speech(&S, ev.arg, now); break;
         default: CZ_ASSERT(0 && "unknown event");
         }
         dispatch_all(&S, now);
