@@ -11,16 +11,8 @@
 
 #include "cz_json.h"
 #include "cz_sim.h"
+#include "test_util.h"
 
-static char *root_path(const char *rel)
-{
-    const char *root = getenv("CZ_SOURCE_ROOT");
-    cr_assert(root != NULL, "CZ_SOURCE_ROOT not set");
-    size_t n = strlen(root) + strlen(rel) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, "%s/%s", root, rel);
-    return p;
-}
 
 typedef struct run {
     cz_sim_config cfg;
@@ -35,7 +27,7 @@ static void run_config(run *r, const char *json)
 {
     cJSON *j = cJSON_Parse(json);
     cr_assert(j != NULL);
-    char *dir = root_path("tests/data/pipeline");
+    char *dir = cz_test_path("tests/data/pipeline");
     cz_err err;
     cz_err_clear(&err);
     cz_workload_init(&r->wl);
@@ -61,7 +53,7 @@ static void run_free(run *r)
 static const char *tiny_cfg(const char *trace)
 {
     static char buf[1024];
-    char *card = root_path("tests/data/pipeline/tiny-omni.json");
+    char *card = cz_test_path("tests/data/pipeline/tiny-omni.json");
     snprintf(buf, sizeof buf,
              "{\"model\": \"%s\", \"hardware\": \"h100-sxm\","
              " \"cost\": {\"step_overhead_s\": 0.01},"
@@ -169,4 +161,24 @@ Test(pipeline, metronome_saturation_first_order_model)
         cr_assert_float_eq(cJSON_GetObjectItem(r.summary, "deadline_misses")->valuedouble, 0, 0);
         run_free(&r);
     }
+}
+
+/* Two replicas of a text model on two GPUs: the least-loaded router spreads two sessions
+ * that arrive together over both (a session router would too; a lone replica would not). */
+Test(pipeline, least_loaded_router_spreads_sessions)
+{
+    const char *cfg =
+        "{\"model\": \"llama-3-8b\", \"hardware\": \"h100-sxm\", \"router\": \"least_loaded\","
+        " \"pipeline\": {\"llm\": {\"replicas\": 2, \"gpus\": [0, 1]}},"
+        " \"sim\": {\"timeline_interval_s\": 0},"
+        " \"workload\": {\"synthetic\": {\"requests\": 2, \"input_tokens\": 100, \"output_tokens\": 50},"
+        "   \"arrivals\": {\"process\": \"poisson\", \"rate_rps\": 1e6}}}";
+    run r;
+    run_config(&r, cfg);
+    bool busy[2] = {false, false};
+    for (uint64_t i = 0; i < r.m.n_tl; i++)
+        if (r.m.tl[i].running > 0)
+            busy[r.m.tl[i].replica] = true;
+    cr_assert(busy[0] && busy[1], "both replicas served a session");
+    run_free(&r);
 }

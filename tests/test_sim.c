@@ -8,22 +8,14 @@
 
 #include "cz_json.h"
 #include "cz_sim.h"
+#include "test_util.h"
 
-static char *root_path(const char *rel)
-{
-    const char *root = getenv("CZ_SOURCE_ROOT");
-    cr_assert(root != NULL, "CZ_SOURCE_ROOT not set");
-    size_t n = strlen(root) + strlen(rel) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, "%s/%s", root, rel);
-    return p;
-}
 
 /* Runs a validation config with `requests` requests; returns simulated and predicted
  * mean queue wait (ms). */
 static void run_validation(const char *rel, unsigned requests, double *sim_ms, double *pred_ms)
 {
-    char *path = root_path(rel);
+    char *path = cz_test_path(rel);
     cJSON *j;
     cz_err err;
     cz_err_clear(&err);
@@ -31,7 +23,7 @@ static void run_validation(const char *rel, unsigned requests, double *sim_ms, d
     char set[64];
     snprintf(set, sizeof set, "workload.synthetic.requests=%u", requests);
     cr_assert_eq(cz_json_set_path(j, set, &err), CZ_OK, "%s", err.msg);
-    char *dir = root_path("experiments/validation");
+    char *dir = cz_test_path("experiments/validation");
     cz_sim_config cfg;
     cz_workload wl;
     cz_workload_init(&wl);
@@ -82,7 +74,7 @@ Test(sim, mg1_pollaczek_khinchine)
 
 static char *run_default_summary(const char *set)
 {
-    char *path = root_path("experiments/default.json");
+    char *path = cz_test_path("experiments/default.json");
     cJSON *j;
     cz_err err;
     cz_err_clear(&err);
@@ -90,7 +82,7 @@ static char *run_default_summary(const char *set)
     cr_assert_eq(cz_json_set_path(j, "workload.max_requests=400", &err), CZ_OK);
     if (set)
         cr_assert_eq(cz_json_set_path(j, set, &err), CZ_OK);
-    char *dir = root_path("experiments");
+    char *dir = cz_test_path("experiments");
     cz_sim_config cfg;
     cz_workload wl;
     cz_workload_init(&wl);

@@ -216,3 +216,13 @@ cz_status cz__csv_num(const cz__csv *c, int idx, double *out, cz_err *err)
     *out = v;
     return CZ_OK;
 }
+
+cz_status cz__jsonl_parse(const char *line, const char *where, cJSON **out, cz_err *err)
+{
+    const char *end = NULL;
+    *out = cJSON_ParseWithOpts(line, &end, 1);
+    if (!*out)
+        return cz_err_set(err, CZ_EFORMAT, "%s: not valid JSON (column %td)", where,
+                          (end ? end : line) - line + 1);
+    return CZ_OK;
+}

@@ -224,13 +224,9 @@ cz_status cz__read_cadenza(const char *path, const cz_trace_opts *o, cz_workload
     while (st == CZ_OK && (line = cz__lines_next(&ls)) != NULL) {
         char where[CZ_ERR_MSG_MAX / 2];
         snprintf(where, sizeof where, "%s:%zu", path, ls.line);
-        const char *end = NULL;
-        cJSON *rec = cJSON_ParseWithOpts(line, &end, 1);
-        if (!rec) {
-            st = cz_err_set(err, CZ_EFORMAT, "%s: not valid JSON (column %td)", where,
-                            (end ? end : line) - line + 1);
+        cJSON *rec = NULL;
+        if ((st = cz__jsonl_parse(line, where, &rec, err)) != CZ_OK)
             break;
-        }
         const cJSON *js = cJSON_GetObjectItemCaseSensitive(rec, "stream");
         if (!have_header) {
             st = read_header(rec, where, w, err);

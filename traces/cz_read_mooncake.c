@@ -52,13 +52,9 @@ cz_status cz__read_mooncake(const char *path, const cz_trace_opts *o, cz_workloa
     while (st == CZ_OK && (line = cz__lines_next(&ls)) != NULL) {
         char where[CZ_ERR_MSG_MAX / 2];
         snprintf(where, sizeof where, "%s:%zu", path, ls.line);
-        const char *end = NULL;
-        cJSON *rec = cJSON_ParseWithOpts(line, &end, 1);
-        if (!rec) {
-            st = cz_err_set(err, CZ_EFORMAT, "%s: not valid JSON (column %td)", where,
-                            (end ? end : line) - line + 1);
+        cJSON *rec = NULL;
+        if ((st = cz__jsonl_parse(line, where, &rec, err)) != CZ_OK)
             break;
-        }
         double ts_ms = 0.0;
         uint64_t in_tokens = 0, out_tokens = 0;
         uint32_t n_hash = 0;

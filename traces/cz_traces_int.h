@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #include "cz_base.h"
 #include "cz_traces.h"
 #include "cz_workload.h"
@@ -29,6 +31,10 @@ void cz__lines_close(cz__lines *ls);
 /* Returns the next line that is not blank (NUL-terminated, without "\r\n"), with its
  * number in ls->line, or NULL at the end of the file. The text stays valid until close. */
 char *cz__lines_next(cz__lines *ls);
+
+/* Parses one JSONL record; on a syntax error fails with CZ_EFORMAT naming `where` (the
+ * file and line) and the column. The caller deletes *out. */
+cz_status cz__jsonl_parse(const char *line, const char *where, cJSON **out, cz_err *err);
 
 /* ---- CSV ------------------------------------------------------------------------- */
 
