@@ -240,7 +240,7 @@ int cz_cmd_sim(int argc, char **argv)
     if (!quiet) {
         printf("cadenza %s  experiment '%s'  seed %llu  model %s on %s  scheduler %s\n",
                cz_version(), cfg.name, (unsigned long long)cfg.seed, cfg.model.name, cfg.hw.name,
-               cfg.sched->name);
+               cfg.scheduler);
         cz_summary_print(&sum, stdout);
         print_pipeline_lines(summary);
         const cJSON *th = cJSON_GetObjectItemCaseSensitive(summary, "queueing_theory");

@@ -29,7 +29,7 @@ typedef struct snode {
 
 struct cz_server {
     cz_server_config cfg;
-    const cz_sched_ops *sched;
+    cz_sched_ops sched;
     cz_metrics *metrics;
 
     cz_seq *seqs;
@@ -59,6 +59,10 @@ struct cz_server {
     uint32_t kv_idle_blocks;
     uint64_t host_tokens;
 
+    cz_cand *cands;       /* ordering policies: the ready set of a step */
+    size_t cap_cands;
+    bool ordered;         /* the policy orders every step (no aggregate decode set) */
+    uint32_t batch_cap;   /* the ordering policy's batch-size cap (0: none) */
     cz_batch_item *items; /* prefill chunks of the batch in flight, capacity max_num_seqs */
     uint32_t n_items;
     uint32_t batch_decode;
@@ -102,10 +106,10 @@ cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sch
     /* vLLM's SchedulerConfig requires it; every decoding sequence then fits every step */
     CZ_ASSERT(cfg->max_num_batched_tokens >= cfg->max_num_seqs);
     CZ_ASSERT(cfg->kv_idle == CZ_KV_IDLE_DROP || cfg->kv_idle == CZ_KV_IDLE_OFFLOAD);
-    CZ_ASSERT(sched && sched->pick_victim && metrics);
+    CZ_ASSERT(sched && (sched->pick_victim || sched->select) && metrics);
     cz_server *s = cz_xcalloc(1, sizeof *s);
     s->cfg = *cfg;
-    s->sched = sched;
+    s->sched = *sched;
     s->metrics = metrics;
     s->cap_seqs = expected_seqs ? expected_seqs : 1024;
     s->seqs = cz_xmalloc(s->cap_seqs * sizeof *s->seqs);
@@ -128,6 +132,7 @@ cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sch
     s->xfers = cz_xmalloc(s->cap_xfers * sizeof *s->xfers);
     s->xfers_out = cz_xmalloc(s->cap_xfers_out * sizeof *s->xfers_out);
     s->last_done_s = NAN;
+    s->ordered = sched->select != NULL;
     return s;
 }
 
@@ -141,6 +146,7 @@ void cz_server_free(cz_server *s)
     free(s->pf);
     free(s->heap);
     free(s->phase_cnt);
+    free(s->cands);
     free(s->items);
     free(s->turn_done);
     free(s->first_token);
@@ -594,6 +600,9 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, ui
     /* a waiting turn's resident prefix stays cached (evictable) until it is admitted */
     q->turn_rec = r;
     q->turn_open = true;
+    q->turn_ready_s = t_s;
+    q->played_s = q->received_s = q->last_chunk_s = 0;
+    q->report_s = NAN;
     q->input_final = input_final;
     q->turn_generated_base = q->generated;
     q->tokens_in += in_tokens;
@@ -648,6 +657,13 @@ static void add_item(cz_server *s, cz_batch *b, uint32_t id, uint32_t n)
     s->items[s->n_items++] = (cz_batch_item){id, n, q->computed};
     q->sched_tokens = n;
     b->total_tokens += n;
+    if (n == 1 && q->computed + 1 == q->tokens_in + q->generated && q->computed >= q->tokens_in) {
+        /* a one-token step past the input is a decode (listed one by one when the policy
+         * orders every step, or when it resumes) */
+        b->decode_seqs++;
+        b->decode_ctx_tokens += (uint64_t)q->computed + 1;
+        return;
+    }
     b->prefill_tokens += n;
     b->prefill_seqs++;
     /* token i of the chunk attends to ctx_before + i + 1 positions */
@@ -683,7 +699,7 @@ static void preempt(cz_server *s, uint32_t id)
 static uint32_t pick_victim(cz_server *s)
 {
     cz_sched_view v = {s->n_decode + s->n_pf, last_admitted(s), kv_free(s)};
-    uint32_t victim = s->sched->pick_victim(&v);
+    uint32_t victim = s->sched.pick_victim(&v);
     CZ_ASSERT(victim == v.last_admitted); /* see cz_sched_ops.pick_victim */
     return victim;
 }
@@ -697,11 +713,202 @@ static uint32_t loadable(const cz_server *s, const cz_seq *q)
     return q->host_tokens;
 }
 
+uint32_t cz_sched_blocks(const cz_sched_ctx *ctx, const cz_seq *q, uint32_t tokens)
+{
+    uint64_t slack = (uint64_t)q->blocks * ctx->block_tokens - q->computed;
+    if (tokens <= slack)
+        return 0;
+    return (uint32_t)((tokens - slack + ctx->block_tokens - 1) / ctx->block_tokens);
+}
+
+/* Preempts running sequence `id` by recompute wherever it is in the running order (the
+ * ordering path's fallback when nothing selected can get KV). */
+static void preempt_any(cz_server *s, uint32_t id)
+{
+    pf_remove(s, id);
+    cz_seq *q = &s->seqs[id];
+    kv_release(s, q);
+    q->computed = 0;
+    q->state = CZ_SEQ_WAITING;
+    wq_push_front(s, id);
+    s->metrics->req[q->turn_rec].preemptions++;
+    s->metrics->preemptions++;
+}
+
+/* Drops from the waiting queue every sequence no longer waiting; O(queue). */
+static void wq_compact(cz_server *s)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < s->wq_len; i++) {
+        uint32_t x = s->wq[(s->wq_head + i) % s->wq_cap];
+        if (s->seqs[x].state == CZ_SEQ_WAITING)
+            s->wq[(s->wq_head + w++) % s->wq_cap] = x;
+    }
+    s->wq_len = w;
+}
+
+/* Drops from the running list every sequence no longer running; O(running). */
+static void pf_compact(cz_server *s)
+{
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < s->n_pf; i++) {
+        uint32_t x = s->pf[i];
+        if (s->seqs[x].state == CZ_SEQ_RUNNING)
+            s->pf[w++] = x;
+        else
+            s->sn[x].in_pf = 0;
+    }
+    s->n_pf = w;
+}
+
+static void timeline_sample(cz_server *s, double t_s, const cz_batch *out);
+
+/* One step under an ordering policy (LiveServe Algorithm 1 and its kin): every running
+ * and waiting sequence is a candidate, the policy orders them and picks what runs, and the
+ * core applies the pick in order (000_6fdb7821c3412586.txt, section 4.2). */
+static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
+{
+    /* KV loads first, in queue order, as the FCFS path admits them */
+    bool loads = false;
+    for (size_t i = 0; s->cfg.kv_idle == CZ_KV_IDLE_OFFLOAD && i < s->wq_len; i++) {
+        uint32_t id = s->wq[(s->wq_head + i) % s->wq_cap];
+        cz_seq *q = &s->seqs[id];
+        uint32_t load = loadable(s, q);
+        if (!load || n_running(s) >= s->cfg.max_num_seqs)
+            continue;
+        bool was_cached = s->sn[id].in_idle;
+        idle_leave(s, id);
+        uint32_t extra = blocks_for(s, load) - q->blocks;
+        if (!make_room(s, extra, t_s)) {
+            if (was_cached)
+                idle_enter(s, id);
+            break;
+        }
+        q->blocks += extra;
+        s->kv_used += extra;
+        q->state = CZ_SEQ_LOADING;
+        q->load_start_s = t_s;
+        s->sn[id].load_tokens = load;
+        s->n_loading++;
+        xfer_request(s, id, load, false);
+        loads = true;
+    }
+    if (loads)
+        wq_compact(s);
+
+    size_t n = (size_t)s->n_pf + s->wq_len;
+    cz_grow((void **)&s->cands, &s->cap_cands, n ? n : 1, sizeof *s->cands);
+    uint32_t nc = 0;
+    for (uint32_t i = 0; i < s->n_pf; i++) {
+        uint32_t id = s->pf[i];
+        const cz_seq *q = &s->seqs[id];
+        uint32_t need = q->tokens_in + q->generated - q->computed;
+        s->cands[nc] = (cz_cand){.seq = id, .need = need, .pos = nc, .running = 1,
+                                 .decode = need == 1 && q->computed >= q->tokens_in};
+        nc++;
+    }
+    for (size_t i = 0; i < s->wq_len; i++) {
+        uint32_t id = s->wq[(s->wq_head + i) % s->wq_cap];
+        const cz_seq *q = &s->seqs[id];
+        uint32_t need = q->tokens_in + q->generated - q->computed;
+        s->cands[nc] = (cz_cand){.seq = id, .need = need, .pos = nc};
+        nc++;
+    }
+    cz_sched_ctx ctx = {
+        .now_s = t_s,
+        .seqs = s->seqs,
+        .token_budget = s->cfg.max_num_batched_tokens,
+        .seq_cap = s->cfg.max_num_seqs,
+        .running = n_running(s),
+        .kv_blocks = s->cfg.kv_blocks,
+        .kv_used = s->kv_used,
+        .kv_available = kv_free(s) + s->kv_idle_blocks,
+        .block_tokens = s->cfg.block_tokens,
+        .chunked_prefill = s->cfg.chunked_prefill,
+        .batch_cap = s->batch_cap,
+    };
+    if (nc)
+        s->batch_cap = s->sched.select(s->sched.state, &ctx, s->cands, nc);
+
+    uint32_t budget = s->cfg.max_num_batched_tokens;
+    bool admitted = false, preempted = false;
+    for (uint32_t k = 0; k < nc; k++) {
+        cz_cand *c = &s->cands[k];
+        if (c->take == 0)
+            continue;
+        cz_seq *q = &s->seqs[c->seq];
+        if (q->state != CZ_SEQ_RUNNING && q->state != CZ_SEQ_WAITING)
+            continue; /* preempted in this step */
+        CZ_ASSERT(c->take <= c->need && c->take <= budget);
+        CZ_ASSERT(s->cfg.chunked_prefill || c->take == c->need);
+        bool waiting = q->state == CZ_SEQ_WAITING;
+        /* V1 admits nothing in a step that had to preempt, nor beyond the sequence cap */
+        if (waiting && (preempted || n_running(s) >= s->cfg.max_num_seqs))
+            continue;
+        bool was_cached = s->sn[c->seq].in_idle;
+        if (waiting)
+            idle_leave(s, c->seq);
+        uint32_t extra = extra_blocks(s, q, c->take);
+        bool blocked = false;
+        while (!make_room(s, extra, t_s)) {
+            /* V1's fallback: preempt the lowest-priority running candidate not yet given
+             * work in this step */
+            uint32_t v = nc;
+            for (uint32_t j = nc; j-- > k + 1;) {
+                const cz_cand *o = &s->cands[j];
+                if (o->running && s->seqs[o->seq].state == CZ_SEQ_RUNNING &&
+                    s->seqs[o->seq].sched_tokens == 0) {
+                    v = j;
+                    break;
+                }
+            }
+            if (v == nc) {
+                /* nothing below it to preempt: a running candidate preempts itself (V1),
+                 * a waiting one stays waiting */
+                if (!waiting) {
+                    preempt_any(s, c->seq);
+                    preempted = true;
+                }
+                blocked = true;
+                break;
+            }
+            preempt_any(s, s->cands[v].seq);
+            preempted = true;
+        }
+        if (blocked) {
+            if (waiting && was_cached)
+                idle_enter(s, c->seq);
+            break;
+        }
+        q->blocks += extra;
+        s->kv_used += extra;
+        if (waiting) {
+            q->state = CZ_SEQ_RUNNING;
+            pf_push(s, c->seq);
+            admitted = true;
+            cz_req_record *rec = &s->metrics->req[q->turn_rec];
+            if (isnan(rec->first_sched_s))
+                rec->first_sched_s = t_s;
+        }
+        add_item(s, out, c->seq, c->take);
+        budget -= c->take;
+    }
+    if (admitted || preempted)
+        wq_compact(s);
+    out->items = s->items;
+    out->n_items = s->n_items;
+    s->in_flight = s->n_items > 0;
+    timeline_sample(s, t_s, out);
+    return s->in_flight;
+}
+
 bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
 {
     CZ_ASSERT(!s->in_flight);
     memset(out, 0, sizeof *out);
     s->n_items = 0;
+    if (s->ordered)
+        return schedule_ordered(s, t_s, out);
     uint32_t budget = s->cfg.max_num_batched_tokens;
     bool preempted = false;
 
@@ -801,6 +1008,13 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
     out->items = s->items;
     out->n_items = s->n_items;
     s->in_flight = s->n_items > 0 || s->batch_decode > 0;
+    timeline_sample(s, t_s, out);
+    return s->in_flight;
+}
+
+/* A timeline row at the start of a step, at most every timeline_interval_s. */
+static void timeline_sample(cz_server *s, double t_s, const cz_batch *out)
+{
     if (t_s >= s->tl_next_s) {
         cz_timeline_row row = {
             .t_s = t_s,
@@ -816,7 +1030,6 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         cz_metrics_timeline(s->metrics, &row);
         s->tl_next_s = t_s + s->metrics->timeline_interval_s;
     }
-    return s->in_flight;
 }
 
 /* The open turn of `id` reached its budget at t_s with its input complete. */
@@ -900,7 +1113,8 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
         q->sched_tokens = 0;
         if (q->computed != q->tokens_in + q->generated)
             continue;
-        pf_remove(s, id);
+        if (!s->ordered)
+            pf_remove(s, id);
         q->generated++;
         cz_req_record *rec = &s->metrics->req[q->turn_rec];
         if (q->generated == q->turn_generated_base + 1) {
@@ -914,9 +1128,11 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
         check_milestone(s, id);
         if (q->generated == q->budget)
             budget_reached(s, id, t_s);
-        else
+        else if (!s->ordered)
             d_join(s, id);
     }
+    if (s->ordered)
+        pf_compact(s);
     s->n_items = 0;
     s->batch_decode = 0;
     ev->turn_done = s->turn_done;
@@ -946,12 +1162,13 @@ void cz_server_notify_at(cz_server *s, uint32_t id, uint32_t generated)
 }
 
 void cz_server_on_playback(cz_server *s, double t_s, uint32_t id, double played_s,
-                           double received_s)
+                           double received_s, double last_chunk_s)
 {
     CZ_ASSERT(id < s->n_seqs && played_s <= received_s + 1e-9);
     cz_seq *q = &s->seqs[id];
     q->played_s = played_s;
     q->received_s = received_s;
+    q->last_chunk_s = last_chunk_s;
     q->report_s = t_s;
 }
 

@@ -95,27 +95,69 @@ typedef struct cz_seq {
     uint32_t notify_at;     /* report when generated reaches this (0: no report asked) */
     double speech_start_s;  /* latest voice activity the client reported (NaN: none) */
     double played_s;        /* the client's latest playback report: seconds of the current
-                               reply played, and received, at report_s */
+                               reply played, and received, at report_s (NaN: none yet) */
     double received_s;
+    double last_chunk_s;    /* seconds in the latest chunk received */
     double report_s;
+    double turn_ready_s;    /* the open turn arrived (its input was ready) */
     double last_token_s;
     double load_start_s;
 } cz_seq;
 
-/* What a scheduler policy sees when the KV pool runs out. Read-only. */
+/* What the FCFS policy sees when the KV pool runs out. Read-only. */
 typedef struct cz_sched_view {
     uint32_t n_running;
     uint32_t last_admitted; /* id of the running sequence admitted most recently */
     uint32_t free_blocks;
 } cz_sched_view;
 
-/* A scheduler policy (policies/): pure decisions over a read-only view. */
+/* A sequence an ordering policy may schedule in this step. */
+typedef struct cz_cand {
+    uint32_t seq;
+    uint32_t need;    /* tokens it lacks */
+    uint32_t take;    /* set by the policy: tokens to compute now (0: not in this step) */
+    uint32_t pos;     /* FCFS position: running in admission order, then the waiting queue */
+    uint8_t running;  /* holds a running slot (else it waits for admission) */
+    uint8_t decode;   /* its need is one decode token */
+    uint32_t group;   /* scratch for the policy's ordering (a class) */
+    double key;       /* scratch for the policy's ordering (within the class) */
+} cz_cand;
+
+/* What an ordering policy sees at the start of a step. Read-only. */
+typedef struct cz_sched_ctx {
+    double now_s;
+    const cz_seq *seqs;       /* every sequence by id, interaction signals included */
+    uint32_t token_budget;    /* max_num_batched_tokens */
+    uint32_t seq_cap;         /* max_num_seqs: running slots in all */
+    uint32_t running;         /* slots held now */
+    uint32_t kv_blocks;       /* the pool */
+    uint32_t kv_used;
+    uint32_t kv_available;    /* free blocks plus idle KV that may be evicted */
+    uint32_t block_tokens;
+    bool chunked_prefill;
+    uint32_t batch_cap;       /* the policy's own batch-size cap from its last step (0: none) */
+} cz_sched_ctx;
+
+/* Blocks sequence `q` must add to compute `tokens` more (for a policy's budget checks). */
+uint32_t cz_sched_blocks(const cz_sched_ctx *ctx, const cz_seq *q, uint32_t tokens);
+
+/* A scheduler policy (policies/): pure decisions over read-only views. A policy either
+ * keeps vLLM V1's FCFS order (select NULL: the core's O(log n) path, pick_victim chooses
+ * preemption victims), or orders every ready sequence in each step (select set). */
 typedef struct cz_sched_ops {
     const char *name;
-    /* Id of the running sequence to preempt when the KV pool is full. The serving core
-     * keeps vLLM V1's invariant that sequences scheduled earlier in the step are never
+    /* FCFS path: id of the running sequence to preempt when the KV pool is full; the core
+     * keeps V1's invariant that sequences scheduled earlier in the step are never
      * victims: it accepts only the most recently admitted running sequence. */
     uint32_t (*pick_victim)(const cz_sched_view *view);
+    /* Ordering path: sorts `cands` in priority order (highest first) and sets `take` for
+     * the ones to run in this step within the token budget, the free slots and the
+     * available KV; returns its batch-size cap for the next step (ctx.batch_cap then; 0:
+     * none). `state` is the policy's parameters (read-only). The core applies the
+     * selection in order; when what is selected cannot get KV it preempts the
+     * lowest-priority running candidates by recompute (V1's fallback). */
+    uint32_t (*select)(const void *state, const cz_sched_ctx *ctx, cz_cand *cands, uint32_t n);
+    const void *state;
 } cz_sched_ops;
 
 /* One prefill chunk of a batch. The decode set (sequences past their input, one token
@@ -162,7 +204,7 @@ typedef struct cz_step_events {
 
 typedef struct cz_server cz_server;
 
-/* A new server with `cfg` and the scheduler `sched` (not owned; must outlive the
+/* A new server with `cfg` and the scheduler `sched` (copied; its state must outlive the
  * server), recording into `metrics` (not owned). `expected_seqs` presizes the tables.
  * Invalid configurations are caller bugs (validated by the config parser): asserted. */
 cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sched,
@@ -195,10 +237,11 @@ void cz_server_feed(cz_server *s, double t_s, uint32_t seq, uint32_t in_tokens,
 void cz_server_notify_at(cz_server *s, uint32_t seq, uint32_t generated);
 
 /* The client reports its playback of the current reply of `seq`'s session at t_s:
- * `played_s` seconds heard of `received_s` received (the interaction plane of LiveServe
+ * `played_s` seconds heard of `received_s` received, the latest chunk holding
+ * `last_chunk_s` (the interaction plane of LiveServe
  * §3, 000_6fdb7821c3412586.txt; read by interaction-aware policies). */
 void cz_server_on_playback(cz_server *s, double t_s, uint32_t seq, double played_s,
-                           double received_s);
+                           double received_s, double last_chunk_s);
 
 /* The client saw the user start speaking in `seq`'s session (voice activity) at t_s. */
 void cz_server_on_speech_start(cz_server *s, double t_s, uint32_t seq);

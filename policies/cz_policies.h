@@ -1,19 +1,87 @@
 /* cz_policies.h - the policy library: pure scheduling decisions selected by name.
  *
- * Each policy is a table of functions over read-only views of the serving core's state
- * (cz_server.h); none does I/O, reads a clock or allocates per decision. */
+ * Each scheduler is a table of functions over read-only views of the serving core's state
+ * (cz_server.h); none does I/O, reads a clock or allocates per decision. A scheduler's
+ * parameters live in a cz_policy, one per pipeline stage (per-stage values in the config),
+ * and are what its `state` points to. docs/policies.md describes each with its sources. */
 #ifndef CZ_POLICIES_H
 #define CZ_POLICIES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
 
 #include "cz_base.h"
 #include "cz_server.h"
 
+/* Parameters of the schedulers; each reads its own. */
+typedef struct cz_policy_params {
+    /* Stage-aware playback buffer telemetry (set by the driver, not the config): audio
+     * seconds that one token of this stage becomes; 0 when the stage produces no audio
+     * (then interaction-aware orderings fall back to FCFS order). */
+    double audio_s_per_token;
+    /* LiveServe (000_6fdb7821c3412586.txt, section 4.1, Eq. 1-3) */
+    double p_safe_s;          /* P_safe: the minimum safe playback buffer (2.0 s) */
+    double alpha;             /* weight of the barge-in exposure cost (1.0) */
+    double beta;              /* weight of the KV-pressure benefit (1.0) */
+    /* VoxServe (001_4ea5faaee5602c5d.txt, section 3.2.1, and its OnlineScheduler) */
+    double urgent_window_s;   /* urgent within this of the playback deadline (1.0 s) */
+    uint32_t max_new_prefills;/* new requests prefilled per step (1) */
+    uint32_t prefill_step_cap;/* requests in a step that holds a prefill (8) */
+    bool throughput_mode;     /* section 4.3.3: largest batches, no streaming priorities */
+    /* BROS (003_4ea0224bc1b7e235.txt) */
+    uint32_t base_batch;      /* base batch size (128) */
+    double rt_ttft_s;         /* real-time SLOs: first token, and each later token */
+    double rt_tpot_s;
+    double step_a_s;          /* linear step-latency model: a + b x tokens (the driver */
+    double step_b_s;          /* fits it to the stage's cost model) */
+} cz_policy_params;
+
+typedef struct cz_policy {
+    const cz_sched_ops *ops;  /* the scheduler's function table (state unset) */
+    cz_policy_params params;
+} cz_policy;
+
 /* First-come-first-served, vLLM V1's default policy: requests are admitted in arrival
  * order and, when the KV pool runs out, the most recently admitted running request is
- * preempted (vLLM V1 Scheduler: `self.running.pop()` under SchedulingPolicy.FCFS). */
+ * preempted (vLLM V1 Scheduler: `self.running.pop()` under SchedulingPolicy.FCFS). It runs
+ * on the serving core's O(log n) path. */
 extern const cz_sched_ops cz_sched_fcfs;
 
-/* Looks a scheduler up by name ("fcfs"). CZ_ENOTFOUND naming the known ones otherwise. */
-cz_status cz_policy_scheduler_find(const char *name, const cz_sched_ops **out, cz_err *err);
+/* The same FCFS order on the ordering path (O(n) per step): a cross-check of that path. */
+extern const cz_sched_ops cz_sched_fcfs_scan;
+
+/* LiveServe's urgency scheduler (000_6fdb7821c3412586.txt, sections 4.1-4.2, Eq. 1-3,
+ * Algorithm 1). */
+extern const cz_sched_ops cz_sched_liveserve;
+
+/* VoxServe's streaming scheduler and its throughput mode (001_4ea5faaee5602c5d.txt,
+ * sections 3.2.1 and 4.3.3). */
+extern const cz_sched_ops cz_sched_voxserve;
+
+/* BROS's real-time / best-effort scheduler with adaptive batch size
+ * (003_4ea0224bc1b7e235.txt). */
+extern const cz_sched_ops cz_sched_bros;
+
+/* The defaults of every parameter (documented above). */
+cz_policy_params cz_policy_params_default(void);
+
+/* Looks a scheduler up by name and reads its parameters from `params` (an object of the
+ * config, or NULL for the defaults); unknown names and keys are errors naming `where`. */
+cz_status cz_policy_make(const char *name, const cJSON *params, const char *where,
+                         cz_policy *out, cz_err *err);
+
+/* The function table with its state pointing at `pol`'s parameters (which must outlive
+ * every server it is given to). */
+cz_sched_ops cz_policy_ops(const cz_policy *pol);
+
+/* Stage-aware playback buffer of sequence `q` at now_s (LiveServe section 4.1): audio
+ * seconds its produced tokens become, less what the client has played (extrapolated at
+ * real time from its last report); NaN without telemetry. */
+double cz_policy_buffer_s(const cz_policy_params *p, const cz_seq *q, double now_s);
+
+/* True once the current turn of `q` has delivered audio to the client. */
+bool cz_policy_audio_started(const cz_seq *q);
 
 #endif

@@ -11,6 +11,8 @@
 #include "cz_policies.h"
 #include "cz_traces.h"
 
+#include <gsl/gsl_fit.h>
+
 /* ---- config ---- */
 
 /* Fields of a serving-core config present in `j` (the "server" object, or a stage's
@@ -190,6 +192,110 @@ static cz_status parse_slo(const cJSON *j, const char *where, cz_slo *slo, cz_er
     return st;
 }
 
+/* BROS's linear step-latency model, a + b x tokens, fitted by least squares (GSL) to the
+ * stage's roofline over decode batches of 1 to 256 sequences and prefill chunks of 64 to
+ * 8192 tokens at a 1,024-token context (docs/policies.md). */
+static void fit_step_model(const cz_sim_config *c, uint32_t p, cz_policy_params *out)
+{
+    enum { N = 24 };
+    double x[N], y[N];
+    const cz_stage_card *s = &c->model.stages[c->model.pipe[p].stage];
+    for (int i = 0; i < N; i++) {
+        cz_batch_shape b = {0};
+        if (i < N / 2) {
+            b.decode_seqs = 1u << (i * 8 / (N / 2));
+            b.decode_seqs += (uint32_t)i;
+            b.decode_ctx_tokens = (uint64_t)b.decode_seqs * 1024;
+            x[i] = b.decode_seqs;
+        } else {
+            uint64_t t = 64ull << ((i - N / 2) * 7 / (N / 2));
+            b.prefill_tokens = t;
+            b.prefill_seqs = 1;
+            b.prefill_attn_ctx = t * 1024 + t * (t + 1) / 2;
+            x[i] = (double)t;
+        }
+        cz_step_cost cost;
+        cz_cost_step(s, &c->hw, &c->cost, &b, &cost);
+        y[i] = cost.total_s;
+    }
+    double c0, c1, cov00, cov01, cov11, sumsq;
+    gsl_fit_linear(x, 1, y, 1, N, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
+    out->step_a_s = c0;
+    out->step_b_s = c1;
+}
+
+/* "scheduler": a name, or {"name", parameters..., "stages": {stage: {parameters}}}; the
+ * same scheduler runs every autoregressive stage, each with its own parameters and the
+ * driver's telemetry (audio seconds per token of the stage). */
+static cz_status parse_scheduler(const cJSON *cfg, const char *where, cz_sim_config *c,
+                                 cz_err *err)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(cfg, "scheduler");
+    const char *name = "fcfs";
+    const cJSON *params = NULL, *stages = NULL;
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "%s: scheduler", where);
+    cz_status st;
+    if (cJSON_IsString(j)) {
+        name = j->valuestring;
+    } else if (cJSON_IsObject(j)) {
+        params = j;
+        if ((st = cz_json_str(j, ctx, "name", true, &name, err)) != CZ_OK ||
+            (st = cz_json_obj(j, ctx, "stages", false, &stages, err)) != CZ_OK)
+            return st;
+    } else if (j) {
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'scheduler': expected a name or an object with \"name\"",
+                          where);
+    }
+    snprintf(c->scheduler, sizeof c->scheduler, "%s", name);
+    for (uint32_t p = 0; p < c->model.n_pipe; p++) {
+        const cz_pipe_stage *ps = &c->model.pipe[p];
+        const char *sname = c->model.stages[ps->stage].name;
+        if ((st = cz_policy_make(name, params, ctx, &c->place[p].policy, err)) != CZ_OK)
+            return st;
+        const cJSON *over = stages ? cJSON_GetObjectItemCaseSensitive(stages, sname) : NULL;
+        if (over) {
+            char sctx[300];
+            snprintf(sctx, sizeof sctx, "%s.stages.%s", ctx, sname);
+            cJSON *merged = cJSON_Duplicate(params, 1);
+            cJSON_DeleteItemFromObjectCaseSensitive(merged, "stages");
+            const cJSON *it;
+            cJSON_ArrayForEach(it, over)
+            {
+                cJSON_DeleteItemFromObjectCaseSensitive(merged, it->string);
+                cJSON_AddItemToObject(merged, it->string, cJSON_Duplicate(it, 1));
+            }
+            st = cz_policy_make(name, merged, sctx, &c->place[p].policy, err);
+            cJSON_Delete(merged);
+            if (st != CZ_OK)
+                return st;
+        }
+        /* telemetry: the audio seconds one token of this stage becomes downstream */
+        double spt = 0;
+        if (ps->io == CZ_IO_AUDIO) {
+            for (uint32_t d = p + 1; d < c->model.n_pipe; d++)
+                if (c->model.pipe[d].from == (int32_t)p &&
+                    c->model.stages[c->model.pipe[d].stage].kind == CZ_STAGE_VOCODER)
+                    spt = c->model.pipe[d].audio_s_per_token;
+        } else if (ps->io == CZ_IO_TEXT) {
+            for (uint32_t d = p + 1; d < c->model.n_pipe; d++) {
+                if (c->model.pipe[d].from != (int32_t)p ||
+                    c->model.stages[c->model.pipe[d].stage].kind != CZ_STAGE_AR)
+                    continue;
+                for (uint32_t v = d + 1; v < c->model.n_pipe; v++)
+                    if (c->model.pipe[v].from == (int32_t)d &&
+                        c->model.stages[c->model.pipe[v].stage].kind == CZ_STAGE_VOCODER)
+                        spt = c->model.pipe[d].out_per_in * c->model.pipe[v].audio_s_per_token;
+            }
+        }
+        c->place[p].policy.params.audio_s_per_token = spt;
+        if (c->model.stages[ps->stage].kind == CZ_STAGE_AR)
+            fit_step_model(c, p, &c->place[p].policy.params);
+    }
+    return CZ_OK;
+}
+
 /* Sizes the KV pool of every autoregressive replica left unsized: each GPU's memory
  * (hbm_bytes x gpu_memory_utilization) less the weights of every replica placed on it
  * (inner stages included; tensor parallelism divides them) is shared equally by the
@@ -251,7 +357,6 @@ cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *b
     c->cost = cz_cost_params_default();
     c->max_time_s = INFINITY;
     c->timeline_interval_s = 0.1;
-    c->sched = &cz_sched_fcfs;
     if (!cJSON_IsObject(cfg))
         return cz_err_set(err, CZ_EINVAL, "%s: expected a JSON object at the top level", where);
     cz_status st = cz_json_check_keys(cfg, where, keys, (int)CZ_ARRAY_LEN(keys), err);
@@ -271,11 +376,10 @@ cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *b
     if (obj && (st = parse_cost(obj, where, c, err)) != CZ_OK)
         return st;
 
-    const char *model = "llama-3-8b", *hw = "h100-sxm", *stage = NULL, *sched = "fcfs";
+    const char *model = "llama-3-8b", *hw = "h100-sxm", *stage = NULL;
     if ((st = cz_json_str(cfg, where, "model", false, &model, err)) != CZ_OK ||
         (st = cz_json_str(cfg, where, "hardware", false, &hw, err)) != CZ_OK ||
-        (st = cz_json_str(cfg, where, "stage", false, &stage, err)) != CZ_OK ||
-        (st = cz_json_str(cfg, where, "scheduler", false, &sched, err)) != CZ_OK)
+        (st = cz_json_str(cfg, where, "stage", false, &stage, err)) != CZ_OK)
         return st;
     if ((st = cz_model_card_load(model, &c->model, err)) != CZ_OK ||
         (st = cz_hw_card_load(hw, &c->hw, err)) != CZ_OK)
@@ -301,8 +405,6 @@ cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *b
                                            .chunk_tokens = 1, .out_per_in = 1, .inner = -1};
         c->model.n_pipe = 1;
     }
-    if ((st = cz_policy_scheduler_find(sched, &c->sched, err)) != CZ_OK)
-        return cz_err_prefix(err, "%s: field 'scheduler': ", where);
 
     if ((st = cz_json_obj(cfg, where, "server", false, &obj, err)) != CZ_OK)
         return st;
@@ -322,6 +424,8 @@ cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *b
         for (uint32_t r = 0; r < c->place[p].replicas; r++)
             if (c->place[p].gpus[r] + 1 > c->n_gpus)
                 c->n_gpus = c->place[p].gpus[r] + 1;
+    if ((st = parse_scheduler(cfg, where, c, err)) != CZ_OK)
+        return st;
     const char *router = "session";
     if ((st = cz_json_str(cfg, where, "router", false, &router, err)) != CZ_OK)
         return st;

@@ -717,7 +717,8 @@ static void on_jobs_done(sim_state *S, rep_rt *r, double now)
                 ses_stage *st = SP(S, si, q);
                 if (st->seq != NONE)
                     cz_server_on_playback(S->reps[st->rep].srv, now, st->seq,
-                                          cz_player_heard_s(pl, now), pl->audio_s);
+                                          cz_player_heard_s(pl, now), pl->audio_s,
+                                          jobs[i].audio_s);
             }
             cz_audio_record *a = &S->m->audio[ss->audio_rec];
             if (first) {
@@ -887,7 +888,8 @@ static void build_replicas(sim_state *S, uint64_t expected)
                 cz_server_config sc = cfg->place[p].server;
                 sc.timeline_stage = S->ar_ord[p];
                 sc.timeline_replica = k;
-                r->srv = cz_server_create(&sc, cfg->sched, S->m, expected);
+                cz_sched_ops ops = cz_policy_ops(&cfg->place[p].policy);
+                r->srv = cz_server_create(&sc, &ops, S->m, expected);
             } else {
                 cz_jobq_init(&r->jq, cfg->place[p].max_batch, cfg->place[p].max_tokens);
             }

@@ -21,6 +21,7 @@
 #include "cz_distspec.h"
 #include "cz_metrics.h"
 #include "cz_models.h"
+#include "cz_policies.h"
 #include "cz_server.h"
 #include "cz_workload.h"
 
@@ -43,6 +44,7 @@ typedef enum cz_router {
 
 /* Placement of one pipeline stage. */
 typedef struct cz_stage_place {
+    cz_policy policy;               /* its scheduler (autoregressive stages) */
     uint32_t replicas;
     uint32_t gpus[CZ_MAX_REPLICAS]; /* GPU of each replica; stages on one GPU time-share it */
     cz_server_config server;        /* autoregressive stages */
@@ -62,7 +64,7 @@ typedef struct cz_sim_config {
     uint32_t n_gpus;
     uint32_t router;          /* cz_router */
     double gpu_memory_utilization;
-    const cz_sched_ops *sched;
+    char scheduler[32];       /* the scheduler's name (every stage runs the same one) */
     cz_slo slo;
     double continuity_threshold_s; /* client: largest playback deficit still continuous */
     double frame_wait_fraction;    /* streams: a tick returns empty when its tokens are not

@@ -448,3 +448,51 @@ Test(server, kv_accounting_random)
         cz_metrics_free(&m);
     }
 }
+
+/* The ordering path with FCFS order (fcfs_scan) takes the same decisions as the O(log n)
+ * FCFS path, step by step, on random workloads under KV pressure across seeds. */
+Test(server, ordering_path_matches_fcfs_path)
+{
+    for (unsigned seed = 1; seed <= 60; seed++) {
+        srand(seed);
+        cz_server_config cfg = cz_server_config_default();
+        cfg.max_num_seqs = 8;
+        cfg.max_num_batched_tokens = 64;
+        cfg.block_tokens = 4;
+        cfg.kv_blocks = 40;
+        cz_metrics m1, m2;
+        cz_metrics_init(&m1, 0, 0);
+        cz_metrics_init(&m2, 0, 0);
+        cz_server *a = cz_server_create(&cfg, &cz_sched_fcfs, &m1, 0);
+        cz_server *b = cz_server_create(&cfg, &cz_sched_fcfs_scan, &m2, 0);
+        double t = 0;
+        for (int step = 0; step < 1500; step++) {
+            if (rand() % 3 == 0) {
+                uint32_t in = 1 + (uint32_t)(rand() % 40), out = 1 + (uint32_t)(rand() % 40);
+                uint32_t qa = cz_server_seq_open(a, (uint64_t)step, 0, false);
+                uint32_t qb = cz_server_seq_open(b, (uint64_t)step, 0, false);
+                cz_server_turn(a, t, qa, 0, 0, in, out, 0, true);
+                cz_server_turn(b, t, qb, 0, 0, in, out, 0, true);
+            }
+            cz_batch ba, bb;
+            bool ra = cz_server_schedule(a, t, &ba), rb = cz_server_schedule(b, t, &bb);
+            cr_assert_eq(ra, rb, "seed %u step %d", seed, step);
+            cr_assert_eq(ba.decode_seqs, bb.decode_seqs, "seed %u step %d", seed, step);
+            cr_assert_eq(ba.prefill_tokens, bb.prefill_tokens, "seed %u step %d", seed, step);
+            cr_assert_eq(ba.decode_ctx_tokens, bb.decode_ctx_tokens, "seed %u step %d", seed,
+                         step);
+            cr_assert_eq(m1.preemptions, m2.preemptions, "seed %u step %d", seed, step);
+            t += 0.01;
+            cz_step_events e;
+            if (ra) {
+                cz_server_on_batch_done(a, t, &e);
+                cz_server_on_batch_done(b, t, &e);
+            }
+            check(b);
+        }
+        cz_server_free(a);
+        cz_server_free(b);
+        cz_metrics_free(&m1);
+        cz_metrics_free(&m2);
+    }
+}

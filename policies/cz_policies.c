@@ -1,0 +1,161 @@
+/* cz_policies.c - the scheduler registry, parameters and shared helpers. */
+#include "cz_policies.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cz_json.h"
+#include "cz_policies_int.h"
+
+cz_policy_params cz_policy_params_default(void)
+{
+    return (cz_policy_params){
+        .audio_s_per_token = 0.0,
+        .p_safe_s = 2.0,
+        .alpha = 1.0,
+        .beta = 1.0,
+        .urgent_window_s = 1.0,
+        .max_new_prefills = 1,
+        .prefill_step_cap = 8,
+        .throughput_mode = false,
+        .base_batch = 128,
+        .rt_ttft_s = 0.5,
+        .rt_tpot_s = 0.1,
+        .step_a_s = 0.0,
+        .step_b_s = 0.0,
+    };
+}
+
+static const cz_sched_ops *const schedulers[] = {&cz_sched_fcfs, &cz_sched_fcfs_scan,
+                                                 &cz_sched_liveserve, &cz_sched_voxserve,
+                                                 &cz_sched_bros};
+
+cz_status cz_policy_make(const char *name, const cJSON *params, const char *where,
+                         cz_policy *out, cz_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->params = cz_policy_params_default();
+    for (size_t i = 0; i < CZ_ARRAY_LEN(schedulers); i++)
+        if (strcmp(schedulers[i]->name, name) == 0)
+            out->ops = schedulers[i];
+    if (!out->ops)
+        return cz_err_set(err, CZ_ENOTFOUND,
+                          "%s: unknown scheduler '%s' (known: fcfs, fcfs_scan, liveserve, "
+                          "voxserve, bros)",
+                          where, name);
+    if (!params)
+        return CZ_OK;
+    static const char *const keys[] = {"name",           "stages",           "p_safe_s",
+                                       "alpha",          "beta",             "urgent_window_s",
+                                       "max_new_prefills", "prefill_step_cap", "throughput_mode",
+                                       "base_batch",     "rt_ttft_ms",       "rt_tpot_ms"};
+    cz_policy_params *p = &out->params;
+    uint64_t v;
+    double ms;
+    cz_status st;
+    if ((st = cz_json_check_keys(params, where, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK ||
+        (st = cz_json_num(params, where, "p_safe_s", false, 1e-6, 1e6, &p->p_safe_s, err)) !=
+            CZ_OK ||
+        (st = cz_json_num(params, where, "alpha", false, 0, 1e12, &p->alpha, err)) != CZ_OK ||
+        (st = cz_json_num(params, where, "beta", false, 0, 1e12, &p->beta, err)) != CZ_OK ||
+        (st = cz_json_num(params, where, "urgent_window_s", false, 0, 1e6, &p->urgent_window_s,
+                          err)) != CZ_OK ||
+        (st = cz_json_bool(params, where, "throughput_mode", false, &p->throughput_mode, err)) !=
+            CZ_OK)
+        return st;
+    v = p->max_new_prefills;
+    if ((st = cz_json_u64(params, where, "max_new_prefills", false, 1, 1u << 20, &v, err)) !=
+        CZ_OK)
+        return st;
+    p->max_new_prefills = (uint32_t)v;
+    v = p->prefill_step_cap;
+    if ((st = cz_json_u64(params, where, "prefill_step_cap", false, 1, 1u << 20, &v, err)) !=
+        CZ_OK)
+        return st;
+    p->prefill_step_cap = (uint32_t)v;
+    v = p->base_batch;
+    if ((st = cz_json_u64(params, where, "base_batch", false, 1, 1u << 20, &v, err)) != CZ_OK)
+        return st;
+    p->base_batch = (uint32_t)v;
+    ms = p->rt_ttft_s * 1e3;
+    if ((st = cz_json_num(params, where, "rt_ttft_ms", false, 1e-3, 1e9, &ms, err)) != CZ_OK)
+        return st;
+    p->rt_ttft_s = ms / 1e3;
+    ms = p->rt_tpot_s * 1e3;
+    if ((st = cz_json_num(params, where, "rt_tpot_ms", false, 1e-3, 1e9, &ms, err)) != CZ_OK)
+        return st;
+    p->rt_tpot_s = ms / 1e3;
+    return CZ_OK;
+}
+
+cz_sched_ops cz_policy_ops(const cz_policy *pol)
+{
+    cz_sched_ops ops = *pol->ops;
+    ops.state = &pol->params;
+    return ops;
+}
+
+bool cz_policy_audio_started(const cz_seq *q)
+{
+    return q->received_s > 0;
+}
+
+double cz_policy_buffer_s(const cz_policy_params *p, const cz_seq *q, double now_s)
+{
+    if (!(p->audio_s_per_token > 0))
+        return NAN;
+    double produced = (double)(q->generated - q->turn_generated_base) * p->audio_s_per_token;
+    double played = 0;
+    if (!isnan(q->report_s)) {
+        played = q->played_s + (now_s - q->report_s);
+        if (played > q->received_s)
+            played = q->received_s; /* the player ran dry: it waits for the next chunk */
+    }
+    return produced - played;
+}
+
+/* ---- shared helpers ---- */
+
+static int cmp_cand(const void *a, const void *b)
+{
+    const cz_cand *x = a, *y = b;
+    if (x->group != y->group)
+        return x->group < y->group ? -1 : 1;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+void cz__cands_sort(cz_cand *c, uint32_t n)
+{
+    qsort(c, n, sizeof *c, cmp_cand);
+}
+
+void cz__budget_init(cz__budget *b, const cz_sched_ctx *ctx)
+{
+    b->tokens = ctx->token_budget;
+    b->slots = ctx->seq_cap > ctx->running ? ctx->seq_cap - ctx->running : 0;
+    b->blocks = ctx->kv_available;
+    b->seqs = 0;
+}
+
+bool cz__take(const cz_sched_ctx *ctx, cz__budget *b, cz_cand *c)
+{
+    if (b->tokens == 0 || (!c->running && b->slots == 0))
+        return false;
+    uint32_t n = c->need < b->tokens ? c->need : b->tokens;
+    if (!ctx->chunked_prefill && n < c->need)
+        return false;
+    uint32_t blocks = cz_sched_blocks(ctx, &ctx->seqs[c->seq], n);
+    if (blocks > b->blocks)
+        return false;
+    c->take = n;
+    b->tokens -= n;
+    b->blocks -= blocks;
+    b->seqs++;
+    if (!c->running)
+        b->slots--;
+    return true;
+}

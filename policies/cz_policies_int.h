@@ -1,0 +1,25 @@
+/* cz_policies_int.h - helpers the ordering schedulers share inside policies/. */
+#ifndef CZ_POLICIES_INT_H
+#define CZ_POLICIES_INT_H
+
+#include "cz_policies.h"
+
+/* Sorts candidates by (group, key, pos) ascending: smaller is more urgent. */
+void cz__cands_sort(cz_cand *c, uint32_t n);
+
+/* Budgets of a step while a policy fills it. */
+typedef struct cz__budget {
+    uint32_t tokens;   /* token budget left */
+    uint32_t slots;    /* running slots left for waiting candidates */
+    uint32_t blocks;   /* KV blocks left (free + evictable idle) */
+    uint32_t seqs;     /* sequences taken so far */
+} cz__budget;
+
+void cz__budget_init(cz__budget *b, const cz_sched_ctx *ctx);
+
+/* Gives candidate `c` as many tokens as the budgets allow (chunked prefill: at least one
+ * token; unchunked: all it needs) and charges them. Returns false, taking nothing, when it
+ * does not fit. */
+bool cz__take(const cz_sched_ctx *ctx, cz__budget *b, cz_cand *c);
+
+#endif

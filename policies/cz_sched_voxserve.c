@@ -1,0 +1,78 @@
+/* cz_sched_voxserve.c - VoxServe's streaming-centric scheduler (001_4ea5faaee5602c5d.txt,
+ * section 3.2.1) with the rules of its OnlineScheduler, and its throughput-oriented mode
+ * (section 4.3.3).
+ *
+ * A request is urgent from arrival until its first audio chunk reaches the client
+ * (startup phase), and in steady state when the latest chunk it delivered is due to
+ * start playing within urgent_window_s (1.0 s): that start is the client's buffer less the
+ * latest chunk's duration (VoxServe: first send time + sum of chunk durations - last
+ * chunk duration, the deadline a stalled-free player keeps). At most max_new_prefills (1)
+ * request is prefilled per step; a step that holds a prefill is capped at
+ * prefill_step_cap (8) requests; the rest of the batch is urgent decodes (startup first,
+ * oldest first; then steady state, nearest deadline first), then the other decodes in
+ * FCFS order. Throughput mode drops the caps and priorities: FCFS, largest batches. */
+#include <math.h>
+
+#include "cz_policies.h"
+#include "cz_policies_int.h"
+
+enum { PREFILL = 0, URGENT_START = 1, URGENT_STEADY = 2, OTHER = 3 };
+
+/* Seconds until the latest delivered chunk starts playing (VoxServe's soft deadline). */
+static double to_deadline_s(const cz_seq *q, double now_s)
+{
+    double played = q->played_s + (now_s - q->report_s);
+    if (played > q->received_s)
+        played = q->received_s;
+    return q->received_s - played - q->last_chunk_s;
+}
+
+static uint32_t voxserve_select(const void *state, const cz_sched_ctx *ctx, cz_cand *c,
+                                uint32_t n)
+{
+    const cz_policy_params *p = state;
+    cz__budget b;
+    cz__budget_init(&b, ctx);
+    if (p->throughput_mode) {
+        /* section 4.3.3: fill the largest batch the budgets allow, in FCFS order */
+        for (uint32_t i = 0; i < n; i++)
+            if (!cz__take(ctx, &b, &c[i]) && !c[i].running)
+                break;
+        return 0;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const cz_seq *q = &ctx->seqs[c[i].seq];
+        c[i].key = (double)c[i].pos;
+        if (!c[i].running || !c[i].decode) {
+            c[i].group = PREFILL;
+        } else if (!cz_policy_audio_started(q)) {
+            c[i].group = URGENT_START;
+            c[i].key = q->turn_ready_s;
+        } else {
+            double d = to_deadline_s(q, ctx->now_s);
+            c[i].group = d <= p->urgent_window_s ? URGENT_STEADY : OTHER;
+            if (c[i].group == URGENT_STEADY)
+                c[i].key = d;
+        }
+    }
+    cz__cands_sort(c, n);
+    uint32_t prefills = 0, cap = ctx->seq_cap;
+    for (uint32_t i = 0; i < n && b.seqs < cap; i++) {
+        if (c[i].group == PREFILL) {
+            if (prefills == p->max_new_prefills)
+                continue;
+            if (cz__take(ctx, &b, &c[i])) {
+                prefills++;
+                cap = p->prefill_step_cap; /* a step with a prefill holds at most 8 */
+            }
+        } else {
+            cz__take(ctx, &b, &c[i]);
+        }
+    }
+    return 0;
+}
+
+const cz_sched_ops cz_sched_voxserve = {
+    .name = "voxserve",
+    .select = voxserve_select,
+};
