@@ -1,0 +1,263 @@
+/* test_policies.c - the schedulers on hand-built states whose right answer is computed by
+ * hand: LiveServe's classes, order, utilities and budget stop (Algorithm 1); VoxServe's
+ * urgency rule at its boundary, prefill cap and priorities; BROS's packing and each
+ * batch-size transition. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "cz_policies.h"
+
+/* A running decode of a turn that has produced `gen` tokens and whose client has received
+ * `received` s and played `played` s as of `report`. */
+static cz_seq playing(uint32_t gen, double received, double played, double report,
+                      uint32_t blocks)
+{
+    cz_seq q;
+    memset(&q, 0, sizeof q);
+    q.state = CZ_SEQ_RUNNING;
+    q.tokens_in = 1;
+    q.generated = gen;
+    q.budget = 1000;
+    q.computed = q.tokens_in + gen - 1;
+    uint32_t held = (q.computed + 15) / 16;
+    q.blocks = blocks > held ? blocks : held;
+    q.received_s = received;
+    q.played_s = played;
+    q.report_s = report;
+    q.last_token_s = report;
+    return q;
+}
+
+static cz_seq waiting(uint32_t in, double ready)
+{
+    cz_seq q;
+    memset(&q, 0, sizeof q);
+    q.state = CZ_SEQ_WAITING;
+    q.tokens_in = in;
+    q.budget = 10;
+    q.turn_ready_s = ready;
+    q.report_s = NAN;
+    return q;
+}
+
+static cz_sched_ctx ctx_of(const cz_seq *seqs, double now)
+{
+    return (cz_sched_ctx){.now_s = now, .seqs = seqs, .token_budget = 20, .seq_cap = 8,
+                          .running = 4, .kv_blocks = 100, .kv_used = 60,
+                          .kv_available = 40, .block_tokens = 16, .chunked_prefill = true};
+}
+
+static void cands_of(const cz_seq *seqs, uint32_t n, cz_cand *c)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        const cz_seq *q = &seqs[i];
+        uint32_t need = q->tokens_in + q->generated - q->computed;
+        c[i] = (cz_cand){.seq = i, .need = need, .pos = i,
+                         .running = q->state == CZ_SEQ_RUNNING, .decode = need == 1};
+    }
+}
+
+Test(policies, liveserve_algorithm_1)
+{
+    cz_policy_params p = cz_policy_params_default();
+    p.audio_s_per_token = 0.08; /* P_safe 2 s, alpha = beta = 1 */
+    cz_seq s[6];
+    /* A: produced 50 x 0.08 = 4.0 s, played 2.0 + (10 - 9) = 3.0: P = 1.0 -> U0 */
+    s[0] = playing(50, 4.0, 2.0, 9.0, 4);
+    /* B: produced 6.4 s, played min(6.4, 1 + 1) = 2.0: P = 4.4 -> U2 with K = 0.30,
+     * R_occ = 0.6: U = 0.18 - (4.4 - 2) / 2 = -1.02 */
+    s[1] = playing(80, 6.4, 1.0, 9.0, 30);
+    /* C: produced 3.2 s, played 1.6 now: P = 1.6 -> U0, after A */
+    s[2] = playing(40, 3.2, 1.6, 10.0, 3);
+    /* D: running, no audio yet, ready at 5 -> U1 */
+    s[3] = playing(5, 0.0, 0.0, NAN, 1);
+    s[3].turn_ready_s = 5.0;
+    /* E: waiting, ready at 3 -> U1, before D; its 30-token prefill gets what is left */
+    s[4] = waiting(30, 3.0);
+    /* F: produced 8.0 s, played 3.0: P = 5.0 -> U2 with K = 0.5: U = 0.3 - 1.5 = -1.2 */
+    s[5] = playing(100, 8.0, 2.0, 9.0, 50);
+    cz_sched_ctx ctx = ctx_of(s, 10.0);
+    cz_cand c[6];
+    cands_of(s, 6, c);
+    cz_sched_ops ops = cz_sched_liveserve;
+    ops.state = &p;
+    ops.select(ops.state, &ctx, c, 6);
+    const uint32_t want_order[6] = {0, 2, 4, 3, 1, 5};
+    const uint32_t want_group[6] = {0, 0, 1, 1, 2, 2};
+    for (int i = 0; i < 6; i++) {
+        cr_assert_eq(c[i].seq, want_order[i], "position %d", i);
+        cr_assert_eq(c[i].group, want_group[i], "position %d", i);
+    }
+    cr_assert_float_eq(c[0].key, 1.0, 1e-12);
+    cr_assert_float_eq(c[1].key, 1.6, 1e-12);
+    cr_assert_float_eq(c[4].key, 1.02, 1e-12); /* key = -U */
+    cr_assert_float_eq(c[5].key, 1.2, 1e-12);
+    /* budget 20: A 1, C 1, E the remaining 18 of its 30; D finds no token left: the scan
+     * stops there and nothing after it runs */
+    const uint32_t want_take[6] = {1, 1, 18, 0, 0, 0};
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(c[i].take, want_take[i], "position %d", i);
+}
+
+Test(policies, liveserve_stops_at_first_kv_misfit)
+{
+    cz_policy_params p = cz_policy_params_default();
+    p.audio_s_per_token = 0.08;
+    cz_seq s[3];
+    s[0] = playing(50, 4.0, 2.0, 9.0, 4);   /* U0, fits */
+    s[1] = waiting(40, 1.0);                /* U1, needs 3 blocks */
+    s[2] = playing(100, 8.0, 2.0, 9.0, 50); /* U2, needs nothing new */
+    s[0].computed = 160;                    /* a full last block: its token needs a block */
+    s[0].tokens_in = 161 - 50;
+    s[0].blocks = 10;
+    cz_sched_ctx ctx = ctx_of(s, 10.0);
+    ctx.token_budget = 100;
+    ctx.kv_available = 3;
+    cz_cand c[3];
+    cands_of(s, 3, c);
+    cz_sched_ops ops = cz_sched_liveserve;
+    ops.state = &p;
+    ops.select(ops.state, &ctx, c, 3);
+    /* A takes 1 block; the waiting one then needs ceil(40 / 16) = 3 of the 2 left: the scan
+     * stops although U2's decode would fit */
+    cr_assert_eq(c[0].seq, 0);
+    cr_assert_eq(c[0].take, 1);
+    cr_assert_eq(c[1].seq, 1);
+    cr_assert_eq(c[1].take, 0);
+    cr_assert_eq(c[2].take, 0);
+}
+
+Test(policies, liveserve_without_telemetry_is_fcfs)
+{
+    cz_policy_params p = cz_policy_params_default(); /* audio_s_per_token 0: text stage */
+    cz_seq s[3] = {playing(5, 0, 0, NAN, 1), waiting(10, 0.0), playing(9, 0, 0, NAN, 1)};
+    cz_sched_ctx ctx = ctx_of(s, 1.0);
+    cz_cand c[3];
+    cands_of(s, 3, c);
+    cz_sched_ops ops = cz_sched_liveserve;
+    ops.state = &p;
+    ops.select(ops.state, &ctx, c, 3);
+    for (uint32_t i = 0; i < 3; i++)
+        cr_assert_eq(c[i].seq, i);
+}
+
+Test(policies, voxserve_urgency_boundary_and_caps)
+{
+    cz_policy_params p = cz_policy_params_default(); /* window 1 s, 1 prefill, cap 8 */
+    cz_seq s[14];
+    /* steady state: received 10 s, the latest chunk 2 s; played 7 s at now: the latest
+     * chunk starts in 10 - 7 - 2 = 1.0 s: urgent; played 6.999: 1.001 s: not urgent */
+    s[0] = playing(200, 10.0, 7.0, 5.0, 1);
+    s[0].last_chunk_s = 2.0;
+    s[1] = playing(200, 10.0, 6.999, 5.0, 1);
+    s[1].last_chunk_s = 2.0;
+    /* startup: no audio yet, ready at 2 and 1 */
+    s[2] = playing(3, 0, 0, NAN, 1);
+    s[2].turn_ready_s = 2.0;
+    s[3] = playing(3, 0, 0, NAN, 1);
+    s[3].turn_ready_s = 1.0;
+    /* three new requests, and nine more decodes far from their deadlines */
+    s[4] = waiting(10, 0.5);
+    s[5] = waiting(10, 0.6);
+    s[6] = waiting(10, 0.7);
+    for (int i = 7; i < 14; i++) {
+        s[i] = playing(300, 30.0, 1.0, 5.0, 1);
+        s[i].last_chunk_s = 2.0;
+    }
+    cz_sched_ctx ctx = ctx_of(s, 5.0);
+    ctx.token_budget = 1000;
+    ctx.running = 11;
+    ctx.seq_cap = 64;
+    cz_cand c[14];
+    cands_of(s, 14, c);
+    cz_sched_ops ops = cz_sched_voxserve;
+    ops.state = &p;
+    ops.select(ops.state, &ctx, c, 14);
+    /* order: prefills (FCFS), startup decodes oldest first, the steady urgent one, others */
+    cr_assert_eq(c[0].seq, 4);
+    cr_assert_eq(c[3].seq, 3);
+    cr_assert_eq(c[4].seq, 2);
+    cr_assert_eq(c[5].seq, 0);
+    cr_assert_eq(c[5].group, 2);
+    cr_assert_eq(c[6].seq, 1);
+    cr_assert_eq(c[6].group, 3, "1.001 s from its deadline: not urgent");
+    /* one new prefill only, and a step holding it carries 8 requests in all */
+    uint32_t taken = 0, prefills = 0;
+    for (int i = 0; i < 14; i++) {
+        taken += c[i].take > 0;
+        prefills += c[i].take > 0 && !c[i].running;
+    }
+    cr_assert_eq(prefills, 1);
+    cr_assert_eq(taken, 8);
+    cr_assert(c[4].take && c[5].take && c[6].take, "urgent decodes are in");
+    /* throughput mode: FCFS, as large as the budgets allow */
+    p.throughput_mode = true;
+    cands_of(s, 14, c);
+    ops.select(ops.state, &ctx, c, 14);
+    taken = 0;
+    for (int i = 0; i < 14; i++)
+        taken += c[i].take > 0;
+    cr_assert_eq(taken, 14);
+}
+
+Test(policies, bros_packing_and_batch_size)
+{
+    cz_policy_params p = cz_policy_params_default(); /* base 128; TTFT 0.5 s, TPOT 0.1 s */
+    p.base_batch = 2;
+    p.step_a_s = 0.01;
+    p.step_b_s = 0.001;
+    cz_seq s[5];
+    /* real-time decodes: last tokens at 9.95 and 9.915 -> residuals 0.05 and 0.015 s */
+    s[0] = playing(10, 0, 0, 9.95, 1);
+    s[1] = playing(10, 0, 0, 9.915, 1);
+    s[2] = playing(10, 0, 0, 9.0, 1); /* best-effort */
+    s[2].cls = 1;
+    s[3] = playing(10, 0, 0, 9.0, 1);
+    s[3].cls = 1;
+    s[4] = playing(10, 0, 0, 9.99, 1); /* real-time, residual 0.09 */
+    cz_sched_ctx ctx = ctx_of(s, 10.0);
+    ctx.token_budget = 1000;
+    ctx.seq_cap = 64;
+    ctx.running = 5;
+    cz_cand c[5];
+    cands_of(s, 5, c);
+    cz_sched_ops ops = cz_sched_bros;
+    ops.state = &p;
+    /* cap 2: the two most urgent real-time requests; predicted 0.01 + 2 x 0.001 = 0.012 s
+     * < 0.015 s: no threat; 0.015 < 2 x 0.012: an urgent request, so the cap stays 2 */
+    uint32_t next = ops.select(ops.state, &ctx, c, 5);
+    cr_assert_eq(c[0].seq, 1);
+    cr_assert_eq(c[1].seq, 0);
+    cr_assert_eq(c[2].seq, 4);
+    cr_assert(c[0].take && c[1].take && !c[2].take && !c[3].take && !c[4].take);
+    cr_assert_eq(next, 2);
+    /* nothing urgent (the deadlines are far): the cap doubles */
+    for (int i = 0; i < 5; i++)
+        s[i].last_token_s = 10.0;
+    cands_of(s, 5, c);
+    next = ops.select(ops.state, &ctx, c, 5);
+    cr_assert_eq(next, 4);
+    /* with cap 4 the predicted step (0.01 + 4 x 0.001 = 0.014 s) exceeds the most urgent
+     * residual (0.012 s): back to the base at once, packing only 2 */
+    ctx.batch_cap = 4;
+    s[1].last_token_s = 9.912;
+    cands_of(s, 5, c);
+    next = ops.select(ops.state, &ctx, c, 5);
+    cr_assert_eq(next, 2);
+    uint32_t taken = 0;
+    for (int i = 0; i < 5; i++)
+        taken += c[i].take > 0;
+    cr_assert_eq(taken, 2);
+    /* best-effort fills what real-time leaves */
+    ctx.batch_cap = 8;
+    for (int i = 0; i < 5; i++)
+        s[i].last_token_s = 10.0;
+    cands_of(s, 5, c);
+    ops.select(ops.state, &ctx, c, 5);
+    taken = 0;
+    for (int i = 0; i < 5; i++)
+        taken += c[i].take > 0;
+    cr_assert_eq(taken, 5);
+    cr_assert_eq(c[3].group, 1);
+}
