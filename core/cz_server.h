@@ -113,14 +113,14 @@ typedef struct cz_sched_view {
 
 /* A sequence an ordering policy may schedule in this step. */
 typedef struct cz_cand {
+    double key;       /* scratch for the policy's ordering (within the class) */
+    uint32_t group;   /* scratch for the policy's ordering (a class) */
+    uint32_t pos;     /* FCFS position: running in admission order, then the waiting queue */
     uint32_t seq;
     uint32_t need;    /* tokens it lacks */
     uint32_t take;    /* set by the policy: tokens to compute now (0: not in this step) */
-    uint32_t pos;     /* FCFS position: running in admission order, then the waiting queue */
     uint8_t running;  /* holds a running slot (else it waits for admission) */
     uint8_t decode;   /* its need is one decode token */
-    uint32_t group;   /* scratch for the policy's ordering (a class) */
-    double key;       /* scratch for the policy's ordering (within the class) */
 } cz_cand;
 
 /* What an ordering policy sees at the start of a step. Read-only. */

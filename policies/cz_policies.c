@@ -118,19 +118,83 @@ double cz_policy_buffer_s(const cz_policy_params *p, const cz_seq *q, double now
 
 /* ---- shared helpers ---- */
 
-static int cmp_cand(const void *a, const void *b)
+/* (key, pos) order inside one group. */
+static bool before(const cz_cand *x, const cz_cand *y)
 {
-    const cz_cand *x = a, *y = b;
-    if (x->group != y->group)
-        return x->group < y->group ? -1 : 1;
-    if (x->key != y->key)
-        return x->key < y->key ? -1 : 1;
-    return (x->pos > y->pos) - (x->pos < y->pos);
+    return x->key < y->key || (x->key == y->key && x->pos < y->pos);
+}
+
+static void swap(cz_cand *a, cz_cand *b)
+{
+    cz_cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* In place, allocation-free (glibc's qsort may allocate a merge buffer): quicksort with
+ * a median-of-three pivot, insertion sort below 16, recursion on the smaller part only
+ * (O(log n) stack). The keys are distinct (pos breaks ties), so the order is total. */
+static void sort_by_key(cz_cand *c, uint32_t n)
+{
+    while (n > 16) {
+        uint32_t m = n / 2;
+        if (before(&c[m], &c[0]))
+            swap(&c[m], &c[0]);
+        if (before(&c[n - 1], &c[0]))
+            swap(&c[n - 1], &c[0]);
+        if (before(&c[n - 1], &c[m]))
+            swap(&c[n - 1], &c[m]);
+        cz_cand pivot = c[m];
+        uint32_t i = 0, j = n - 1;
+        for (;;) {
+            while (before(&c[i], &pivot))
+                i++;
+            while (before(&pivot, &c[j]))
+                j--;
+            if (i >= j)
+                break;
+            swap(&c[i], &c[j]);
+            i++;
+            j--;
+        }
+        /* [0, j] and [j + 1, n) */
+        if (j + 1 < n - j - 1) {
+            sort_by_key(c, j + 1);
+            c += j + 1;
+            n -= j + 1;
+        } else {
+            sort_by_key(c + j + 1, n - j - 1);
+            n = j + 1;
+        }
+    }
+    for (uint32_t i = 1; i < n; i++) {
+        cz_cand x = c[i];
+        uint32_t k = i;
+        while (k > 0 && before(&x, &c[k - 1])) {
+            c[k] = c[k - 1];
+            k--;
+        }
+        c[k] = x;
+    }
 }
 
 void cz__cands_sort(cz_cand *c, uint32_t n)
 {
-    qsort(c, n, sizeof *c, cmp_cand);
+    /* groups are small integers: bring each group together in one stable pass per group
+     * boundary (a partition), then sort every group by (key, pos) */
+    uint32_t start = 0;
+    while (start < n) {
+        uint32_t g = UINT32_MAX;
+        for (uint32_t i = start; i < n; i++)
+            if (c[i].group < g)
+                g = c[i].group;
+        uint32_t w = start;
+        for (uint32_t i = start; i < n; i++)
+            if (c[i].group == g)
+                swap(&c[w++], &c[i]);
+        sort_by_key(c + start, w - start);
+        start = w;
+    }
 }
 
 void cz__budget_init(cz__budget *b, const cz_sched_ctx *ctx)

@@ -261,3 +261,34 @@ Test(policies, bros_packing_and_batch_size)
     cr_assert_eq(taken, 5);
     cr_assert_eq(c[3].group, 1);
 }
+
+#include <stdlib.h>
+
+#include "cz_policies_int.h"
+
+/* The allocation-free candidate sort against a brute-force check on random keys. */
+Test(policies, candidate_sort_orders_totally)
+{
+    srand(3);
+    enum { N = 5000 };
+    static cz_cand c[N];
+    for (uint32_t rep = 0; rep < 20; rep++) {
+        uint32_t n = 1 + (uint32_t)(rand() % N);
+        for (uint32_t i = 0; i < n; i++)
+            c[i] = (cz_cand){.seq = i, .pos = i, .group = (uint32_t)(rand() % 3),
+                             .key = (double)(rand() % 50)};
+        cz__cands_sort(c, n);
+        bool seen[N] = {false};
+        for (uint32_t i = 0; i < n; i++) {
+            cr_assert(!seen[c[i].seq]);
+            seen[c[i].seq] = true;
+            if (i == 0)
+                continue;
+            const cz_cand *a = &c[i - 1], *b = &c[i];
+            bool ok = a->group < b->group ||
+                      (a->group == b->group && (a->key < b->key ||
+                                                (a->key == b->key && a->pos < b->pos)));
+            cr_assert(ok, "out of order at %u", i);
+        }
+    }
+}
