@@ -18,7 +18,10 @@ static const char sweep_usage[] =
     "  {\"name\": \"...\", \"base\": \"experiment.json\",\n"
     "   \"grid\": {\"workload.arrivals.concurrency\": [2, 4, 8],\n"
     "            \"server.kv_idle\": [\"drop\", \"offload\"]},\n"
-    "   \"report\": [\"p90_audio_ttfp_ms\", \"continuity_ok_rate\"]}\n"
+    "   \"report\": [\"p90_audio_ttfp_ms\", \"continuity_ok_rate\"],\n"
+    "   \"paper\": [\"what the paper reports, printed after the rows\"]}\n"
+    "\n"
+    "A report key may be a dotted path into the summary (classes.rt.p90_ttft_ms).\n"
     "\n"
     "  --set key=value      override a field of the base experiment at every point\n"
     "  -o, --output FILE    write every point's full summary as JSON lines\n"
@@ -38,7 +41,7 @@ typedef struct sweep {
 
 static cz_status sweep_load(const char *path, sweep *sw, cz_err *err)
 {
-    static const char *const keys[] = {"name", "description", "base", "grid", "report"};
+    static const char *const keys[] = {"name", "description", "base", "grid", "report", "paper"};
     memset(sw, 0, sizeof *sw);
     cz_status st = cz_json_load(path, &sw->json, err);
     if (st != CZ_OK)
@@ -47,7 +50,7 @@ static cz_status sweep_load(const char *path, sweep *sw, cz_err *err)
         return cz_err_set(err, CZ_EINVAL, "%s: expected a JSON object", path);
     const char *base = NULL;
     sw->name = "sweep";
-    if ((st = cz_json_check_keys(sw->json, path, keys, 5, err)) != CZ_OK ||
+    if ((st = cz_json_check_keys(sw->json, path, keys, 6, err)) != CZ_OK ||
         (st = cz_json_str(sw->json, path, "name", false, &sw->name, err)) != CZ_OK ||
         (st = cz_json_str(sw->json, path, "base", true, &base, err)) != CZ_OK ||
         (st = cz_json_obj(sw->json, path, "grid", true, &sw->grid, err)) != CZ_OK)
@@ -105,14 +108,37 @@ static char *assignment(const char *key, const cJSON *value)
     return a;
 }
 
+/* The summary value at a dotted path ("classes.rt.p90_ttft_ms"), or NULL. */
+static const cJSON *lookup(const cJSON *j, const char *path)
+{
+    char key[256];
+    while (j && *path) {
+        const char *dot = strchr(path, '.');
+        size_t n = dot ? (size_t)(dot - path) : strlen(path);
+        if (n >= sizeof key)
+            return NULL;
+        memcpy(key, path, n);
+        key[n] = '\0';
+        j = cJSON_GetObjectItemCaseSensitive(j, key);
+        path += n + (dot ? 1 : 0);
+    }
+    return j;
+}
+
 static void print_value(const cJSON *v)
 {
-    if (cJSON_IsNumber(v))
+    if (cJSON_IsNumber(v)) {
         printf(" %14.4g", v->valuedouble);
-    else if (cJSON_IsString(v))
-        printf(" %14s", v->valuestring);
-    else
+    } else if (cJSON_IsString(v)) {
+        printf(" %14.14s", v->valuestring);
+    } else if (cJSON_IsNull(v) || !v) {
         printf(" %14s", "null");
+    } else {
+        /* an object or array value of the grid: its JSON, cut to the column */
+        char *t = cJSON_PrintUnformatted(v);
+        printf(" %14.14s", t);
+        cJSON_free(t);
+    }
 }
 
 static bool write_lines(FILE *f, const void *ctx)
@@ -228,7 +254,7 @@ int cz_cmd_sweep(int argc, char **argv)
                 const cJSON *r;
                 cJSON_ArrayForEach(r, sw.report)
                 {
-                    print_value(cJSON_GetObjectItemCaseSensitive(summary, r->valuestring));
+                    print_value(lookup(summary, r->valuestring));
                 }
                 printf("\n");
                 fflush(stdout);
@@ -246,6 +272,20 @@ int cz_cmd_sweep(int argc, char **argv)
         cJSON_Delete(summary);
         cJSON_Delete(point);
         cJSON_Delete(cfg);
+    }
+    /* what the paper reports for the same setting, printed beside our rows */
+    const cJSON *paper = cJSON_GetObjectItemCaseSensitive(sw.json, "paper");
+    if (rc == CZ_EXIT_OK && !quiet && paper) {
+        const cJSON *line;
+        if (cJSON_IsString(paper))
+            printf("paper: %s\n", paper->valuestring);
+        if (cJSON_IsArray(paper)) {
+            cJSON_ArrayForEach(line, paper)
+            {
+                if (cJSON_IsString(line))
+                    printf("paper: %s\n", line->valuestring);
+            }
+        }
     }
     if (rc == CZ_EXIT_OK && out) {
         st = cz_file_write_atomic(out, write_lines, rows, &err);

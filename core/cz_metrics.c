@@ -88,7 +88,20 @@ static bool meets_slo(const cz_slo *slo, double ttft_ms, double tpot_ms, double 
     return true;
 }
 
+static void summarize(const cz_metrics *m, const cz_slo *slo, int64_t cls, cz_summary *o);
+
 void cz_metrics_summarize(const cz_metrics *m, const cz_slo *slo, cz_summary *o)
+{
+    summarize(m, slo, -1, o);
+}
+
+void cz_metrics_summarize_class(const cz_metrics *m, const cz_slo *slo, uint32_t cls,
+                                cz_summary *o)
+{
+    summarize(m, slo, cls, o);
+}
+
+static void summarize(const cz_metrics *m, const cz_slo *slo, int64_t cls, cz_summary *o)
 {
     static const cz_slo no_slo = {0, 0, 0, 0};
     memset(o, 0, sizeof *o);
@@ -104,7 +117,7 @@ void cz_metrics_summarize(const cz_metrics *m, const cz_slo *slo, cz_summary *o)
     double first_arrival = INFINITY, last_finish = -INFINITY;
     for (uint64_t i = 0; i < n; i++) {
         const cz_req_record *r = &m->req[i];
-        if (r->stage != 0 || r->stream)
+        if (r->stage != 0 || r->stream || (cls >= 0 && r->cls != (uint32_t)cls))
             continue;
         if (r->arrival_s < first_arrival)
             first_arrival = r->arrival_s;
@@ -177,10 +190,13 @@ cJSON *cz_summary_json(const cz_summary *s)
     cJSON_AddNumberToObject(j, "total_output_tokens", (double)s->total_output_tokens);
     cz_json_add_num(j, "duration", s->duration_s);
     cz_json_add_num(j, "request_throughput", s->request_throughput);
-    if (s->slo.ttft_ms > 0 || s->slo.tpot_ms > 0 || s->slo.e2el_ms > 0)
+    if (s->slo.ttft_ms > 0 || s->slo.tpot_ms > 0 || s->slo.e2el_ms > 0) {
         cz_json_add_num(j, "request_goodput", s->request_goodput);
-    else
+        cz_json_add_num(j, "slo_attainment",
+                        s->completed ? (double)s->good / (double)s->completed : NAN);
+    } else {
         cJSON_AddNullToObject(j, "request_goodput");
+    }
     cz_json_add_num(j, "output_throughput", s->output_throughput);
     cz_json_add_num(j, "total_token_throughput", s->total_token_throughput);
     add_dist_unit(j, "ttft", "_ms", &s->ttft_ms);

@@ -174,6 +174,10 @@ cJSON *cz_stage_summary_json(const cz_stage_summary *st, const char *name);
 /* Computes the summary of the turns recorded for stage 0 in `m`. Does not modify m. */
 void cz_metrics_summarize(const cz_metrics *m, const cz_slo *slo, cz_summary *out);
 
+/* The same over the turns of class `cls` (cz_class) only; the duration is the class's. */
+void cz_metrics_summarize_class(const cz_metrics *m, const cz_slo *slo, uint32_t cls,
+                                cz_summary *out);
+
 /* The summary as a JSON object with vLLM's key names (completed, request_throughput,
  * mean_ttft_ms, median_ttft_ms, std_ttft_ms, p90_ttft_ms, ...) and cadenza's own in the
  * same style (failed, rejected, mean_queue_wait_ms, ...). */

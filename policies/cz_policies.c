@@ -207,19 +207,26 @@ void cz__budget_init(cz__budget *b, const cz_sched_ctx *ctx)
 
 bool cz__take(const cz_sched_ctx *ctx, cz__budget *b, cz_cand *c)
 {
-    if (b->tokens == 0 || (!c->running && b->slots == 0))
-        return false;
+    return cz__take_why(ctx, b, c) == CZ__FIT;
+}
+
+cz__fit cz__take_why(const cz_sched_ctx *ctx, cz__budget *b, cz_cand *c)
+{
+    if (!c->running && b->slots == 0)
+        return CZ__NO_SLOT;
+    if (b->tokens == 0)
+        return CZ__NO_BUDGET;
     uint32_t n = c->need < b->tokens ? c->need : b->tokens;
     if (!ctx->chunked_prefill && n < c->need)
-        return false;
+        return CZ__NO_BUDGET;
     uint32_t blocks = cz_sched_blocks(ctx, &ctx->seqs[c->seq], n);
     if (blocks > b->blocks)
-        return false;
+        return CZ__NO_BUDGET;
     c->take = n;
     b->tokens -= n;
     b->blocks -= blocks;
     b->seqs++;
     if (!c->running)
         b->slots--;
-    return true;
+    return CZ__FIT;
 }

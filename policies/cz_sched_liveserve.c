@@ -6,8 +6,8 @@
  * by P ascending: closest to underrun first), U1 has not produced its first audio yet
  * (oldest first), U2 has started with P > P_safe (sorted by the utility of Eq. 1
  * descending). The batch is the longest prefix of U0-U1-U2 that fits the token and KV
- * budgets (and the free running slots): the scan stops at the first request that does not
- * fit (Algorithm 1, lines 12-16). Without playback telemetry (a stage with no audio) the
+ * budgets: the scan stops at the first request that does not fit (Algorithm 1, lines
+ * 12-16); waiting requests that find no free running slot are not ready and are skipped. Without playback telemetry (a stage with no audio) the
  * order falls back to FCFS positions (section 6: "Missing playback-buffer telemetry
  * disables interaction-aware ordering"). The paper gives no values for P_safe, alpha and
  * beta (it tunes alpha / beta offline per stage); the defaults are documented in
@@ -58,9 +58,13 @@ static uint32_t liveserve_select(const void *state, const cz_sched_ctx *ctx, cz_
     cz__cands_sort(c, n);
     cz__budget b;
     cz__budget_init(&b, ctx);
-    for (uint32_t i = 0; i < n; i++)
-        if (!cz__take(ctx, &b, &c[i]))
-            break; /* Algorithm 1, line 13-14: stop at the first that does not fit */
+    for (uint32_t i = 0; i < n; i++) {
+        /* Algorithm 1, lines 13-14: stop at the first request that does not fit the token
+         * and KV budgets; a waiting request with no free running slot cannot make progress
+         * in this round, so it is not in the ready set (section 4.2) and is passed over */
+        if (cz__take_why(ctx, &b, &c[i]) == CZ__NO_BUDGET)
+            break;
+    }
     return 0;
 }
 

@@ -1113,6 +1113,20 @@ void cz_sim_summary_json(const cz_sim_config *cfg, const cz_metrics *m, const cz
     cz_json_add_num(summary, "waste_ratio", gen ? 1.0 - (double)heard / (double)gen : 0.0);
     cz_json_add_num(summary, "kv_pool_saturated_at_s", st->kv_saturated_at_s);
     cJSON_AddItemToObject(summary, "stages", stages);
+    /* a mixed real-time / best-effort run: the request metrics of each class */
+    bool has[2] = {false, false};
+    for (uint64_t i = 0; i < m->n_req; i++)
+        if (m->req[i].stage == 0 && !m->req[i].stream && m->req[i].cls < 2)
+            has[m->req[i].cls] = true;
+    if (has[0] && has[1]) {
+        cJSON *classes = cJSON_AddObjectToObject(summary, "classes");
+        static const char *const names[2] = {"rt", "be"};
+        for (uint32_t c = 0; c < 2; c++) {
+            cz_summary cs;
+            cz_metrics_summarize_class(m, &cfg->slo, c, &cs);
+            cJSON_AddItemToObject(classes, names[c], cz_summary_json(&cs));
+        }
+    }
 }
 
 bool cz_sim_add_theory(const cz_sim_config *cfg, const cJSON *cfg_json, const cz_summary *sum,

@@ -496,6 +496,24 @@ static cz_status add_streams(const cJSON *so, const char *where, cz_workload *w,
 /* ---- entry point ------------------------------------------------------------------------- */
 
 /* An optional child object of the workload config and its location for messages. */
+/* "best_effort_fraction": each session is best-effort with this probability (its own
+ * draw), real-time otherwise: a mixed real-time / best-effort workload (BROS). */
+static cz_status apply_classes(const cJSON *cfg, const char *where, uint64_t seed,
+                               cz_workload *w, cz_err *err)
+{
+    double f = -1;
+    cz_status st = cz_json_num(cfg, where, "best_effort_fraction", false, 0.0, 1.0, &f, err);
+    if (st != CZ_OK || f < 0)
+        return st;
+    gsl_rng *r = cz_rng_new(seed, CZ_RNG_SESSION, 0);
+    for (uint32_t i = 0; i < w->n_sessions; i++) {
+        cz_rng_reseed(r, seed, CZ_RNG_SESSION, (uint64_t)i * 2 + 1);
+        w->sessions[i].cls = gsl_rng_uniform(r) < f ? CZ_CLASS_BE : CZ_CLASS_RT;
+    }
+    gsl_rng_free(r);
+    return CZ_OK;
+}
+
 typedef struct cfg_child {
     const cJSON *obj; /* NULL when absent */
     char where[CZ_WHERE_MAX];
@@ -513,7 +531,7 @@ static cz_status build(const cJSON *cfg, const char *where, const char *base_dir
 {
     static const char *const keys[] = {"trace",    "synthetic", "arrivals",   "audio",
                                        "barge_in", "streams",   "time_scale", "window",
-                                       "max_requests"};
+                                       "max_requests", "best_effort_fraction"};
     cfg_child trace, synth, arr, audio, barge, streams;
     cz_status st;
     if ((st = cz_json_check_keys(cfg, where, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK ||
@@ -558,6 +576,8 @@ static cz_status build(const cJSON *cfg, const char *where, const char *base_dir
         st = apply_barge_in(barge.obj, barge.where, seed, w, err);
     if (st == CZ_OK && streams.obj)
         st = add_streams(streams.obj, streams.where, w, err);
+    if (st == CZ_OK && has_requests)
+        st = apply_classes(cfg, where, seed, w, err);
     return st;
 }
 
