@@ -127,6 +127,8 @@ Test(sim, config_errors_name_the_field)
         {"{\"seed\": 1}", "workload"},
         {"{\"workload\": {}, \"server\": {\"max_num_seqs\": 64, \"max_num_batched_tokens\": 32}}",
          "max_num_batched_tokens"},
+        {"{\"workload\": {}, \"scheduler\": {\"name\": \"liveserve\", \"p_safe\": 1}}", "p_safe"},
+        {"{\"workload\": {}, \"scheduler\": {\"name\": \"bros\", \"rt_ttft_ms\": -1}}", "rt_ttft_ms"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cJSON *j = cJSON_Parse(bad[i][0]);
@@ -142,4 +144,34 @@ Test(sim, config_errors_name_the_field)
         cz_workload_free(&wl);
         cJSON_Delete(j);
     }
+}
+
+/* Per-stage scheduler parameters and the playback telemetry the driver derives: on
+ * Qwen3-Omni one talker token is 0.08 s of audio and one thinker token allows one talker
+ * token, so both stages see 0.08 s per token. */
+Test(sim, scheduler_parameters_per_stage)
+{
+    cJSON *j = cJSON_Parse("{\"model\": \"qwen3-omni\", \"hardware\": \"h200\","
+                           " \"scheduler\": {\"name\": \"liveserve\", \"alpha\": 2,"
+                           "   \"stages\": {\"talker\": {\"p_safe_s\": 1.5}}},"
+                           " \"workload\": {\"synthetic\": {\"requests\": 1, \"input_tokens\": 5,"
+                           "   \"output_tokens\": 5}, \"arrivals\": {\"process\": \"poisson\","
+                           "   \"rate_rps\": 1}}}");
+    cz_sim_config cfg;
+    cz_workload wl;
+    cz_workload_init(&wl);
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_sim_config_parse(j, "t.json", ".", &cfg, &wl, &err), CZ_OK, "%s", err.msg);
+    /* pipeline: audio_encoder, thinker, talker, code2wav */
+    const cz_policy_params *th = &cfg.place[1].policy.params, *tk = &cfg.place[2].policy.params;
+    cr_assert_float_eq(th->p_safe_s, 2.0, 0);
+    cr_assert_float_eq(tk->p_safe_s, 1.5, 0);
+    cr_assert_float_eq(th->alpha, 2.0, 0);
+    cr_assert_float_eq(tk->alpha, 2.0, 0);
+    cr_assert_float_eq(th->audio_s_per_token, 0.08, 1e-12);
+    cr_assert_float_eq(tk->audio_s_per_token, 0.08, 1e-12);
+    cr_assert_gt(tk->step_b_s, 0); /* the fitted linear step model rises with tokens */
+    cz_workload_free(&wl);
+    cJSON_Delete(j);
 }
