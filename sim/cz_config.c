@@ -256,7 +256,7 @@ static cz_status parse_scheduler(const cJSON *cfg, const char *where, cz_sim_con
             return st;
         const cJSON *over = stages ? cJSON_GetObjectItemCaseSensitive(stages, sname) : NULL;
         if (over) {
-            char sctx[300];
+            char sctx[400];
             snprintf(sctx, sizeof sctx, "%s.stages.%s", ctx, sname);
             cJSON *merged = cJSON_Duplicate(params, 1);
             cJSON_DeleteItemFromObjectCaseSensitive(merged, "stages");
