@@ -326,12 +326,13 @@ void cz_stage_summarize(const cz_metrics *m, uint32_t stage, cz_stage_summary *o
     free(rl);
 }
 
-/* Adds mean/median/std/p50/p90/p95/p99 of `d` as "<stat>_<name><unit>". */
+/* Adds mean/median/std/p50/p90/p95/p99/max of `d` as "<stat>_<name><unit>". */
 static void add_dist_unit(cJSON *j, const char *name, const char *unit, const cz_dist *d)
 {
     char key[96];
-    static const char *const stat[] = {"mean", "median", "std", "p50", "p90", "p95", "p99"};
-    const double val[] = {d->mean, d->median, d->std, d->p50, d->p90, d->p95, d->p99};
+    static const char *const stat[] = {"mean", "median", "std", "p50",
+                                       "p90",  "p95",    "p99", "max"};
+    const double val[] = {d->mean, d->median, d->std, d->p50, d->p90, d->p95, d->p99, d->max};
     for (size_t i = 0; i < CZ_ARRAY_LEN(stat); i++) {
         snprintf(key, sizeof key, "%s_%s%s", stat[i], name, unit);
         cz_json_add_num(j, key, val[i]);

@@ -292,7 +292,8 @@ static cz_status parse_pipeline(const cJSON *p, const char *where, cz_model_card
 {
     static const char *const keys[] = {"stage",          "from",         "io",
                                        "chunk_tokens",   "overlap_tokens", "out_per_in",
-                                       "audio_s_per_token", "inner_stage", "inner_steps_per_token"};
+                                       "audio_s_per_token", "inner_stage", "inner_steps_per_token",
+                                       "input_tokens"};
     if (!p) {
         for (uint32_t i = 0; i < m->n_stages; i++) {
             if (m->stages[i].kind == CZ_STAGE_AR) {
@@ -339,6 +340,7 @@ static cz_status parse_pipeline(const cJSON *p, const char *where, cz_model_card
         if ((st = get_u32(it, ctx, "chunk_tokens", false, 1, &ps->chunk_tokens, err)) != CZ_OK ||
             (st = get_u32(it, ctx, "overlap_tokens", false, 0, &ps->overlap_tokens, err)) !=
                 CZ_OK ||
+            (st = get_u32(it, ctx, "input_tokens", false, 0, &ps->input_tokens, err)) != CZ_OK ||
             (st = get_pos(it, ctx, "out_per_in", false, false, &ps->out_per_in, err)) != CZ_OK ||
             (st = get_pos(it, ctx, "audio_s_per_token", kind == CZ_STAGE_VOCODER, false,
                           &ps->audio_s_per_token, err)) != CZ_OK)
@@ -386,6 +388,8 @@ static cz_status parse_pipeline(const cJSON *p, const char *where, cz_model_card
                 why = "an encoder must come before every autoregressive stage";
             else if (ps->io != CZ_IO_AUDIO && ps->io != CZ_IO_IMAGE)
                 why = "an encoder needs \"io\": \"audio\" or \"image\" (what it encodes)";
+        } else if (ps->input_tokens > 0) {
+            why = "\"input_tokens\" applies to encoders only";
         } else if (kind == CZ_STAGE_AR) {
             if (ps->io == CZ_IO_NONE)
                 ps->io = n_ar == 0 ? CZ_IO_TEXT : CZ_IO_AUDIO;

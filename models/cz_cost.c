@@ -27,11 +27,13 @@ cz_cost_params cz_cost_params_default(void)
         .step_overhead_s = 2e-3,
         .allreduce_latency_s = 10e-6,
         .tp = 1,
+        .bw_sat_sm_fraction = 0.4,
     };
 }
 
 static const char *const cost_keys[] = {
     "flops_eff", "bw_eff", "link_eff", "step_overhead_s", "allreduce_latency_s", "tp",
+    "bw_sat_sm_fraction",
 };
 
 /* Optional number in [lo, hi], or in (0, 1] when `fraction`. */
@@ -76,7 +78,9 @@ cz_status cz_cost_params_parse(const cJSON *j, const char *where, cz_cost_params
                       &p.step_overhead_s, err)) != CZ_OK ||
         (st = get_opt(j, where, "allreduce_latency_s", false, 0.0, CZ_ALLREDUCE_LATENCY_MAX_S,
                       &p.allreduce_latency_s, err)) != CZ_OK ||
-        (st = cz_json_u64(j, where, "tp", false, 1, CZ_TP_MAX, &tp, err)) != CZ_OK)
+        (st = cz_json_u64(j, where, "tp", false, 1, CZ_TP_MAX, &tp, err)) != CZ_OK ||
+        (st = get_opt(j, where, "bw_sat_sm_fraction", true, 0, 0, &p.bw_sat_sm_fraction, err)) !=
+            CZ_OK)
         return st;
     p.tp = (uint32_t)tp;
     *out = p;
@@ -157,6 +161,15 @@ void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_pa
         out->comm_s = 2.0 * s->layers * (p->allreduce_latency_s + ring_s);
     }
     out->total_s = fmax(out->compute_s, out->memory_s) + out->comm_s + p->step_overhead_s;
+}
+
+double cz_cost_share_s(const cz_step_cost *c, const cz_cost_params *p, double share)
+{
+    CZ_ASSERT(share > 0.0 && share <= 1.0 && p->bw_sat_sm_fraction > 0.0);
+    if (c->total_s == 0.0)
+        return 0.0;
+    double bw = share < p->bw_sat_sm_fraction ? share / p->bw_sat_sm_fraction : 1.0;
+    return fmax(c->compute_s / share, c->memory_s / bw) + c->comm_s + p->step_overhead_s;
 }
 
 double cz_cost_host_transfer_s(const cz_hw_card *hw, double bytes)

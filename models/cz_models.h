@@ -79,6 +79,9 @@ typedef struct cz_pipe_stage {
     int32_t inner;            /* stage run inside every step of this one (a code predictor),
                                  -1 for none */
     uint32_t inner_steps;     /* sequential inner steps per token */
+    uint32_t input_tokens;    /* encoder: tokens it encodes per input when the model fixes
+                                 them (a fixed-resolution image: patches); 0: the turn's
+                                 token count of its modality */
 } cz_pipe_stage;
 
 typedef struct cz_model_card {
@@ -140,13 +143,15 @@ typedef struct cz_cost_params {
     double step_overhead_s;  /* fixed per-step cost: launch, scheduling (default 2 ms) */
     double allreduce_latency_s; /* per all-reduce latency (default 10 us) */
     uint32_t tp;             /* tensor-parallel degree (default 1) */
+    double bw_sat_sm_fraction; /* fraction of the SMs that saturates HBM bandwidth (0.4):
+                                  below it a step's memory traffic slows in proportion */
 } cz_cost_params;
 
 /* The uncalibrated defaults listed above (docs/cost-model.md says where they come from). */
 cz_cost_params cz_cost_params_default(void);
 /* Reads a config's "cost" object (keys flops_eff, bw_eff, link_eff, step_overhead_s,
- * allreduce_latency_s, tp; all optional) over *out, which the caller preloads with defaults.
- * Unknown keys and out-of-range values fail with CZ_EINVAL naming `where` and the field;
+ * allreduce_latency_s, tp, bw_sat_sm_fraction; all optional) over *out, which the caller
+ * preloads with defaults. Unknown keys and out-of-range values fail with CZ_EINVAL naming `where` and the field;
  * *out is left untouched on failure. */
 cz_status cz_cost_params_parse(const cJSON *j, const char *where, cz_cost_params *out, cz_err *err);
 
@@ -177,6 +182,13 @@ typedef struct cz_step_cost {
  * efficiencies outside (0, 1], non-positive hardware rates). */
 void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_params *p,
                   const cz_batch_shape *b, cz_step_cost *out);
+
+/* Time of a step of cost `c` (from cz_cost_step with the same params) run on a fraction
+ * `share` in (0, 1] of the GPU's SMs, as spatial sharing gives it (Nova,
+ * 004_f0fa8d0dbc8839e6.txt, section III-C): compute scales with the share, memory bandwidth
+ * with share / bw_sat_sm_fraction up to the full bandwidth; all-reduces and the per-step
+ * overhead are unchanged. share = 1 gives c->total_s; an empty step costs 0. */
+double cz_cost_share_s(const cz_step_cost *c, const cz_cost_params *p, double share);
 
 /* Seconds to move `bytes` (>= 0) over the host link (latency + bytes / bandwidth); 0 bytes
  * cost 0 s (nothing is sent). The card's host_link_Bps is an achievable rate, so no

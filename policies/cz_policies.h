@@ -84,4 +84,76 @@ double cz_policy_buffer_s(const cz_policy_params *p, const cz_seq *q, double now
 /* True once the current turn of `q` has delivered audio to the client. */
 bool cz_policy_audio_started(const cz_seq *q);
 
+/* ---- Cross-stage schedulers (Nova, 004_f0fa8d0dbc8839e6.txt) ----
+ *
+ * One GPU serves a vision-language model as three workers: vision encode, LLM prefill and
+ * LLM decode. These schedulers decide, from counts of what waits at each worker, what to
+ * start next; the driver runs it (sim/cz_xstage.c). A step started on the "exclusive"
+ * worker is one request's vision encode or prefill (never batched), or, for the chunked
+ * baseline, a hybrid LLM step; a decode step batches every request ready to decode. */
+typedef enum cz_xs_kind {
+    CZ_XS_NOVA = 0,  /* section III-D: decode > prefill > vision, decode co-runs beside
+                        either on its own SM partition */
+    CZ_XS_PF_LIMIT,  /* section V-A7: prefill-first, decode once more than a threshold wait;
+                        one worker at a time */
+    CZ_XS_CHUNKED    /* section V-A7: chunked prefill (hybrid LLM steps under a token
+                        budget), vision encode time-shared with the LLM */
+} cz_xs_kind;
+
+typedef enum cz_xs_work {
+    CZ_XS_IDLE = 0,
+    CZ_XS_VISION,    /* one request's vision encode */
+    CZ_XS_PREFILL,   /* one request's whole prefill */
+    CZ_XS_HYBRID,    /* chunked: decodes plus prefill chunks under the token budget */
+    CZ_XS_DECODE     /* a decode step of every request ready to decode */
+} cz_xs_work;
+
+typedef struct cz_xs_policy {
+    cz_xs_kind kind;
+    /* Nova's SM partition (section III-C2, Eq. 5; values of section V-A5 for an RTX A6000
+     * with 84 SMs): decode's SMs beside vision / prefill when one request is pending,
+     * falling linearly to sm_floor as pending requests reach pending_vision /
+     * pending_prefill; adaptive false keeps the one-pending values. */
+    uint32_t sm_decode_vision;   /* 24 */
+    uint32_t sm_decode_prefill;  /* 30 */
+    uint32_t sm_floor;           /* 12 */
+    uint32_t pending_vision;     /* 4 */
+    uint32_t pending_prefill;    /* 6 */
+    bool adaptive;               /* true */
+    uint32_t decode_threshold;   /* PF-Limit: decode once more than this wait (5) */
+    uint32_t token_budget;       /* chunked: tokens per hybrid step (128) */
+} cz_xs_policy;
+
+/* What waits and runs now, as the driver sees it. */
+typedef struct cz_xs_view {
+    uint32_t vision_waiting;   /* arrived, not yet encoding */
+    uint32_t prefill_waiting;  /* encoded, prefill not started */
+    uint32_t prefilling;       /* chunked: prefill started, not finished */
+    uint32_t decode_ready;     /* decoding requests not in a step now */
+    cz_xs_work excl;           /* the exclusive worker's step (IDLE, VISION, PREFILL, HYBRID) */
+    bool decoding;             /* a decode step is in flight */
+    cz_xs_work last_excl;      /* the last step the exclusive worker started (chunked:
+                                  vision and the LLM take turns) */
+} cz_xs_view;
+
+typedef struct cz_xs_decision {
+    cz_xs_work excl;           /* start on the exclusive worker (IDLE: nothing) */
+    bool decode;               /* start a decode step */
+} cz_xs_decision;
+
+/* Looks a cross-stage scheduler up by name ("nova", "pf_limit", "chunked_prefill") and
+ * reads its parameters from `params` (NULL: defaults). Returns CZ_ENOTFOUND without a
+ * message when `name` is not a cross-stage scheduler, CZ_EINVAL naming `where` and the
+ * field when a parameter is wrong. */
+cz_status cz_xs_policy_make(const char *name, const cJSON *params, const char *where,
+                            cz_xs_policy *out, cz_err *err);
+/* The next starts given `v`: never starts a worker that is busy; a policy without
+ * co-running starts nothing while anything runs. Pure. */
+void cz_xs_decide(const cz_xs_policy *pol, const cz_xs_view *v, cz_xs_decision *out);
+/* Fraction of `total_sms` that decode gets while it co-runs beside `beside` (VISION or
+ * PREFILL) with `pending` requests in the vision and prefill stages (Eq. 5); the
+ * co-running step gets the rest. 1.0 for policies that do not co-run. */
+double cz_xs_decode_share(const cz_xs_policy *pol, cz_xs_work beside, uint32_t pending,
+                          uint32_t total_sms);
+
 #endif

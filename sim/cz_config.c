@@ -224,6 +224,44 @@ static void fit_step_model(const cz_sim_config *c, uint32_t p, cz_policy_params 
     out->step_b_s = c1;
 }
 
+/* A cross-stage scheduler runs a vision-language model on one GPU: encoders, then one
+ * autoregressive stage without an inner stage, one replica each, all on GPU 0. */
+static cz_status check_cross_stage(const cz_sim_config *c, const char *where, cz_err *err)
+{
+    uint32_t n_ar = 0;
+    for (uint32_t p = 0; p < c->model.n_pipe; p++) {
+        const cz_pipe_stage *ps = &c->model.pipe[p];
+        cz_stage_kind kind = c->model.stages[ps->stage].kind;
+        const char *sname = c->model.stages[ps->stage].name;
+        if (kind == CZ_STAGE_VOCODER ||
+            (kind == CZ_STAGE_ENCODER && (n_ar > 0 || ps->io != CZ_IO_IMAGE)) ||
+            (kind == CZ_STAGE_AR && (n_ar > 0 || ps->inner >= 0)))
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'scheduler': '%s' serves encoders followed by one "
+                              "autoregressive stage (a vision-language model); stage '%s' of "
+                              "model '%s' does not fit that",
+                              where, c->scheduler, sname, c->model.name);
+        if (kind == CZ_STAGE_AR)
+            n_ar++;
+        if (c->place[p].replicas != 1 || c->place[p].gpus[0] != 0)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'pipeline.%s': scheduler '%s' runs every stage on one "
+                              "GPU: expected one replica on GPU 0",
+                              where, sname, c->scheduler);
+    }
+    if (n_ar != 1)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'scheduler': '%s' needs a model with one autoregressive "
+                          "stage; model '%s' has none",
+                          where, c->scheduler, c->model.name);
+    if (c->cost_kind != CZ_COST_ROOFLINE)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'scheduler': '%s' needs the roofline cost model (cost "
+                          "kind \"roofline\")",
+                          where, c->scheduler);
+    return CZ_OK;
+}
+
 /* "scheduler": a name, or {"name", parameters..., "stages": {stage: {parameters}}}; the
  * same scheduler runs every autoregressive stage, each with its own parameters and the
  * driver's telemetry (audio seconds per token of the stage). */
@@ -249,6 +287,13 @@ static cz_status parse_scheduler(const cJSON *cfg, const char *where, cz_sim_con
                           where);
     }
     snprintf(c->scheduler, sizeof c->scheduler, "%s", name);
+    st = cz_xs_policy_make(name, params, ctx, &c->xs, err);
+    if (st == CZ_OK) {
+        c->cross_stage = true;
+        return check_cross_stage(c, where, err);
+    }
+    if (st != CZ_ENOTFOUND)
+        return st;
     for (uint32_t p = 0; p < c->model.n_pipe; p++) {
         const cz_pipe_stage *ps = &c->model.pipe[p];
         const char *sname = c->model.stages[ps->stage].name;

@@ -16,6 +16,7 @@
 #include "cz_link.h"
 #include "cz_playback.h"
 #include "cz_rng.h"
+#include "cz_sim_int.h"
 
 #define NONE UINT32_MAX
 
@@ -523,6 +524,8 @@ static void submit_next(sim_state *S, uint32_t si, double now)
         uint32_t tokens = ps->io == CZ_IO_AUDIO ? t->in_audio_tokens : t->in_image_tokens;
         if (tokens == 0)
             continue;
+        if (ps->input_tokens)
+            tokens = ps->input_tokens;
         cz_job job = {si, tokens, g, 0};
         cz_jobq_push(&S->reps[SP(S, si, p)->rep].jq, &job);
         ss->outstanding++;
@@ -906,6 +909,8 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
     sim_state S;
     memset(&S, 0, sizeof S);
     memset(stats, 0, sizeof *stats);
+    if (cfg->cross_stage)
+        return cz__xstage_run(cfg, wl, m, stats, progress, progress_ctx, err);
     S.cfg = cfg;
     S.wl = wl;
     S.m = m;
@@ -1113,6 +1118,16 @@ void cz_sim_summary_json(const cz_sim_config *cfg, const cz_metrics *m, const cz
     cz_json_add_num(summary, "waste_ratio", gen ? 1.0 - (double)heard / (double)gen : 0.0);
     cz_json_add_num(summary, "kv_pool_saturated_at_s", st->kv_saturated_at_s);
     cJSON_AddItemToObject(summary, "stages", stages);
+    if (cfg->cross_stage) {
+        /* Nova's figures: the wait for the vision worker (its queueing delay, Table V),
+         * the mean decode batch (Figure 12) and decode's mean SM share */
+        cz_json_add_num(summary, "mean_vision_queue_ms",
+                        st->vision_starts ? 1e3 * st->vision_wait_sum_s / st->vision_starts : NAN);
+        cz_json_add_num(summary, "mean_decode_batch",
+                        st->decode_steps ? (double)st->decode_seq_steps / st->decode_steps : NAN);
+        cz_json_add_num(summary, "mean_decode_sm_share",
+                        st->decode_steps ? st->decode_share_sum / st->decode_steps : NAN);
+    }
     /* a mixed real-time / best-effort run: the request metrics of each class */
     bool has[2] = {false, false};
     for (uint64_t i = 0; i < m->n_req; i++)

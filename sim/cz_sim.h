@@ -65,6 +65,8 @@ typedef struct cz_sim_config {
     uint32_t router;          /* cz_router */
     double gpu_memory_utilization;
     char scheduler[32];       /* the scheduler's name (every stage runs the same one) */
+    bool cross_stage;         /* a cross-stage scheduler (cz_xs_policy) runs the GPU */
+    cz_xs_policy xs;
     cz_slo slo;
     double continuity_threshold_s; /* client: largest playback deficit still continuous */
     double frame_wait_fraction;    /* streams: a tick returns empty when its tokens are not
@@ -87,6 +89,11 @@ typedef struct cz_sim_stats {
     uint64_t arrivals;
     double sim_time_s;       /* time of the last event */
     double kv_saturated_at_s;/* first time any KV pool saturated (NaN: never) */
+    /* cross-stage executor: decode steps, requests summed over them, SM share summed */
+    uint64_t decode_steps, decode_seq_steps;
+    double decode_share_sum;
+    uint64_t vision_starts;   /* vision steps, and their waits since arrival summed */
+    double vision_wait_sum_s;
 } cz_sim_stats;
 
 /* Called every few thousand events and once at the end (`done` set): lets a front end

@@ -176,13 +176,15 @@ static cz_status source_trace(const cJSON *t, const char *where, const char *bas
 static cz_status source_synthetic(const cJSON *s, const char *where, const char *base_dir,
                                   uint64_t seed, cz_workload *w, cz_err *err)
 {
-    static const char *const keys[] = {"requests", "input_tokens", "output_tokens", "class"};
+    static const char *const keys[] = {"requests", "input_tokens", "output_tokens", "class",
+                                       "image_tokens"};
     length_spec in = {.from_trace = false}, out = {.from_trace = false};
-    uint64_t requests = 0;
+    uint64_t requests = 0, image = 0;
     cz_class cls = CZ_CLASS_RT;
     cz_status st;
     if ((st = cz_json_check_keys(s, where, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK ||
         (st = cz_json_u64(s, where, "requests", true, 1, 100000000, &requests, err)) != CZ_OK ||
+        (st = cz_json_u64(s, where, "image_tokens", false, 0, 1u << 24, &image, err)) != CZ_OK ||
         (st = parse_length(s, where, "input_tokens", base_dir, &in, err)) != CZ_OK ||
         (st = parse_length(s, where, "output_tokens", base_dir, &out, err)) != CZ_OK ||
         (st = parse_class(s, where, &cls, err)) != CZ_OK)
@@ -215,6 +217,7 @@ static cz_status source_synthetic(const cJSON *s, const char *where, const char 
         cz_workload_begin_session(w, name, cls, CZ_TIMING_OPEN);
         cz_turn *t = cz_workload_add_turn(w);
         t->in_text_tokens = in_tokens;
+        t->in_image_tokens = (uint32_t)image;
         t->out_text_tokens = out_tokens;
     }
     gsl_rng_free(r);

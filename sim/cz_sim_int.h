@@ -1,0 +1,12 @@
+/* cz_sim_int.h - the simulator's internal entry points. */
+#ifndef CZ_SIM_INT_H
+#define CZ_SIM_INT_H
+#include "cz_sim.h"
+
+/* cz_sim_run for a config with a cross-stage scheduler (cfg->cross_stage): the
+ * vision-language executor of cz_xstage.c. Same contract as cz_sim_run; fails with
+ * CZ_EINVAL when the workload is not open-loop requests. */
+cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics *m,
+                         cz_sim_stats *stats, cz_sim_progress_fn progress, void *progress_ctx,
+                         cz_err *err);
+#endif

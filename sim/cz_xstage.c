@@ -1,0 +1,459 @@
+/* cz_xstage.c - the cross-stage executor: one GPU serving a vision-language model as three
+ * workers (vision encode, LLM prefill, LLM decode) under a cross-stage scheduler
+ * (cz_xs_policy: Nova, 004_f0fa8d0dbc8839e6.txt section III-D, and its baselines of section
+ * V-A7). docs/pipeline.md ("Cross-stage execution") describes the model.
+ *
+ * The scheduler sees counts (cz_xs_view) and answers what to start. A step's SM share is
+ * fixed when it starts, as Nova sets partitions before each forward pass (section III-D,
+ * last paragraph): a decode step gets cz_xs_decode_share of the SMs when requests are in
+ * the vision or prefill stages, and all of them otherwise; a vision or prefill step gets
+ * the rest while any request decodes, and all of them otherwise. Step times come from the
+ * roofline (cz_cost_step) scaled by the share (cz_cost_share_s). The LLM's KV for a
+ * request's whole context (input and output) is reserved when its prefill starts; a
+ * prefill that does not fit waits. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cz_evq.h"
+#include "cz_sim_int.h"
+
+#define NONE UINT32_MAX
+
+enum { XE_ARRIVAL = 1, XE_EXCL_DONE, XE_DECODE_DONE };
+
+typedef struct xs_req {
+    uint32_t g;          /* global turn index */
+    uint32_t in, out;    /* LLM input tokens, output tokens */
+    uint32_t image;      /* vision encoder input tokens (0: no vision step) */
+    uint32_t prefilled;  /* input tokens prefilled so far */
+    uint32_t gen;        /* tokens generated */
+    uint64_t rec;        /* its request record */
+    double last_tok_s;
+} xs_req;
+
+/* A FIFO of request indices; every request enters each queue at most once. */
+typedef struct xs_fifo {
+    uint32_t *v;
+    uint32_t head, tail;
+} xs_fifo;
+
+typedef struct xs_state {
+    const cz_sim_config *cfg;
+    const cz_workload *wl;
+    cz_metrics *m;
+    cz_evq q;
+    uint32_t llm;         /* pipeline index of the LLM stage */
+    xs_req *r;
+    uint32_t *order;      /* requests by arrival time */
+    uint32_t *ses_of;     /* session of each turn */
+    uint32_t n, next_arrival;
+    xs_fifo vision, prefill;
+    uint32_t *ready;      /* decode-ready requests, in the order they became ready */
+    uint32_t n_ready;
+    uint32_t *batch;      /* the decode step in flight */
+    uint32_t n_batch;
+    uint32_t *hyb;        /* chunked: the hybrid step's prefill members and their chunks */
+    uint32_t *hyb_tok;
+    uint32_t n_hyb;
+    cz_xs_work excl, last_excl;
+    uint32_t excl_req;    /* the vision or prefill step's request */
+    bool decoding;
+    uint64_t kv_cap, kv_used; /* LLM KV tokens */
+    uint32_t in_stages;   /* requests arrived and not yet through prefill */
+    uint64_t finished;
+    double tl_next_s;
+} xs_state;
+
+static uint32_t fifo_len(const xs_fifo *f) { return f->tail - f->head; }
+static uint32_t fifo_front(const xs_fifo *f) { return f->v[f->head]; }
+
+/* Roofline time of one step of pipeline stage p with shape b on `share` of the SMs. */
+static double stage_step_s(const xs_state *S, uint32_t p, const cz_batch_shape *b, double share)
+{
+    cz_step_cost c;
+    cz_cost_step(&S->cfg->model.stages[S->cfg->model.pipe[p].stage], &S->cfg->hw, &S->cfg->cost,
+                 b, &c);
+    return cz_cost_share_s(&c, &S->cfg->cost, share);
+}
+
+static cz_batch_shape prefill_shape(uint64_t start, uint64_t tokens)
+{
+    /* the chunk's tokens attend to everything before them and to each other */
+    cz_batch_shape b = {.prefill_tokens = tokens, .prefill_seqs = 1};
+    b.prefill_attn_ctx = tokens * start + tokens * (tokens + 1) / 2;
+    return b;
+}
+
+static bool prefill_fits(const xs_state *S, uint32_t i)
+{
+    const xs_req *q = &S->r[i];
+    return q->prefilled > 0 || S->kv_used + q->in + q->out <= S->kv_cap;
+}
+
+/* Requests in the vision or prefill stages: Nova's "pending" count (section III-C2). */
+static uint32_t pending(const xs_state *S) { return S->in_stages; }
+
+static void timeline(xs_state *S, double now, uint32_t tokens)
+{
+    if (now < S->tl_next_s)
+        return;
+    uint32_t bt = S->cfg->place[S->llm].server.block_tokens;
+    cz_timeline_row row = {
+        .t_s = now,
+        .kv_blocks_used = (uint32_t)((S->kv_used + bt - 1) / bt),
+        .running = S->n_ready + S->n_batch + (S->excl == CZ_XS_PREFILL ? 1 : 0),
+        .waiting = fifo_len(&S->vision) + fifo_len(&S->prefill),
+        .batch_tokens = tokens,
+    };
+    cz_metrics_timeline(S->m, &row);
+    S->tl_next_s = now + S->m->timeline_interval_s;
+}
+
+static void token(xs_state *S, uint32_t i, double now)
+{
+    xs_req *q = &S->r[i];
+    cz_req_record *rec = &S->m->req[q->rec];
+    if (q->gen == 0)
+        rec->first_token_s = now;
+    else
+        cz_metrics_add_itl(S->m, now - q->last_tok_s, 1);
+    q->gen++;
+    q->last_tok_s = now;
+    if (q->gen == q->out) {
+        rec->output_tokens = q->gen;
+        rec->heard_tokens = q->gen;
+        rec->finish_s = now;
+        rec->outcome = CZ_REQ_COMPLETED;
+        S->kv_used -= q->in + q->out;
+        S->finished++;
+    } else {
+        S->ready[S->n_ready++] = i;
+    }
+}
+
+static void first_sched(xs_state *S, uint32_t i, double now)
+{
+    cz_req_record *rec = &S->m->req[S->r[i].rec];
+    if (isnan(rec->first_sched_s))
+        rec->first_sched_s = now;
+}
+
+static void start_excl(xs_state *S, cz_xs_work w, double now, cz_sim_stats *st)
+{
+    bool others_decode = S->n_ready + S->n_batch > 0;
+    double share = 1.0;
+    if (S->cfg->xs.kind == CZ_XS_NOVA && others_decode && w != CZ_XS_HYBRID)
+        share = 1.0 - cz_xs_decode_share(&S->cfg->xs, w, pending(S), S->cfg->hw.sms);
+    double dur = 0.0;
+    uint32_t tokens = 0;
+    if (w == CZ_XS_VISION) {
+        uint32_t i = S->vision.v[S->vision.head++];
+        S->excl_req = i;
+        st->vision_starts++;
+        st->vision_wait_sum_s += now - S->m->req[S->r[i].rec].arrival_s;
+        for (uint32_t p = 0; p < S->llm; p++) {
+            /* the encoders run one after another in the vision worker */
+            uint32_t fixed = S->cfg->model.pipe[p].input_tokens;
+            cz_batch_shape b = prefill_shape(0, fixed ? fixed : S->r[i].image);
+            dur += stage_step_s(S, p, &b, share);
+        }
+        tokens = S->r[i].image;
+    } else if (w == CZ_XS_PREFILL) {
+        uint32_t i = S->prefill.v[S->prefill.head++];
+        xs_req *q = &S->r[i];
+        S->excl_req = i;
+        first_sched(S, i, now);
+        S->kv_used += q->in + q->out;
+        cz_batch_shape b = prefill_shape(0, q->in);
+        dur = stage_step_s(S, S->llm, &b, share);
+        tokens = q->in;
+    } else {
+        /* chunked: every ready decode, then prefill chunks in FIFO order, under the budget */
+        CZ_ASSERT(w == CZ_XS_HYBRID);
+        uint32_t budget = S->cfg->xs.token_budget;
+        cz_batch_shape b = {0};
+        S->n_batch = 0;
+        for (uint32_t k = 0; k < S->n_ready && budget > 0; k++, budget--) {
+            uint32_t i = S->ready[k];
+            S->batch[S->n_batch++] = i;
+            b.decode_seqs++;
+            b.decode_ctx_tokens += S->r[i].in + S->r[i].gen;
+        }
+        memmove(S->ready, S->ready + S->n_batch, (S->n_ready - S->n_batch) * sizeof *S->ready);
+        S->n_ready -= S->n_batch;
+        S->n_hyb = 0;
+        for (uint32_t h = S->prefill.head; h < S->prefill.tail && budget > 0; h++) {
+            uint32_t i = S->prefill.v[h];
+            xs_req *q = &S->r[i];
+            if (!prefill_fits(S, i))
+                break;
+            if (q->prefilled == 0) {
+                S->kv_used += q->in + q->out;
+                first_sched(S, i, now);
+            }
+            uint32_t chunk = q->in - q->prefilled < budget ? q->in - q->prefilled : budget;
+            cz_batch_shape c = prefill_shape(q->prefilled, chunk);
+            b.prefill_tokens += c.prefill_tokens;
+            b.prefill_attn_ctx += c.prefill_attn_ctx;
+            b.prefill_seqs++;
+            S->hyb[S->n_hyb] = i;
+            S->hyb_tok[S->n_hyb++] = chunk;
+            budget -= chunk;
+        }
+        dur = stage_step_s(S, S->llm, &b, 1.0);
+        tokens = S->cfg->xs.token_budget - budget;
+        if (S->n_batch) {
+            st->decode_steps++;
+            st->decode_seq_steps += S->n_batch;
+            st->decode_share_sum += 1.0;
+        }
+    }
+    S->excl = S->last_excl = w;
+    S->m->steps++;
+    timeline(S, now, tokens);
+    cz_evq_push(&S->q, now + dur, XE_EXCL_DONE, 0, 0);
+}
+
+static void start_decode(xs_state *S, double now, cz_sim_stats *st)
+{
+    double share = 1.0;
+    if (S->cfg->xs.kind == CZ_XS_NOVA && pending(S) > 0) {
+        cz_xs_work beside = S->excl == CZ_XS_PREFILL ? CZ_XS_PREFILL : CZ_XS_VISION;
+        share = cz_xs_decode_share(&S->cfg->xs, beside, pending(S), S->cfg->hw.sms);
+    }
+    cz_batch_shape b = {0};
+    for (uint32_t k = 0; k < S->n_ready; k++) {
+        uint32_t i = S->ready[k];
+        S->batch[k] = i;
+        b.decode_seqs++;
+        b.decode_ctx_tokens += S->r[i].in + S->r[i].gen;
+    }
+    S->n_batch = S->n_ready;
+    S->n_ready = 0;
+    S->decoding = true;
+    st->decode_steps++;
+    st->decode_seq_steps += S->n_batch;
+    st->decode_share_sum += share;
+    S->m->steps++;
+    timeline(S, now, b.decode_seqs);
+    cz_evq_push(&S->q, now + stage_step_s(S, S->llm, &b, share), XE_DECODE_DONE, 0, 0);
+}
+
+static void decide(xs_state *S, double now, cz_sim_stats *st)
+{
+    for (;;) {
+        uint32_t pw = fifo_len(&S->prefill);
+        if (pw > 0 && !prefill_fits(S, fifo_front(&S->prefill)))
+            pw = 0; /* its KV does not fit yet: it waits */
+        cz_xs_view v = {
+            .vision_waiting = fifo_len(&S->vision),
+            .prefill_waiting = pw,
+            .decode_ready = S->n_ready,
+            .excl = S->excl,
+            .decoding = S->decoding,
+            .last_excl = S->last_excl,
+        };
+        if (S->cfg->xs.kind == CZ_XS_CHUNKED && pw > 0 && S->r[fifo_front(&S->prefill)].prefilled)
+            v.prefilling = 1;
+        cz_xs_decision d;
+        cz_xs_decide(&S->cfg->xs, &v, &d);
+        if (d.excl == CZ_XS_IDLE && !d.decode)
+            return;
+        CZ_ASSERT(d.excl == CZ_XS_IDLE || S->excl == CZ_XS_IDLE);
+        CZ_ASSERT(!d.decode || (!S->decoding && S->n_ready > 0));
+        /* a decode decided beside a step that starts now sees that step */
+        if (d.excl != CZ_XS_IDLE)
+            start_excl(S, d.excl, now, st);
+        if (d.decode)
+            start_decode(S, now, st);
+    }
+}
+
+static void on_excl_done(xs_state *S, double now)
+{
+    cz_xs_work w = S->excl;
+    S->excl = CZ_XS_IDLE;
+    if (w == CZ_XS_VISION) {
+        uint32_t i = S->excl_req;
+        S->prefill.v[S->prefill.tail++] = i;
+    } else if (w == CZ_XS_PREFILL) {
+        uint32_t i = S->excl_req;
+        S->r[i].prefilled = S->r[i].in;
+        S->in_stages--;
+        token(S, i, now); /* the prefill samples the first token */
+    } else {
+        for (uint32_t k = 0; k < S->n_batch; k++)
+            token(S, S->batch[k], now);
+        S->n_batch = 0;
+        for (uint32_t h = 0; h < S->n_hyb; h++) {
+            uint32_t i = S->hyb[h];
+            xs_req *q = &S->r[i];
+            q->prefilled += S->hyb_tok[h];
+            if (q->prefilled == q->in) {
+                /* prefill chunks are taken from the front in order: this is the front */
+                CZ_ASSERT(fifo_front(&S->prefill) == i);
+                S->prefill.head++;
+                S->in_stages--;
+                token(S, i, now);
+            }
+        }
+        S->n_hyb = 0;
+    }
+}
+
+static void on_arrival(xs_state *S, double now)
+{
+    uint32_t i = S->order[S->next_arrival++];
+    xs_req *q = &S->r[i];
+    const cz_turn *t = &S->wl->turns[q->g];
+    uint32_t si = S->ses_of[q->g];
+    cz_req_record rec = {
+        .session = si,
+        .turn = q->g - S->wl->sessions[si].turn_off,
+        .cls = (uint32_t)S->wl->sessions[si].cls,
+        .input_tokens = q->in,
+        .arrival_s = t->arrival_s,
+        .first_sched_s = NAN,
+        .first_token_s = NAN,
+        .finish_s = NAN,
+    };
+    q->rec = cz_metrics_add_request(S->m, &rec);
+    S->in_stages++;
+    if (q->in + q->out > S->kv_cap) {
+        S->m->req[q->rec].outcome = CZ_REQ_REJECTED;
+        S->in_stages--;
+    } else if (q->image > 0) {
+        S->vision.v[S->vision.tail++] = i;
+    } else {
+        S->prefill.v[S->prefill.tail++] = i;
+    }
+    if (S->next_arrival < S->n)
+        cz_evq_push(&S->q, S->wl->turns[S->r[S->order[S->next_arrival]].g].arrival_s,
+                    XE_ARRIVAL, 0, 0);
+}
+
+static int cmp_arrival(const void *a, const void *b, void *ctx)
+{
+    const xs_state *S = ctx;
+    double x = S->wl->turns[S->r[*(const uint32_t *)a].g].arrival_s;
+    double y = S->wl->turns[S->r[*(const uint32_t *)b].g].arrival_s;
+    if (x != y)
+        return x < y ? -1 : 1;
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    return i < j ? -1 : i > j;
+}
+
+/* Stable merge sort of the requests by arrival (ties by turn index); C11's qsort takes no
+ * context argument. */
+static void sort_arrivals(xs_state *S)
+{
+    uint32_t n = S->n, *a = S->order, *tmp = cz_xmalloc((n ? n : 1) * sizeof *tmp);
+    for (uint32_t w = 1; w < n; w *= 2) {
+        for (uint32_t lo = 0; lo < n; lo += 2 * w) {
+            uint32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            uint32_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                tmp[k++] = cmp_arrival(&a[j], &a[i], S) < 0 ? a[j++] : a[i++];
+            while (i < mid)
+                tmp[k++] = a[i++];
+            while (j < hi)
+                tmp[k++] = a[j++];
+        }
+        memcpy(a, tmp, n * sizeof *a);
+    }
+    free(tmp);
+}
+
+cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics *m,
+                         cz_sim_stats *stats, cz_sim_progress_fn progress, void *progress_ctx,
+                         cz_err *err)
+{
+    if (wl->n_streams > 0 || wl->concurrency > 0)
+        return cz_err_set(err, CZ_EINVAL,
+                          "scheduler '%s' serves open-loop requests: the workload has %s",
+                          cfg->scheduler, wl->n_streams ? "periodic streams" : "a concurrency bound");
+    for (uint32_t si = 0; si < wl->n_sessions; si++)
+        if (wl->sessions[si].timing == CZ_TIMING_CLOSED && wl->sessions[si].n_turns > 1)
+            return cz_err_set(err, CZ_EINVAL,
+                              "scheduler '%s' serves open-loop requests: session %u is a "
+                              "closed-loop conversation",
+                              cfg->scheduler, si);
+    xs_state S;
+    memset(&S, 0, sizeof S);
+    S.cfg = cfg;
+    S.wl = wl;
+    S.m = m;
+    S.llm = cfg->model.n_pipe - 1;
+    S.n = wl->n_turns;
+    size_t n1 = S.n ? S.n : 1;
+    S.r = cz_xcalloc(n1, sizeof *S.r);
+    S.order = cz_xmalloc(n1 * sizeof *S.order);
+    S.ses_of = cz_xmalloc(n1 * sizeof *S.ses_of);
+    for (uint32_t si = 0; si < wl->n_sessions; si++)
+        for (uint32_t k = 0; k < wl->sessions[si].n_turns; k++)
+            S.ses_of[wl->sessions[si].turn_off + k] = si;
+    S.vision.v = cz_xmalloc(n1 * sizeof *S.vision.v);
+    S.prefill.v = cz_xmalloc(n1 * sizeof *S.prefill.v);
+    S.ready = cz_xmalloc(n1 * sizeof *S.ready);
+    S.batch = cz_xmalloc(n1 * sizeof *S.batch);
+    S.hyb = cz_xmalloc(n1 * sizeof *S.hyb);
+    S.hyb_tok = cz_xmalloc(n1 * sizeof *S.hyb_tok);
+    const cz_server_config *sc = &cfg->place[S.llm].server;
+    S.kv_cap = (uint64_t)sc->kv_blocks * sc->block_tokens;
+    S.tl_next_s = -INFINITY;
+    for (uint32_t g = 0; g < S.n; g++) {
+        const cz_turn *t = &wl->turns[g];
+        uint32_t in = cz_turn_in_tokens(t);
+        S.r[g] = (xs_req){.g = g, .in = in ? in : 1,
+                          .out = t->out_text_tokens ? t->out_text_tokens : 1,
+                          .image = S.llm > 0 ? t->in_image_tokens : 0};
+        S.order[g] = g;
+    }
+    sort_arrivals(&S);
+    cz_evq_init(&S.q, 16);
+    if (S.n > 0)
+        cz_evq_push(&S.q, wl->turns[S.r[S.order[0]].g].arrival_s, XE_ARRIVAL, 0, 0);
+    cz_event ev;
+    double now = 0.0;
+    while (cz_evq_pop(&S.q, &ev)) {
+        if (ev.t_s > cfg->max_time_s)
+            break;
+        now = ev.t_s;
+        stats->events++;
+        switch (ev.type) {
+        case XE_ARRIVAL: on_arrival(&S, now); break;
+        case XE_EXCL_DONE: on_excl_done(&S, now); break;
+        case XE_DECODE_DONE:
+            S.decoding = false;
+            for (uint32_t k = 0; k < S.n_batch; k++)
+                token(&S, S.batch[k], now);
+            S.n_batch = 0;
+            break;
+        default: CZ_ASSERT(0 && "unknown event");
+        }
+        decide(&S, now, stats);
+        if (progress && (stats->events & 0xFFFF) == 0) {
+            cz_sim_progress pr = {now, stats->events, S.next_arrival, S.finished, S.n, false};
+            progress(progress_ctx, &pr);
+        }
+    }
+    stats->arrivals = S.next_arrival;
+    stats->sim_time_s = now;
+    stats->kv_saturated_at_s = NAN;
+    if (progress) {
+        cz_sim_progress pr = {now, stats->events, S.next_arrival, S.finished, S.n, true};
+        progress(progress_ctx, &pr);
+    }
+    cz_evq_free(&S.q);
+    free(S.r);
+    free(S.order);
+    free(S.ses_of);
+    free(S.vision.v);
+    free(S.prefill.v);
+    free(S.ready);
+    free(S.batch);
+    free(S.hyb);
+    free(S.hyb_tok);
+    return CZ_OK;
+}
