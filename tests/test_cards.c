@@ -166,6 +166,19 @@ Test(cards, speech_and_vision_models)
     cr_assert(stage(&g, "vision_lowres")->params > 4.3e9);
     cr_assert_eq(stage(&g, "vision_lowres")->kind, CZ_STAGE_ENCODER);
 
+    /* the CogAgent Nova serves (004_f0fa8d0dbc8839e6.txt, section V-A2): a 4B ViT, a 9B
+     * 40-layer LLM, about 9 GB and 18 GB of bf16 weights, 70 MB of KV for a 1,700-token
+     * request (2 x 40 layers x 2 KV groups x 128 x 2 bytes = 40,960 bytes a token) */
+    cz_model_card n = load_model("cogagent-9b");
+    s = stage(&n, "llm");
+    cr_assert_eq(s->layers, 40);
+    cr_assert_eq(cz_stage_kv_bytes_per_token(s), 40960.0);
+    cr_assert(fabs(cz_stage_kv_bytes_per_token(s) * 1700 / 70e6 - 1) < 0.01);
+    cr_assert(fabs(cz_stage_weight_bytes(s) / 18e9 - 1) < 0.05);
+    cr_assert(fabs(cz_stage_weight_bytes(stage(&n, "vision")) / 9e9 - 1) < 0.01);
+    cr_assert_eq(n.pipe[0].input_tokens, 6401); /* 80 x 80 patches of 14 px and a class token */
+    cr_assert_eq(n.pipe[1].input_tokens, 0);
+
     cz_model_card o = load_model("moshi");
     s = stage(&o, "temporal");
     cr_assert_eq(s->layers, 32);
@@ -451,6 +464,14 @@ Test(cards, parse_rules)
         "\"experts_active\":2,\"params\":1e5}]}";
     cr_assert_eq(parse_text(stray, &m, &err), CZ_EINVAL);
     cr_assert(strstr(err.msg, "'experts_active'") != NULL, "%s", err.msg);
+
+    /* input_tokens is for encoders */
+    const char *fixed_ar =
+        "{\"name\":\"m\",\"source\":\"s\",\"stages\":[{\"name\":\"x\",\"kind\":\"ar\","
+        "\"layers\":2,\"hidden\":64,\"heads\":4,\"kv_heads\":4,\"intermediate\":8,\"vocab\":10,"
+        "\"params\":1e5}],\"pipeline\":[{\"stage\":\"x\",\"input_tokens\":5}]}";
+    cr_assert_eq(parse_text(fixed_ar, &m, &err), CZ_EINVAL);
+    cr_assert(strstr(err.msg, "input_tokens") != NULL, "%s", err.msg);
 
     /* active_params above params */
     const char *active =

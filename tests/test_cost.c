@@ -361,3 +361,28 @@ Test(cost, params_parse_errors)
                   "params changed on failure: %s", bad[i].text);
     }
 }
+
+/* A step on part of the SMs (cz_cost_share_s): compute slows by 1 / share, memory traffic
+ * only below bw_sat_sm_fraction, by bw_sat / share; the overhead stays. */
+Test(cost, sm_share_scales_compute_and_saturating_bandwidth)
+{
+    cz_cost_params p = cz_cost_params_default();
+    cr_assert_float_eq(p.bw_sat_sm_fraction, 0.4, 1e-15);
+    cz_step_cost c = {.compute_s = 0.030, .memory_s = 0.010, .comm_s = 0.001};
+    c.total_s = 0.030 + 0.001 + 0.002;
+    cr_assert_float_eq(cz_cost_share_s(&c, &p, 1.0), c.total_s, 1e-15);
+    /* compute-bound: 0.030 / 0.5 = 0.060; memory 0.010 (0.5 >= 0.4, full bandwidth) */
+    cr_assert_float_eq(cz_cost_share_s(&c, &p, 0.5), 0.060 + 0.001 + 0.002, 1e-15);
+    /* memory-bound step at 12 of 84 SMs: memory 0.020 x 0.4 / (12/84) = 0.056, compute
+     * 0.001 x 7 = 0.007 */
+    cz_step_cost d = {.compute_s = 0.001, .memory_s = 0.020, .total_s = 0.022};
+    cr_assert_float_eq(cz_cost_share_s(&d, &p, 12.0 / 84), 0.056 + 0.002, 1e-12);
+    cz_step_cost empty = {0};
+    cr_assert_eq(cz_cost_share_s(&empty, &p, 0.3), 0.0);
+    cz_cost_params q = p;
+    cz_err err;
+    cJSON *j = cJSON_Parse("{\"bw_sat_sm_fraction\": 1.5}");
+    cr_assert_eq(cz_cost_params_parse(j, "c", &q, &err), CZ_EINVAL);
+    cr_assert(strstr(err.msg, "bw_sat_sm_fraction"), "%s", err.msg);
+    cJSON_Delete(j);
+}

@@ -292,3 +292,110 @@ Test(policies, candidate_sort_orders_totally)
         }
     }
 }
+
+/* ---- cross-stage schedulers (004_f0fa8d0dbc8839e6.txt, sections III-C2, III-D, V-A7) ---- */
+
+static cz_xs_policy xs_make(const char *name, const char *params)
+{
+    cz_xs_policy p;
+    cz_err err;
+    cz_err_clear(&err);
+    cJSON *j = params ? cJSON_Parse(params) : NULL;
+    cr_assert_eq(cz_xs_policy_make(name, j, "test", &p, &err), CZ_OK, "%s", err.msg);
+    cJSON_Delete(j);
+    return p;
+}
+
+static cz_xs_decision xs_decide(const cz_xs_policy *p, cz_xs_view v)
+{
+    cz_xs_decision d;
+    cz_xs_decide(p, &v, &d);
+    return d;
+}
+
+Test(policies, nova_stage_order)
+{
+    cz_xs_policy p = xs_make("nova", NULL);
+    /* decode first and beside the exclusive worker; prefill before vision */
+    cz_xs_decision d = xs_decide(&p, (cz_xs_view){.vision_waiting = 2, .prefill_waiting = 1,
+                                                   .decode_ready = 3});
+    cr_assert(d.decode && d.excl == CZ_XS_PREFILL);
+    d = xs_decide(&p, (cz_xs_view){.vision_waiting = 1, .decode_ready = 2, .decoding = true});
+    cr_assert(!d.decode && d.excl == CZ_XS_VISION);
+    /* vision and prefill never run together: a busy exclusive worker starts nothing new;
+     * decode still joins beside it */
+    d = xs_decide(&p, (cz_xs_view){.vision_waiting = 3, .prefill_waiting = 1, .decode_ready = 1,
+                                   .excl = CZ_XS_VISION});
+    cr_assert(d.decode && d.excl == CZ_XS_IDLE);
+    /* in-flight batching: ready requests wait for the running decode step */
+    d = xs_decide(&p, (cz_xs_view){.decode_ready = 4, .decoding = true, .excl = CZ_XS_PREFILL});
+    cr_assert(!d.decode && d.excl == CZ_XS_IDLE);
+    d = xs_decide(&p, (cz_xs_view){0});
+    cr_assert(!d.decode && d.excl == CZ_XS_IDLE);
+}
+
+Test(policies, pf_limit_threshold_boundary)
+{
+    cz_xs_policy p = xs_make("pf_limit", NULL);
+    cr_assert_eq(p.decode_threshold, 5);
+    /* 5 waiting decodes do not exceed the threshold: prefill, then vision, go first */
+    cz_xs_decision d = xs_decide(&p, (cz_xs_view){.prefill_waiting = 1, .vision_waiting = 1,
+                                                   .decode_ready = 5});
+    cr_assert(!d.decode && d.excl == CZ_XS_PREFILL);
+    d = xs_decide(&p, (cz_xs_view){.vision_waiting = 1, .decode_ready = 5});
+    cr_assert(!d.decode && d.excl == CZ_XS_VISION);
+    /* 6 do */
+    d = xs_decide(&p, (cz_xs_view){.prefill_waiting = 1, .vision_waiting = 1, .decode_ready = 6});
+    cr_assert(d.decode && d.excl == CZ_XS_IDLE);
+    /* with nothing else to run, decode runs below the threshold */
+    d = xs_decide(&p, (cz_xs_view){.decode_ready = 1});
+    cr_assert(d.decode);
+    /* one worker at a time */
+    d = xs_decide(&p, (cz_xs_view){.vision_waiting = 1, .decode_ready = 9, .excl = CZ_XS_PREFILL});
+    cr_assert(!d.decode && d.excl == CZ_XS_IDLE);
+    d = xs_decide(&p, (cz_xs_view){.prefill_waiting = 1, .decoding = true});
+    cr_assert(!d.decode && d.excl == CZ_XS_IDLE);
+}
+
+Test(policies, chunked_takes_turns_with_vision)
+{
+    cz_xs_policy p = xs_make("chunked_prefill", NULL);
+    cr_assert_eq(p.token_budget, 128);
+    cz_xs_decision d = xs_decide(&p, (cz_xs_view){.vision_waiting = 1, .decode_ready = 1,
+                                                   .last_excl = CZ_XS_VISION});
+    cr_assert(!d.decode && d.excl == CZ_XS_HYBRID);
+    d = xs_decide(&p, (cz_xs_view){.vision_waiting = 1, .decode_ready = 1,
+                                   .last_excl = CZ_XS_HYBRID});
+    cr_assert(d.excl == CZ_XS_VISION);
+    d = xs_decide(&p, (cz_xs_view){.vision_waiting = 1, .last_excl = CZ_XS_VISION});
+    cr_assert(d.excl == CZ_XS_VISION); /* no LLM work: vision again */
+    d = xs_decide(&p, (cz_xs_view){.prefilling = 1, .last_excl = CZ_XS_HYBRID});
+    cr_assert(d.excl == CZ_XS_HYBRID);
+    d = xs_decide(&p, (cz_xs_view){.vision_waiting = 1, .excl = CZ_XS_HYBRID});
+    cr_assert(d.excl == CZ_XS_IDLE);
+}
+
+Test(policies, nova_sm_partition_eq5)
+{
+    cz_xs_policy p = xs_make("nova", NULL);
+    /* beside vision: 24 SMs at one pending request, linearly to 12 at 4 (section V-A5) */
+    const double vis[] = {24, 20, 16, 12, 12, 12};
+    for (uint32_t n = 1; n <= 6; n++)
+        cr_assert_float_eq(cz_xs_decode_share(&p, CZ_XS_VISION, n, 84), vis[n - 1] / 84, 1e-12,
+                           "vision, %u pending", n);
+    /* beside prefill: 30 at one, to 12 at 6, in units of 2 SMs (30, 26.4, 22.8, 19.2,
+     * 15.6, 12 rounded down to even) */
+    const double pf[] = {30, 26, 22, 18, 14, 12, 12};
+    for (uint32_t n = 1; n <= 7; n++)
+        cr_assert_float_eq(cz_xs_decode_share(&p, CZ_XS_PREFILL, n, 84), pf[n - 1] / 84, 1e-12,
+                           "prefill, %u pending", n);
+    /* nothing pending: decode alone on the whole GPU */
+    cr_assert_eq(cz_xs_decode_share(&p, CZ_XS_VISION, 0, 84), 1.0);
+    cz_xs_policy fixed = xs_make("nova", "{\"adaptive\": false}");
+    cr_assert_float_eq(cz_xs_decode_share(&fixed, CZ_XS_VISION, 4, 84), 24.0 / 84, 1e-12);
+    cz_xs_policy pfl = xs_make("pf_limit", NULL);
+    cr_assert_eq(cz_xs_decode_share(&pfl, CZ_XS_VISION, 3, 84), 1.0);
+    cz_xs_policy x;
+    cz_err err;
+    cr_assert_eq(cz_xs_policy_make("fcfs", NULL, "t", &x, &err), CZ_ENOTFOUND);
+}

@@ -1,0 +1,233 @@
+/* test_xstage.c - the cross-stage executor (sim/cz_xstage.c) on hand-timed cases: one
+ * CogAgent-9B request on an RTX A6000 under each cross-stage scheduler, cross-checked
+ * against the pipeline runtime; and two requests whose timelines follow Nova's stage order
+ * and SM partition (004_f0fa8d0dbc8839e6.txt, section III-D) step by step, against
+ * PF-Limit's. Expected step times come from cz_cost_step and cz_cost_share_s, which
+ * test_cost checks against hand computations. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cz_json.h"
+#include "cz_sim.h"
+#include "test_util.h"
+
+typedef struct run {
+    cz_sim_config cfg;
+    cz_workload wl;
+    cz_metrics m;
+    cz_sim_stats st;
+    cz_status status;
+    cz_err err;
+} run;
+
+enum { TEXT = 100, IMAGE = 1602, IN = TEXT + IMAGE };
+
+static cz_status run_config(run *r, const char *scheduler, unsigned requests, unsigned out,
+                            double rate)
+{
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"model\": \"cogagent-9b\", \"hardware\": \"rtx-a6000\", \"seed\": 3,"
+             " \"scheduler\": %s,"
+             " \"workload\": {\"synthetic\": {\"requests\": %u, \"image_tokens\": %d,"
+             " \"input_tokens\": %d, \"output_tokens\": %u},"
+             " \"arrivals\": {\"process\": \"poisson\", \"rate_rps\": %g}}}",
+             scheduler, requests, IMAGE, TEXT, out, rate);
+    cJSON *j = cJSON_Parse(json);
+    cr_assert(j != NULL);
+    cz_err_clear(&r->err);
+    cz_workload_init(&r->wl);
+    cz_metrics_init(&r->m, 0.0, 0);
+    r->status = cz_sim_config_parse(j, "test", ".", &r->cfg, &r->wl, &r->err);
+    cJSON_Delete(j);
+    if (r->status == CZ_OK)
+        r->status = cz_sim_run(&r->cfg, &r->wl, &r->m, &r->st, NULL, NULL, &r->err);
+    return r->status;
+}
+
+static void run_free(run *r)
+{
+    cz_metrics_free(&r->m);
+    cz_workload_free(&r->wl);
+}
+
+/* Time of a step of pipeline stage p with this shape on `share` of the SMs. */
+static double step_s(const run *r, uint32_t p, cz_batch_shape b, double share)
+{
+    cz_step_cost c;
+    cz_cost_step(&r->cfg.model.stages[r->cfg.model.pipe[p].stage], &r->cfg.hw, &r->cfg.cost, &b,
+                 &c);
+    return cz_cost_share_s(&c, &r->cfg.cost, share);
+}
+
+static double vision_s(const run *r, double share)
+{
+    cz_batch_shape b = {.prefill_tokens = 6401, .prefill_seqs = 1,
+                        .prefill_attn_ctx = 6401ull * 6402 / 2};
+    return step_s(r, 0, b, share);
+}
+
+static double prefill_s(const run *r, double share)
+{
+    cz_batch_shape b = {.prefill_tokens = IN, .prefill_seqs = 1,
+                        .prefill_attn_ctx = (uint64_t)IN * (IN + 1) / 2};
+    return step_s(r, 1, b, share);
+}
+
+/* A decode step of n requests that have generated `gen` tokens each. */
+static double decode_s(const run *r, uint32_t n, uint32_t gen, double share)
+{
+    cz_batch_shape b = {.decode_seqs = n, .decode_ctx_tokens = (uint64_t)n * (IN + gen)};
+    return step_s(r, 1, b, share);
+}
+
+#define NEAR(a, b) cr_assert(fabs((a) - (b)) < 1e-9, "%s = %.12f, expected %.12f", #a, (a), (b))
+
+Test(xstage, single_request_hand_timed)
+{
+    const char *scheds[] = {"\"nova\"", "\"pf_limit\"", "\"fcfs\""};
+    for (int k = 0; k < 3; k++) {
+        run r;
+        cr_assert_eq(run_config(&r, scheds[k], 1, 5, 1.0), CZ_OK, "%s", r.err.msg);
+        cr_assert_eq(r.cfg.cross_stage, k < 2);
+        const cz_req_record *q = &r.m.req[0];
+        double tv = vision_s(&r, 1.0), tp = prefill_s(&r, 1.0), t = tv + tp;
+        cr_assert_eq(q->outcome, CZ_REQ_COMPLETED);
+        /* the LLM first runs the request when its vision encode ends */
+        NEAR(q->first_sched_s, tv);
+        NEAR(q->first_token_s, t);
+        for (uint32_t g = 1; g < 5; g++)
+            t += decode_s(&r, 1, g, 1.0);
+        NEAR(q->finish_s, t);
+        cr_assert_eq(q->output_tokens, 5);
+        run_free(&r);
+    }
+    /* Nova's profile of CogAgent on an A6000 (Table I): vision 806.8 ms, prefill 324.1 ms,
+     * one decode step 28.9 ms; the roofline is within 15 % of each */
+    run r;
+    cr_assert_eq(run_config(&r, "\"nova\"", 1, 5, 1.0), CZ_OK);
+    cr_assert(fabs(vision_s(&r, 1.0) / 0.8068 - 1) < 0.15, "vision %f", vision_s(&r, 1.0));
+    cr_assert(fabs(prefill_s(&r, 1.0) / 0.3241 - 1) < 0.15, "prefill %f", prefill_s(&r, 1.0));
+    cr_assert(fabs(decode_s(&r, 1, 1, 1.0) / 0.0289 - 1) < 0.15, "decode %f",
+              decode_s(&r, 1, 1, 1.0));
+    run_free(&r);
+}
+
+Test(xstage, chunked_prefill_single_request)
+{
+    run r;
+    cr_assert_eq(run_config(&r, "{\"name\": \"chunked_prefill\", \"token_budget\": 512}", 1, 3,
+                            1.0),
+                 CZ_OK, "%s", r.err.msg);
+    double t = vision_s(&r, 1.0);
+    NEAR(r.m.req[0].first_sched_s, t);
+    /* 1,702 input tokens in chunks of 512: each attends to what came before it */
+    for (uint64_t done = 0; done < IN;) {
+        uint64_t c = IN - done < 512 ? IN - done : 512;
+        cz_batch_shape b = {.prefill_tokens = c, .prefill_seqs = 1,
+                            .prefill_attn_ctx = c * done + c * (c + 1) / 2};
+        t += step_s(&r, 1, b, 1.0);
+        done += c;
+    }
+    NEAR(r.m.req[0].first_token_s, t);
+    t += decode_s(&r, 1, 1, 1.0) + decode_s(&r, 1, 2, 1.0);
+    NEAR(r.m.req[0].finish_s, t);
+    run_free(&r);
+}
+
+/* Two requests a microsecond apart, two output tokens each. */
+Test(xstage, nova_stage_order_and_partition)
+{
+    run r;
+    cr_assert_eq(run_config(&r, "\"nova\"", 2, 2, 1e6), CZ_OK, "%s", r.err.msg);
+    const cz_req_record *a = &r.m.req[0], *b = &r.m.req[1];
+    double a1 = b->arrival_s;
+    cr_assert(a->arrival_s == 0 && a1 > 0 && a1 < 1e-3);
+    /* request 0: vision, then its prefill before request 1's vision (prefill > vision),
+     * both on the whole GPU (nothing decodes yet) */
+    double t0 = vision_s(&r, 1.0) + prefill_s(&r, 1.0);
+    NEAR(a->first_token_s, t0);
+    /* at t0 request 1's vision starts beside request 0's decode: one pending request, so
+     * decode gets 24 of 84 SMs and vision the other 60 (section V-A5) */
+    NEAR(a->finish_s, t0 + decode_s(&r, 1, 1, 24.0 / 84));
+    double v1 = t0 + vision_s(&r, 60.0 / 84);
+    /* request 1's prefill then runs alone (request 0 is done) on the whole GPU */
+    NEAR(b->first_sched_s, v1);
+    NEAR(b->first_token_s, v1 + prefill_s(&r, 1.0));
+    NEAR(b->finish_s, v1 + prefill_s(&r, 1.0) + decode_s(&r, 1, 1, 1.0));
+    /* the wait for the vision worker: request 1 waited t0 - a1 */
+    NEAR(r.st.vision_wait_sum_s, t0 - a1);
+    cr_assert_eq(r.st.vision_starts, 2);
+    cr_assert_eq(r.st.decode_steps, 2);
+    NEAR(r.st.decode_share_sum, 24.0 / 84 + 1.0);
+    run_free(&r);
+}
+
+Test(xstage, pf_limit_runs_one_worker_at_a_time)
+{
+    run r;
+    cr_assert_eq(run_config(&r, "\"pf_limit\"", 2, 2, 1e6), CZ_OK, "%s", r.err.msg);
+    const cz_req_record *a = &r.m.req[0], *b = &r.m.req[1];
+    double t0 = vision_s(&r, 1.0) + prefill_s(&r, 1.0);
+    NEAR(a->first_token_s, t0);
+    /* one decode waits (not more than 5): request 1's vision and prefill go first, then
+     * both decode in one batch */
+    double t1 = t0 + vision_s(&r, 1.0) + prefill_s(&r, 1.0);
+    NEAR(b->first_sched_s, t0 + vision_s(&r, 1.0));
+    NEAR(b->first_token_s, t1);
+    NEAR(a->finish_s, t1 + decode_s(&r, 2, 1, 1.0));
+    NEAR(b->finish_s, a->finish_s);
+    run_free(&r);
+}
+
+Test(xstage, config_and_workload_errors)
+{
+    cz_err err;
+    cz_sim_config cfg;
+    cz_workload wl;
+    const char *bad[][2] = {
+        {"{\"model\": \"qwen3-omni\", \"scheduler\": \"nova\","
+         " \"workload\": {\"synthetic\": {\"requests\": 1, \"input_tokens\": 8,"
+         " \"output_tokens\": 8}, \"arrivals\": {\"process\": \"poisson\", \"rate_rps\": 1}}}",
+         "encoders followed by one autoregressive stage"},
+        {"{\"model\": \"cogagent-9b\", \"scheduler\": {\"name\": \"nova\", \"sm_flor\": 2},"
+         " \"workload\": {\"synthetic\": {\"requests\": 1, \"input_tokens\": 8,"
+         " \"output_tokens\": 8}, \"arrivals\": {\"process\": \"poisson\", \"rate_rps\": 1}}}",
+         "sm_flor"},
+        {"{\"model\": \"cogagent-9b\", \"scheduler\": {\"name\": \"nova\", \"sm_floor\": 40},"
+         " \"workload\": {\"synthetic\": {\"requests\": 1, \"input_tokens\": 8,"
+         " \"output_tokens\": 8}, \"arrivals\": {\"process\": \"poisson\", \"rate_rps\": 1}}}",
+         "field 'sm_floor'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cJSON *j = cJSON_Parse(bad[i][0]);
+        cr_assert(j != NULL);
+        cz_err_clear(&err);
+        cz_workload_init(&wl);
+        cr_assert_eq(cz_sim_config_parse(j, "bad.json", ".", &cfg, &wl, &err), CZ_EINVAL,
+                     "case %zu", i);
+        cr_assert(strstr(err.msg, "bad.json") && strstr(err.msg, bad[i][1]), "case %zu: %s", i,
+                  err.msg);
+        cz_workload_free(&wl);
+        cJSON_Delete(j);
+    }
+    /* closed-loop conversations are not open-loop requests */
+    cJSON *j = cJSON_Parse("{\"model\": \"cogagent-9b\", \"scheduler\": \"nova\","
+                           " \"workload\": {\"synthetic\": {\"requests\": 2, \"input_tokens\": 8,"
+                           " \"output_tokens\": 8},"
+                           " \"arrivals\": {\"process\": \"closed_loop\", \"concurrency\": 1}}}");
+    cz_err_clear(&err);
+    cz_workload_init(&wl);
+    cr_assert_eq(cz_sim_config_parse(j, "c.json", ".", &cfg, &wl, &err), CZ_OK, "%s", err.msg);
+    cz_metrics m;
+    cz_metrics_init(&m, 0.0, 0);
+    cz_sim_stats st;
+    cr_assert_eq(cz_sim_run(&cfg, &wl, &m, &st, NULL, NULL, &err), CZ_EINVAL);
+    cr_assert(strstr(err.msg, "open-loop"), "%s", err.msg);
+    cz_metrics_free(&m);
+    cz_workload_free(&wl);
+    cJSON_Delete(j);
+}
