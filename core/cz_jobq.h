@@ -17,6 +17,7 @@ typedef struct cz_job {
 
 typedef struct cz_jobq {
     cz_job *ring;
+    uint8_t *taken;  /* scratch for cz_jobq_schedule_picked, capacity cap */
     uint32_t cap, head, len;
     uint32_t max_batch, max_tokens;
     cz_job *batch; /* the batch in flight, capacity max_batch */
@@ -33,6 +34,15 @@ void cz_jobq_push(cz_jobq *q, const cz_job *job);
 /* Forms the next batch: returns the number of jobs (0 when empty) and their total tokens
  * through *tokens. Must not be called while a batch is in flight. */
 uint32_t cz_jobq_schedule(cz_jobq *q, uint64_t *tokens);
+
+/* The job at queue position i (0 = oldest), i < cz_jobq_len. */
+const cz_job *cz_jobq_peek(const cz_jobq *q, uint32_t i);
+
+/* Forms the next batch from the queued jobs at positions pos[0..n) (distinct, each below
+ * cz_jobq_len), in that order, up to max_batch jobs and max_tokens tokens (the first job
+ * always fits); the other jobs keep their order. Returns the number of jobs and their
+ * tokens through *tokens. O(queue), no allocation. Same precondition as cz_jobq_schedule. */
+uint32_t cz_jobq_schedule_picked(cz_jobq *q, const uint32_t *pos, uint32_t n, uint64_t *tokens);
 
 /* The batch in flight finished; returns its jobs (valid until the next schedule). */
 const cz_job *cz_jobq_done(cz_jobq *q, uint32_t *n);

@@ -64,6 +64,25 @@ extern const cz_sched_ops cz_sched_voxserve;
  * (003_4ea0224bc1b7e235.txt). */
 extern const cz_sched_ops cz_sched_bros;
 
+/* VoxServe's detokenizer rule (001_4ea5faaee5602c5d.txt, section 3.2.1, and its
+ * OnlineScheduler): the detokenizer (a vocoder fed by an audio-producing stage) runs only
+ * when a request with a full chunk waiting is urgent, and its batch serves urgent requests
+ * first (startup, oldest first; then steady state, nearest deadline first), then the others
+ * in queue order. Urgency is the scheduler's (cz_sched_voxserve), read from the playback
+ * telemetry of each job's request at the stage feeding the detokenizer. */
+typedef struct cz_detok_job {
+    const cz_seq *q; /* the job's request at the feeding stage; NULL: none (served last) */
+    uint32_t pos;    /* the job's queue position (0 = oldest) */
+} cz_detok_job;
+/* Orders jobs[0..n) for a detokenizer step: writes the queue positions to run, in order, to
+ * pos_out (capacity n) and returns how many, at most max_batch; 0 when no job is urgent,
+ * with *wake_s the earliest time one becomes urgent (INFINITY: never without new
+ * telemetry). Throughput mode: every job in queue order. `scratch` holds n candidates.
+ * Pure; no allocation. */
+uint32_t cz_voxserve_detok_pick(const cz_policy_params *p, const cz_detok_job *jobs, uint32_t n,
+                                double now_s, uint32_t max_batch, cz_cand *scratch,
+                                uint32_t *pos_out, double *wake_s);
+
 /* The defaults of every parameter (documented above). */
 cz_policy_params cz_policy_params_default(void);
 

@@ -72,6 +72,47 @@ static uint32_t voxserve_select(const void *state, const cz_sched_ctx *ctx, cz_c
     return 0;
 }
 
+uint32_t cz_voxserve_detok_pick(const cz_policy_params *p, const cz_detok_job *jobs, uint32_t n,
+                                double now_s, uint32_t max_batch, cz_cand *scratch,
+                                uint32_t *pos_out, double *wake_s)
+{
+    *wake_s = INFINITY;
+    uint32_t k = 0;
+    if (p->throughput_mode) {
+        for (uint32_t i = 0; i < n && k < max_batch; i++)
+            pos_out[k++] = jobs[i].pos;
+        return k;
+    }
+    bool urgent = false;
+    for (uint32_t i = 0; i < n; i++) {
+        const cz_seq *q = jobs[i].q;
+        cz_cand *c = &scratch[i];
+        *c = (cz_cand){.seq = i, .pos = jobs[i].pos, .group = OTHER, .key = jobs[i].pos};
+        if (!q) {
+            c->group = OTHER + 1;
+        } else if (!cz_policy_audio_started(q)) {
+            c->group = URGENT_START;
+            c->key = q->turn_ready_s;
+        } else {
+            double d = to_deadline_s(q, now_s);
+            if (d <= p->urgent_window_s) {
+                c->group = URGENT_STEADY;
+                c->key = d;
+            } else if (now_s + (d - p->urgent_window_s) < *wake_s) {
+                *wake_s = now_s + (d - p->urgent_window_s);
+            }
+        }
+        urgent = urgent || c->group == URGENT_START || c->group == URGENT_STEADY;
+    }
+    if (!urgent)
+        return 0;
+    *wake_s = INFINITY;
+    cz__cands_sort(scratch, n);
+    for (uint32_t i = 0; i < n && k < max_batch; i++)
+        pos_out[k++] = scratch[i].pos;
+    return k;
+}
+
 const cz_sched_ops cz_sched_voxserve = {
     .name = "voxserve",
     .select = voxserve_select,

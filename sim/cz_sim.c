@@ -27,7 +27,8 @@ enum {
     EV_BARGE_IN,    /* arg: session, arg2: global turn index */
     EV_REPLY_END,   /* arg: session, arg2: global turn index: playback of the reply ends */
     EV_TICK,        /* arg: stream, arg2: frame */
-    EV_SPEECH       /* arg: global turn index: the user starts speaking it */
+    EV_SPEECH,      /* arg: global turn index: the user starts speaking it */
+    EV_WAKE         /* arg: GPU: a deferred job becomes due (VoxServe's detokenizer) */
 };
 
 /* An operation on a replica's serving core that must wait for its batch to end. */
@@ -47,6 +48,11 @@ typedef struct rep_rt {
     bool busy;           /* its batch is in flight */
     deferred_op *ops;
     uint32_t n_ops, cap_ops;
+    bool detok_rule;     /* a vocoder under VoxServe: cz_voxserve_detok_pick orders it */
+    cz_detok_job *djobs; /* its scratch, capacity dcap */
+    cz_cand *dcands;
+    uint32_t *dpos;
+    size_t dcap;
 } rep_rt;
 
 typedef struct gpu_rt {
@@ -54,6 +60,7 @@ typedef struct gpu_rt {
     uint32_t *reps;
     uint32_t n_reps, rr;
     uint32_t running; /* replica whose step is in flight, NONE when idle */
+    double wake_s;    /* the pending EV_WAKE, INFINITY when none */
 } gpu_rt;
 
 /* A session's progress; per pipeline stage state lives in sim_state.sp. */
@@ -222,6 +229,49 @@ static void run_xfers(sim_state *S, uint32_t ri, double now)
     }
 }
 
+/* VoxServe's detokenizer (cz_voxserve_detok_pick): the vocoder replica runs only when an
+ * urgent request has a chunk queued, urgent requests first; otherwise the GPU is woken
+ * when the first queued chunk becomes urgent. */
+static uint32_t detok_schedule(sim_state *S, uint32_t gi, rep_rt *r, double now,
+                               uint64_t *tokens)
+{
+    uint32_t n = cz_jobq_len(&r->jq);
+    if (n == 0)
+        return 0;
+    if (n > r->dcap) {
+        size_t cap = r->dcap;
+        cz_grow((void **)&r->djobs, &cap, n, sizeof *r->djobs);
+        cap = r->dcap;
+        cz_grow((void **)&r->dcands, &cap, n, sizeof *r->dcands);
+        cap = r->dcap;
+        cz_grow((void **)&r->dpos, &cap, n, sizeof *r->dpos);
+        r->dcap = cap;
+    }
+    int32_t from = S->cfg->model.pipe[r->p].from;
+    for (uint32_t i = 0; i < n; i++) {
+        const cz_job *j = cz_jobq_peek(&r->jq, i);
+        const ses_stage *st = SP(S, j->owner, (uint32_t)from);
+        bool live = S->ses[j->owner].g == j->tag && st->seq != NONE;
+        r->djobs[i] = (cz_detok_job){
+            .q = live ? cz_server_seq(S->reps[st->rep].srv, st->seq) : NULL, .pos = i};
+    }
+    double wake;
+    uint32_t k = cz_voxserve_detok_pick(&S->cfg->place[r->p].policy.params, r->djobs, n, now,
+                                        r->jq.max_batch, r->dcands, r->dpos, &wake);
+    if (k == 0) {
+        gpu_rt *g = &S->gpus[gi];
+        if (wake < INFINITY) {
+            wake = fmax(wake, now + 1e-9);
+            if (wake < g->wake_s) {
+                g->wake_s = wake;
+                cz_evq_push(&S->q, wake, EV_WAKE, gi, 0);
+            }
+        }
+        return 0;
+    }
+    return cz_jobq_schedule_picked(&r->jq, r->dpos, k, tokens);
+}
+
 /* An idle GPU asks its replicas for work in turn, starting after the last one served. */
 static void dispatch(sim_state *S, uint32_t gi, double now)
 {
@@ -239,7 +289,8 @@ static void dispatch(sim_state *S, uint32_t gi, double now)
             run_xfers(S, ri, now);
         } else {
             uint64_t tokens;
-            uint32_t n = cz_jobq_schedule(&r->jq, &tokens);
+            uint32_t n = r->detok_rule ? detok_schedule(S, gi, r, now, &tokens)
+                                       : cz_jobq_schedule(&r->jq, &tokens);
             if (n)
                 dur = jobs_step_s(S, r->p, r->jq.batch, n);
         }
@@ -839,6 +890,9 @@ static void sim_state_free(sim_state *S)
         if (!S->reps[i].srv)
             cz_jobq_free(&S->reps[i].jq);
         free(S->reps[i].ops);
+        free(S->reps[i].djobs);
+        free(S->reps[i].dcands);
+        free(S->reps[i].dpos);
     }
     for (uint32_t g = 0; g < S->cfg->n_gpus; g++)
         free(S->gpus[g].reps);
@@ -870,6 +924,7 @@ static void build_replicas(sim_state *S, uint64_t expected)
     for (uint32_t g = 0; g < cfg->n_gpus; g++) {
         S->gpus[g].reps = cz_xmalloc(S->n_reps * sizeof(uint32_t));
         S->gpus[g].running = NONE;
+        S->gpus[g].wake_s = INFINITY;
         cz_link_init(&S->gpus[g].link, cfg->hw.host_link_Bps, cfg->hw.host_link_latency_s,
                      cfg->hw.host_link_full_duplex);
     }
@@ -895,6 +950,8 @@ static void build_replicas(sim_state *S, uint64_t expected)
                 r->srv = cz_server_create(&sc, &ops, S->m, expected);
             } else {
                 cz_jobq_init(&r->jq, cfg->place[p].max_batch, cfg->place[p].max_tokens);
+                r->detok_rule = card->kind == CZ_STAGE_VOCODER &&
+                                cfg->place[p].policy.ops == &cz_sched_voxserve;
             }
             gpu_rt *g = &S->gpus[r->gpu];
             g->reps[g->n_reps++] = ri;
@@ -1049,6 +1106,10 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
         }
         case EV_TICK: on_tick(&S, ev.arg, ev.arg2, now); break;
         case EV_SPEECH: on_speech(&S, ev.arg, now); break;
+        case EV_WAKE:
+            if (S.gpus[ev.arg].wake_s <= now)
+                S.gpus[ev.arg].wake_s = INFINITY;
+            break;
         default: CZ_ASSERT(0 && "unknown event");
         }
         dispatch_all(&S, now);

@@ -399,3 +399,46 @@ Test(policies, nova_sm_partition_eq5)
     cz_err err;
     cr_assert_eq(cz_xs_policy_make("fcfs", NULL, "t", &x, &err), CZ_ENOTFOUND);
 }
+
+Test(policies, voxserve_detokenizer_rule)
+{
+    cz_policy_params p = cz_policy_params_default(); /* window 1 s */
+    cz_seq s[4];
+    /* at now = 5: s0's latest chunk starts playing in 10 - 7 - 2 = 1.0 s (urgent at the
+     * boundary); s1's in 1.5 s (urgent from 5.5); s2 in startup, ready at 4; s3 in
+     * startup, ready at 3 */
+    s[0] = playing(200, 10.0, 7.0, 5.0, 1);
+    s[0].last_chunk_s = 2.0;
+    s[1] = playing(200, 10.5, 7.0, 5.0, 1);
+    s[1].last_chunk_s = 2.0;
+    s[2] = playing(3, 0, 0, NAN, 1);
+    s[2].turn_ready_s = 4.0;
+    s[3] = playing(3, 0, 0, NAN, 1);
+    s[3].turn_ready_s = 3.0;
+    cz_cand scratch[6];
+    uint32_t pos[6];
+    double wake;
+    /* queue: s1, none (a cut turn), s0, s2, s3 */
+    cz_detok_job jobs[] = {{&s[1], 0}, {NULL, 1}, {&s[0], 2}, {&s[2], 3}, {&s[3], 4}};
+    uint32_t k = cz_voxserve_detok_pick(&p, jobs, 5, 5.0, 64, scratch, pos, &wake);
+    /* startup oldest first (s3, s2), then steady nearest deadline (s0), then the others in
+     * queue order (s1), the job without a request last */
+    cr_assert_eq(k, 5);
+    const uint32_t want[] = {4, 3, 2, 0, 1};
+    for (uint32_t i = 0; i < 5; i++)
+        cr_assert_eq(pos[i], want[i], "position %u: %u", i, pos[i]);
+    cr_assert(isinf(wake));
+    /* the batch cap */
+    cr_assert_eq(cz_voxserve_detok_pick(&p, jobs, 5, 5.0, 2, scratch, pos, &wake), 2);
+    cr_assert(pos[0] == 4 && pos[1] == 3);
+    /* nothing urgent: the detokenizer waits, and is woken when s1's chunk becomes urgent */
+    cz_detok_job calm[] = {{&s[1], 0}, {NULL, 1}};
+    cr_assert_eq(cz_voxserve_detok_pick(&p, calm, 2, 5.0, 64, scratch, pos, &wake), 0);
+    cr_assert_float_eq(wake, 5.5, 1e-12);
+    cr_assert_eq(cz_voxserve_detok_pick(&p, calm, 2, 5.5, 64, scratch, pos, &wake), 2);
+    cr_assert(pos[0] == 0 && pos[1] == 1);
+    /* throughput mode: everything, in queue order */
+    p.throughput_mode = true;
+    cr_assert_eq(cz_voxserve_detok_pick(&p, calm, 2, 5.0, 64, scratch, pos, &wake), 2);
+    cr_assert(pos[0] == 0 && pos[1] == 1);
+}
