@@ -59,6 +59,16 @@ check "trace info --json has the documented keys" bash -c \
     "'$cz' trace info '$root/traces/data/burstgpt3/BurstGPT_3_head.csv' --json > '$tmp/i.json' &&
      for k in requests sessions turns_max dropped_failed duration_s mean_rate_rps input_tokens_p50 output_tokens_p50; do grep -q \"\\\"\$k\\\"\" '$tmp/i.json' || exit 1; done"
 
+vlm="$root/experiments/nova/vlm.json"
+check "a cross-stage run is deterministic and reports Nova's figures" bash -c \
+    "'$cz' sim '$vlm' --quiet --set workload.synthetic.requests=60 --summary '$tmp/n1.json' &&
+     '$cz' sim '$vlm' --quiet --set workload.synthetic.requests=60 --summary '$tmp/n2.json' &&
+     cmp '$tmp/n1.json' '$tmp/n2.json' && grep -q '\"mean_vision_queue_ms\"' '$tmp/n1.json' &&
+     grep -q '\"max_e2el_ms\"' '$tmp/n1.json'"
+check "a bad cross-stage parameter exits 2 naming the field" bash -c \
+    "'$cz' sim '$vlm' --quiet --set 'scheduler={\"name\": \"pf_limit\", \"decode_threshold\": -1}' \
+        2>&1 >/dev/null | grep -q 'decode_threshold'; [ \${PIPESTATUS[0]} -eq 2 ]"
+
 cat >"$tmp/sweep.json" <<JSON
 {"name": "t", "base": "$cfg", "grid": {"server.max_num_seqs": [8, 64]},
  "report": ["completed", "p90_ttft_ms"]}
