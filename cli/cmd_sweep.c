@@ -125,6 +125,48 @@ static const cJSON *lookup(const cJSON *j, const char *path)
     return j;
 }
 
+/* A grid value as a short label: numbers and strings as they are, an object with a
+ * "name" as the name followed by its other keys as key=value, anything else as JSON. */
+static void value_label(const cJSON *v, char *buf, size_t n)
+{
+    const cJSON *name = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "name") : NULL;
+    if (cJSON_IsNumber(v)) {
+        snprintf(buf, n, "%g", v->valuedouble);
+    } else if (cJSON_IsString(v)) {
+        snprintf(buf, n, "%s", v->valuestring);
+    } else if (cJSON_IsString(name)) {
+        size_t len = (size_t)snprintf(buf, n, "%s", name->valuestring);
+        const cJSON *it;
+        cJSON_ArrayForEach(it, v)
+        {
+            if (it == name || len >= n)
+                continue;
+            char *t = cJSON_PrintUnformatted(it);
+            len += (size_t)snprintf(buf + len, n - len, " %s=%s", it->string, t);
+            cJSON_free(t);
+        }
+    } else {
+        char *t = cJSON_PrintUnformatted(v);
+        snprintf(buf, n, "%s", t);
+        cJSON_free(t);
+    }
+}
+
+/* Width of a grid column: its longest label or key, at least 14, at most 48. */
+static int column_width(const cJSON *key)
+{
+    int w = (int)strlen(key->string);
+    const cJSON *v;
+    char buf[64];
+    cJSON_ArrayForEach(v, key)
+    {
+        value_label(v, buf, sizeof buf);
+        if ((int)strlen(buf) > w)
+            w = (int)strlen(buf);
+    }
+    return w < 14 ? 14 : w > 48 ? 48 : w;
+}
+
 static void print_value(const cJSON *v)
 {
     if (cJSON_IsNumber(v)) {
@@ -210,7 +252,8 @@ int cz_cmd_sweep(int argc, char **argv)
     if (!quiet) {
         printf("sweep '%s': %llu points\n", sw.name, (unsigned long long)points);
         for (int k = 0; k < sw.n_keys; k++)
-            printf(" %14.14s", sw.keys[k]->string);
+            printf(" %*.*s", column_width(sw.keys[k]), column_width(sw.keys[k]),
+                   sw.keys[k]->string);
         const cJSON *r;
         cJSON_ArrayForEach(r, sw.report)
         {
@@ -249,8 +292,13 @@ int cz_cmd_sweep(int argc, char **argv)
             rc = cz_cli_fail(&err);
         } else {
             if (!quiet) {
-                for (int k = 0; k < sw.n_keys; k++)
-                    print_value(cJSON_GetObjectItemCaseSensitive(point, sw.keys[k]->string));
+                for (int k = 0; k < sw.n_keys; k++) {
+                    char label[64];
+                    int w = column_width(sw.keys[k]);
+                    value_label(cJSON_GetObjectItemCaseSensitive(point, sw.keys[k]->string),
+                                label, sizeof label);
+                    printf(" %*.*s", w, w, label);
+                }
                 const cJSON *r;
                 cJSON_ArrayForEach(r, sw.report)
                 {

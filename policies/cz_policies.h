@@ -139,6 +139,11 @@ typedef struct cz_xs_policy {
     uint32_t pending_vision;     /* 4 */
     uint32_t pending_prefill;    /* 6 */
     bool adaptive;               /* true */
+    bool enumerate;              /* false: sm_decode_vision / sm_decode_prefill as given;
+                                    true: the driver sets them by Eq. 3's enumeration
+                                    (cz_xs_enumerate_split) over splits in units of
+                                    sm_granularity */
+    uint32_t sm_granularity;     /* 2 (libsmctrl: one TPC) */
     uint32_t decode_threshold;   /* PF-Limit: decode once more than this wait (5) */
     uint32_t token_budget;       /* chunked: tokens per hybrid step (128) */
 } cz_xs_policy;
@@ -169,6 +174,25 @@ cz_status cz_xs_policy_make(const char *name, const cJSON *params, const char *w
 /* The next starts given `v`: never starts a worker that is busy; a policy without
  * co-running starts nothing while anything runs. Pure. */
 void cz_xs_decide(const cz_xs_policy *pol, const cz_xs_view *v, cz_xs_decision *out);
+/* One candidate split for Nova's static partition (section III-C1): decode on `sms` SMs,
+ * the co-running stage on the rest, with the step times profiled (or modelled) there. */
+typedef struct cz_xs_split {
+    uint32_t sms;       /* decode's SMs */
+    double vision_s;    /* vision encode on the other SMs */
+    double prefill_s;   /* prefill on the other SMs */
+    double decode_s;    /* one decode step on `sms` SMs */
+} cz_xs_split;
+/* Eq. 1-3 (section III-C1), as we read them: in the ideal pipeline the exclusive worker
+ * alternates vision and prefill without bubbles, so a request's decode iterations co-run
+ * with vision for the share r_v = T_v / (T_v + T_p) of the time and with prefill for
+ * r_p = T_p / (T_v + T_p); the expected end-to-end latency of a request generating L
+ * tokens is T_v + T_p + L (r_v T_dv + r_p T_dp), where T_v, T_dv come from the split chosen
+ * beside vision and T_p, T_dp from the split beside prefill. Enumerates every pair of the
+ * n splits (O(n^2)), writes the decode SMs of the best pair, and returns its latency; ties
+ * go to the pair listed first. n >= 1. Pure. */
+double cz_xs_enumerate_split(const cz_xs_split *splits, uint32_t n, double out_tokens,
+                             uint32_t *sm_vision, uint32_t *sm_prefill);
+
 /* Fraction of `total_sms` that decode gets while it co-runs beside `beside` (VISION or
  * PREFILL) with `pending` requests in the vision and prefill stages (Eq. 5); the
  * co-running step gets the rest. 1.0 for policies that do not co-run. */

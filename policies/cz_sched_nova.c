@@ -27,11 +27,13 @@ cz_status cz_xs_policy_make(const char *name, const cJSON *params, const char *w
     out->adaptive = true;
     out->decode_threshold = 5;
     out->token_budget = 128;
+    out->sm_granularity = 2;
     if (!params)
         return CZ_OK;
     static const char *const keys[] = {"name",           "sm_decode_vision", "sm_decode_prefill",
                                        "sm_floor",       "pending_vision",   "pending_prefill",
-                                       "adaptive",       "decode_threshold", "token_budget"};
+                                       "adaptive",       "decode_threshold", "token_budget",
+                                       "enumerate",      "sm_granularity"};
     cz_status st = cz_json_check_keys(params, where, keys, (int)CZ_ARRAY_LEN(keys), err);
     if (st != CZ_OK)
         return st;
@@ -47,6 +49,7 @@ cz_status cz_xs_policy_make(const char *name, const cJSON *params, const char *w
         {"pending_prefill", &out->pending_prefill, 2, 1u << 20},
         {"decode_threshold", &out->decode_threshold, 0, 1u << 20},
         {"token_budget", &out->token_budget, 1, 1u << 20},
+        {"sm_granularity", &out->sm_granularity, 1, 1u << 16},
     };
     for (size_t i = 0; i < CZ_ARRAY_LEN(u); i++) {
         uint64_t v = *u[i].v;
@@ -55,7 +58,8 @@ cz_status cz_xs_policy_make(const char *name, const cJSON *params, const char *w
             return st;
         *u[i].v = (uint32_t)v;
     }
-    if ((st = cz_json_bool(params, where, "adaptive", false, &out->adaptive, err)) != CZ_OK)
+    if ((st = cz_json_bool(params, where, "adaptive", false, &out->adaptive, err)) != CZ_OK ||
+        (st = cz_json_bool(params, where, "enumerate", false, &out->enumerate, err)) != CZ_OK)
         return st;
     if (out->sm_floor > out->sm_decode_vision || out->sm_floor > out->sm_decode_prefill)
         return cz_err_set(err, CZ_EINVAL,
@@ -113,6 +117,27 @@ void cz_xs_decide(const cz_xs_policy *pol, const cz_xs_view *v, cz_xs_decision *
     }
     }
     CZ_ASSERT(0 && "unknown cross-stage scheduler");
+}
+
+double cz_xs_enumerate_split(const cz_xs_split *splits, uint32_t n, double out_tokens,
+                             uint32_t *sm_vision, uint32_t *sm_prefill)
+{
+    CZ_ASSERT(n >= 1 && out_tokens >= 0);
+    double best = INFINITY;
+    for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t j = 0; j < n; j++) {
+            const cz_xs_split *v = &splits[i], *p = &splits[j];
+            double busy = v->vision_s + p->prefill_s;
+            double r_v = v->vision_s / busy, r_p = p->prefill_s / busy;
+            double e2e = busy + out_tokens * (r_v * v->decode_s + r_p * p->decode_s);
+            if (e2e < best) {
+                best = e2e;
+                *sm_vision = v->sms;
+                *sm_prefill = p->sms;
+            }
+        }
+    }
+    return best;
 }
 
 double cz_xs_decode_share(const cz_xs_policy *pol, cz_xs_work beside, uint32_t pending,

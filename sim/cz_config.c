@@ -262,6 +262,68 @@ static cz_status check_cross_stage(const cz_sim_config *c, const char *where, cz
     return CZ_OK;
 }
 
+/* Roofline time of one step of pipeline stage p with shape b on `share` of the SMs. */
+static double share_step_s(const cz_sim_config *c, uint32_t p, const cz_batch_shape *b,
+                           double share)
+{
+    cz_step_cost cost;
+    cz_cost_step(&c->model.stages[c->model.pipe[p].stage], &c->hw, &c->cost, b, &cost);
+    return cz_cost_share_s(&cost, &c->cost, share);
+}
+
+/* Nova's static split (Eq. 3) on the cost model: every split in units of sm_granularity,
+ * the workload's mean request (image, input and output tokens), a decode step of one
+ * request at the middle of its reply. Sets sm_decode_vision / sm_decode_prefill (and
+ * lowers sm_floor to them when needed) and records the ideal latency. */
+static cz_status enumerate_split(cz_sim_config *c, const cz_workload *wl, const char *where,
+                                 cz_err *err)
+{
+    uint32_t S = c->hw.sms, g = c->xs.sm_granularity;
+    if (wl->n_turns == 0 || g >= S)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'scheduler.enumerate': needs requests and "
+                          "sm_granularity (%u) below the GPU's %u SMs",
+                          where, g, S);
+    double img = 0, in = 0, out = 0;
+    for (uint32_t i = 0; i < wl->n_turns; i++) {
+        img += wl->turns[i].in_image_tokens;
+        in += cz_turn_in_tokens(&wl->turns[i]);
+        out += wl->turns[i].out_text_tokens;
+    }
+    img /= wl->n_turns;
+    in /= wl->n_turns;
+    out /= wl->n_turns;
+    uint32_t llm = c->model.n_pipe - 1, n = 0;
+    cz_xs_split *splits = cz_xmalloc((S / g + 1) * sizeof *splits);
+    for (uint32_t d = g; d < S; d += g) {
+        double f = (double)d / S;
+        cz_xs_split *sp = &splits[n++];
+        sp->sms = d;
+        sp->vision_s = 0;
+        for (uint32_t p = 0; p < llm && img > 0; p++) {
+            uint64_t t = c->model.pipe[p].input_tokens ? c->model.pipe[p].input_tokens
+                                                       : (uint64_t)llround(img);
+            cz_batch_shape b = {.prefill_tokens = t, .prefill_seqs = 1,
+                                .prefill_attn_ctx = t * (t + 1) / 2};
+            sp->vision_s += share_step_s(c, p, &b, 1.0 - f);
+        }
+        uint64_t t = (uint64_t)llround(in);
+        cz_batch_shape b = {.prefill_tokens = t, .prefill_seqs = 1,
+                            .prefill_attn_ctx = t * (t + 1) / 2};
+        sp->prefill_s = share_step_s(c, llm, &b, 1.0 - f);
+        cz_batch_shape dec = {.decode_seqs = 1, .decode_ctx_tokens = t + (uint64_t)(out / 2)};
+        sp->decode_s = share_step_s(c, llm, &dec, f);
+    }
+    c->xs_ideal_e2e_s = cz_xs_enumerate_split(splits, n, out, &c->xs.sm_decode_vision,
+                                              &c->xs.sm_decode_prefill);
+    free(splits);
+    if (c->xs.sm_floor > c->xs.sm_decode_vision)
+        c->xs.sm_floor = c->xs.sm_decode_vision;
+    if (c->xs.sm_floor > c->xs.sm_decode_prefill)
+        c->xs.sm_floor = c->xs.sm_decode_prefill;
+    return CZ_OK;
+}
+
 /* "scheduler": a name, or {"name", parameters..., "stages": {stage: {parameters}}}; the
  * same scheduler runs every autoregressive stage, each with its own parameters and the
  * driver's telemetry (audio seconds per token of the stage). */
@@ -401,6 +463,7 @@ cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *b
     c->frame_wait_fraction = 0.8;
     c->cost = cz_cost_params_default();
     c->max_time_s = INFINITY;
+    c->xs_ideal_e2e_s = NAN;
     c->timeline_interval_s = 0.1;
     if (!cJSON_IsObject(cfg))
         return cz_err_set(err, CZ_EINVAL, "%s: expected a JSON object at the top level", where);
@@ -521,6 +584,10 @@ cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *b
         return st;
     char wctx[256];
     snprintf(wctx, sizeof wctx, "%s: workload", where);
-    return cz_workload_from_config(obj, wctx, base_dir, c->seed, wl, err);
+    if ((st = cz_workload_from_config(obj, wctx, base_dir, c->seed, wl, err)) != CZ_OK)
+        return st;
+    if (c->cross_stage && c->xs.kind == CZ_XS_NOVA && c->xs.enumerate)
+        return enumerate_split(c, wl, where, err);
+    return CZ_OK;
 }
 

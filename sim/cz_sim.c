@@ -1188,6 +1188,12 @@ void cz_sim_summary_json(const cz_sim_config *cfg, const cz_metrics *m, const cz
                         st->decode_steps ? (double)st->decode_seq_steps / st->decode_steps : NAN);
         cz_json_add_num(summary, "mean_decode_sm_share",
                         st->decode_steps ? st->decode_share_sum / st->decode_steps : NAN);
+        if (cfg->xs.kind == CZ_XS_NOVA) {
+            /* the split decode starts from beside each stage (Eq. 3 when enumerated) */
+            cJSON_AddNumberToObject(summary, "sm_decode_vision", cfg->xs.sm_decode_vision);
+            cJSON_AddNumberToObject(summary, "sm_decode_prefill", cfg->xs.sm_decode_prefill);
+            cz_json_add_num(summary, "ideal_e2e_ms", 1e3 * cfg->xs_ideal_e2e_s);
+        }
     }
     /* a mixed real-time / best-effort run: the request metrics of each class */
     bool has[2] = {false, false};

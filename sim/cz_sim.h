@@ -67,6 +67,7 @@ typedef struct cz_sim_config {
     char scheduler[32];       /* the scheduler's name (every stage runs the same one) */
     bool cross_stage;         /* a cross-stage scheduler (cz_xs_policy) runs the GPU */
     cz_xs_policy xs;
+    double xs_ideal_e2e_s;    /* Nova's enumerated split: its ideal latency (NaN: none) */
     cz_slo slo;
     double continuity_threshold_s; /* client: largest playback deficit still continuous */
     double frame_wait_fraction;    /* streams: a tick returns empty when its tokens are not

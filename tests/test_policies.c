@@ -442,3 +442,38 @@ Test(policies, voxserve_detokenizer_rule)
     cr_assert_eq(cz_voxserve_detok_pick(&p, calm, 2, 5.0, 64, scratch, pos, &wake), 2);
     cr_assert(pos[0] == 0 && pos[1] == 1);
 }
+
+Test(policies, nova_static_split_enumeration)
+{
+    /* decode on 2, 4 or 6 SMs; the co-running stage on the rest */
+    const cz_xs_split t[] = {
+        {.sms = 2, .vision_s = 1.0, .prefill_s = 0.4, .decode_s = 0.10},
+        {.sms = 4, .vision_s = 1.2, .prefill_s = 0.5, .decode_s = 0.05},
+        {.sms = 6, .vision_s = 2.0, .prefill_s = 0.8, .decode_s = 0.04},
+    };
+    /* L = 10: E(i, j) = Tv_i + Tp_j + 10 (Tv_i Tdv_i + Tp_j Tdp_j) / (Tv_i + Tp_j);
+     * by hand: E(1, 1) = 1.7 + 10 (0.06 + 0.025) / 1.7 = 2.2; E(0, 0) = 1.4 + 10 (0.1 +
+     * 0.04) / 1.4 = 2.4; E(1, 0) = 1.6 + 10 (0.06 + 0.04) / 1.6 = 2.225; E(0, 1) = 1.5 +
+     * 10 (0.1 + 0.025) / 1.5 = 2.3333; E(2, 2) = 2.8 + 10 (0.08 + 0.032) / 2.8 = 3.2;
+     * E(1, 2) = 2.0 + 10 (0.06 + 0.032) / 2.0 = 2.46; every other pair is larger */
+    uint32_t v = 0, p = 0;
+    double e = cz_xs_enumerate_split(t, 3, 10, &v, &p);
+    cr_assert_float_eq(e, 2.2, 1e-12);
+    cr_assert(v == 4 && p == 4, "%u %u", v, p);
+    /* long replies favour fast decode beside the long stage: L = 100 */
+    e = cz_xs_enumerate_split(t, 3, 100, &v, &p);
+    /* E(1, 2) = 2.0 + 100 (0.06 + 0.032) / 2.0 = 6.6, below E(1, 1) = E(2, 1) = 6.7 and
+     * E(2, 2) = 2.8 + 11.2 / 2.8 = 6.8: decode takes 6 SMs beside prefill */
+    cr_assert_float_eq(e, 6.6, 1e-12);
+    cr_assert(v == 4 && p == 6, "%u %u", v, p);
+    /* ties go to the pair listed first */
+    const cz_xs_split same[] = {{.sms = 2, .vision_s = 1.0, .prefill_s = 0.4, .decode_s = 0.1},
+                                {.sms = 4, .vision_s = 1.0, .prefill_s = 0.4, .decode_s = 0.1}};
+    e = cz_xs_enumerate_split(same, 2, 10, &v, &p);
+    cr_assert_float_eq(e, 2.4, 1e-12);
+    cr_assert(v == 2 && p == 2, "%u %u", v, p);
+    /* no reply: the fastest vision and prefill */
+    e = cz_xs_enumerate_split(t, 3, 0, &v, &p);
+    cr_assert_float_eq(e, 1.4, 1e-12);
+    cr_assert(v == 2 && p == 2);
+}

@@ -231,3 +231,35 @@ Test(xstage, config_and_workload_errors)
     cz_workload_free(&wl);
     cJSON_Delete(j);
 }
+
+/* Eq. 3 on the cost model: the driver's split is the best pair over every split in units of
+ * 2 SMs, for the workload's mean request (here every request: 1,702 input tokens, 40
+ * output tokens, a decode step at 20 tokens into the reply). */
+Test(xstage, enumerated_split_is_the_best_pair)
+{
+    run r;
+    cr_assert_eq(run_config(&r, "{\"name\": \"nova\", \"enumerate\": true, \"sm_floor\": 20}", 1,
+                            40, 1.0),
+                 CZ_OK, "%s", r.err.msg);
+    uint32_t S = r.cfg.hw.sms;
+    double best = INFINITY;
+    uint32_t bv = 0, bp = 0;
+    for (uint32_t v = 2; v < S; v += 2) {
+        for (uint32_t p = 2; p < S; p += 2) {
+            double tv = vision_s(&r, 1.0 - (double)v / S), tp = prefill_s(&r, 1.0 - (double)p / S);
+            double dv = decode_s(&r, 1, 20, (double)v / S), dp = decode_s(&r, 1, 20, (double)p / S);
+            double e = tv + tp + 40 * (tv * dv + tp * dp) / (tv + tp);
+            if (e < best) {
+                best = e;
+                bv = v;
+                bp = p;
+            }
+        }
+    }
+    cr_assert_eq(r.cfg.xs.sm_decode_vision, bv);
+    cr_assert_eq(r.cfg.xs.sm_decode_prefill, bp);
+    cr_assert_float_eq(r.cfg.xs_ideal_e2e_s, best, 1e-12);
+    /* the floor never exceeds the split */
+    cr_assert(r.cfg.xs.sm_floor <= bv && r.cfg.xs.sm_floor <= bp);
+    run_free(&r);
+}
