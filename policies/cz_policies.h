@@ -144,6 +144,17 @@ typedef struct cz_xs_policy {
                                     (cz_xs_enumerate_split) over splits in units of
                                     sm_granularity */
     uint32_t sm_granularity;     /* 2 (libsmctrl: one TPC) */
+    double corun_slowdown;       /* co-running partitioned steps take this many times their
+                                    time on their SMs alone (memory contention, section
+                                    III-B2; 1.0: none, set it from measurements) */
+    bool multi_stream;           /* the Multi-Stream baseline (section V-A7): Nova's order,
+                                    co-running with no partition; CUDA's block scheduler
+                                    favours the larger kernel */
+    double ms_excl_speed;        /* multi-stream: speed of a co-running vision or prefill
+                                    step relative to alone (0.864) */
+    double ms_decode_speed;      /* ... and of a co-running decode step (0.204) */
+    uint32_t vision_resident_layers; /* section III-E: K physical vision-encoder layers
+                                    cycling through the encoder's layers (0: all resident) */
     uint32_t decode_threshold;   /* PF-Limit: decode once more than this wait (5) */
     uint32_t token_budget;       /* chunked: tokens per hybrid step (128) */
 } cz_xs_policy;

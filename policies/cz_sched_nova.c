@@ -28,12 +28,21 @@ cz_status cz_xs_policy_make(const char *name, const cJSON *params, const char *w
     out->decode_threshold = 5;
     out->token_budget = 128;
     out->sm_granularity = 2;
+    out->corun_slowdown = 1.0;
+    /* Table IV and section III-B1: decode and vision linear kernels on separate streams
+     * finish together in 1241.8 ms against 699.8 + 588.3 ms alone; vision ends at 680.6 ms
+     * (588.3 / 680.6 = 0.864 of its speed alone), so decode did 699.8 - (1241.8 - 680.6) =
+     * 138.6 ms of its work in those 680.6 ms (0.204) */
+    out->ms_excl_speed = 588.3 / 680.6;
+    out->ms_decode_speed = (699.8 - (1241.8 - 680.6)) / 680.6;
     if (!params)
         return CZ_OK;
     static const char *const keys[] = {"name",           "sm_decode_vision", "sm_decode_prefill",
                                        "sm_floor",       "pending_vision",   "pending_prefill",
                                        "adaptive",       "decode_threshold", "token_budget",
-                                       "enumerate",      "sm_granularity"};
+                                       "enumerate",      "sm_granularity",   "corun_slowdown",
+                                       "multi_stream",   "ms_excl_speed",    "ms_decode_speed",
+                                       "vision_resident_layers"};
     cz_status st = cz_json_check_keys(params, where, keys, (int)CZ_ARRAY_LEN(keys), err);
     if (st != CZ_OK)
         return st;
@@ -50,6 +59,7 @@ cz_status cz_xs_policy_make(const char *name, const cJSON *params, const char *w
         {"decode_threshold", &out->decode_threshold, 0, 1u << 20},
         {"token_budget", &out->token_budget, 1, 1u << 20},
         {"sm_granularity", &out->sm_granularity, 1, 1u << 16},
+        {"vision_resident_layers", &out->vision_resident_layers, 0, 1u << 16},
     };
     for (size_t i = 0; i < CZ_ARRAY_LEN(u); i++) {
         uint64_t v = *u[i].v;
@@ -59,8 +69,19 @@ cz_status cz_xs_policy_make(const char *name, const cJSON *params, const char *w
         *u[i].v = (uint32_t)v;
     }
     if ((st = cz_json_bool(params, where, "adaptive", false, &out->adaptive, err)) != CZ_OK ||
-        (st = cz_json_bool(params, where, "enumerate", false, &out->enumerate, err)) != CZ_OK)
+        (st = cz_json_bool(params, where, "enumerate", false, &out->enumerate, err)) != CZ_OK ||
+        (st = cz_json_bool(params, where, "multi_stream", false, &out->multi_stream, err)) !=
+            CZ_OK ||
+        (st = cz_json_num(params, where, "corun_slowdown", false, 1.0, 100.0,
+                          &out->corun_slowdown, err)) != CZ_OK ||
+        (st = cz_json_num(params, where, "ms_excl_speed", false, 1e-3, 1.0, &out->ms_excl_speed,
+                          err)) != CZ_OK ||
+        (st = cz_json_num(params, where, "ms_decode_speed", false, 1e-3, 1.0,
+                          &out->ms_decode_speed, err)) != CZ_OK)
         return st;
+    if (out->multi_stream && out->kind != CZ_XS_NOVA)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'multi_stream': applies to scheduler 'nova' only", where);
     if (out->sm_floor > out->sm_decode_vision || out->sm_floor > out->sm_decode_prefill)
         return cz_err_set(err, CZ_EINVAL,
                           "%s: field 'sm_floor': expected at most sm_decode_vision (%u) and "

@@ -1188,6 +1188,10 @@ void cz_sim_summary_json(const cz_sim_config *cfg, const cz_metrics *m, const cz
                         st->decode_steps ? (double)st->decode_seq_steps / st->decode_steps : NAN);
         cz_json_add_num(summary, "mean_decode_sm_share",
                         st->decode_steps ? st->decode_share_sum / st->decode_steps : NAN);
+        double nv = st->vision_starts ? (double)st->vision_starts : NAN;
+        cz_json_add_num(summary, "mean_vision_step_ms", 1e3 * st->vision_step_sum_s / nv);
+        cz_json_add_num(summary, "mean_vision_stall_ms", 1e3 * st->vision_stall_sum_s / nv);
+        cz_json_add_num(summary, "vision_weights_resident_gb", st->vision_resident_bytes / 1e9);
         if (cfg->xs.kind == CZ_XS_NOVA) {
             /* the split decode starts from beside each stage (Eq. 3 when enumerated) */
             cJSON_AddNumberToObject(summary, "sm_decode_vision", cfg->xs.sm_decode_vision);

@@ -95,6 +95,9 @@ typedef struct cz_sim_stats {
     double decode_share_sum;
     uint64_t vision_starts;   /* vision steps, and their waits since arrival summed */
     double vision_wait_sum_s;
+    double vision_step_sum_s; /* vision steps' durations, and their waits for weights */
+    double vision_stall_sum_s;
+    double vision_resident_bytes; /* vision-encoder weights held on the GPU */
 } cz_sim_stats;
 
 /* Called every few thousand events and once at the end (`done` set): lets a front end

@@ -61,6 +61,12 @@ typedef struct xs_state {
     bool decoding;
     uint64_t kv_cap, kv_used; /* LLM KV tokens */
     uint32_t in_stages;   /* requests arrived and not yet through prefill */
+    /* vision-encoder weight offload (section III-E) */
+    uint32_t vis_layers;  /* L: layers of every encoder, in order */
+    double *layer_bytes;  /* weights of each logical layer */
+    double *load_done;    /* this encode: when each layer's weights land */
+    double *wrap_ready;   /* the next encode's first K layers: when they land */
+    double link_free;     /* the host link's copy stream is busy until then */
     uint64_t finished;
     double tl_next_s;
 } xs_state;
@@ -139,12 +145,63 @@ static void first_sched(xs_state *S, uint32_t i, double now)
         rec->first_sched_s = now;
 }
 
+/* One vision encode of `image` tokens started at `now` on `share` of the SMs, its compute
+ * stretched by `factor`: the encoders run one after another, layer by layer. With K
+ * resident layers (section III-E) each physical layer, once its layer has run, loads the
+ * weights of the logical layer K ahead (Eq. 7: (j + K) mod L, wrapping into the next
+ * encode) over the host link, one copy at a time; a layer whose weights have not landed
+ * waits (the condition of Eq. 8 fails). Returns the encode's duration. */
+static double vision_pass(xs_state *S, uint32_t image, double share, double factor, double now,
+                          cz_sim_stats *st)
+{
+    const cz_model_card *mc = &S->cfg->model;
+    uint32_t K = S->cfg->xs.vision_resident_layers, L = S->vis_layers, l = 0;
+    double t = now, stall = 0.0;
+    for (uint32_t p = 0; p < S->llm; p++) {
+        const cz_stage_card *card = &mc->stages[mc->pipe[p].stage];
+        uint32_t fixed = mc->pipe[p].input_tokens;
+        cz_batch_shape b = prefill_shape(0, fixed ? fixed : image);
+        double stage_s = stage_step_s(S, p, &b, share) * factor;
+        if (K == 0 || K >= L) {
+            t += stage_s;
+            continue;
+        }
+        double layer_s = stage_s / card->layers;
+        for (uint32_t k = 0; k < card->layers; k++, l++) {
+            double ready = l < K ? S->wrap_ready[l] : S->load_done[l];
+            if (ready > t) {
+                stall += ready - t;
+                t = ready;
+            }
+            t += layer_s;
+            /* its physical layer now loads logical layer l + K */
+            uint32_t j = l + K;
+            double start = t > S->link_free ? t : S->link_free;
+            S->link_free = start + S->layer_bytes[j % L] / S->cfg->hw.host_link_Bps;
+            if (j < L)
+                S->load_done[j] = S->link_free;
+            else
+                S->wrap_ready[j - L] = S->link_free;
+        }
+    }
+    st->vision_step_sum_s += t - now;
+    st->vision_stall_sum_s += stall;
+    return t - now;
+}
+
 static void start_excl(xs_state *S, cz_xs_work w, double now, cz_sim_stats *st)
 {
+    const cz_xs_policy *xs = &S->cfg->xs;
     bool others_decode = S->n_ready + S->n_batch > 0;
-    double share = 1.0;
-    if (S->cfg->xs.kind == CZ_XS_NOVA && others_decode && w != CZ_XS_HYBRID)
-        share = 1.0 - cz_xs_decode_share(&S->cfg->xs, w, pending(S), S->cfg->hw.sms);
+    double share = 1.0, factor = 1.0;
+    if (xs->kind == CZ_XS_NOVA && others_decode && w != CZ_XS_HYBRID) {
+        if (xs->multi_stream) {
+            factor = 1.0 / xs->ms_excl_speed;
+        } else {
+            share = 1.0 - cz_xs_decode_share(xs, w, pending(S), S->cfg->hw.sms);
+            factor = xs->corun_slowdown;
+        }
+    }
     double dur = 0.0;
     uint32_t tokens = 0;
     if (w == CZ_XS_VISION) {
@@ -152,12 +209,7 @@ static void start_excl(xs_state *S, cz_xs_work w, double now, cz_sim_stats *st)
         S->excl_req = i;
         st->vision_starts++;
         st->vision_wait_sum_s += now - S->m->req[S->r[i].rec].arrival_s;
-        for (uint32_t p = 0; p < S->llm; p++) {
-            /* the encoders run one after another in the vision worker */
-            uint32_t fixed = S->cfg->model.pipe[p].input_tokens;
-            cz_batch_shape b = prefill_shape(0, fixed ? fixed : S->r[i].image);
-            dur += stage_step_s(S, p, &b, share);
-        }
+        dur = vision_pass(S, S->r[i].image, share, factor, now, st);
         tokens = S->r[i].image;
     } else if (w == CZ_XS_PREFILL) {
         uint32_t i = S->prefill.v[S->prefill.head++];
@@ -166,7 +218,7 @@ static void start_excl(xs_state *S, cz_xs_work w, double now, cz_sim_stats *st)
         first_sched(S, i, now);
         S->kv_used += q->in + q->out;
         cz_batch_shape b = prefill_shape(0, q->in);
-        dur = stage_step_s(S, S->llm, &b, share);
+        dur = stage_step_s(S, S->llm, &b, share) * factor;
         tokens = q->in;
     } else {
         /* chunked: every ready decode, then prefill chunks in FIFO order, under the budget */
@@ -217,10 +269,15 @@ static void start_excl(xs_state *S, cz_xs_work w, double now, cz_sim_stats *st)
 
 static void start_decode(xs_state *S, double now, cz_sim_stats *st)
 {
-    double share = 1.0;
-    if (S->cfg->xs.kind == CZ_XS_NOVA && pending(S) > 0) {
+    const cz_xs_policy *xs = &S->cfg->xs;
+    double share = 1.0, factor = 1.0;
+    if (xs->kind == CZ_XS_NOVA && xs->multi_stream) {
+        if (S->excl != CZ_XS_IDLE)
+            factor = 1.0 / xs->ms_decode_speed;
+    } else if (xs->kind == CZ_XS_NOVA && pending(S) > 0) {
         cz_xs_work beside = S->excl == CZ_XS_PREFILL ? CZ_XS_PREFILL : CZ_XS_VISION;
-        share = cz_xs_decode_share(&S->cfg->xs, beside, pending(S), S->cfg->hw.sms);
+        share = cz_xs_decode_share(xs, beside, pending(S), S->cfg->hw.sms);
+        factor = xs->corun_slowdown;
     }
     cz_batch_shape b = {0};
     for (uint32_t k = 0; k < S->n_ready; k++) {
@@ -237,7 +294,8 @@ static void start_decode(xs_state *S, double now, cz_sim_stats *st)
     st->decode_share_sum += share;
     S->m->steps++;
     timeline(S, now, b.decode_seqs);
-    cz_evq_push(&S->q, now + stage_step_s(S, S->llm, &b, share), XE_DECODE_DONE, 0, 0);
+    cz_evq_push(&S->q, now + stage_step_s(S, S->llm, &b, share) * factor, XE_DECODE_DONE, 0,
+                0);
 }
 
 static void decide(xs_state *S, double now, cz_sim_stats *st)
@@ -401,6 +459,31 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
     S.hyb_tok = cz_xmalloc(n1 * sizeof *S.hyb_tok);
     const cz_server_config *sc = &cfg->place[S.llm].server;
     S.kv_cap = (uint64_t)sc->kv_blocks * sc->block_tokens;
+    double vis_bytes = 0.0;
+    for (uint32_t p = 0; p < S.llm; p++) {
+        const cz_stage_card *card = &cfg->model.stages[cfg->model.pipe[p].stage];
+        S.vis_layers += card->layers;
+        vis_bytes += cz_stage_weight_bytes(card);
+    }
+    size_t nl = S.vis_layers ? S.vis_layers : 1;
+    S.layer_bytes = cz_xmalloc(nl * sizeof *S.layer_bytes);
+    S.load_done = cz_xcalloc(nl, sizeof *S.load_done);
+    S.wrap_ready = cz_xcalloc(nl, sizeof *S.wrap_ready);
+    for (uint32_t p = 0, l = 0; p < S.llm; p++) {
+        const cz_stage_card *card = &cfg->model.stages[cfg->model.pipe[p].stage];
+        for (uint32_t k = 0; k < card->layers; k++)
+            S.layer_bytes[l++] = cz_stage_weight_bytes(card) / card->layers;
+    }
+    uint32_t K = cfg->xs.vision_resident_layers;
+    if (K > 0 && K < S.vis_layers) {
+        /* the weights no longer resident go to the LLM's KV pool */
+        double saved = vis_bytes * (double)(S.vis_layers - K) / S.vis_layers;
+        double per_token = cz_stage_kv_bytes_per_token(
+            &cfg->model.stages[cfg->model.pipe[S.llm].stage]);
+        S.kv_cap += (uint64_t)(saved / per_token);
+        vis_bytes -= saved;
+    }
+    stats->vision_resident_bytes = vis_bytes;
     S.tl_next_s = -INFINITY;
     for (uint32_t g = 0; g < S.n; g++) {
         const cz_turn *t = &wl->turns[g];
@@ -455,5 +538,8 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
     free(S.batch);
     free(S.hyb);
     free(S.hyb_tok);
+    free(S.layer_bytes);
+    free(S.load_done);
+    free(S.wrap_ready);
     return CZ_OK;
 }

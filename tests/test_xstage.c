@@ -263,3 +263,57 @@ Test(xstage, enumerated_split_is_the_best_pair)
     cr_assert(r.cfg.xs.sm_floor <= bv && r.cfg.xs.sm_floor <= bp);
     run_free(&r);
 }
+
+/* Section III-E: with one physical layer every later layer waits for its weights (the
+ * slot is busy until the layer before it ends), so the encode takes T_v + (L - 1) c with c
+ * a layer's weights over the link; with two, each load overlaps the layer before it and
+ * the encode takes T_v (c is below a layer's compute here). */
+Test(xstage, vision_weight_offload)
+{
+    for (uint32_t K = 1; K <= 2; K++) {
+        run r;
+        char sched[96];
+        snprintf(sched, sizeof sched, "{\"name\": \"nova\", \"vision_resident_layers\": %u}", K);
+        cr_assert_eq(run_config(&r, sched, 1, 2, 1.0), CZ_OK, "%s", r.err.msg);
+        const cz_stage_card *v = &r.cfg.model.stages[r.cfg.model.pipe[0].stage];
+        double c = cz_stage_weight_bytes(v) / v->layers / r.cfg.hw.host_link_Bps;
+        double tv = vision_s(&r, 1.0);
+        cr_assert(c < tv / v->layers);
+        double want = K == 1 ? tv + (v->layers - 1) * c : tv;
+        cr_assert_float_eq(r.m.req[0].first_sched_s, want, 1e-9, "K %u: %.9f vs %.9f", K,
+                           r.m.req[0].first_sched_s, want);
+        cr_assert_float_eq(r.st.vision_stall_sum_s, want - tv, 1e-9);
+        cr_assert_float_eq(r.st.vision_resident_bytes, cz_stage_weight_bytes(v) * K / v->layers,
+                           1.0);
+        run_free(&r);
+    }
+}
+
+/* The Multi-Stream baseline: Nova's order with no partition; co-running steps run at the
+ * speeds Table IV implies (vision 0.864, decode 0.204 of alone). */
+Test(xstage, multi_stream_corun_speeds)
+{
+    run r;
+    cr_assert_eq(run_config(&r, "{\"name\": \"nova\", \"multi_stream\": true}", 2, 2, 1e6), CZ_OK,
+                 "%s", r.err.msg);
+    const cz_req_record *a = &r.m.req[0], *b = &r.m.req[1];
+    double t0 = vision_s(&r, 1.0) + prefill_s(&r, 1.0);
+    NEAR(a->first_token_s, t0);
+    NEAR(a->finish_s, t0 + decode_s(&r, 1, 1, 1.0) / r.cfg.xs.ms_decode_speed);
+    NEAR(b->first_sched_s, t0 + vision_s(&r, 1.0) / r.cfg.xs.ms_excl_speed);
+    cr_assert_float_eq(r.cfg.xs.ms_excl_speed, 588.3 / 680.6, 1e-12);
+    cr_assert_float_eq(r.cfg.xs.ms_decode_speed, 138.6 / 680.6, 1e-9);
+    run_free(&r);
+}
+
+/* The co-run contention factor stretches both partitioned steps that run side by side. */
+Test(xstage, corun_slowdown)
+{
+    run r;
+    cr_assert_eq(run_config(&r, "{\"name\": \"nova\", \"corun_slowdown\": 1.5}", 2, 2, 1e6),
+                 CZ_OK, "%s", r.err.msg);
+    double t0 = vision_s(&r, 1.0) + prefill_s(&r, 1.0);
+    NEAR(r.m.req[0].finish_s, t0 + 1.5 * decode_s(&r, 1, 1, 24.0 / 84));
+    NEAR(r.m.req[1].first_sched_s, t0 + 1.5 * vision_s(&r, 60.0 / 84));
+    run_free(&r);
+}
