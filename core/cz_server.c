@@ -133,6 +133,8 @@ cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sch
     s->xfers_out = cz_xmalloc(s->cap_xfers_out * sizeof *s->xfers_out);
     s->last_done_s = NAN;
     s->ordered = sched->select != NULL;
+    /* the aggregate decode set assumes every member grows by whole blocks */
+    CZ_ASSERT(cfg->kv_window_tokens == 0 || s->ordered);
     return s;
 }
 
@@ -216,15 +218,42 @@ static void wq_remove(cz_server *s, uint32_t id)
 
 /* ---- KV blocks ---- */
 
+uint32_t cz_kv_blocks_held(uint64_t tokens, uint32_t block_tokens, uint32_t sinks,
+                           uint32_t window)
+{
+    CZ_ASSERT(block_tokens > 0);
+    uint64_t all = (tokens + block_tokens - 1) / block_tokens;
+    if (window == 0 || tokens <= (uint64_t)sinks + window)
+        return (uint32_t)all;
+    uint64_t sink_blocks = ((uint64_t)sinks + block_tokens - 1) / block_tokens;
+    uint64_t first = (tokens - window) / block_tokens; /* the window's first block */
+    if (first < sink_blocks)
+        return (uint32_t)all;
+    return (uint32_t)(sink_blocks + all - first);
+}
+
+uint64_t cz_kv_attn_tokens(uint64_t tokens, uint32_t sinks, uint32_t window)
+{
+    if (window == 0 || tokens <= (uint64_t)sinks + window)
+        return tokens;
+    return (uint64_t)sinks + window;
+}
+
 static uint32_t blocks_for(const cz_server *s, uint64_t tokens)
 {
-    return (uint32_t)((tokens + s->cfg.block_tokens - 1) / s->cfg.block_tokens);
+    return cz_kv_blocks_held(tokens, s->cfg.block_tokens, s->cfg.kv_sink_tokens,
+                             s->cfg.kv_window_tokens);
 }
 
 /* Blocks a sequence must add to hold `n` more tokens. The free slots of its last block
- * absorb small steps (decodes) with no division. */
+ * absorb small steps (decodes) with no division. A windowed sequence may hold more than it
+ * needs (the window slid); it adds none then, and gives them back when its step ends. */
 static uint32_t extra_blocks(const cz_server *s, const cz_seq *q, uint32_t n)
 {
+    if (s->cfg.kv_window_tokens) {
+        uint32_t need = blocks_for(s, (uint64_t)q->computed + n);
+        return need > q->blocks ? need - q->blocks : 0;
+    }
     uint64_t slack = (uint64_t)q->blocks * s->cfg.block_tokens - q->computed;
     if (n <= slack)
         return 0;
@@ -661,13 +690,21 @@ static void add_item(cz_server *s, cz_batch *b, uint32_t id, uint32_t n)
         /* a one-token step past the input is a decode (listed one by one when the policy
          * orders every step, or when it resumes) */
         b->decode_seqs++;
-        b->decode_ctx_tokens += (uint64_t)q->computed + 1;
+        b->decode_ctx_tokens += cz_kv_attn_tokens((uint64_t)q->computed + 1,
+                                                  s->cfg.kv_sink_tokens, s->cfg.kv_window_tokens);
         return;
     }
     b->prefill_tokens += n;
     b->prefill_seqs++;
-    /* token i of the chunk attends to ctx_before + i + 1 positions */
-    b->prefill_attn_ctx += (uint64_t)n * q->computed + (uint64_t)n * (n + 1) / 2;
+    /* token i of the chunk attends to ctx_before + i + 1 positions (at most sinks + window
+     * with a window) */
+    uint64_t c = q->computed, cap = (uint64_t)s->cfg.kv_sink_tokens + s->cfg.kv_window_tokens;
+    if (s->cfg.kv_window_tokens == 0 || c + n <= cap) {
+        b->prefill_attn_ctx += (uint64_t)n * c + (uint64_t)n * (n + 1) / 2;
+    } else {
+        uint64_t below = c < cap ? cap - c : 0; /* tokens whose context is below the cap */
+        b->prefill_attn_ctx += below * c + below * (below + 1) / 2 + (n - below) * cap;
+    }
 }
 
 static uint32_t last_admitted(const cz_server *s)
@@ -715,6 +752,11 @@ static uint32_t loadable(const cz_server *s, const cz_seq *q)
 
 uint32_t cz_sched_blocks(const cz_sched_ctx *ctx, const cz_seq *q, uint32_t tokens)
 {
+    if (ctx->kv_window_tokens) {
+        uint32_t need = cz_kv_blocks_held((uint64_t)q->computed + tokens, ctx->block_tokens,
+                                          ctx->kv_sink_tokens, ctx->kv_window_tokens);
+        return need > q->blocks ? need - q->blocks : 0;
+    }
     uint64_t slack = (uint64_t)q->blocks * ctx->block_tokens - q->computed;
     if (tokens <= slack)
         return 0;
@@ -826,6 +868,8 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
         .block_tokens = s->cfg.block_tokens,
         .chunked_prefill = s->cfg.chunked_prefill,
         .batch_cap = s->batch_cap,
+        .kv_sink_tokens = s->cfg.kv_sink_tokens,
+        .kv_window_tokens = s->cfg.kv_window_tokens,
     };
     if (nc)
         s->batch_cap = s->sched.select(s->sched.state, &ctx, s->cands, nc);
@@ -1111,6 +1155,14 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
         cz_seq *q = &s->seqs[id];
         q->computed += s->items[k].tokens;
         q->sched_tokens = 0;
+        if (s->cfg.kv_window_tokens) {
+            /* the blocks behind the window are freed */
+            uint32_t keep = blocks_for(s, q->computed);
+            if (q->blocks > keep) {
+                s->kv_used -= q->blocks - keep;
+                q->blocks = keep;
+            }
+        }
         if (q->computed != q->tokens_in + q->generated)
             continue;
         if (!s->ordered)

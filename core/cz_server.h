@@ -56,6 +56,10 @@ typedef struct cz_server_config {
     uint32_t kv_blocks;              /* blocks in the pool */
     uint32_t max_model_len;          /* context cap; 0 = only the pool bounds it */
     uint32_t kv_idle;                /* cz_kv_idle (default drop) */
+    uint32_t kv_sink_tokens;         /* windowed KV (Metronome section 4.1, App. A): a      */
+    uint32_t kv_window_tokens;       /* sequence keeps [0, sinks) and the last `window`
+                                        tokens, at block granularity; 0: keep everything.
+                                        Needs an ordering scheduler (select) */
     uint32_t timeline_stage;         /* labels of its timeline rows */
     uint32_t timeline_replica;
 } cz_server_config;
@@ -136,7 +140,19 @@ typedef struct cz_sched_ctx {
     uint32_t block_tokens;
     bool chunked_prefill;
     uint32_t batch_cap;       /* the policy's own batch-size cap from its last step (0: none) */
+    uint32_t kv_sink_tokens;  /* the server's KV window (kv_window_tokens 0: none) */
+    uint32_t kv_window_tokens;
 } cz_sched_ctx;
+
+/* KV blocks of `block_tokens` a sequence of `tokens` tokens holds: ceil(tokens / block)
+ * without a window (window == 0); with one, the blocks that hold a token of
+ * [0, sinks) or [tokens - window, tokens), the sink blocks pinned, the blocks behind the
+ * window freed (Metronome section 4.1). Pure. */
+uint32_t cz_kv_blocks_held(uint64_t tokens, uint32_t block_tokens, uint32_t sinks,
+                           uint32_t window);
+/* Tokens of context attention reads for the next token of a sequence of `tokens`:
+ * min(tokens, sinks + window) with a window, `tokens` without. */
+uint64_t cz_kv_attn_tokens(uint64_t tokens, uint32_t sinks, uint32_t window);
 
 /* Blocks sequence `q` must add to compute `tokens` more (for a policy's budget checks). */
 uint32_t cz_sched_blocks(const cz_sched_ctx *ctx, const cz_seq *q, uint32_t tokens);

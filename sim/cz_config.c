@@ -34,7 +34,14 @@ static cz_status parse_server_fields(const cJSON *j, const char *ctx, cz_server_
     U32("block_tokens", block_tokens, 1);
     U32("kv_blocks", kv_blocks, 0);
     U32("max_model_len", max_model_len, 0);
+    U32("kv_sink_tokens", kv_sink_tokens, 0);
+    U32("kv_window_tokens", kv_window_tokens, 0);
 #undef U32
+    if (srv->kv_sink_tokens > 0 && srv->kv_window_tokens == 0)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'kv_sink_tokens': sinks apply to a windowed KV; set "
+                          "kv_window_tokens too",
+                          ctx);
     if ((st = cz_json_bool(j, ctx, "chunked_prefill", false, &srv->chunked_prefill, err)) != CZ_OK)
         return st;
     const char *idle = NULL;
@@ -63,7 +70,8 @@ static cz_status parse_server(const cJSON *j, const char *where, cz_sim_config *
     static const char *const keys[] = {"max_num_seqs",    "max_num_batched_tokens",
                                        "chunked_prefill", "block_tokens",
                                        "kv_blocks",       "gpu_memory_utilization",
-                                       "max_model_len",   "kv_idle"};
+                                       "max_model_len",   "kv_idle",
+                                       "kv_sink_tokens",  "kv_window_tokens"};
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s: server", where);
     cz_status st = cz_json_check_keys(j, ctx, keys, (int)CZ_ARRAY_LEN(keys), err);
@@ -83,7 +91,8 @@ static cz_status parse_placement(const cJSON *j, const char *where, cz_sim_confi
     static const char *const keys[] = {"replicas",     "gpus",         "max_num_seqs",
                                        "max_num_batched_tokens", "chunked_prefill",
                                        "block_tokens", "kv_blocks",    "max_model_len",
-                                       "kv_idle",      "max_batch",    "max_tokens"};
+                                       "kv_idle",      "max_batch",    "max_tokens",
+                                       "kv_sink_tokens", "kv_window_tokens"};
     const cJSON *it;
     cz_status st;
     cJSON_ArrayForEach(it, j)

@@ -947,6 +947,12 @@ static void build_replicas(sim_state *S, uint64_t expected)
                 sc.timeline_stage = S->ar_ord[p];
                 sc.timeline_replica = k;
                 cz_sched_ops ops = cz_policy_ops(&cfg->place[p].policy);
+                if (sc.kv_window_tokens && !ops.select) {
+                    /* a windowed pool frees blocks as windows slide: FCFS runs on the
+                     * ordering path (the same decisions, docs/policies.md) */
+                    ops = cz_sched_fcfs_scan;
+                    ops.state = &cfg->place[p].policy.params;
+                }
                 r->srv = cz_server_create(&sc, &ops, S->m, expected);
             } else {
                 cz_jobq_init(&r->jq, cfg->place[p].max_batch, cfg->place[p].max_tokens);

@@ -496,3 +496,59 @@ Test(server, ordering_path_matches_fcfs_path)
         cz_metrics_free(&m2);
     }
 }
+
+/* Windowed KV with sinks (Metronome section 4.1, App. A): block arithmetic by hand, then a
+ * long stream whose blocks plateau at the sink and window blocks while the pool stays far
+ * from full, and whose decode steps read at most sinks + window tokens. */
+Test(server, windowed_kv_with_sinks)
+{
+    /* block 16, sinks 16, window 1024 */
+    cr_assert_eq(cz_kv_blocks_held(1040, 16, 16, 1024), 65);   /* within S + W: all */
+    cr_assert_eq(cz_kv_blocks_held(1041, 16, 16, 1024), 66);   /* block 0 + blocks 1..65 */
+    cr_assert_eq(cz_kv_blocks_held(2000, 16, 16, 1024), 65);   /* block 0 + 61..124 */
+    cr_assert_eq(cz_kv_blocks_held(2001, 16, 16, 1024), 66);   /* block 0 + 61..125 */
+    cr_assert_eq(cz_kv_blocks_held(2001, 16, 0, 1024), 65);    /* no sinks: 61..125 */
+    cr_assert_eq(cz_kv_blocks_held(2001, 16, 0, 0), 126);      /* no window: everything */
+    cr_assert_eq(cz_kv_blocks_held(100, 16, 40, 50), 7);       /* blocks 0..2 and 3..6 meet */
+    cr_assert_eq(cz_kv_attn_tokens(5000, 16, 1024), 1040);
+    cr_assert_eq(cz_kv_attn_tokens(500, 16, 1024), 500);
+
+    cz_metrics m;
+    cz_metrics_init(&m, 0.0, 0);
+    cz_server_config cfg = small_cfg();
+    cfg.max_num_seqs = 4;
+    cfg.max_num_batched_tokens = 64;
+    cfg.kv_blocks = 64;
+    cfg.kv_sink_tokens = 4;   /* one block */
+    cfg.kv_window_tokens = 16; /* four or five blocks */
+    cz_server *s = cz_server_create(&cfg, &cz_sched_fcfs_scan, &m, 0);
+    uint32_t a = cz_server_seq_open(s, 0, 0, true);
+    cz_server_turn(s, 0.0, a, 0, 0, 8, 4, 0, false);
+    double t = drain(s, 0.0);
+    uint32_t peak = 0;
+    for (int frame = 0; frame < 60; frame++) {
+        /* every frame appends 8 tokens and allows 4 more out (the stream of 1,000 tokens
+         * would need 63 blocks unwindowed) */
+        cz_server_feed(s, t, a, 8, 4, false);
+        cz_batch b;
+        while (cz_server_schedule(s, t, &b)) {
+            uint64_t ctx = b.decode_ctx_tokens;
+            cr_assert(ctx <= 20, "a decode read %llu tokens", (unsigned long long)ctx);
+            t += 0.01;
+            cz_step_events ev;
+            cz_server_on_batch_done(s, t, &ev);
+            check(s);
+            const cz_seq *q = cz_server_seq(s, a);
+            cr_assert_eq(q->blocks, cz_kv_blocks_held(q->computed, 4, 4, 16));
+            cr_assert_eq(cz_server_kv_used(s), q->blocks);
+            if (q->blocks > peak)
+                peak = q->blocks;
+        }
+    }
+    const cz_seq *q = cz_server_seq(s, a);
+    cr_assert(q->computed > 700);
+    cr_assert(peak <= 6, "peak %u blocks", peak); /* 1 sink + at most 5 window blocks */
+    cr_assert(isnan(cz_server_saturated_at(s)));
+    cz_server_free(s);
+    cz_metrics_free(&m);
+}
