@@ -103,6 +103,39 @@ double cz_policy_buffer_s(const cz_policy_params *p, const cz_seq *q, double now
 /* True once the current turn of `q` has delivered audio to the client. */
 bool cz_policy_audio_started(const cz_seq *q);
 
+/* ---- Admission of full-duplex sessions (Metronome, 002_6a4d0efb28323924.txt) ----
+ *
+ * A gateway decides whether a new periodic session may start; live sessions are never
+ * evicted. */
+typedef enum cz_admit_kind {
+    CZ_ADMIT_ALL = 0, /* no gateway */
+    CZ_ADMIT_STATIC,  /* a fixed cap on live sessions (the baseline) */
+    CZ_ADMIT_AIMD     /* Metronome section 4.2 and its gateway */
+} cz_admit_kind;
+
+typedef struct cz_admission {
+    cz_admit_kind kind;
+    uint32_t cap;            /* live sessions allowed; UINT32_MAX: unbounded (AIMD's start) */
+    double target_fraction;  /* AIMD: target batch time as a fraction of the frame budget
+                                (0.7) */
+    double decrease;         /* AIMD: on a tick above target, cap = max(1, floor(decrease x
+                                live)) (0.9) */
+    uint32_t margin;         /* AIMD: while live >= cap - margin, cap += 1 a tick (2) */
+} cz_admission;
+
+/* Reads a config's "admission" object: {"policy": "aimd", "target_fraction",
+ * "decrease", "margin"} or {"policy": "static", "cap"} or {"policy": "none"}; NULL: none.
+ * Errors name `where` and the field. */
+cz_status cz_admission_parse(const cJSON *j, const char *where, cz_admission *out,
+                             cz_err *err);
+/* Whether a new session may start with `live` sessions live. Pure. */
+bool cz_admission_admit(const cz_admission *a, uint32_t live);
+/* One gateway tick (every frame budget budget_s): `measured_s` is the previous tick's
+ * batch time. AIMD: above target_fraction x budget_s, multiplicative decrease from the
+ * live count; otherwise, while live is within `margin` of the cap, additive increase by
+ * one. Other kinds: nothing. */
+void cz_admission_tick(cz_admission *a, double measured_s, double budget_s, uint32_t live);
+
 /* ---- Cross-stage schedulers (Nova, 004_f0fa8d0dbc8839e6.txt) ----
  *
  * One GPU serves a vision-language model as three workers: vision encode, LLM prefill and

@@ -463,7 +463,8 @@ cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *b
     static const char *const keys[] = {"name",     "description", "seed",      "workload",
                                        "model",    "stage",       "hardware",  "cost",
                                        "server",   "scheduler",   "slo",       "sim",
-                                       "pipeline", "router",      "client",    "weight_bytes"};
+                                       "pipeline", "router",      "client",    "weight_bytes",
+                                       "admission"};
     memset(c, 0, sizeof *c);
     c->seed = 1;
     cz_server_config server = cz_server_config_default();
@@ -569,6 +570,14 @@ cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *b
                               &c->frame_wait_fraction, err)) != CZ_OK)
             return st;
     }
+    if ((st = cz_json_obj(cfg, where, "admission", false, &obj, err)) != CZ_OK)
+        return st;
+    {
+        char actx[256];
+        snprintf(actx, sizeof actx, "%s: admission", where);
+        if ((st = cz_admission_parse(obj, actx, &c->admission, err)) != CZ_OK)
+            return st;
+    }
     if ((st = cz_json_obj(cfg, where, "slo", false, &obj, err)) != CZ_OK)
         return st;
     if (obj && (st = parse_slo(obj, where, &c->slo, err)) != CZ_OK)
@@ -595,6 +604,19 @@ cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *b
     snprintf(wctx, sizeof wctx, "%s: workload", where);
     if ((st = cz_workload_from_config(obj, wctx, base_dir, c->seed, wl, err)) != CZ_OK)
         return st;
+    if (c->admission.kind != CZ_ADMIT_ALL) {
+        if (wl->n_streams == 0)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'admission': admits periodic sessions; the workload "
+                              "has no streams",
+                              where);
+        for (uint32_t j = 1; j < wl->n_streams; j++)
+            if (wl->streams[j].frame_period_s != wl->streams[0].frame_period_s)
+                return cz_err_set(err, CZ_EINVAL,
+                                  "%s: field 'admission': the gateway ticks once a frame "
+                                  "period; streams 0 and %u have different periods",
+                                  where, j);
+    }
     if (c->cross_stage && c->xs.kind == CZ_XS_NOVA && c->xs.enumerate)
         return enumerate_split(c, wl, where, err);
     return CZ_OK;

@@ -28,7 +28,8 @@ enum {
     EV_REPLY_END,   /* arg: session, arg2: global turn index: playback of the reply ends */
     EV_TICK,        /* arg: stream, arg2: frame */
     EV_SPEECH,      /* arg: global turn index: the user starts speaking it */
-    EV_WAKE         /* arg: GPU: a deferred job becomes due (VoxServe's detokenizer) */
+    EV_WAKE,        /* arg: GPU: a deferred job becomes due (VoxServe's detokenizer) */
+    EV_ADMIT        /* the session gateway's tick (Metronome's AIMD) */
 };
 
 /* An operation on a replica's serving core that must wait for its batch to end. */
@@ -89,6 +90,7 @@ typedef struct ses_stage {
 typedef struct stream_rt {
     uint32_t rep, seq;
     uint32_t frames, ticked, done;
+    bool live, rejected;  /* admitted and not yet ended; refused by the gateway */
 } stream_rt;
 
 typedef struct sim_state {
@@ -118,6 +120,17 @@ typedef struct sim_state {
     uint32_t *service_life;
     gsl_rng *rng;
     uint64_t arrived, finished;
+    /* the session gateway */
+    cz_admission adm;
+    uint32_t live_streams;
+    double tick_max_lat_s;   /* the slowest frame completed since the last gateway tick */
+    double streams_end_s;    /* when the last stream ends */
+    double last_start_s;     /* when the last stream starts (arrivals stop) */
+    double live_since_s;     /* live-session time integral over the second half of the
+                                arrivals, [last_start_s / 2, last_start_s] */
+    double live_area;
+    uint64_t end_blocks_sum;  /* KV blocks sessions held when they ended */
+    uint32_t n_ended;
 } sim_state;
 
 static ses_stage *SP(sim_state *S, uint32_t si, uint32_t p)
@@ -827,6 +840,17 @@ static void on_ar_done(sim_state *S, uint32_t ri, double now)
 
 /* ---- periodic streams ---- */
 
+/* Live sessions changed at `now`: accumulates the second half's live-time integral. */
+static void live_account(sim_state *S, double now)
+{
+    double half = 0.5 * S->last_start_s;
+    double from = S->live_since_s > half ? S->live_since_s : half;
+    double to = now < S->last_start_s ? now : S->last_start_s;
+    if (to > from)
+        S->live_area += (to - from) * S->live_streams;
+    S->live_since_s = now;
+}
+
 static void frame_record(sim_state *S, uint32_t j, uint32_t f, double done_s)
 {
     const cz_stream *sm = &S->wl->streams[j];
@@ -843,6 +867,8 @@ static void frame_record(sim_state *S, uint32_t j, uint32_t f, double done_s)
         .latency_s = lat,
     };
     cz_metrics_add_frame(S->m, &fr);
+    if (!(lat <= S->tick_max_lat_s))
+        S->tick_max_lat_s = lat;
 }
 
 static void frame_done(sim_state *S, uint32_t j, double now)
@@ -850,6 +876,16 @@ static void frame_done(sim_state *S, uint32_t j, double now)
     stream_rt *sr = &S->streams[j];
     const cz_stream *sm = &S->wl->streams[j];
     frame_record(S, j, sr->done++, now);
+    if (sr->done == sr->frames) {
+        /* the session ends: its resident request goes, and with it its KV */
+        live_account(S, now);
+        sr->live = false;
+        S->live_streams--;
+        S->end_blocks_sum += cz_server_seq(S->reps[sr->rep].srv, sr->seq)->blocks;
+        S->n_ended++;
+        cz_server_seq_close(S->reps[sr->rep].srv, sr->seq);
+        return;
+    }
     if (sr->done < sr->ticked)
         cz_server_notify_at(S->reps[sr->rep].srv, sr->seq,
                             (sr->done + 1) * sm->tokens_out_per_frame);
@@ -862,6 +898,14 @@ static void on_tick(sim_state *S, uint32_t j, uint32_t f, double now)
     rep_rt *r = &S->reps[sr->rep];
     bool last = f + 1 == sr->frames;
     if (f == 0) {
+        /* a new session at the gateway: refused ones never start, live ones stay */
+        if (!cz_admission_admit(&S->adm, S->live_streams)) {
+            sr->rejected = true;
+            return;
+        }
+        live_account(S, now);
+        sr->live = true;
+        S->live_streams++;
         /* a resident request grows frame by frame with no bound known up front (the
          * Metronome cliff): only its first frame is checked */
         uint64_t rec = cz_server_turn(r->srv, now, sr->seq, 0, S->ar_ord[S->first_ar],
@@ -879,6 +923,30 @@ static void on_tick(sim_state *S, uint32_t j, uint32_t f, double now)
         cz_server_notify_at(r->srv, sr->seq, sr->ticked * sm->tokens_out_per_frame);
     if (!last)
         cz_evq_push(&S->q, sm->start_s + (f + 1) * sm->frame_period_s, EV_TICK, j, f + 1);
+}
+
+/* The gateway's tick: the batch time it measures is the slowest frame of the last tick,
+ * or the age of a frame still pending (at most the worker's wait) when the engine is
+ * behind; then AIMD adjusts the cap. */
+static void on_admit_tick(sim_state *S, double now)
+{
+    double period = S->wl->streams[0].frame_period_s;
+    double cap = S->cfg->frame_wait_fraction * period;
+    double measured = S->tick_max_lat_s;
+    for (uint32_t j = 0; j < S->wl->n_streams; j++) {
+        const stream_rt *sr = &S->streams[j];
+        if (!sr->live || sr->done >= sr->ticked)
+            continue;
+        double age = now - (S->wl->streams[j].start_s + sr->done * period);
+        if (age > cap)
+            age = cap;
+        if (!(age <= measured))
+            measured = age;
+    }
+    cz_admission_tick(&S->adm, measured, period, S->live_streams);
+    S->tick_max_lat_s = NAN;
+    if (now + period < S->streams_end_s)
+        cz_evq_push(&S->q, now + period, EV_ADMIT, 0, 0);
 }
 
 /* ---- the run ---- */
@@ -1050,6 +1118,17 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
             cz_evq_push(&S.q, sm->start_s, EV_TICK, j, 0);
     }
 
+    S.adm = cfg->admission;
+    S.tick_max_lat_s = NAN;
+    for (uint32_t j = 0; j < wl->n_streams; j++) {
+        double end = wl->streams[j].start_s + wl->streams[j].duration_s;
+        if (end > S.streams_end_s)
+            S.streams_end_s = end;
+        if (wl->streams[j].start_s > S.last_start_s)
+            S.last_start_s = wl->streams[j].start_s;
+    }
+    if (S.adm.kind == CZ_ADMIT_AIMD)
+        cz_evq_push(&S.q, wl->streams[0].frame_period_s, EV_ADMIT, 0, 0);
     push_next_initial(&S, 0.0);
     for (uint32_t i = 0; i < wl->concurrency && S.next_bounded < S.n_bounded; i++)
         start_bounded_session(&S, 0.0);
@@ -1112,6 +1191,7 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
         }
         case EV_TICK: on_tick(&S, ev.arg, ev.arg2, now); break;
         case EV_SPEECH: on_speech(&S, ev.arg, now); break;
+        case EV_ADMIT: on_admit_tick(&S, now); break;
         case EV_WAKE:
             if (S.gpus[ev.arg].wake_s <= now)
                 S.gpus[ev.arg].wake_s = INFINITY;
@@ -1143,6 +1223,14 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
     }
     stats->arrivals = S.arrived;
     stats->sim_time_s = now;
+    live_account(&S, now);
+    for (uint32_t j = 0; j < wl->n_streams; j++) {
+        stats->streams_admitted += S.streams[j].ticked > 0;
+        stats->streams_rejected += S.streams[j].rejected;
+    }
+    stats->admission_cap = S.adm.cap;
+    stats->stream_end_blocks = S.n_ended ? (double)S.end_blocks_sum / S.n_ended : NAN;
+    stats->live_streams_mean = S.last_start_s > 0 ? S.live_area / (0.5 * S.last_start_s) : NAN;
     if (progress) {
         cz_sim_progress pr = {now, stats->events, S.arrived, S.finished, wl->n_turns, true};
         progress(progress_ctx, &pr);
@@ -1165,6 +1253,16 @@ void cz_sim_summary_json(const cz_sim_config *cfg, const cz_metrics *m, const cz
         cz_frame_summary f;
         cz_frame_summarize(m, &f);
         cz_frame_summary_json(summary, &f);
+    }
+    if (m->n_frames)
+        cz_json_add_num(summary, "mean_stream_kv_blocks", st->stream_end_blocks);
+    if (cfg->admission.kind != CZ_ADMIT_ALL) {
+        /* the gateway: refused sessions got "server_overloaded" */
+        cJSON_AddNumberToObject(summary, "sessions_admitted", (double)st->streams_admitted);
+        cJSON_AddNumberToObject(summary, "sessions_rejected", (double)st->streams_rejected);
+        cz_json_add_num(summary, "admission_cap",
+                        st->admission_cap == UINT32_MAX ? NAN : (double)st->admission_cap);
+        cz_json_add_num(summary, "mean_live_sessions", st->live_streams_mean);
     }
     uint64_t gen = 0, heard = 0;
     cJSON *stages = cJSON_CreateArray();

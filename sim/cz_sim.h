@@ -65,6 +65,7 @@ typedef struct cz_sim_config {
     uint32_t router;          /* cz_router */
     double gpu_memory_utilization;
     char scheduler[32];       /* the scheduler's name (every stage runs the same one) */
+    cz_admission admission;   /* the gateway for periodic sessions (streams) */
     bool cross_stage;         /* a cross-stage scheduler (cz_xs_policy) runs the GPU */
     cz_xs_policy xs;
     double xs_ideal_e2e_s;    /* Nova's enumerated split: its ideal latency (NaN: none) */
@@ -98,6 +99,13 @@ typedef struct cz_sim_stats {
     double vision_step_sum_s; /* vision steps' durations, and their waits for weights */
     double vision_stall_sum_s;
     double vision_resident_bytes; /* vision-encoder weights held on the GPU */
+    /* streams under a gateway: admitted and refused sessions, the final cap, and live
+     * sessions averaged over time in the second half of the arrivals (from half the last
+     * start to the last start) */
+    uint64_t streams_admitted, streams_rejected;
+    uint32_t admission_cap;
+    double live_streams_mean;
+    double stream_end_blocks; /* mean KV blocks a stream held when it ended (NaN: none) */
 } cz_sim_stats;
 
 /* Called every few thousand events and once at the end (`done` set): lets a front end

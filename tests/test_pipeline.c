@@ -182,3 +182,34 @@ Test(pipeline, least_loaded_router_spreads_sessions)
     cr_assert(busy[0] && busy[1], "both replicas served a session");
     run_free(&r);
 }
+
+/* The session gateway: under a static cap of 2, five sessions arriving 0.1 s apart see the
+ * first two admitted and the other three refused; the admitted ones run every frame and,
+ * when they end, give their KV back. The same sessions windowed (4 sinks, 32 tokens) end
+ * holding the sink block and the window's blocks only. */
+Test(pipeline, gateway_and_window)
+{
+    for (int windowed = 0; windowed < 2; windowed++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"model\": \"llama-3-8b\", \"hardware\": \"h100-sxm\","
+                 " \"server\": {\"kv_blocks\": 20000%s},"
+                 " \"admission\": {\"policy\": \"static\", \"cap\": 2},"
+                 " \"workload\": {\"streams\": {\"count\": 5, \"frame_period_s\": 2,"
+                 "   \"tokens_in_per_frame\": 25, \"tokens_out_per_frame\": 50,"
+                 "   \"duration_s\": 20, \"arrival_spacing_s\": 0.1}}}",
+                 windowed ? ", \"kv_sink_tokens\": 4, \"kv_window_tokens\": 32" : "");
+        run r;
+        run_config(&r, json);
+        cr_assert_float_eq(cJSON_GetObjectItem(r.summary, "sessions_admitted")->valuedouble, 2, 0);
+        cr_assert_float_eq(cJSON_GetObjectItem(r.summary, "sessions_rejected")->valuedouble, 3, 0);
+        cr_assert_eq(r.m.n_frames, 20); /* 10 frames for each admitted session */
+        for (uint64_t i = 0; i < r.m.n_frames; i++)
+            cr_assert(r.m.frames[i].stream < 2 && !r.m.frames[i].empty);
+        /* 10 frames of 75 tokens: 750 tokens, 47 blocks of 16; windowed: block 0 and the
+         * blocks of the last 32 tokens [718, 750): 44..46 */
+        double blocks = cJSON_GetObjectItem(r.summary, "mean_stream_kv_blocks")->valuedouble;
+        cr_assert_float_eq(blocks, windowed ? 4 : 47, 0, "%g", blocks);
+        run_free(&r);
+    }
+}

@@ -477,3 +477,53 @@ Test(policies, nova_static_split_enumeration)
     cr_assert_float_eq(e, 1.4, 1e-12);
     cr_assert(v == 2 && p == 2);
 }
+
+/* Metronome's AIMD gateway (002_6a4d0efb28323924.txt, section 4.2) on a scripted series of
+ * tick measurements, B = 2 s, target 0.7 B = 1.4 s. */
+Test(policies, aimd_cap_trajectory)
+{
+    cz_admission a;
+    cz_err err;
+    cz_err_clear(&err);
+    cJSON *j = cJSON_Parse("{\"policy\": \"aimd\"}");
+    cr_assert_eq(cz_admission_parse(j, "a", &a, &err), CZ_OK, "%s", err.msg);
+    cJSON_Delete(j);
+    cr_assert_eq(a.cap, UINT32_MAX); /* unbounded until the first slow tick */
+    cr_assert(cz_admission_admit(&a, 100000));
+    cz_admission_tick(&a, 1.0, 2.0, 10);
+    cr_assert_eq(a.cap, UINT32_MAX); /* no increase while unbounded */
+    cz_admission_tick(&a, 1.5, 2.0, 10);
+    cr_assert_eq(a.cap, 9); /* floor(0.9 x 10) */
+    cr_assert(cz_admission_admit(&a, 8) && !cz_admission_admit(&a, 9));
+    cz_admission_tick(&a, 1.0, 2.0, 9);
+    cr_assert_eq(a.cap, 10); /* 9 + 2 >= 9 */
+    cz_admission_tick(&a, 1.0, 2.0, 7);
+    cr_assert_eq(a.cap, 10); /* 7 + 2 < 10: hold */
+    cz_admission_tick(&a, 1.4, 2.0, 8);
+    cr_assert_eq(a.cap, 11); /* at the target is not above it; 8 + 2 >= 10 */
+    cz_admission_tick(&a, 1.41, 2.0, 11);
+    cr_assert_eq(a.cap, 9); /* floor(9.9) */
+    cz_admission_tick(&a, NAN, 2.0, 11);
+    cr_assert_eq(a.cap, 9); /* no measurement: no change */
+    cz_admission_tick(&a, 2.0, 2.0, 1);
+    cr_assert_eq(a.cap, 1); /* never below one */
+
+    j = cJSON_Parse("{\"policy\": \"static\", \"cap\": 84}");
+    cr_assert_eq(cz_admission_parse(j, "a", &a, &err), CZ_OK, "%s", err.msg);
+    cJSON_Delete(j);
+    cr_assert(cz_admission_admit(&a, 83) && !cz_admission_admit(&a, 84));
+    cz_admission_tick(&a, 5.0, 2.0, 84);
+    cr_assert_eq(a.cap, 84);
+
+    const char *bad[][2] = {{"{\"policy\": \"fifo\"}", "field 'policy'"},
+                            {"{\"policy\": \"static\"}", "cap"},
+                            {"{\"policy\": \"aimd\", \"decrease\": 1.5}", "decrease"},
+                            {"{\"policy\": \"aimd\", \"cap\": 3}", "cap"}};
+    for (size_t i = 0; i < 4; i++) {
+        j = cJSON_Parse(bad[i][0]);
+        cr_assert_eq(cz_admission_parse(j, "cfg.json: admission", &a, &err), CZ_EINVAL);
+        cr_assert(strstr(err.msg, "cfg.json: admission") && strstr(err.msg, bad[i][1]), "%s",
+                  err.msg);
+        cJSON_Delete(j);
+    }
+}

@@ -465,9 +465,9 @@ static cz_status add_streams(const cJSON *so, const char *where, cz_workload *w,
 {
     static const char *const keys[] = {"count",      "frame_period_s", "tokens_in_per_frame",
                                        "tokens_out_per_frame", "duration_s", "stagger",
-                                       "class"};
+                                       "class", "arrival_spacing_s"};
     uint64_t count = 0, in = 0, out = 0;
-    double period_s = 0.0, duration_s = 0.0;
+    double period_s = 0.0, duration_s = 0.0, spacing_s = 0.0;
     bool stagger = true;
     cz_class cls = CZ_CLASS_RT;
     cz_status st;
@@ -482,11 +482,16 @@ static cz_status add_streams(const cJSON *so, const char *where, cz_workload *w,
         (st = cz_json_num(so, where, "duration_s", true, 1e-6, CZ_MAX_TIME_CFG, &duration_s,
                           err)) != CZ_OK ||
         (st = cz_json_bool(so, where, "stagger", false, &stagger, err)) != CZ_OK ||
+        (st = cz_json_num(so, where, "arrival_spacing_s", false, 0, 1e6, &spacing_s, err)) !=
+            CZ_OK ||
         (st = parse_class(so, where, &cls, err)) != CZ_OK)
         return st;
     for (uint64_t i = 0; i < count; i++) {
         cz_stream *s = cz_workload_add_stream(w);
-        s->start_s = stagger ? (double)i * period_s / (double)count : 0.0;
+        /* sessions arriving one after another, or all within the first period */
+        s->start_s = spacing_s > 0   ? (double)i * spacing_s
+                     : stagger ? (double)i * period_s / (double)count
+                               : 0.0;
         s->frame_period_s = period_s;
         s->duration_s = duration_s;
         s->tokens_in_per_frame = (uint32_t)in;
