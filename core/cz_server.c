@@ -2,6 +2,7 @@
  * (running first, then waiting; preemption by recompute; admission only in steps without
  * preemption); docs/serving-core.md spells out each rule. */
 #include "cz_server.h"
+#include "cz_evidx.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +24,9 @@ typedef struct snode {
     uint32_t store_to;   /* context length covered by the store in flight */
     uint32_t load_tokens; /* tokens the load in flight brings back */
     uint8_t in_decode, in_lru, in_pf;
+    uint8_t protect;     /* next-use eviction: speech started, the KV is about to be reused */
+    double play_end_s;   /* when the client's playback of the last reply ends (NaN: unknown) */
+    double reply_ema_s;  /* moving average of the user's reply time (NaN: none yet) */
     uint8_t in_idle;     /* its blocks count as idle (cached) KV: idle, or waiting and not
                             yet admitted */
 } snode;
@@ -83,6 +87,9 @@ struct cz_server {
     cz_xfer *xfers_out;    /* handed to the driver */
     size_t cap_xfers_out;
     uint32_t kv_used;
+    cz_evidx evx;         /* next-use eviction: the evictable sessions by next use */
+    double reply_sum_s;   /* reply times observed, for the workload-level prior */
+    uint64_t reply_n;
 };
 
 cz_server_config cz_server_config_default(void)
@@ -95,6 +102,8 @@ cz_server_config cz_server_config_default(void)
         .kv_blocks = 0,
         .max_model_len = 0,
         .kv_idle = CZ_KV_IDLE_DROP,
+        .kv_evict = CZ_EVICT_LRU,
+        .reply_prior_s = 2.0,
     };
 }
 
@@ -133,6 +142,10 @@ cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sch
     s->xfers_out = cz_xmalloc(s->cap_xfers_out * sizeof *s->xfers_out);
     s->last_done_s = NAN;
     s->ordered = sched->select != NULL;
+    cz_evidx_init(&s->evx);
+    CZ_ASSERT(cfg->kv_evict <= CZ_EVICT_NEXT_USE_SCAN);
+    /* partial (suffix) eviction keeps a prefix; a window keeps no prefix */
+    CZ_ASSERT(cfg->kv_evict == CZ_EVICT_LRU || cfg->kv_window_tokens == 0);
     /* the aggregate decode set assumes every member grows by whole blocks */
     CZ_ASSERT(cfg->kv_window_tokens == 0 || s->ordered);
     return s;
@@ -142,6 +155,7 @@ void cz_server_free(cz_server *s)
 {
     if (!s)
         return;
+    cz_evidx_free(&s->evx);
     free(s->seqs);
     free(s->sn);
     free(s->wq);
@@ -291,6 +305,25 @@ const cz_xfer *cz_server_take_xfers(cz_server *s, uint32_t *n)
 
 /* ---- the idle LRU ---- */
 
+/* LiveServe's next-use estimate (section 5.1, Eq. 4) as an absolute time: the end of the
+ * client's playback (the last use when there is no telemetry, which orders like LRU) plus
+ * the user's expected reply time (this session's moving average, else the mean over the
+ * sessions observed, else the prior). */
+static double next_use_s(const cz_server *s, uint32_t id)
+{
+    const snode *d = &s->sn[id];
+    if (s->seqs[id].turn_open)
+        return -INFINITY; /* waiting for admission: needed now */
+    double last = s->seqs[id].last_token_s;
+    double base = !isnan(d->play_end_s) && !(d->play_end_s < last) ? d->play_end_s : last;
+    if (isnan(base))
+        base = 0.0;
+    double reply = !isnan(d->reply_ema_s) ? d->reply_ema_s
+                   : s->reply_n           ? s->reply_sum_s / (double)s->reply_n
+                                          : s->cfg.reply_prior_s;
+    return base + reply;
+}
+
 static void lru_push(cz_server *s, uint32_t id)
 {
     snode *d = &s->sn[id];
@@ -303,6 +336,8 @@ static void lru_push(cz_server *s, uint32_t id)
         s->lru_head = id;
     s->lru_tail = id;
     d->in_lru = 1;
+    if (s->cfg.kv_evict != CZ_EVICT_LRU && !d->protect)
+        cz_evidx_set(&s->evx, id, next_use_s(s, id));
 }
 
 static void lru_remove(cz_server *s, uint32_t id)
@@ -318,6 +353,7 @@ static void lru_remove(cz_server *s, uint32_t id)
     else
         s->lru_tail = d->prev;
     d->in_lru = 0;
+    cz_evidx_remove(&s->evx, id);
 }
 
 /* An idle sequence holding KV becomes evictable: at once when its KV would be dropped,
@@ -338,9 +374,30 @@ static void idle_settle(cz_server *s, uint32_t id)
     lru_push(s, id);
 }
 
-/* Frees the KV of the least recently used idle sequence; false if there is none. */
-static bool evict_one(cz_server *s)
+/* Frees idle KV towards `need` blocks: the whole least recently used idle sequence, or
+ * under next-use eviction up to `need` blocks from the tail of the session whose next use
+ * is farthest (suffix blocks before prefix blocks, LiveServe section 5.1; the prefix stays
+ * resident and counts as reusable context). False if there is nothing to evict. */
+static bool evict_one(cz_server *s, uint32_t need)
 {
+    if (s->cfg.kv_evict != CZ_EVICT_LRU) {
+        uint32_t v = s->cfg.kv_evict == CZ_EVICT_NEXT_USE ? cz_evidx_top(&s->evx)
+                                                           : cz_evidx_scan_top(&s->evx);
+        if (v == UINT32_MAX)
+            return false;
+        cz_seq *q = &s->seqs[v];
+        uint32_t k = need < q->blocks ? need : q->blocks;
+        CZ_ASSERT(k > 0 && s->sn[v].in_idle && s->kv_idle_blocks >= k && s->kv_used >= k);
+        q->blocks -= k;
+        s->kv_used -= k;
+        s->kv_idle_blocks -= k;
+        uint64_t keep = (uint64_t)q->blocks * s->cfg.block_tokens;
+        if (q->computed > keep)
+            q->computed = (uint32_t)keep;
+        if (q->blocks == 0)
+            lru_remove(s, v);
+        return true;
+    }
     uint32_t id = s->lru_head;
     if (id == NIL)
         return false;
@@ -358,7 +415,7 @@ static bool evict_one(cz_server *s)
 static bool make_room(cz_server *s, uint32_t need, double t_s)
 {
     while (need > kv_free(s)) {
-        if (!evict_one(s)) {
+        if (!evict_one(s, need - kv_free(s))) {
             if (isnan(s->saturated_at_s))
                 s->saturated_at_s = t_s;
             return false;
@@ -561,6 +618,7 @@ uint32_t cz_server_seq_open(cz_server *s, uint64_t session, uint32_t cls, bool p
     };
     memset(&s->sn[id], 0, sizeof s->sn[id]);
     s->sn[id].prev = s->sn[id].next = NIL;
+    s->sn[id].play_end_s = s->sn[id].reply_ema_s = NAN;
     return id;
 }
 
@@ -602,6 +660,15 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, ui
     cz_seq *q = &s->seqs[id];
     CZ_ASSERT(q->state == CZ_SEQ_IDLE && !q->turn_open);
     CZ_ASSERT(!input_final || (in_tokens > 0 && out_tokens > 0));
+    /* next-use eviction: the user's reply time since the last playback ended */
+    snode *dn = &s->sn[id];
+    if (!isnan(dn->play_end_s) && t_s >= dn->play_end_s) {
+        double r = t_s - dn->play_end_s;
+        dn->reply_ema_s = isnan(dn->reply_ema_s) ? r : 0.5 * dn->reply_ema_s + 0.5 * r;
+        s->reply_sum_s += r;
+        s->reply_n++;
+    }
+    dn->protect = 0;
     cz_req_record rec = {
         .session = q->session,
         .turn = turn,
@@ -1222,12 +1289,20 @@ void cz_server_on_playback(cz_server *s, double t_s, uint32_t id, double played_
     q->received_s = received_s;
     q->last_chunk_s = last_chunk_s;
     q->report_s = t_s;
+    /* the remaining playback horizon, as an end time (Eq. 4's T_play) */
+    s->sn[id].play_end_s = t_s + (received_s - played_s);
+    if (cz_evidx_has(&s->evx, id))
+        cz_evidx_set(&s->evx, id, next_use_s(s, id));
 }
 
 void cz_server_on_speech_start(cz_server *s, double t_s, uint32_t id)
 {
     CZ_ASSERT(id < s->n_seqs);
     s->seqs[id].speech_start_s = t_s;
+    /* next-use eviction: the session is about to be reused; its KV leaves the candidates
+     * until its turn starts */
+    s->sn[id].protect = 1;
+    cz_evidx_remove(&s->evx, id);
 }
 
 double cz_server_saturated_at(const cz_server *s)

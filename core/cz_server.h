@@ -56,6 +56,9 @@ typedef struct cz_server_config {
     uint32_t kv_blocks;              /* blocks in the pool */
     uint32_t max_model_len;          /* context cap; 0 = only the pool bounds it */
     uint32_t kv_idle;                /* cz_kv_idle (default drop) */
+    uint32_t kv_evict;               /* cz_kv_evict: which idle KV goes first (LRU) */
+    double reply_prior_s;            /* next-use eviction: the user's reply time before any
+                                        is observed (2.0 s) */
     uint32_t kv_sink_tokens;         /* windowed KV (Metronome section 4.1, App. A): a      */
     uint32_t kv_window_tokens;       /* sequence keeps [0, sinks) and the last `window`
                                         tokens, at block granularity; 0: keep everything.
@@ -66,6 +69,14 @@ typedef struct cz_server_config {
 
 /* vLLM's defaults for the fields above (kv_blocks must still be set). */
 cz_server_config cz_server_config_default(void);
+
+/* Which idle (multi-turn) KV is evicted first when the pool runs short. */
+typedef enum cz_kv_evict {
+    CZ_EVICT_LRU = 0,      /* the least recently used session, whole (vLLM-Omni) */
+    CZ_EVICT_NEXT_USE,     /* LiveServe section 5.1: the session whose predicted next use
+                              is farthest, suffix blocks first, from an indexed heap */
+    CZ_EVICT_NEXT_USE_SCAN /* the same choices by a linear scan (the slow reference) */
+} cz_kv_evict;
 
 typedef enum cz_seq_state {
     CZ_SEQ_IDLE = 0, /* no open turn */

@@ -37,6 +37,29 @@ static cz_status parse_server_fields(const cJSON *j, const char *ctx, cz_server_
     U32("kv_sink_tokens", kv_sink_tokens, 0);
     U32("kv_window_tokens", kv_window_tokens, 0);
 #undef U32
+    const char *evict = NULL;
+    if ((st = cz_json_str(j, ctx, "kv_evict", false, &evict, err)) != CZ_OK ||
+        (st = cz_json_num(j, ctx, "reply_prior_s", false, 0, 1e6, &srv->reply_prior_s, err)) !=
+            CZ_OK)
+        return st;
+    if (evict) {
+        if (strcmp(evict, "lru") == 0)
+            srv->kv_evict = CZ_EVICT_LRU;
+        else if (strcmp(evict, "next_use") == 0)
+            srv->kv_evict = CZ_EVICT_NEXT_USE;
+        else if (strcmp(evict, "next_use_scan") == 0)
+            srv->kv_evict = CZ_EVICT_NEXT_USE_SCAN;
+        else
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'kv_evict': expected lru, next_use or next_use_scan, "
+                              "got '%s'",
+                              ctx, evict);
+    }
+    if (srv->kv_evict != CZ_EVICT_LRU && srv->kv_window_tokens > 0)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'kv_evict': next-use eviction keeps prefixes, which a "
+                          "windowed KV (kv_window_tokens) does not have; use lru",
+                          ctx);
     if (srv->kv_sink_tokens > 0 && srv->kv_window_tokens == 0)
         return cz_err_set(err, CZ_EINVAL,
                           "%s: field 'kv_sink_tokens': sinks apply to a windowed KV; set "
@@ -71,7 +94,8 @@ static cz_status parse_server(const cJSON *j, const char *where, cz_sim_config *
                                        "chunked_prefill", "block_tokens",
                                        "kv_blocks",       "gpu_memory_utilization",
                                        "max_model_len",   "kv_idle",
-                                       "kv_sink_tokens",  "kv_window_tokens"};
+                                       "kv_sink_tokens",  "kv_window_tokens",
+                                       "kv_evict",        "reply_prior_s"};
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s: server", where);
     cz_status st = cz_json_check_keys(j, ctx, keys, (int)CZ_ARRAY_LEN(keys), err);
@@ -92,7 +116,8 @@ static cz_status parse_placement(const cJSON *j, const char *where, cz_sim_confi
                                        "max_num_batched_tokens", "chunked_prefill",
                                        "block_tokens", "kv_blocks",    "max_model_len",
                                        "kv_idle",      "max_batch",    "max_tokens",
-                                       "kv_sink_tokens", "kv_window_tokens"};
+                                       "kv_sink_tokens", "kv_window_tokens", "kv_evict",
+                                       "reply_prior_s"};
     const cJSON *it;
     cz_status st;
     cJSON_ArrayForEach(it, j)

@@ -552,3 +552,52 @@ Test(server, windowed_kv_with_sinks)
     cz_server_free(s);
     cz_metrics_free(&m);
 }
+
+/* LiveServe's next-use eviction (000_6fdb7821c3412586.txt, section 5.1) on a hand-built
+ * state: three idle sessions of 8 tokens (2 blocks of 4) in a 12-block pool; A's reply
+ * plays until t = 11, B's until t = 2, C's until t = 101 but C's user started speaking
+ * (immediate reuse). With the 2 s reply prior their next uses are 13, 4 and (protected)
+ * 103. A new request needing 7 blocks (6 are free) takes one: the farthest next use is A,
+ * and from A its suffix block goes, its prefix stays. LRU instead drops the least recently
+ * used session whole. */
+Test(server, next_use_eviction_order_suffix_first_exclusions)
+{
+    for (int lru = 0; lru < 2; lru++) {
+        cz_metrics m;
+        cz_metrics_init(&m, 0.0, 0);
+        cz_server_config cfg = small_cfg();
+        cfg.max_num_seqs = 4;
+        cfg.max_num_batched_tokens = 64;
+        cfg.kv_blocks = 12;
+        cfg.kv_evict = lru ? CZ_EVICT_LRU : CZ_EVICT_NEXT_USE;
+        cz_server *s = cz_server_create(&cfg, &cz_sched_fcfs, &m, 0);
+        uint32_t id[3];
+        double t = 0.0;
+        for (int k = 0; k < 3; k++) {
+            id[k] = request(s, t, 8, 1, (uint64_t)k);
+            t = drain(s, t);
+        }
+        for (int k = 0; k < 3; k++)
+            cr_assert_eq(cz_server_seq(s, id[k])->blocks, 2);
+        cz_server_on_playback(s, 1.0, id[0], 0.0, 10.0, 1.0);
+        cz_server_on_playback(s, 1.0, id[1], 0.0, 1.0, 1.0);
+        cz_server_on_playback(s, 1.0, id[2], 0.0, 100.0, 1.0);
+        cz_server_on_speech_start(s, 1.5, id[2]);
+        request(s, 2.0, 28, 1, 9);
+        cz_batch b;
+        cr_assert(cz_server_schedule(s, 2.0, &b));
+        check(s);
+        const cz_seq *a = cz_server_seq(s, id[0]), *bb = cz_server_seq(s, id[1]),
+                     *c = cz_server_seq(s, id[2]);
+        if (!lru) {
+            cr_assert(a->blocks == 1 && a->computed == 4, "A %u blocks %u tokens", a->blocks,
+                      a->computed);
+            cr_assert(bb->blocks == 2 && c->blocks == 2);
+        } else {
+            cr_assert(a->blocks == 0 && a->computed == 0); /* the oldest, whole */
+            cr_assert(bb->blocks == 2 && c->blocks == 2);
+        }
+        cz_server_free(s);
+        cz_metrics_free(&m);
+    }
+}
