@@ -108,7 +108,8 @@ static char *assignment(const char *key, const cJSON *value)
     return a;
 }
 
-/* The summary value at a dotted path ("classes.rt.p90_ttft_ms"), or NULL. */
+/* The summary value at a dotted path ("classes.rt.p90_ttft_ms"; an array element by its
+ * index: "stages.0.total_kv_reload_s"), or NULL. */
 static const cJSON *lookup(const cJSON *j, const char *path)
 {
     char key[256];
@@ -119,7 +120,13 @@ static const cJSON *lookup(const cJSON *j, const char *path)
             return NULL;
         memcpy(key, path, n);
         key[n] = '\0';
-        j = cJSON_GetObjectItemCaseSensitive(j, key);
+        if (cJSON_IsArray(j)) {
+            char *end;
+            long i = strtol(key, &end, 10);
+            j = *key && !*end && i >= 0 && i < INT32_MAX ? cJSON_GetArrayItem(j, (int)i) : NULL;
+        } else {
+            j = cJSON_GetObjectItemCaseSensitive(j, key);
+        }
         path += n + (dot ? 1 : 0);
     }
     return j;
