@@ -899,7 +899,7 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
         q->load_start_s = t_s;
         s->sn[id].load_tokens = load;
         s->n_loading++;
-        xfer_request(s, id, load, false);
+        xfer_request(s, id, load - q->computed, false); /* the part not resident */
         loads = true;
     }
     if (loads)
@@ -1091,7 +1091,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
             q->load_start_s = t_s;
             s->sn[id].load_tokens = load;
             s->n_loading++;
-            xfer_request(s, id, load, false);
+            xfer_request(s, id, load - q->computed, false); /* the part not resident */
             continue;
         }
         uint32_t need = q->tokens_in + q->generated - q->computed;
