@@ -25,6 +25,8 @@ typedef struct snode {
     uint32_t load_tokens; /* tokens the load in flight brings back */
     uint8_t in_decode, in_lru, in_pf;
     uint8_t protect;     /* next-use eviction: speech started, the KV is about to be reused */
+    uint8_t preloading;  /* a speech-triggered load is in flight (blocks already held) */
+    uint8_t preloaded;   /* a preload landed for the coming turn */
     double play_end_s;   /* when the client's playback of the last reply ends (NaN: unknown) */
     double reply_ema_s;  /* moving average of the user's reply time (NaN: none yet) */
     uint8_t in_idle;     /* its blocks count as idle (cached) KV: idle, or waiting and not
@@ -90,6 +92,7 @@ struct cz_server {
     cz_evidx evx;         /* next-use eviction: the evictable sessions by next use */
     double reply_sum_s;   /* reply times observed, for the workload-level prior */
     uint64_t reply_n;
+    cz_preload_stats pl;
 };
 
 cz_server_config cz_server_config_default(void)
@@ -361,7 +364,8 @@ static void lru_remove(cz_server *s, uint32_t id)
 static void idle_settle(cz_server *s, uint32_t id)
 {
     cz_seq *q = &s->seqs[id];
-    if (!s->sn[id].in_idle || q->blocks == 0 || q->pinned || s->sn[id].in_lru)
+    if (!s->sn[id].in_idle || q->blocks == 0 || q->pinned || s->sn[id].in_lru ||
+        s->sn[id].preloading)
         return;
     if (s->cfg.kv_idle == CZ_KV_IDLE_OFFLOAD && q->host_tokens < q->computed) {
         if (!q->storing) {
@@ -669,6 +673,9 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, ui
         s->reply_n++;
     }
     dn->protect = 0;
+    if (dn->preloaded && q->host_tokens > q->computed)
+        s->pl.fallbacks++; /* the warmed KV was evicted before the turn */
+    dn->preloaded = 0;
     cz_req_record rec = {
         .session = q->session,
         .turn = turn,
@@ -883,7 +890,7 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
         uint32_t id = s->wq[(s->wq_head + i) % s->wq_cap];
         cz_seq *q = &s->seqs[id];
         uint32_t load = loadable(s, q);
-        if (!load || n_running(s) >= s->cfg.max_num_seqs)
+        if (!load || n_running(s) >= s->cfg.max_num_seqs || s->sn[id].preloading)
             continue;
         bool was_cached = s->sn[id].in_idle;
         idle_leave(s, id);
@@ -918,6 +925,8 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
     }
     for (size_t i = 0; i < s->wq_len; i++) {
         uint32_t id = s->wq[(s->wq_head + i) % s->wq_cap];
+        if (s->sn[id].preloading)
+            continue; /* admitted once its preload lands */
         const cz_seq *q = &s->seqs[id];
         uint32_t need = q->tokens_in + q->generated - q->computed;
         s->cands[nc] = (cz_cand){.seq = id, .need = need, .pos = nc};
@@ -1073,6 +1082,8 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
     uint32_t first_admitted = s->n_items;
     while (!preempted && s->wq_len > 0 && budget > 0 && n_running(s) < s->cfg.max_num_seqs) {
         uint32_t id = wq_front(s);
+        if (s->sn[id].preloading)
+            break; /* its preload is landing: it is admitted once it has */
         cz_seq *q = &s->seqs[id];
         bool was_cached = s->sn[id].in_idle;
         idle_leave(s, id);
@@ -1305,6 +1316,68 @@ void cz_server_on_speech_start(cz_server *s, double t_s, uint32_t id)
     cz_evidx_remove(&s->evx, id);
 }
 
+uint32_t cz_server_preload_tokens(const cz_server *s, uint32_t id)
+{
+    CZ_ASSERT(id < s->n_seqs);
+    const cz_seq *q = &s->seqs[id];
+    const snode *d = &s->sn[id];
+    if (!s->cfg.kv_preload || s->cfg.kv_idle != CZ_KV_IDLE_OFFLOAD || q->state != CZ_SEQ_IDLE ||
+        d->preloading || q->storing || q->host_tokens <= q->computed)
+        return 0;
+    return q->host_tokens - q->computed;
+}
+
+cz_preload_outcome cz_server_preload(cz_server *s, double t_s, uint32_t id, bool admitted,
+                                     double needed_at_s)
+{
+    cz_server_on_speech_start(s, t_s, id);
+    if (cz_server_preload_tokens(s, id) == 0)
+        return CZ_PRELOAD_NOTHING;
+    cz_seq *q = &s->seqs[id];
+    snode *d = &s->sn[id];
+    if (!admitted) {
+        s->pl.skips++;
+        return CZ_PRELOAD_SKIPPED;
+    }
+    /* room from free blocks, then idle KV whose next use is later than this one's (under
+     * LRU eviction: any idle KV); never running KV, never marking the pool saturated */
+    bool was_idle = d->in_idle;
+    idle_leave(s, id);
+    uint32_t extra = blocks_for(s, q->host_tokens) - q->blocks;
+    while (extra > kv_free(s)) {
+        if (s->cfg.kv_evict != CZ_EVICT_LRU) {
+            uint32_t v = cz_evidx_top(&s->evx);
+            if (v == UINT32_MAX || !(s->evx.key[v] > needed_at_s))
+                break;
+        }
+        if (!evict_one(s, extra - kv_free(s)))
+            break;
+    }
+    if (extra > kv_free(s)) {
+        if (was_idle)
+            idle_enter(s, id);
+        s->pl.skips++;
+        return CZ_PRELOAD_SKIPPED;
+    }
+    q->blocks += extra;
+    s->kv_used += extra;
+    d->preloading = 1;
+    d->load_tokens = q->host_tokens;
+    xfer_request(s, id, q->host_tokens - q->computed, false);
+    if (was_idle) {
+        /* its blocks stay accounted as idle (cached) KV, though not evictable */
+        d->in_idle = 1;
+        s->kv_idle_blocks += q->blocks;
+    }
+    s->pl.started++;
+    return CZ_PRELOAD_STARTED;
+}
+
+void cz_server_preload_stats(const cz_server *s, cz_preload_stats *out)
+{
+    *out = s->pl;
+}
+
 double cz_server_saturated_at(const cz_server *s)
 {
     return s->saturated_at_s;
@@ -1328,6 +1401,28 @@ void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)
         s->host_tokens += stored - q->host_tokens;
         q->host_tokens = stored;
         idle_settle(s, id);
+        return;
+    }
+    if (s->sn[id].preloading) {
+        snode *d = &s->sn[id];
+        d->preloading = 0;
+        if (q->state == CZ_SEQ_CLOSED)
+            return;
+        q->computed = d->load_tokens;
+        CZ_ASSERT(q->blocks == blocks_for(s, q->computed));
+        if (q->turn_open) {
+            /* the turn started first: it waited for the rest of the load */
+            s->pl.late++;
+            cz_req_record *rec = &s->metrics->req[q->turn_rec];
+            rec->kv_load_s += t_s - rec->arrival_s;
+        } else {
+            s->pl.hits++;
+            d->preloaded = 1;
+        }
+        if (d->in_idle)
+            idle_settle(s, id);
+        else
+            idle_enter(s, id);
         return;
     }
     CZ_ASSERT(q->state == CZ_SEQ_LOADING);
@@ -1506,7 +1601,8 @@ bool cz_server_check(const cz_server *s, cz_err *err)
                        c + q->sched_tokens, q->blocks);
             goto out;
         }
-        if (q->state != CZ_SEQ_LOADING && !d->in_pf && !d->in_decode && held != blocks_for(s, c)) {
+        if (q->state != CZ_SEQ_LOADING && !d->preloading && !d->in_pf && !d->in_decode &&
+            held != blocks_for(s, c)) {
             cz_err_set(err, CZ_EINVAL, "sequence %zu holds %u blocks for %u tokens", i, held, c);
             goto out;
         }

@@ -59,6 +59,8 @@ typedef struct cz_server_config {
     uint32_t kv_evict;               /* cz_kv_evict: which idle KV goes first (LRU) */
     double reply_prior_s;            /* next-use eviction: the user's reply time before any
                                         is observed (2.0 s) */
+    bool kv_preload;                 /* LiveServe section 5.2: speech starts may reload an
+                                        idle session's offloaded KV (cz_server_preload) */
     uint32_t kv_sink_tokens;         /* windowed KV (Metronome section 4.1, App. A): a      */
     uint32_t kv_window_tokens;       /* sequence keeps [0, sinks) and the last `window`
                                         tokens, at block granularity; 0: keep everything.
@@ -154,6 +156,22 @@ typedef struct cz_sched_ctx {
     uint32_t kv_sink_tokens;  /* the server's KV window (kv_window_tokens 0: none) */
     uint32_t kv_window_tokens;
 } cz_sched_ctx;
+
+/* Speech-triggered KV preload (LiveServe, 000_6fdb7821c3412586.txt, section 5.2). */
+typedef enum cz_preload_outcome {
+    CZ_PRELOAD_NOTHING = 0, /* nothing offloaded to bring back (or not idle, or disabled) */
+    CZ_PRELOAD_STARTED,     /* blocks allocated and the load requested */
+    CZ_PRELOAD_SKIPPED      /* refused by the admission check, or no room without evicting
+                               KV needed sooner */
+} cz_preload_outcome;
+
+typedef struct cz_preload_stats {
+    uint64_t started;
+    uint64_t hits;      /* landed before the turn started */
+    uint64_t late;      /* landed after it: the turn waited for the rest (kv_load_s) */
+    uint64_t skips;
+    uint64_t fallbacks; /* warmed KV evicted before the turn: the turn loads it again */
+} cz_preload_stats;
 
 /* KV blocks of `block_tokens` a sequence of `tokens` tokens holds: ceil(tokens / block)
  * without a window (window == 0); with one, the blocks that hold a token of
@@ -272,6 +290,18 @@ void cz_server_on_playback(cz_server *s, double t_s, uint32_t seq, double played
 
 /* The client saw the user start speaking in `seq`'s session (voice activity) at t_s. */
 void cz_server_on_speech_start(cz_server *s, double t_s, uint32_t seq);
+/* Tokens of idle sequence `seq`'s KV held in host memory and not resident: what a preload
+ * would bring back (0 when it is not idle, or preload is off). */
+uint32_t cz_server_preload_tokens(const cz_server *s, uint32_t seq);
+/* A speech start (or barge-in) for idle sequence `seq`, whose KV is needed by needed_at_s.
+ * Protects its resident KV (as cz_server_on_speech_start); then, with preload on, KV to
+ * bring back and `admitted` (the driver found the transfer fits before needed_at_s), it
+ * allocates the blocks (evicting only idle KV whose predicted next use is later than
+ * needed_at_s) and requests the load (cz_server_take_xfers). A turn that starts before the
+ * load lands waits for it. */
+cz_preload_outcome cz_server_preload(cz_server *s, double t_s, uint32_t seq, bool admitted,
+                                     double needed_at_s);
+void cz_server_preload_stats(const cz_server *s, cz_preload_stats *out);
 
 /* Barge-in: the open turn of `seq` ends now, or its last turn, already complete, is cut
  * back. Of the tokens the turn generated, the first `keep_generated` (what the user heard)

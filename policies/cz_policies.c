@@ -230,3 +230,8 @@ cz__fit cz__take_why(const cz_sched_ctx *ctx, cz__budget *b, cz_cand *c)
         b->slots--;
     return CZ__FIT;
 }
+
+bool cz_preload_admit(double eta_s, double needed_at_s)
+{
+    return eta_s <= needed_at_s;
+}

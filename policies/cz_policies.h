@@ -103,6 +103,13 @@ double cz_policy_buffer_s(const cz_policy_params *p, const cz_seq *q, double now
 /* True once the current turn of `q` has delivered audio to the client. */
 bool cz_policy_audio_started(const cz_seq *q);
 
+/* LiveServe's preload admission (000_6fdb7821c3412586.txt, section 5.2): a
+ * speech-triggered reload of offloaded KV runs as background work only when it would land
+ * (eta_s, behind the transfers already queued on the link) by the time the LLM stage needs
+ * the KV (needed_at_s, the end of the user's speech); otherwise it is skipped and the turn
+ * loads synchronously. */
+bool cz_preload_admit(double eta_s, double needed_at_s);
+
 /* ---- Admission of full-duplex sessions (Metronome, 002_6a4d0efb28323924.txt) ----
  *
  * A gateway decides whether a new periodic session may start; live sessions are never

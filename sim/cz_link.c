@@ -26,3 +26,9 @@ double cz_link_submit(cz_link *l, double now_s, double bytes, bool to_host)
     l->bytes[dir] += bytes;
     return done;
 }
+
+double cz_link_eta(const cz_link *l, double now_s, double bytes, bool to_host)
+{
+    cz_link copy = *l;
+    return cz_link_submit(&copy, now_s, bytes, to_host);
+}

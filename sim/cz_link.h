@@ -22,5 +22,7 @@ void cz_link_init(cz_link *l, double bw_Bps, double latency_s, bool full_duplex)
 /* A transfer of `bytes` in direction `to_host` submitted at now_s: returns the time it
  * completes and marks the direction busy until then. */
 double cz_link_submit(cz_link *l, double now_s, double bytes, bool to_host);
+/* When such a transfer would complete, without submitting it. */
+double cz_link_eta(const cz_link *l, double now_s, double bytes, bool to_host);
 
 #endif

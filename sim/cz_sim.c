@@ -622,11 +622,30 @@ static void push_next_initial(sim_state *S, double now)
 /* The user starts speaking turn g: the voice activity reaches the session's sequence at
  * the first autoregressive stage (for interaction-aware policies: LiveServe §5.2 preloads
  * KV on it). */
+/* The user starts speaking turn g: the voice-activity signal reaches the first
+ * autoregressive stage; with preload on (LiveServe section 5.2) every autoregressive stage
+ * holding the session's offloaded KV may start reloading it, when the load would land by
+ * the end of the speech under the link's current queue. */
 static void on_speech(sim_state *S, uint32_t g, double now)
 {
-    ses_stage *fa = SP(S, S->turn_session[g], S->first_ar);
-    if (fa->seq != NONE)
-        cz_server_on_speech_start(S->reps[fa->rep].srv, now, fa->seq);
+    uint32_t si = S->turn_session[g];
+    double needed_at = now + S->wl->turns[g].speech_s;
+    for (uint32_t p = 0; p < S->n_pipe; p++) {
+        ses_stage *st = SP(S, si, p);
+        if (!stage_is_ar(S, p) || st->seq == NONE)
+            continue;
+        rep_rt *r = &S->reps[st->rep];
+        uint32_t tokens = cz_server_preload_tokens(r->srv, st->seq);
+        if (tokens == 0) {
+            if (p == S->first_ar)
+                cz_server_on_speech_start(r->srv, now, st->seq);
+            continue;
+        }
+        double eta = cz_link_eta(&S->gpus[r->gpu].link, now,
+                                 tokens * S->kv_bytes_per_token[p], false);
+        cz_server_preload(r->srv, now, st->seq, cz_preload_admit(eta, needed_at), needed_at);
+        run_xfers(S, st->rep, now);
+    }
 }
 
 static void start_bounded_session(sim_state *S, double now)
@@ -1208,6 +1227,13 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
     for (uint32_t i = 0; i < S.n_reps; i++) {
         if (!S.reps[i].srv)
             continue;
+        cz_preload_stats pl;
+        cz_server_preload_stats(S.reps[i].srv, &pl);
+        stats->preload.started += pl.started;
+        stats->preload.hits += pl.hits;
+        stats->preload.late += pl.late;
+        stats->preload.skips += pl.skips;
+        stats->preload.fallbacks += pl.fallbacks;
         cz_server_finalize(S.reps[i].srv);
         double t = cz_server_saturated_at(S.reps[i].srv);
         if (!isnan(t) && !(t >= stats->kv_saturated_at_s))
@@ -1256,6 +1282,19 @@ void cz_sim_summary_json(const cz_sim_config *cfg, const cz_metrics *m, const cz
     }
     if (m->n_frames)
         cz_json_add_num(summary, "mean_stream_kv_blocks", st->stream_end_blocks);
+    bool preload = false;
+    for (uint32_t p = 0; p < cfg->model.n_pipe; p++)
+        preload = preload || cfg->place[p].server.kv_preload;
+    if (preload) {
+        /* LiveServe section 5.2's counters, over every autoregressive replica */
+        cJSON *pl = cJSON_AddObjectToObject(summary, "kv_preload");
+        CZ_ASSERT(pl != NULL);
+        cJSON_AddNumberToObject(pl, "started", (double)st->preload.started);
+        cJSON_AddNumberToObject(pl, "hits", (double)st->preload.hits);
+        cJSON_AddNumberToObject(pl, "late", (double)st->preload.late);
+        cJSON_AddNumberToObject(pl, "skips", (double)st->preload.skips);
+        cJSON_AddNumberToObject(pl, "fallbacks", (double)st->preload.fallbacks);
+    }
     if (cfg->admission.kind != CZ_ADMIT_ALL) {
         /* the gateway: refused sessions got "server_overloaded" */
         cJSON_AddNumberToObject(summary, "sessions_admitted", (double)st->streams_admitted);

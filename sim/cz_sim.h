@@ -106,6 +106,7 @@ typedef struct cz_sim_stats {
     uint32_t admission_cap;
     double live_streams_mean;
     double stream_end_blocks; /* mean KV blocks a stream held when it ended (NaN: none) */
+    cz_preload_stats preload; /* speech-triggered preloads, over every replica */
 } cz_sim_stats;
 
 /* Called every few thousand events and once at the end (`done` set): lets a front end

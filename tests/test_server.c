@@ -601,3 +601,109 @@ Test(server, next_use_eviction_order_suffix_first_exclusions)
         cz_metrics_free(&m);
     }
 }
+
+/* LiveServe's speech-triggered preload (section 5.2) from the state of the offload test:
+ * A's 8 tokens are in host memory only. A preload admitted at A's speech start brings them
+ * back before the turn (a hit: the turn computes only its new input, with no load on its
+ * critical path); one that lands after the turn started makes the turn wait for the rest
+ * (late: kv_load_s from the turn's arrival); a refused one is a skip and the turn loads
+ * synchronously. */
+static cz_server *offloaded_a(cz_metrics *m, uint32_t *a, double *t)
+{
+    cz_server_config cfg = small_cfg();
+    cfg.kv_blocks = 6;
+    cfg.max_num_batched_tokens = 32;
+    cfg.kv_idle = CZ_KV_IDLE_OFFLOAD;
+    cfg.kv_preload = true;
+    cz_server *s = cz_server_create(&cfg, &cz_sched_fcfs, m, 0);
+    *a = request(s, 0.0, 7, 2, 0);
+    *t = drain(s, 0.0);
+    uint32_t n;
+    cz_server_take_xfers(s, &n);
+    cz_server_on_xfer_done(s, *t, *a, true);
+    uint32_t bq = request(s, *t, 19, 1, 1); /* evicts A, runs, stores, goes idle */
+    *t = drain(s, *t);
+    cz_server_take_xfers(s, &n);
+    cz_server_on_xfer_done(s, *t, bq, true);
+    cr_assert_eq(cz_server_seq(s, *a)->blocks, 0);
+    cr_assert_eq(cz_server_preload_tokens(s, *a), 8);
+    return s;
+}
+
+Test(server, speech_triggered_preload)
+{
+    cr_assert(cz_preload_admit(5.0, 5.0) && !cz_preload_admit(5.000001, 5.0));
+    for (int kase = 0; kase < 3; kase++) {
+        cz_metrics m;
+        cz_metrics_init(&m, 0.0, 0);
+        uint32_t a, n;
+        double t;
+        cz_server *s = offloaded_a(&m, &a, &t);
+        cz_preload_outcome o = cz_server_preload(s, t, a, kase != 2, t + 1.0);
+        cz_preload_stats st;
+        cz_batch b;
+        if (kase == 2) {
+            cr_assert_eq(o, CZ_PRELOAD_SKIPPED);
+            cz_server_take_xfers(s, &n);
+            cr_assert_eq(n, 0);
+        } else {
+            cr_assert_eq(o, CZ_PRELOAD_STARTED);
+            const cz_xfer *x = cz_server_take_xfers(s, &n);
+            cr_assert(n == 1 && !x[0].to_host && x[0].tokens == 8);
+            cr_assert_eq(cz_server_seq(s, a)->blocks, 2); /* held while the load runs */
+            check(s);
+        }
+        if (kase == 0) {
+            cz_server_on_xfer_done(s, t + 0.5, a, false); /* lands during the speech */
+            check(s);
+            cz_server_turn(s, t + 1.0, a, 1, 0, 3, 1, 0, true);
+            cr_assert(cz_server_schedule(s, t + 1.0, &b));
+            cr_assert(b.items[0].tokens == 4 && b.items[0].ctx_before == 8);
+            cr_assert_float_eq(m.req[cz_server_seq(s, a)->turn_rec].kv_load_s, 0.0, 0);
+        } else if (kase == 1) {
+            cz_server_turn(s, t + 1.0, a, 1, 0, 3, 1, 0, true);
+            cr_assert(!cz_server_schedule(s, t + 1.0, &b)); /* waits for the preload */
+            cz_server_take_xfers(s, &n);
+            cr_assert_eq(n, 0); /* and starts no second load */
+            cz_server_on_xfer_done(s, t + 1.25, a, false);
+            check(s);
+            cr_assert(cz_server_schedule(s, t + 1.25, &b));
+            cr_assert(b.items[0].tokens == 4 && b.items[0].ctx_before == 8);
+            cr_assert_float_eq(m.req[cz_server_seq(s, a)->turn_rec].kv_load_s, 0.25, 1e-12);
+        } else {
+            cz_server_turn(s, t + 1.0, a, 1, 0, 3, 1, 0, true);
+            cr_assert(!cz_server_schedule(s, t + 1.0, &b)); /* the synchronous load */
+            cr_assert_eq(cz_server_seq(s, a)->state, CZ_SEQ_LOADING);
+        }
+        cz_server_preload_stats(s, &st);
+        cr_assert_eq(st.started, kase != 2);
+        cr_assert_eq(st.hits, kase == 0);
+        cr_assert_eq(st.late, kase == 1);
+        cr_assert_eq(st.skips, kase == 2);
+        cr_assert_eq(st.fallbacks, 0);
+        cz_server_free(s);
+        cz_metrics_free(&m);
+    }
+    /* warmed KV evicted before the turn (LRU does not protect it): a fallback */
+    cz_metrics m;
+    cz_metrics_init(&m, 0.0, 0);
+    uint32_t a, n;
+    double t;
+    cz_server *s = offloaded_a(&m, &a, &t);
+    cr_assert_eq(cz_server_preload(s, t, a, true, t + 1.0), CZ_PRELOAD_STARTED);
+    cz_server_take_xfers(s, &n);
+    cz_server_on_xfer_done(s, t + 0.5, a, false);
+    request(s, t + 0.5, 19, 1, 2); /* 5 blocks: A's 2 go */
+    cz_batch b;
+    cr_assert(cz_server_schedule(s, t + 0.5, &b));
+    cr_assert_eq(cz_server_seq(s, a)->blocks, 0);
+    cz_step_events ev;
+    cz_server_on_batch_done(s, t + 1.0, &ev);
+    t = drain(s, t + 1.0);
+    cz_server_turn(s, t, a, 1, 0, 3, 1, 0, true);
+    cz_preload_stats st;
+    cz_server_preload_stats(s, &st);
+    cr_assert(st.hits == 1 && st.fallbacks == 1);
+    cz_server_free(s);
+    cz_metrics_free(&m);
+}
