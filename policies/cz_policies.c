@@ -220,11 +220,14 @@ cz__fit cz__take_why(const cz_sched_ctx *ctx, cz__budget *b, cz_cand *c)
     if (!ctx->chunked_prefill && n < c->need)
         return CZ__NO_BUDGET;
     uint32_t blocks = cz_sched_blocks(ctx, &ctx->seqs[c->seq], n);
-    if (blocks > b->blocks)
+    /* a running sequence is always given its step: when the pool is short the core makes
+     * room by preempting lower-priority running sequences (vLLM V1); without this a full
+     * pool whose running sequences all need a block would schedule nothing, for ever */
+    if (blocks > b->blocks && !c->running)
         return CZ__NO_BUDGET;
     c->take = n;
     b->tokens -= n;
-    b->blocks -= blocks;
+    b->blocks = blocks > b->blocks ? 0 : b->blocks - blocks;
     b->seqs++;
     if (!c->running)
         b->slots--;

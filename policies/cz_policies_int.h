@@ -22,8 +22,9 @@ typedef enum cz__fit { CZ__FIT = 0, CZ__NO_SLOT, CZ__NO_BUDGET } cz__fit;
 
 /* Gives candidate `c` as many tokens as the budgets allow (chunked prefill: at least one
  * token; unchunked: all it needs) and charges them. Takes nothing when it does not fit:
- * a waiting candidate with no free running slot (CZ__NO_SLOT), or too few tokens or KV
- * blocks left (CZ__NO_BUDGET). */
+ * a waiting candidate with no free running slot (CZ__NO_SLOT), too few tokens left, or a
+ * waiting candidate with too few KV blocks left (CZ__NO_BUDGET). A running candidate is
+ * never refused for KV: the core preempts lower-priority running sequences for it. */
 cz__fit cz__take_why(const cz_sched_ctx *ctx, cz__budget *b, cz_cand *c);
 bool cz__take(const cz_sched_ctx *ctx, cz__budget *b, cz_cand *c);
 

@@ -527,3 +527,41 @@ Test(policies, aimd_cap_trajectory)
         cJSON_Delete(j);
     }
 }
+
+/* A full pool whose running sequences all need a new block: the policy still gives them
+ * their steps (the core then preempts lower-priority running sequences, as vLLM V1 does);
+ * before this rule BROS scheduled nothing and the run stalled for ever. Waiting sequences
+ * stay bounded by the free KV. */
+Test(policies, running_candidates_are_not_refused_for_kv)
+{
+    cz_seq s[3];
+    /* two running decodes at a block boundary (16 computed tokens in 1 block: the next
+     * token needs a second block), one waiting request */
+    s[0] = playing(16, 0, 0, NAN, 1);
+    s[0].tokens_in = 1;
+    s[0].computed = 16;
+    s[0].generated = 16;
+    s[0].cls = 0;
+    s[1] = s[0];
+    s[1].cls = 1;
+    s[2] = waiting(10, 0.5);
+    s[2].cls = 1;
+    cz_sched_ctx ctx = ctx_of(s, 1.0);
+    ctx.kv_available = 0;
+    ctx.kv_used = ctx.kv_blocks;
+    cz_cand c[3];
+    cands_of(s, 3, c);
+    cr_assert(c[0].running && c[0].decode && cz_sched_blocks(&ctx, &s[0], 1) == 1);
+    cz_policy_params p = cz_policy_params_default();
+    cz_sched_ops ops = cz_sched_bros;
+    ops.state = &p;
+    ops.select(ops.state, &ctx, c, 3);
+    uint32_t taken = 0;
+    for (int i = 0; i < 3; i++) {
+        if (c[i].seq == 2)
+            cr_assert_eq(c[i].take, 0); /* the waiting request does not fit */
+        else
+            taken += c[i].take;
+    }
+    cr_assert_eq(taken, 2);
+}
