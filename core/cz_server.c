@@ -27,6 +27,10 @@ typedef struct snode {
     uint8_t protect;     /* next-use eviction: speech started, the KV is about to be reused */
     uint8_t preloading;  /* a speech-triggered load is in flight (blocks already held) */
     uint8_t preloaded;   /* a preload landed for the coming turn */
+    uint8_t ckpt;        /* BROS: its overwritten tail is being checkpointed to host memory;
+                            it is admitted (loading the tail back) once that landed */
+    uint32_t tail_from;  /* BROS: its host copy holds only tokens from here on (0: all);
+                            useless once the resident prefix below it is lost */
     double play_end_s;   /* when the client's playback of the last reply ends (NaN: unknown) */
     double reply_ema_s;  /* moving average of the user's reply time (NaN: none yet) */
     uint8_t in_idle;     /* its blocks count as idle (cached) KV: idle, or waiting and not
@@ -93,6 +97,7 @@ struct cz_server {
     double reply_sum_s;   /* reply times observed, for the workload-level prior */
     uint64_t reply_n;
     cz_preload_stats pl;
+    uint64_t overwrites, overwrite_tokens;
 };
 
 cz_server_config cz_server_config_default(void)
@@ -149,6 +154,7 @@ cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sch
     CZ_ASSERT(cfg->kv_evict <= CZ_EVICT_NEXT_USE_SCAN);
     /* partial (suffix) eviction keeps a prefix; a window keeps no prefix */
     CZ_ASSERT(cfg->kv_evict == CZ_EVICT_LRU || cfg->kv_window_tokens == 0);
+    CZ_ASSERT(!cfg->kv_bidirectional || (cfg->kv_window_tokens == 0 && s->ordered));
     /* the aggregate decode set assumes every member grows by whole blocks */
     CZ_ASSERT(cfg->kv_window_tokens == 0 || s->ordered);
     return s;
@@ -378,6 +384,8 @@ static void idle_settle(cz_server *s, uint32_t id)
     lru_push(s, id);
 }
 
+static void tail_check(cz_server *s, uint32_t id);
+
 /* Frees idle KV towards `need` blocks: the whole least recently used idle sequence, or
  * under next-use eviction up to `need` blocks from the tail of the session whose next use
  * is farthest (suffix blocks before prefix blocks, LiveServe section 5.1; the prefix stays
@@ -400,6 +408,7 @@ static bool evict_one(cz_server *s, uint32_t need)
             q->computed = (uint32_t)keep;
         if (q->blocks == 0)
             lru_remove(s, v);
+        tail_check(s, v);
         return true;
     }
     uint32_t id = s->lru_head;
@@ -411,6 +420,7 @@ static bool evict_one(cz_server *s, uint32_t need)
     s->kv_idle_blocks -= q->blocks;
     kv_release(s, q);
     q->computed = 0;
+    tail_check(s, id);
     return true;
 }
 
@@ -819,9 +829,65 @@ static uint32_t pick_victim(cz_server *s)
  * recomputing. */
 static uint32_t loadable(const cz_server *s, const cz_seq *q)
 {
-    if (s->cfg.kv_idle != CZ_KV_IDLE_OFFLOAD || q->host_tokens <= q->computed)
+    if ((s->cfg.kv_idle != CZ_KV_IDLE_OFFLOAD && !s->cfg.kv_bidirectional) ||
+        q->host_tokens <= q->computed)
         return 0;
     return q->host_tokens;
+}
+
+/* A host copy of only a tail (BROS's checkpoint) cannot be loaded once the resident
+ * prefix under it is gone: drop it (the sequence recomputes). */
+static void tail_check(cz_server *s, uint32_t id)
+{
+    cz_seq *q = &s->seqs[id];
+    snode *d = &s->sn[id];
+    if (d->tail_from && q->computed < d->tail_from && !q->storing) {
+        s->host_tokens -= q->host_tokens;
+        q->host_tokens = 0;
+        d->tail_from = 0;
+    }
+}
+
+/* BROS's bidirectional blocks: real-time sequences fill shared blocks from one end and
+ * best-effort ones from the other, so a real-time sequence short of space overwrites the
+ * tail of best-effort sequence `id` (not given work in this step) instead of preempting it
+ * whole: `need` blocks (at most all it holds) leave its tail, just those tokens are
+ * checkpointed to host memory, and it waits at the front of the queue with its prefix
+ * resident until the checkpoint lands and the tail is loaded back. */
+static void overwrite_tail(cz_server *s, uint32_t id, uint32_t need)
+{
+    pf_remove(s, id);
+    cz_seq *q = &s->seqs[id];
+    uint32_t k = need < q->blocks ? need : q->blocks;
+    uint32_t c = q->computed;
+    q->blocks -= k;
+    s->kv_used -= k;
+    uint64_t keep = (uint64_t)q->blocks * s->cfg.block_tokens;
+    if (q->computed > keep)
+        q->computed = (uint32_t)keep;
+    q->state = CZ_SEQ_WAITING;
+    wq_push_front(s, id);
+    if (c > q->computed && c > q->host_tokens && !q->storing) {
+        q->storing = true;
+        s->sn[id].store_to = c;
+        s->sn[id].ckpt = 1;
+        if (q->host_tokens < q->computed)
+            s->sn[id].tail_from = q->computed; /* the host lacks the resident prefix */
+        xfer_request(s, id, c - q->computed, true);
+        s->overwrite_tokens += c - q->computed;
+    }
+    /* its resident prefix is cached KV like any waiting sequence's: evictable under
+     * pressure (which makes the checkpointed tail useless: tail_check) */
+    idle_enter(s, id);
+    s->overwrites++;
+    s->metrics->req[q->turn_rec].preemptions++;
+    s->metrics->preemptions++;
+}
+
+void cz_server_overwrites(const cz_server *s, uint64_t *overwrites, uint64_t *tokens)
+{
+    *overwrites = s->overwrites;
+    *tokens = s->overwrite_tokens;
 }
 
 uint32_t cz_sched_blocks(const cz_sched_ctx *ctx, const cz_seq *q, uint32_t tokens)
@@ -886,11 +952,14 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
 {
     /* KV loads first, in queue order, as the FCFS path admits them */
     bool loads = false;
-    for (size_t i = 0; s->cfg.kv_idle == CZ_KV_IDLE_OFFLOAD && i < s->wq_len; i++) {
+    for (size_t i = 0;
+         (s->cfg.kv_idle == CZ_KV_IDLE_OFFLOAD || s->cfg.kv_bidirectional) && i < s->wq_len;
+         i++) {
         uint32_t id = s->wq[(s->wq_head + i) % s->wq_cap];
         cz_seq *q = &s->seqs[id];
         uint32_t load = loadable(s, q);
-        if (!load || n_running(s) >= s->cfg.max_num_seqs || s->sn[id].preloading)
+        if (!load || n_running(s) >= s->cfg.max_num_seqs || s->sn[id].preloading ||
+            s->sn[id].ckpt)
             continue;
         bool was_cached = s->sn[id].in_idle;
         idle_leave(s, id);
@@ -925,8 +994,8 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
     }
     for (size_t i = 0; i < s->wq_len; i++) {
         uint32_t id = s->wq[(s->wq_head + i) % s->wq_cap];
-        if (s->sn[id].preloading)
-            continue; /* admitted once its preload lands */
+        if (s->sn[id].preloading || s->sn[id].ckpt)
+            continue; /* admitted once its preload, or its checkpoint, lands */
         const cz_seq *q = &s->seqs[id];
         uint32_t need = q->tokens_in + q->generated - q->computed;
         s->cands[nc] = (cz_cand){.seq = id, .need = need, .pos = nc};
@@ -992,7 +1061,11 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
                 blocked = true;
                 break;
             }
-            preempt_any(s, s->cands[v].seq);
+            const cz_seq *vq = &s->seqs[s->cands[v].seq];
+            if (s->cfg.kv_bidirectional && q->cls == 0 && vq->cls != 0 && vq->blocks > 0)
+                overwrite_tail(s, s->cands[v].seq, extra - kv_free(s)); /* 0: real-time */
+            else
+                preempt_any(s, s->cands[v].seq);
             preempted = true;
         }
         if (blocked) {
@@ -1082,8 +1155,8 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
     uint32_t first_admitted = s->n_items;
     while (!preempted && s->wq_len > 0 && budget > 0 && n_running(s) < s->cfg.max_num_seqs) {
         uint32_t id = wq_front(s);
-        if (s->sn[id].preloading)
-            break; /* its preload is landing: it is admitted once it has */
+        if (s->sn[id].preloading || s->sn[id].ckpt)
+            break; /* its preload (or checkpoint) is landing: admitted once it has */
         cz_seq *q = &s->seqs[id];
         bool was_cached = s->sn[id].in_idle;
         idle_leave(s, id);
@@ -1400,6 +1473,8 @@ void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)
             stored = q->host_tokens;
         s->host_tokens += stored - q->host_tokens;
         q->host_tokens = stored;
+        s->sn[id].ckpt = 0;
+        tail_check(s, id);
         idle_settle(s, id);
         return;
     }

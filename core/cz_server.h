@@ -61,6 +61,9 @@ typedef struct cz_server_config {
                                         is observed (2.0 s) */
     bool kv_preload;                 /* LiveServe section 5.2: speech starts may reload an
                                         idle session's offloaded KV (cz_server_preload) */
+    bool kv_bidirectional;           /* BROS: a real-time sequence short of blocks takes a
+                                        best-effort one's tail blocks, checkpointing just
+                                        those tokens to host memory (ordering path) */
     uint32_t kv_sink_tokens;         /* windowed KV (Metronome section 4.1, App. A): a      */
     uint32_t kv_window_tokens;       /* sequence keeps [0, sinks) and the last `window`
                                         tokens, at block granularity; 0: keep everything.
@@ -351,5 +354,8 @@ uint32_t cz_server_decode_next(const cz_server *s, uint32_t seq);
 /* Checks every KV and queue invariant (each block counted once, counts match states);
  * returns false and fills err with the first violation. For tests; O(sequences). */
 bool cz_server_check(const cz_server *s, cz_err *err);
+
+/* BROS's bidirectional blocks: tail overwrites done and tokens checkpointed by them. */
+void cz_server_overwrites(const cz_server *s, uint64_t *overwrites, uint64_t *tokens);
 
 #endif

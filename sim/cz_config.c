@@ -37,7 +37,9 @@ static cz_status parse_server_fields(const cJSON *j, const char *ctx, cz_server_
     U32("kv_sink_tokens", kv_sink_tokens, 0);
     U32("kv_window_tokens", kv_window_tokens, 0);
 #undef U32
-    if ((st = cz_json_bool(j, ctx, "kv_preload", false, &srv->kv_preload, err)) != CZ_OK)
+    if ((st = cz_json_bool(j, ctx, "kv_preload", false, &srv->kv_preload, err)) != CZ_OK ||
+        (st = cz_json_bool(j, ctx, "kv_bidirectional", false, &srv->kv_bidirectional, err)) !=
+            CZ_OK)
         return st;
     const char *evict = NULL;
     if ((st = cz_json_str(j, ctx, "kv_evict", false, &evict, err)) != CZ_OK ||
@@ -81,6 +83,11 @@ static cz_status parse_server_fields(const cJSON *j, const char *ctx, cz_server_
             return cz_err_set(err, CZ_EINVAL,
                               "%s: field 'kv_idle': expected drop or offload, got '%s'", ctx, idle);
     }
+    if (srv->kv_bidirectional && srv->kv_window_tokens > 0)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'kv_bidirectional': a windowed KV has no tail to share; "
+                          "drop kv_window_tokens or kv_bidirectional",
+                          ctx);
     if (srv->kv_preload && srv->kv_idle != CZ_KV_IDLE_OFFLOAD)
         return cz_err_set(err, CZ_EINVAL,
                           "%s: field 'kv_preload': preloads bring offloaded KV back; set "
@@ -103,7 +110,7 @@ static cz_status parse_server(const cJSON *j, const char *where, cz_sim_config *
                                        "max_model_len",   "kv_idle",
                                        "kv_sink_tokens",  "kv_window_tokens",
                                        "kv_evict",        "reply_prior_s",
-                                       "kv_preload"};
+                                       "kv_preload",      "kv_bidirectional"};
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s: server", where);
     cz_status st = cz_json_check_keys(j, ctx, keys, (int)CZ_ARRAY_LEN(keys), err);
@@ -125,7 +132,7 @@ static cz_status parse_placement(const cJSON *j, const char *where, cz_sim_confi
                                        "block_tokens", "kv_blocks",    "max_model_len",
                                        "kv_idle",      "max_batch",    "max_tokens",
                                        "kv_sink_tokens", "kv_window_tokens", "kv_evict",
-                                       "reply_prior_s", "kv_preload"};
+                                       "reply_prior_s", "kv_preload", "kv_bidirectional"};
     const cJSON *it;
     cz_status st;
     cJSON_ArrayForEach(it, j)

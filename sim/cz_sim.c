@@ -1034,9 +1034,10 @@ static void build_replicas(sim_state *S, uint64_t expected)
                 sc.timeline_stage = S->ar_ord[p];
                 sc.timeline_replica = k;
                 cz_sched_ops ops = cz_policy_ops(&cfg->place[p].policy);
-                if (sc.kv_window_tokens && !ops.select) {
-                    /* a windowed pool frees blocks as windows slide: FCFS runs on the
-                     * ordering path (the same decisions, docs/policies.md) */
+                if ((sc.kv_window_tokens || sc.kv_bidirectional) && !ops.select) {
+                    /* a windowed pool frees blocks as windows slide, and bidirectional
+                     * blocks pick victims by class: FCFS runs on the ordering path (the
+                     * same decisions, docs/policies.md) */
                     ops = cz_sched_fcfs_scan;
                     ops.state = &cfg->place[p].policy.params;
                 }
@@ -1234,6 +1235,10 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
         stats->preload.late += pl.late;
         stats->preload.skips += pl.skips;
         stats->preload.fallbacks += pl.fallbacks;
+        uint64_t ow, owt;
+        cz_server_overwrites(S.reps[i].srv, &ow, &owt);
+        stats->overwrites += ow;
+        stats->overwrite_tokens += owt;
         cz_server_finalize(S.reps[i].srv);
         double t = cz_server_saturated_at(S.reps[i].srv);
         if (!isnan(t) && !(t >= stats->kv_saturated_at_s))
@@ -1282,9 +1287,15 @@ void cz_sim_summary_json(const cz_sim_config *cfg, const cz_metrics *m, const cz
     }
     if (m->n_frames)
         cz_json_add_num(summary, "mean_stream_kv_blocks", st->stream_end_blocks);
-    bool preload = false;
-    for (uint32_t p = 0; p < cfg->model.n_pipe; p++)
+    bool preload = false, bidi = false;
+    for (uint32_t p = 0; p < cfg->model.n_pipe; p++) {
         preload = preload || cfg->place[p].server.kv_preload;
+        bidi = bidi || cfg->place[p].server.kv_bidirectional;
+    }
+    if (bidi) {
+        cJSON_AddNumberToObject(summary, "kv_overwrites", (double)st->overwrites);
+        cJSON_AddNumberToObject(summary, "kv_checkpointed_tokens", (double)st->overwrite_tokens);
+    }
     if (preload) {
         /* LiveServe section 5.2's counters, over every autoregressive replica */
         cJSON *pl = cJSON_AddObjectToObject(summary, "kv_preload");

@@ -107,6 +107,7 @@ typedef struct cz_sim_stats {
     double live_streams_mean;
     double stream_end_blocks; /* mean KV blocks a stream held when it ended (NaN: none) */
     cz_preload_stats preload; /* speech-triggered preloads, over every replica */
+    uint64_t overwrites, overwrite_tokens; /* BROS's bidirectional blocks */
 } cz_sim_stats;
 
 /* Called every few thousand events and once at the end (`done` set): lets a front end

@@ -707,3 +707,78 @@ Test(server, speech_triggered_preload)
     cz_server_free(s);
     cz_metrics_free(&m);
 }
+
+/* BROS's bidirectional blocks on a hand-built state (block 4, 6 blocks): a real-time
+ * request of 8 tokens and a best-effort one of 16 fill the pool in their first step. The
+ * real-time decode then needs a third block: BROS orders it first, and it takes the block
+ * from the best-effort tail, whose 4 tokens there are checkpointed to host memory while its
+ * 12-token prefix stays; the best-effort request waits until the checkpoint lands and
+ * loads just those 4 tokens back. Without the layout it is preempted whole (recompute). */
+Test(server, bidirectional_blocks_overwrite_tail)
+{
+    for (int bidi = 0; bidi < 2; bidi++) {
+        cz_metrics m;
+        cz_metrics_init(&m, 0.0, 0);
+        cz_server_config cfg = small_cfg();
+        cfg.max_num_seqs = 4;
+        cfg.max_num_batched_tokens = 64;
+        cfg.kv_blocks = 6;
+        cfg.kv_bidirectional = bidi;
+        cz_policy_params p = cz_policy_params_default();
+        cz_sched_ops ops = cz_sched_bros;
+        ops.state = &p;
+        cz_server *s = cz_server_create(&cfg, &ops, &m, 0);
+        uint32_t rt = cz_server_seq_open(s, 0, 0, false);
+        cz_server_turn(s, 0.0, rt, 0, 0, 8, 4, 0, true);
+        uint32_t be = cz_server_seq_open(s, 1, 1, false);
+        cz_server_turn(s, 0.0, be, 0, 0, 16, 6, 0, true);
+        cz_batch b;
+        cr_assert(cz_server_schedule(s, 0.0, &b));
+        done(s, 0.1, 0);
+        cr_assert_eq(cz_server_kv_used(s), 6);
+        cr_assert(cz_server_schedule(s, 0.1, &b));
+        check(s);
+        cr_assert(b.n_items == 1 && b.items[0].seq == rt, "the real-time decode runs alone");
+        const cz_seq *q = cz_server_seq(s, be);
+        cr_assert_eq(q->state, CZ_SEQ_WAITING);
+        uint32_t n;
+        const cz_xfer *x = cz_server_take_xfers(s, &n);
+        uint64_t ow, owt;
+        cz_server_overwrites(s, &ow, &owt);
+        if (bidi) {
+            cr_assert(q->blocks == 3 && q->computed == 12, "%u blocks, %u tokens", q->blocks,
+                      q->computed);
+            cr_assert(n == 1 && x[0].seq == be && x[0].to_host && x[0].tokens == 4);
+            cr_assert(ow == 1 && owt == 4);
+            done(s, 0.2, 0);
+            cz_server_on_xfer_done(s, 0.25, be, true);
+            check(s);
+            cr_assert_eq(cz_server_seq(s, be)->host_tokens, 16);
+            /* once the real-time request is done with the space, the tail comes back */
+            double t = 0.25;
+            bool loaded = false;
+            for (int i = 0; i < 20 && !loaded; i++) {
+                bool ran = cz_server_schedule(s, t, &b);
+                x = cz_server_take_xfers(s, &n);
+                for (uint32_t k = 0; k < n; k++) {
+                    if (x[k].seq == be && !x[k].to_host) {
+                        cr_assert_eq(x[k].tokens, 4);
+                        loaded = true;
+                    }
+                }
+                t += 0.1;
+                if (ran) {
+                    cz_step_events ev;
+                    cz_server_on_batch_done(s, t, &ev);
+                    check(s);
+                }
+            }
+            cr_assert(loaded);
+        } else {
+            cr_assert(q->blocks == 0 && q->computed == 0);
+            cr_assert(n == 0 && ow == 0);
+        }
+        cz_server_free(s);
+        cz_metrics_free(&m);
+    }
+}
