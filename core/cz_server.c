@@ -29,6 +29,8 @@ typedef struct snode {
     uint8_t preloaded;   /* a preload landed for the coming turn */
     uint8_t ckpt;        /* BROS: its overwritten tail is being checkpointed to host memory;
                             it is admitted (loading the tail back) once that landed */
+    uint8_t pl_cancelled; /* its preload was cancelled: the transfer in flight is void */
+    uint8_t pl_fell;      /* its coming turn falls back to a synchronous load */
     uint32_t tail_from;  /* BROS: its host copy holds only tokens from here on (0: all);
                             useless once the resident prefix below it is lost */
     double play_end_s;   /* when the client's playback of the last reply ends (NaN: unknown) */
@@ -97,6 +99,8 @@ struct cz_server {
     double reply_sum_s;   /* reply times observed, for the workload-level prior */
     uint64_t reply_n;
     cz_preload_stats pl;
+    uint32_t *pl_ids;     /* preloads in flight, not cancelled, in start order */
+    size_t n_pl, cap_pl;
     uint64_t overwrites, overwrite_tokens;
 };
 
@@ -165,6 +169,7 @@ void cz_server_free(cz_server *s)
     if (!s)
         return;
     cz_evidx_free(&s->evx);
+    free(s->pl_ids);
     free(s->seqs);
     free(s->sn);
     free(s->wq);
@@ -385,6 +390,7 @@ static void idle_settle(cz_server *s, uint32_t id)
 }
 
 static void tail_check(cz_server *s, uint32_t id);
+static bool cancel_preload(cz_server *s);
 
 /* Frees idle KV towards `need` blocks: the whole least recently used idle sequence, or
  * under next-use eviction up to `need` blocks from the tail of the session whose next use
@@ -429,7 +435,8 @@ static bool evict_one(cz_server *s, uint32_t need)
 static bool make_room(cz_server *s, uint32_t need, double t_s)
 {
     while (need > kv_free(s)) {
-        if (!evict_one(s, need - kv_free(s))) {
+        /* idle KV first, then background preloads in flight (LiveServe section 5.2) */
+        if (!evict_one(s, need - kv_free(s)) && !cancel_preload(s)) {
             if (isnan(s->saturated_at_s))
                 s->saturated_at_s = t_s;
             return false;
@@ -686,6 +693,9 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, ui
     if (dn->preloaded && q->host_tokens > q->computed)
         s->pl.fallbacks++; /* the warmed KV was evicted before the turn */
     dn->preloaded = 0;
+    if (dn->pl_fell)
+        s->pl.fallbacks++; /* its preload was cancelled */
+    dn->pl_fell = 0;
     cz_req_record rec = {
         .session = q->session,
         .turn = turn,
@@ -1436,6 +1446,8 @@ cz_preload_outcome cz_server_preload(cz_server *s, double t_s, uint32_t id, bool
     s->kv_used += extra;
     d->preloading = 1;
     d->load_tokens = q->host_tokens;
+    cz_grow((void **)&s->pl_ids, &s->cap_pl, s->n_pl + 1, sizeof *s->pl_ids);
+    s->pl_ids[s->n_pl++] = id;
     xfer_request(s, id, q->host_tokens - q->computed, false);
     if (was_idle) {
         /* its blocks stay accounted as idle (cached) KV, though not evictable */
@@ -1444,6 +1456,40 @@ cz_preload_outcome cz_server_preload(cz_server *s, double t_s, uint32_t id, bool
     }
     s->pl.started++;
     return CZ_PRELOAD_STARTED;
+}
+
+static void pl_list_remove(cz_server *s, uint32_t id)
+{
+    for (size_t i = 0; i < s->n_pl; i++) {
+        if (s->pl_ids[i] == id) {
+            memmove(&s->pl_ids[i], &s->pl_ids[i + 1], (s->n_pl - i - 1) * sizeof *s->pl_ids);
+            s->n_pl--;
+            return;
+        }
+    }
+}
+
+/* Cancels the most recent preload in flight: its blocks beyond the resident prefix are
+ * freed now; its transfer lands void, and its turn loads synchronously. */
+static bool cancel_preload(cz_server *s)
+{
+    while (s->n_pl > 0 && s->seqs[s->pl_ids[s->n_pl - 1]].state == CZ_SEQ_CLOSED)
+        s->n_pl--; /* closed while loading: nothing to free */
+    if (s->n_pl == 0)
+        return false;
+    uint32_t id = s->pl_ids[--s->n_pl];
+    cz_seq *q = &s->seqs[id];
+    snode *d = &s->sn[id];
+    uint32_t keep = blocks_for(s, q->computed);
+    uint32_t freed = q->blocks - keep;
+    s->kv_used -= freed;
+    if (d->in_idle)
+        s->kv_idle_blocks -= freed;
+    q->blocks = keep;
+    d->pl_cancelled = 1;
+    d->pl_fell = 1;
+    s->pl.cancels++;
+    return true;
 }
 
 void cz_server_preload_stats(const cz_server *s, cz_preload_stats *out)
@@ -1481,6 +1527,21 @@ void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)
     if (s->sn[id].preloading) {
         snode *d = &s->sn[id];
         d->preloading = 0;
+        if (d->pl_cancelled) {
+            d->pl_cancelled = 0;
+            if (q->state == CZ_SEQ_CLOSED)
+                return;
+            if (q->turn_open) {
+                s->pl.fallbacks += d->pl_fell; /* the waiting turn now loads itself */
+                d->pl_fell = 0;
+            }
+            if (d->in_idle)
+                idle_settle(s, id);
+            else
+                idle_enter(s, id);
+            return;
+        }
+        pl_list_remove(s, id);
         if (q->state == CZ_SEQ_CLOSED)
             return;
         q->computed = d->load_tokens;

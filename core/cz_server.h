@@ -173,7 +173,9 @@ typedef struct cz_preload_stats {
     uint64_t hits;      /* landed before the turn started */
     uint64_t late;      /* landed after it: the turn waited for the rest (kv_load_s) */
     uint64_t skips;
-    uint64_t fallbacks; /* warmed KV evicted before the turn: the turn loads it again */
+    uint64_t cancels;   /* freed under pressure while in flight (background work yields) */
+    uint64_t fallbacks; /* cancelled, or warmed and evicted before the turn: the turn loads
+                           synchronously */
 } cz_preload_stats;
 
 /* KV blocks of `block_tokens` a sequence of `tokens` tokens holds: ceil(tokens / block)

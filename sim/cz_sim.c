@@ -1234,6 +1234,7 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
         stats->preload.hits += pl.hits;
         stats->preload.late += pl.late;
         stats->preload.skips += pl.skips;
+        stats->preload.cancels += pl.cancels;
         stats->preload.fallbacks += pl.fallbacks;
         uint64_t ow, owt;
         cz_server_overwrites(S.reps[i].srv, &ow, &owt);
@@ -1304,6 +1305,7 @@ void cz_sim_summary_json(const cz_sim_config *cfg, const cz_metrics *m, const cz
         cJSON_AddNumberToObject(pl, "hits", (double)st->preload.hits);
         cJSON_AddNumberToObject(pl, "late", (double)st->preload.late);
         cJSON_AddNumberToObject(pl, "skips", (double)st->preload.skips);
+        cJSON_AddNumberToObject(pl, "cancels", (double)st->preload.cancels);
         cJSON_AddNumberToObject(pl, "fallbacks", (double)st->preload.fallbacks);
     }
     if (cfg->admission.kind != CZ_ADMIT_ALL) {

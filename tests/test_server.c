@@ -684,6 +684,38 @@ Test(server, speech_triggered_preload)
         cz_server_free(s);
         cz_metrics_free(&m);
     }
+    /* a preload in flight yields to foreground work short of blocks: cancelled, its
+     * transfer lands void, and the turn loads synchronously (a fallback) */
+    {
+        cz_metrics m2;
+        cz_metrics_init(&m2, 0.0, 0);
+        uint32_t a2, n2;
+        double t2;
+        cz_server *s2 = offloaded_a(&m2, &a2, &t2);
+        cr_assert_eq(cz_server_preload(s2, t2, a2, true, t2 + 1.0), CZ_PRELOAD_STARTED);
+        cz_server_take_xfers(s2, &n2);
+        uint32_t c2 = request(s2, t2 + 0.1, 19, 1, 3); /* 5 blocks: only the preload's */
+        cz_batch b2;
+        cr_assert(cz_server_schedule(s2, t2 + 0.1, &b2));
+        check(s2);
+        cr_assert_eq(cz_server_seq(s2, a2)->blocks, 0);
+        cz_step_events ev2;
+        cz_server_on_batch_done(s2, t2 + 0.2, &ev2);
+        cz_server_on_xfer_done(s2, t2 + 0.3, a2, false); /* void */
+        check(s2);
+        cr_assert_eq(cz_server_seq(s2, a2)->computed, 0);
+        t2 = drain(s2, t2 + 0.3);
+        cz_server_take_xfers(s2, &n2);
+        cz_server_on_xfer_done(s2, t2, c2, true); /* C's KV stored: evictable */
+        cz_server_turn(s2, t2, a2, 1, 0, 3, 1, 0, true);
+        cz_preload_stats st2;
+        cz_server_preload_stats(s2, &st2);
+        cr_assert(st2.cancels == 1 && st2.fallbacks == 1 && st2.hits == 0 && st2.late == 0);
+        cr_assert(!cz_server_schedule(s2, t2, &b2));
+        cr_assert_eq(cz_server_seq(s2, a2)->state, CZ_SEQ_LOADING); /* synchronous load */
+        cz_server_free(s2);
+        cz_metrics_free(&m2);
+    }
     /* warmed KV evicted before the turn (LRU does not protect it): a fallback */
     cz_metrics m;
     cz_metrics_init(&m, 0.0, 0);
