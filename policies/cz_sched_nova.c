@@ -176,7 +176,9 @@ double cz_xs_decode_share(const cz_xs_policy *pol, cz_xs_work beside, uint32_t p
         d = d1 - (d1 - pol->sm_floor) * (double)(pending - 1) / (n_max - 1);
         if (d < pol->sm_floor)
             d = pol->sm_floor;
-        d = 2.0 * floor(d / 2.0 + 1e-9); /* libsmctrl: units of one TPC (2 SMs) */
+        double g = pol->sm_granularity; /* libsmctrl: one TPC (2 SMs); green contexts on
+                                           sm_90: 8 */
+        d = g * floor(d / g + 1e-9);
         if (d < pol->sm_floor)
             d = pol->sm_floor;
     }
