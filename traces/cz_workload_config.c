@@ -459,16 +459,37 @@ static cz_status apply_barge_in(const cJSON *bi, const char *where, uint64_t see
     return CZ_OK;
 }
 
+/* "stagger": true (even phases), false (all at 0) or "random" (phases drawn from the
+ * seed, one stream each). */
+static cz_status parse_stagger(const cJSON *so, const char *where, bool *stagger, bool *random,
+                               cz_err *err)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(so, "stagger");
+    if (!j)
+        return CZ_OK;
+    if (cJSON_IsBool(j)) {
+        *stagger = cJSON_IsTrue(j);
+        return CZ_OK;
+    }
+    if (cJSON_IsString(j) && strcmp(j->valuestring, "random") == 0) {
+        *random = true;
+        return CZ_OK;
+    }
+    return cz_err_set(err, CZ_EINVAL,
+                      "%s: field 'stagger': expected true, false or \"random\"", where);
+}
+
 /* Periodic streams (Metronome §2, 002_*.txt): N sessions that each ingest and decode a
  * few tokens every frame period; staggered starts spread them over one period. */
-static cz_status add_streams(const cJSON *so, const char *where, cz_workload *w, cz_err *err)
+static cz_status add_streams(const cJSON *so, const char *where, uint64_t seed, cz_workload *w,
+                             cz_err *err)
 {
     static const char *const keys[] = {"count",      "frame_period_s", "tokens_in_per_frame",
                                        "tokens_out_per_frame", "duration_s", "stagger",
                                        "class", "arrival_spacing_s"};
     uint64_t count = 0, in = 0, out = 0;
     double period_s = 0.0, duration_s = 0.0, spacing_s = 0.0;
-    bool stagger = true;
+    bool stagger = true, random_phase = false;
     cz_class cls = CZ_CLASS_RT;
     cz_status st;
     if ((st = cz_json_check_keys(so, where, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK ||
@@ -481,23 +502,28 @@ static cz_status add_streams(const cJSON *so, const char *where, cz_workload *w,
             CZ_OK ||
         (st = cz_json_num(so, where, "duration_s", true, 1e-6, CZ_MAX_TIME_CFG, &duration_s,
                           err)) != CZ_OK ||
-        (st = cz_json_bool(so, where, "stagger", false, &stagger, err)) != CZ_OK ||
+        (st = parse_stagger(so, where, &stagger, &random_phase, err)) != CZ_OK ||
         (st = cz_json_num(so, where, "arrival_spacing_s", false, 0, 1e6, &spacing_s, err)) !=
             CZ_OK ||
         (st = parse_class(so, where, &cls, err)) != CZ_OK)
         return st;
+    gsl_rng *r = cz_rng_new(seed, CZ_RNG_STREAMS, 0);
     for (uint64_t i = 0; i < count; i++) {
         cz_stream *s = cz_workload_add_stream(w);
         /* sessions arriving one after another, or all within the first period */
-        s->start_s = spacing_s > 0   ? (double)i * spacing_s
-                     : stagger ? (double)i * period_s / (double)count
-                               : 0.0;
+        if (random_phase)
+            cz_rng_reseed(r, seed, CZ_RNG_STREAMS, i);
+        s->start_s = spacing_s > 0    ? (double)i * spacing_s
+                     : random_phase ? gsl_rng_uniform(r) * period_s
+                     : stagger      ? (double)i * period_s / (double)count
+                                    : 0.0;
         s->frame_period_s = period_s;
         s->duration_s = duration_s;
         s->tokens_in_per_frame = (uint32_t)in;
         s->tokens_out_per_frame = (uint32_t)out;
         s->cls = cls;
     }
+    gsl_rng_free(r);
     return CZ_OK;
 }
 
@@ -583,7 +609,7 @@ static cz_status build(const cJSON *cfg, const char *where, const char *base_dir
     if (st == CZ_OK && barge.obj)
         st = apply_barge_in(barge.obj, barge.where, seed, w, err);
     if (st == CZ_OK && streams.obj)
-        st = add_streams(streams.obj, streams.where, w, err);
+        st = add_streams(streams.obj, streams.where, seed, w, err);
     if (st == CZ_OK && has_requests)
         st = apply_classes(cfg, where, seed, w, err);
     return st;
