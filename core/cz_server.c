@@ -30,6 +30,7 @@ typedef struct snode {
     uint8_t ckpt;        /* BROS: its overwritten tail is being checkpointed to host memory;
                             it is admitted (loading the tail back) once that landed */
     uint8_t pl_cancelled; /* its preload was cancelled: the transfer in flight is void */
+    uint32_t pl_prot;     /* blocks of warmed KV it holds protected (counted in the cap) */
     uint8_t pl_fell;      /* its coming turn falls back to a synchronous load */
     uint32_t tail_from;  /* BROS: its host copy holds only tokens from here on (0: all);
                             useless once the resident prefix below it is lost */
@@ -99,6 +100,7 @@ struct cz_server {
     double reply_sum_s;   /* reply times observed, for the workload-level prior */
     uint64_t reply_n;
     cz_preload_stats pl;
+    uint64_t pl_protected; /* warmed KV blocks protected, against the cap */
     uint32_t *pl_ids;     /* preloads in flight, not cancelled, in start order */
     size_t n_pl, cap_pl;
     uint64_t overwrites, overwrite_tokens;
@@ -116,6 +118,7 @@ cz_server_config cz_server_config_default(void)
         .kv_idle = CZ_KV_IDLE_DROP,
         .kv_evict = CZ_EVICT_LRU,
         .reply_prior_s = 2.0,
+        .preload_protect_fraction = 0.1,
     };
 }
 
@@ -690,6 +693,8 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, ui
         s->reply_n++;
     }
     dn->protect = 0;
+    s->pl_protected -= dn->pl_prot;
+    dn->pl_prot = 0;
     if (dn->preloaded && q->host_tokens > q->computed)
         s->pl.fallbacks++; /* the warmed KV was evicted before the turn */
     dn->preloaded = 0;
@@ -1554,6 +1559,14 @@ void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)
         } else {
             s->pl.hits++;
             d->preloaded = 1;
+            /* warmed KV stays protected until its turn, under a cap on all of it */
+            double cap = s->cfg.preload_protect_fraction * s->cfg.kv_blocks;
+            if ((double)(s->pl_protected + q->blocks) <= cap) {
+                d->pl_prot = q->blocks;
+                s->pl_protected += q->blocks;
+            } else {
+                d->protect = 0;
+            }
         }
         if (d->in_idle)
             idle_settle(s, id);
@@ -1651,6 +1664,8 @@ void cz_server_seq_close(cz_server *s, uint32_t id)
     cz_seq *q = &s->seqs[id];
     CZ_ASSERT(q->state == CZ_SEQ_IDLE && !q->turn_open);
     idle_leave(s, id);
+    s->pl_protected -= s->sn[id].pl_prot;
+    s->sn[id].pl_prot = 0;
     kv_release(s, q);
     s->host_tokens -= q->host_tokens;
     q->host_tokens = 0;

@@ -61,6 +61,8 @@ typedef struct cz_server_config {
                                         is observed (2.0 s) */
     bool kv_preload;                 /* LiveServe section 5.2: speech starts may reload an
                                         idle session's offloaded KV (cz_server_preload) */
+    double preload_protect_fraction; /* warmed KV protected from eviction until its turn,
+                                        at most this fraction of the pool in all (0.1) */
     bool kv_bidirectional;           /* BROS: a real-time sequence short of blocks takes a
                                         best-effort one's tail blocks, checkpointing just
                                         those tokens to host memory (ordering path) */

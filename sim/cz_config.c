@@ -44,7 +44,9 @@ static cz_status parse_server_fields(const cJSON *j, const char *ctx, cz_server_
     const char *evict = NULL;
     if ((st = cz_json_str(j, ctx, "kv_evict", false, &evict, err)) != CZ_OK ||
         (st = cz_json_num(j, ctx, "reply_prior_s", false, 0, 1e6, &srv->reply_prior_s, err)) !=
-            CZ_OK)
+            CZ_OK ||
+        (st = cz_json_num(j, ctx, "preload_protect_fraction", false, 0, 1,
+                          &srv->preload_protect_fraction, err)) != CZ_OK)
         return st;
     if (evict) {
         if (strcmp(evict, "lru") == 0)
@@ -110,7 +112,8 @@ static cz_status parse_server(const cJSON *j, const char *where, cz_sim_config *
                                        "max_model_len",   "kv_idle",
                                        "kv_sink_tokens",  "kv_window_tokens",
                                        "kv_evict",        "reply_prior_s",
-                                       "kv_preload",      "kv_bidirectional"};
+                                       "kv_preload",      "kv_bidirectional",
+                                       "preload_protect_fraction"};
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s: server", where);
     cz_status st = cz_json_check_keys(j, ctx, keys, (int)CZ_ARRAY_LEN(keys), err);
@@ -132,7 +135,8 @@ static cz_status parse_placement(const cJSON *j, const char *where, cz_sim_confi
                                        "block_tokens", "kv_blocks",    "max_model_len",
                                        "kv_idle",      "max_batch",    "max_tokens",
                                        "kv_sink_tokens", "kv_window_tokens", "kv_evict",
-                                       "reply_prior_s", "kv_preload", "kv_bidirectional"};
+                                       "reply_prior_s", "kv_preload", "kv_bidirectional",
+                                       "preload_protect_fraction"};
     const cJSON *it;
     cz_status st;
     cJSON_ArrayForEach(it, j)

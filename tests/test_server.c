@@ -608,9 +608,12 @@ Test(server, next_use_eviction_order_suffix_first_exclusions)
  * critical path); one that lands after the turn started makes the turn wait for the rest
  * (late: kv_load_s from the turn's arrival); a refused one is a skip and the turn loads
  * synchronously. */
-static cz_server *offloaded_a(cz_metrics *m, uint32_t *a, double *t)
+static cz_server *offloaded_a_cfg(cz_metrics *m, uint32_t *a, double *t, uint32_t evict,
+                                  double protect_fraction)
 {
     cz_server_config cfg = small_cfg();
+    cfg.kv_evict = evict;
+    cfg.preload_protect_fraction = protect_fraction;
     cfg.kv_blocks = 6;
     cfg.max_num_batched_tokens = 32;
     cfg.kv_idle = CZ_KV_IDLE_OFFLOAD;
@@ -625,9 +628,16 @@ static cz_server *offloaded_a(cz_metrics *m, uint32_t *a, double *t)
     *t = drain(s, *t);
     cz_server_take_xfers(s, &n);
     cz_server_on_xfer_done(s, *t, bq, true);
-    cr_assert_eq(cz_server_seq(s, *a)->blocks, 0);
-    cr_assert_eq(cz_server_preload_tokens(s, *a), 8);
+    /* LRU evicts A whole; next-use takes only the block B lacks, from A's tail */
+    const cz_seq *qa = cz_server_seq(s, *a);
+    cr_assert_eq(qa->blocks, evict == CZ_EVICT_LRU ? 0 : 1);
+    cr_assert_eq(cz_server_preload_tokens(s, *a), 8 - qa->computed);
     return s;
+}
+
+static cz_server *offloaded_a(cz_metrics *m, uint32_t *a, double *t)
+{
+    return offloaded_a_cfg(m, a, t, CZ_EVICT_LRU, 0.1);
 }
 
 Test(server, speech_triggered_preload)
@@ -810,6 +820,33 @@ Test(server, bidirectional_blocks_overwrite_tail)
             cr_assert(q->blocks == 0 && q->computed == 0);
             cr_assert(n == 0 && ow == 0);
         }
+        cz_server_free(s);
+        cz_metrics_free(&m);
+    }
+}
+
+/* Warmed KV is protected from next-use eviction until its turn, under a cap on all of it:
+ * with the cap at the whole pool A's 2 preloaded blocks cannot be taken by a request that
+ * needs them; with no cap room they can. */
+Test(server, preload_protection_cap)
+{
+    for (int capped = 0; capped < 2; capped++) {
+        cz_metrics m;
+        cz_metrics_init(&m, 0.0, 0);
+        uint32_t a, n;
+        double t;
+        cz_server *s = offloaded_a_cfg(&m, &a, &t, CZ_EVICT_NEXT_USE, capped ? 0.0 : 1.0);
+        /* B's next use (its last use + the 2 s prior) is later than A's need at t + 1: the
+         * preload may take a block from B */
+        cr_assert_eq(cz_server_preload(s, t, a, true, t + 1.0), CZ_PRELOAD_STARTED);
+        cz_server_take_xfers(s, &n);
+        cz_server_on_xfer_done(s, t + 0.1, a, false);
+        check(s);
+        request(s, t + 0.2, 19, 1, 3); /* 5 blocks: B's 4 and one of A's */
+        cz_batch b;
+        bool ran = cz_server_schedule(s, t + 0.2, &b);
+        cr_assert_eq(ran, capped == 1);
+        cr_assert_eq(cz_server_seq(s, a)->blocks, capped ? 1 : 2);
         cz_server_free(s);
         cz_metrics_free(&m);
     }
