@@ -42,8 +42,8 @@ cz_status cz_policy_make(const char *name, const cJSON *params, const char *wher
             out->ops = schedulers[i];
     if (!out->ops)
         return cz_err_set(err, CZ_ENOTFOUND,
-                          "%s: unknown scheduler '%s' (known: fcfs, fcfs_scan, liveserve, voxserve, "
-                          "bros, nova, pf_limit, chunked_prefill)",
+                          "%s: unknown scheduler '%s' (known: fcfs, fcfs_scan, liveserve, "
+                          "voxserve, bros, nova, pf_limit, chunked_prefill)",
                           where, name);
     if (!params)
         return CZ_OK;

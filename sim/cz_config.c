@@ -1,6 +1,7 @@
 /* cz_config.c - experiment configs for the simulator (cz_sim.h); every key is in
  * docs/config.md. */
 #include "cz_sim.h"
+#include "cz_sim_int.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -315,13 +316,19 @@ static cz_status check_cross_stage(const cz_sim_config *c, const char *where, cz
     return CZ_OK;
 }
 
-/* Roofline time of one step of pipeline stage p with shape b on `share` of the SMs. */
-static double share_step_s(const cz_sim_config *c, uint32_t p, const cz_batch_shape *b,
-                           double share)
+double cz__stage_share_s(const cz_sim_config *c, uint32_t p, const cz_batch_shape *b,
+                         double share)
 {
     cz_step_cost cost;
     cz_cost_step(&c->model.stages[c->model.pipe[p].stage], &c->hw, &c->cost, b, &cost);
     return cz_cost_share_s(&cost, &c->cost, share);
+}
+
+cz_batch_shape cz__prefill_shape(uint64_t start, uint64_t tokens)
+{
+    cz_batch_shape b = {.prefill_tokens = tokens, .prefill_seqs = 1};
+    b.prefill_attn_ctx = tokens * start + tokens * (tokens + 1) / 2;
+    return b;
 }
 
 /* Nova's static split (Eq. 3) on the cost model: every split in units of sm_granularity,
@@ -356,16 +363,14 @@ static cz_status enumerate_split(cz_sim_config *c, const cz_workload *wl, const 
         for (uint32_t p = 0; p < llm && img > 0; p++) {
             uint64_t t = c->model.pipe[p].input_tokens ? c->model.pipe[p].input_tokens
                                                        : (uint64_t)llround(img);
-            cz_batch_shape b = {.prefill_tokens = t, .prefill_seqs = 1,
-                                .prefill_attn_ctx = t * (t + 1) / 2};
-            sp->vision_s += share_step_s(c, p, &b, 1.0 - f);
+            cz_batch_shape b = cz__prefill_shape(0, t);
+            sp->vision_s += cz__stage_share_s(c, p, &b, 1.0 - f);
         }
         uint64_t t = (uint64_t)llround(in);
-        cz_batch_shape b = {.prefill_tokens = t, .prefill_seqs = 1,
-                            .prefill_attn_ctx = t * (t + 1) / 2};
-        sp->prefill_s = share_step_s(c, llm, &b, 1.0 - f);
+        cz_batch_shape b = cz__prefill_shape(0, t);
+        sp->prefill_s = cz__stage_share_s(c, llm, &b, 1.0 - f);
         cz_batch_shape dec = {.decode_seqs = 1, .decode_ctx_tokens = t + (uint64_t)(out / 2)};
-        sp->decode_s = share_step_s(c, llm, &dec, f);
+        sp->decode_s = cz__stage_share_s(c, llm, &dec, f);
     }
     c->xs_ideal_e2e_s = cz_xs_enumerate_split(splits, n, out, &c->xs.sm_decode_vision,
                                               &c->xs.sm_decode_prefill);

@@ -155,7 +155,7 @@ static int cmp_key(const void *a, const void *b)
 }
 
 /* Sorts ids[0..n) by times[k] (the arrival of ids[k]). */
-static void sort_by_time(uint32_t *ids, const double *times, uint32_t n)
+void cz__sort_by_time(uint32_t *ids, const double *times, uint32_t n)
 {
     sort_key *k = cz_xmalloc((n ? n : 1) * sizeof *k);
     for (uint32_t i = 0; i < n; i++)
@@ -1115,10 +1115,10 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
     double *times = cz_xmalloc((wl->n_turns ? wl->n_turns : 1) * sizeof *times);
     for (uint32_t i = 0; i < S.n_initial; i++)
         times[i] = wl->turns[S.initial[i]].arrival_s;
-    sort_by_time(S.initial, times, S.n_initial);
+    cz__sort_by_time(S.initial, times, S.n_initial);
     for (uint32_t i = 0; i < S.n_bounded; i++)
         times[i] = wl->turns[wl->sessions[S.bounded[i]].turn_off].arrival_s;
-    sort_by_time(S.bounded, times, S.n_bounded);
+    cz__sort_by_time(S.bounded, times, S.n_bounded);
     free(times);
     if (cfg->cost_kind == CZ_COST_SERVICE) {
         size_t n = (size_t)n_ses + wl->n_streams;

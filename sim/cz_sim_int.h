@@ -9,4 +9,13 @@
 cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics *m,
                          cz_sim_stats *stats, cz_sim_progress_fn progress, void *progress_ctx,
                          cz_err *err);
+/* Roofline time of one step of pipeline stage p with shape b on a fraction `share` of the
+ * GPU's SMs (cz_cost_step, then cz_cost_share_s). */
+double cz__stage_share_s(const cz_sim_config *cfg, uint32_t p, const cz_batch_shape *b,
+                         double share);
+/* The shape of one prefill chunk of `tokens` after `start` tokens of context: its tokens
+ * attend to everything before them and to each other. */
+cz_batch_shape cz__prefill_shape(uint64_t start, uint64_t tokens);
+/* Sorts ids[0..n) by times[i] (the time of ids[i]), ties by id. */
+void cz__sort_by_time(uint32_t *ids, const double *times, uint32_t n);
 #endif

@@ -74,23 +74,6 @@ typedef struct xs_state {
 static uint32_t fifo_len(const xs_fifo *f) { return f->tail - f->head; }
 static uint32_t fifo_front(const xs_fifo *f) { return f->v[f->head]; }
 
-/* Roofline time of one step of pipeline stage p with shape b on `share` of the SMs. */
-static double stage_step_s(const xs_state *S, uint32_t p, const cz_batch_shape *b, double share)
-{
-    cz_step_cost c;
-    cz_cost_step(&S->cfg->model.stages[S->cfg->model.pipe[p].stage], &S->cfg->hw, &S->cfg->cost,
-                 b, &c);
-    return cz_cost_share_s(&c, &S->cfg->cost, share);
-}
-
-static cz_batch_shape prefill_shape(uint64_t start, uint64_t tokens)
-{
-    /* the chunk's tokens attend to everything before them and to each other */
-    cz_batch_shape b = {.prefill_tokens = tokens, .prefill_seqs = 1};
-    b.prefill_attn_ctx = tokens * start + tokens * (tokens + 1) / 2;
-    return b;
-}
-
 static bool prefill_fits(const xs_state *S, uint32_t i)
 {
     const xs_req *q = &S->r[i];
@@ -160,8 +143,8 @@ static double vision_pass(xs_state *S, uint32_t image, double share, double fact
     for (uint32_t p = 0; p < S->llm; p++) {
         const cz_stage_card *card = &mc->stages[mc->pipe[p].stage];
         uint32_t fixed = mc->pipe[p].input_tokens;
-        cz_batch_shape b = prefill_shape(0, fixed ? fixed : image);
-        double stage_s = stage_step_s(S, p, &b, share) * factor;
+        cz_batch_shape b = cz__prefill_shape(0, fixed ? fixed : image);
+        double stage_s = cz__stage_share_s(S->cfg, p, &b, share) * factor;
         if (K == 0 || K >= L) {
             t += stage_s;
             continue;
@@ -217,8 +200,8 @@ static void start_excl(xs_state *S, cz_xs_work w, double now, cz_sim_stats *st)
         S->excl_req = i;
         first_sched(S, i, now);
         S->kv_used += q->in + q->out;
-        cz_batch_shape b = prefill_shape(0, q->in);
-        dur = stage_step_s(S, S->llm, &b, share) * factor;
+        cz_batch_shape b = cz__prefill_shape(0, q->in);
+        dur = cz__stage_share_s(S->cfg, S->llm, &b, share) * factor;
         tokens = q->in;
     } else {
         /* chunked: every ready decode, then prefill chunks in FIFO order, under the budget */
@@ -245,7 +228,7 @@ static void start_excl(xs_state *S, cz_xs_work w, double now, cz_sim_stats *st)
                 first_sched(S, i, now);
             }
             uint32_t chunk = q->in - q->prefilled < budget ? q->in - q->prefilled : budget;
-            cz_batch_shape c = prefill_shape(q->prefilled, chunk);
+            cz_batch_shape c = cz__prefill_shape(q->prefilled, chunk);
             b.prefill_tokens += c.prefill_tokens;
             b.prefill_attn_ctx += c.prefill_attn_ctx;
             b.prefill_seqs++;
@@ -253,7 +236,7 @@ static void start_excl(xs_state *S, cz_xs_work w, double now, cz_sim_stats *st)
             S->hyb_tok[S->n_hyb++] = chunk;
             budget -= chunk;
         }
-        dur = stage_step_s(S, S->llm, &b, 1.0);
+        dur = cz__stage_share_s(S->cfg, S->llm, &b, 1.0);
         tokens = S->cfg->xs.token_budget - budget;
         if (S->n_batch) {
             st->decode_steps++;
@@ -294,8 +277,8 @@ static void start_decode(xs_state *S, double now, cz_sim_stats *st)
     st->decode_share_sum += share;
     S->m->steps++;
     timeline(S, now, b.decode_seqs);
-    cz_evq_push(&S->q, now + stage_step_s(S, S->llm, &b, share) * factor, XE_DECODE_DONE, 0,
-                0);
+    double dur = cz__stage_share_s(S->cfg, S->llm, &b, share) * factor;
+    cz_evq_push(&S->q, now + dur, XE_DECODE_DONE, 0, 0);
 }
 
 static void decide(xs_state *S, double now, cz_sim_stats *st)
@@ -391,38 +374,6 @@ static void on_arrival(xs_state *S, double now)
                     XE_ARRIVAL, 0, 0);
 }
 
-static int cmp_arrival(const void *a, const void *b, void *ctx)
-{
-    const xs_state *S = ctx;
-    double x = S->wl->turns[S->r[*(const uint32_t *)a].g].arrival_s;
-    double y = S->wl->turns[S->r[*(const uint32_t *)b].g].arrival_s;
-    if (x != y)
-        return x < y ? -1 : 1;
-    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-    return i < j ? -1 : i > j;
-}
-
-/* Stable merge sort of the requests by arrival (ties by turn index); C11's qsort takes no
- * context argument. */
-static void sort_arrivals(xs_state *S)
-{
-    uint32_t n = S->n, *a = S->order, *tmp = cz_xmalloc((n ? n : 1) * sizeof *tmp);
-    for (uint32_t w = 1; w < n; w *= 2) {
-        for (uint32_t lo = 0; lo < n; lo += 2 * w) {
-            uint32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            uint32_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi)
-                tmp[k++] = cmp_arrival(&a[j], &a[i], S) < 0 ? a[j++] : a[i++];
-            while (i < mid)
-                tmp[k++] = a[i++];
-            while (j < hi)
-                tmp[k++] = a[j++];
-        }
-        memcpy(a, tmp, n * sizeof *a);
-    }
-    free(tmp);
-}
-
 cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics *m,
                          cz_sim_stats *stats, cz_sim_progress_fn progress, void *progress_ctx,
                          cz_err *err)
@@ -430,7 +381,8 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
     if (wl->n_streams > 0 || wl->concurrency > 0)
         return cz_err_set(err, CZ_EINVAL,
                           "scheduler '%s' serves open-loop requests: the workload has %s",
-                          cfg->scheduler, wl->n_streams ? "periodic streams" : "a concurrency bound");
+                          cfg->scheduler,
+                          wl->n_streams ? "periodic streams" : "a concurrency bound");
     for (uint32_t si = 0; si < wl->n_sessions; si++)
         if (wl->sessions[si].timing == CZ_TIMING_CLOSED && wl->sessions[si].n_turns > 1)
             return cz_err_set(err, CZ_EINVAL,
@@ -493,7 +445,11 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
                           .image = S.llm > 0 ? t->in_image_tokens : 0};
         S.order[g] = g;
     }
-    sort_arrivals(&S);
+    double *times = cz_xmalloc(n1 * sizeof *times);
+    for (uint32_t g = 0; g < S.n; g++)
+        times[g] = wl->turns[g].arrival_s;
+    cz__sort_by_time(S.order, times, S.n);
+    free(times);
     cz_evq_init(&S.q, 16);
     if (S.n > 0)
         cz_evq_push(&S.q, wl->turns[S.r[S.order[0]].g].arrival_s, XE_ARRIVAL, 0, 0);
