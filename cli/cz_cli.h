@@ -1,6 +1,7 @@
 /* cz_cli.h - the `cadenza` command line: subcommands and shared helpers. Only this
  * layer prints errors and chooses exit codes: 0 success, 2 usage or input error, 1 any
- * other failure (such as an output file that cannot be written). */
+ * other failure (such as an output file that cannot be written or memory exhausted),
+ * 3 an internal error (a run that lost track of a request: a bug, with its evidence). */
 #ifndef CZ_CLI_H
 #define CZ_CLI_H
 
@@ -11,7 +12,7 @@
 #include "cz_base.h"
 #include "cz_sim.h"
 
-enum { CZ_EXIT_OK = 0, CZ_EXIT_FAIL = 1, CZ_EXIT_USAGE = 2 };
+enum { CZ_EXIT_OK = 0, CZ_EXIT_FAIL = 1, CZ_EXIT_USAGE = 2, CZ_EXIT_INTERNAL = 3 };
 
 int cz_cmd_sim(int argc, char **argv);
 int cz_cmd_sweep(int argc, char **argv);
@@ -28,7 +29,7 @@ cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *
 char *cz_cli_dir_of(const char *path);
 
 /* Prints "cadenza: <msg>" to stderr and returns the exit code for `st` (1 for I/O
- * errors, 2 for everything else). */
+ * errors and exhausted memory, 3 for internal errors, 2 for everything else). */
 int cz_cli_fail(const cz_err *err);
 
 /* Prints a usage error and a hint to run --help; returns CZ_EXIT_USAGE. */

@@ -24,7 +24,12 @@ static const char usage[] =
 int cz_cli_fail(const cz_err *err)
 {
     fprintf(stderr, "cadenza: %s\n", err->msg[0] ? err->msg : cz_strerror(err->status));
-    return err->status == CZ_EIO ? CZ_EXIT_FAIL : CZ_EXIT_USAGE;
+    switch (err->status) {
+    case CZ_EIO:
+    case CZ_ENOMEM: return CZ_EXIT_FAIL;
+    case CZ_EINTERNAL: return CZ_EXIT_INTERNAL;
+    default: return CZ_EXIT_USAGE;
+    }
 }
 
 int cz_cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -18,6 +18,7 @@ const char *cz_strerror(cz_status status)
     case CZ_ENOMEM: return "out of memory";
     case CZ_ERANGE: return "value out of range";
     case CZ_ENOTFOUND: return "not found";
+    case CZ_EINTERNAL: return "internal error";
     }
     return "unknown status";
 }

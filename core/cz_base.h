@@ -18,7 +18,9 @@ typedef enum cz_status {
     CZ_EIO,      /* cannot open, read or write a file */
     CZ_ENOMEM,   /* an allocation failed */
     CZ_ERANGE,   /* a value is out of the representable or supported range */
-    CZ_ENOTFOUND /* a named thing (model card, policy, format) does not exist */
+    CZ_ENOTFOUND,/* a named thing (model card, policy, format) does not exist */
+    CZ_EINTERNAL /* a run broke its own accounting (a request lost or stuck): a bug in
+                    cadenza, reported with the state that shows it, never a silent count */
 } cz_status;
 
 #define CZ_ERR_MSG_MAX 1024
