@@ -4,12 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cz_cli.h"
 #include "cz_json.h"
+#include "cz_out.h"
+#include "cz_proc.h"
 #include "cz_results.h"
 #include "cz_sim.h"
 #include "cz_version.h"
@@ -79,10 +80,17 @@ static void print_pipeline_lines(const cJSON *s)
                num(s, "p90_audio_ttfp_ms"), num(s, "p99_audio_ttfp_ms"),
                num(s, "median_audio_rtf"), num(s, "continuity_ok_rate"),
                num(s, "effective_request_throughput"), num(s, "audio_throughput"));
-    if (cJSON_GetObjectItemCaseSensitive(s, "frames"))
-        printf("frames: %.0f  latency p50 %.1f ms p99 %.1f ms  empty %.0f  deadline misses %.0f\n",
-               num(s, "frames"), num(s, "p50_frame_latency_ms"), num(s, "p99_frame_latency_ms"),
-               num(s, "empty_frames"), num(s, "deadline_misses"));
+    if (cJSON_GetObjectItemCaseSensitive(s, "frames")) {
+        printf("streams %.0f: completed %.0f  rejected %.0f  unfinished %.0f\n",
+               num(s, "streams"), num(s, "streams_completed"), num(s, "streams_rejected"),
+               num(s, "streams_unfinished"));
+        printf("frames %.0f: served %.0f  empty %.0f  rejected %.0f  unfinished %.0f  latency "
+               "p50 %.1f ms p99 %.1f ms  deadline misses %.0f\n",
+               num(s, "frames"), num(s, "served_frames"), num(s, "empty_frames"),
+               num(s, "rejected_frames"), num(s, "unfinished_frames"),
+               num(s, "p50_frame_latency_ms"), num(s, "p99_frame_latency_ms"),
+               num(s, "deadline_misses"));
+    }
     const cJSON *stages = cJSON_GetObjectItemCaseSensitive(s, "stages");
     double sat = num(s, "kv_pool_saturated_at_s");
     if (!cJSON_GetObjectItemCaseSensitive(s, "spoken_turns") &&
@@ -203,7 +211,12 @@ int cz_cmd_sim(int argc, char **argv)
     base_dir = config_path ? cz_cli_dir_of(config_path) : cz_xstrdup(CZ_SOURCE_ROOT "/experiments");
     for (int i = 0; i < n_sets && st == CZ_OK; i++)
         st = cz_json_set_path(cfg_json, sets[i], &err);
-    free(sets);
+    /* every output gets its temporary now, so an unwritable one fails before the run */
+    const char *tmp_h5 = NULL, *tmp_summary = NULL;
+    if (st == CZ_OK && out_h5)
+        st = cz_out_add(out_h5, &tmp_h5, &err);
+    if (st == CZ_OK && out_summary)
+        st = cz_out_add(out_summary, &tmp_summary, &err);
 
     cz_sim_config cfg;
     cz_metrics m;
@@ -213,9 +226,12 @@ int cz_cmd_sim(int argc, char **argv)
     cz_summary sum;
     cz_sim_stats stats;
     double wall_s = 0;
-    if (st == CZ_OK)
+    if (st == CZ_OK) {
         st = cz_cli_simulate(cfg_json, where, base_dir, show_progress && !quiet, &cfg, &m, &sum,
                              &stats, &summary, &wall_s, &err);
+        if (st != CZ_OK)
+            cz_cli_blame_set(&err, where, sets, n_sets, n_sets);
+    }
     if (st != CZ_OK) {
         rc = cz_cli_fail(&err);
         goto out;
@@ -224,15 +240,14 @@ int cz_cmd_sim(int argc, char **argv)
     if (out_h5) {
         char *cfg_text = cJSON_PrintUnformatted(cfg_json);
         char *sum_text = cJSON_PrintUnformatted(summary);
-        st = cz_results_write_h5(out_h5, &m, cfg_text, sum_text, cfg.seed, &err);
+        st = cz_results_write_h5(tmp_h5, &m, cfg_text, sum_text, cfg.seed, &err);
         cJSON_free(cfg_text);
         cJSON_free(sum_text);
     }
-    if (st == CZ_OK && out_summary) {
-        st = cz_json_write_file(summary, out_summary, true, &err);
-        if (st != CZ_OK && out_h5)
-            remove(out_h5);
-    }
+    if (st == CZ_OK && out_summary)
+        st = cz_json_write_file(summary, tmp_summary, true, &err);
+    if (st == CZ_OK)
+        st = cz_out_commit(&err); /* the results and the summary land together */
     if (st != CZ_OK) {
         rc = cz_cli_fail(&err);
         goto out;
@@ -254,16 +269,17 @@ int cz_cmd_sim(int argc, char **argv)
                    rel->valuedouble * 100);
         }
         fflush(stdout);
-        struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
         fprintf(stderr,
                 "run: %llu events in %.3f s wall = %.2f M events/s; %.1f simulated s per wall s; "
                 "peak memory %.1f MB\n",
                 (unsigned long long)stats.events, wall_s,
                 wall_s > 0 ? (double)stats.events / wall_s / 1e6 : 0.0,
-                wall_s > 0 ? stats.sim_time_s / wall_s : 0.0, (double)ru.ru_maxrss / 1024.0);
+                wall_s > 0 ? stats.sim_time_s / wall_s : 0.0,
+                (double)cz_proc_peak_rss_bytes() / (1024.0 * 1024.0));
     }
 out:
+    cz_out_discard();
+    free(sets);
     cJSON_Delete(summary);
     cJSON_Delete(cfg_json);
     cz_metrics_free(&m);

@@ -7,6 +7,7 @@
 
 #include "cz_cli.h"
 #include "cz_json.h"
+#include "cz_out.h"
 
 static const char sweep_usage[] =
     "usage: cadenza sweep SWEEP.json [--set key=value]... [-o results.jsonl] [--quiet]\n"
@@ -246,11 +247,19 @@ int cz_cmd_sweep(int argc, char **argv)
     cz_status st = sweep_load(path, &sw, &err);
     for (int i = 0; i < n_sets && st == CZ_OK; i++)
         st = cz_json_set_path(sw.base, sets[i], &err);
-    free(sets);
+    const char *tmp_out = NULL;
+    if (st == CZ_OK && out)
+        st = cz_out_add(out, &tmp_out, &err);
     if (st != CZ_OK) {
+        free(sets);
         sweep_free(&sw);
         return cz_cli_fail(&err);
     }
+    /* a point's overrides: the --set arguments, then its grid values */
+    char **grid_asg = cz_xcalloc((size_t)sw.n_keys + 1, sizeof *grid_asg);
+    const char **applied = cz_xcalloc((size_t)(n_sets + sw.n_keys) + 1, sizeof *applied);
+    for (int i = 0; i < n_sets; i++)
+        applied[i] = sets[i];
 
     uint64_t points = 1;
     for (int k = 0; k < sw.n_keys; k++)
@@ -277,10 +286,11 @@ int cz_cmd_sweep(int argc, char **argv)
             int n = cJSON_GetArraySize(sw.keys[k]);
             const cJSON *v = cJSON_GetArrayItem(sw.keys[k], (int)(rest % (uint64_t)n));
             rest /= (uint64_t)n;
-            char *asg = assignment(sw.keys[k]->string, v);
+            free(grid_asg[k]);
+            grid_asg[k] = assignment(sw.keys[k]->string, v);
+            applied[n_sets + k] = grid_asg[k];
             if (st == CZ_OK)
-                st = cz_json_set_path(cfg, asg, &err);
-            free(asg);
+                st = cz_json_set_path(cfg, grid_asg[k], &err);
             cJSON_AddItemToObject(point, sw.keys[k]->string, cJSON_Duplicate(v, 1));
         }
         char where[512];
@@ -292,9 +302,12 @@ int cz_cmd_sweep(int argc, char **argv)
         cz_sim_stats stats;
         cJSON *summary = NULL;
         double wall_s = 0;
-        if (st == CZ_OK)
+        if (st == CZ_OK) {
             st = cz_cli_simulate(cfg, where, sw.base_dir, false, &c, &m, &sum, &stats, &summary,
                                  &wall_s, &err);
+            if (st != CZ_OK)
+                cz_cli_blame_set(&err, where, applied, n_sets + sw.n_keys, n_sets);
+        }
         if (st != CZ_OK) {
             rc = cz_cli_fail(&err);
         } else {
@@ -343,10 +356,18 @@ int cz_cmd_sweep(int argc, char **argv)
         }
     }
     if (rc == CZ_EXIT_OK && out) {
-        st = cz_file_write_atomic(out, write_lines, rows, &err);
+        st = cz_file_write(tmp_out, write_lines, rows, &err);
+        if (st == CZ_OK)
+            st = cz_out_commit(&err);
         if (st != CZ_OK)
             rc = cz_cli_fail(&err);
     }
+    cz_out_discard();
+    for (int k = 0; k < sw.n_keys; k++)
+        free(grid_asg[k]);
+    free(grid_asg);
+    free(applied);
+    free(sets);
     cJSON_Delete(rows);
     sweep_free(&sw);
     return rc;

@@ -5,6 +5,7 @@
 
 #include "cz_cli.h"
 #include "cz_json.h"
+#include "cz_out.h"
 #include "cz_traces.h"
 
 static const char trace_usage[] =
@@ -91,9 +92,15 @@ int cz_cmd_trace(int argc, char **argv)
     cz_workload wl;
     cz_workload_init(&wl);
     int rc = CZ_EXIT_OK;
-    cz_status st = cz_trace_read(file, &opts, &wl, &err);
+    const char *tmp_out = NULL;
+    cz_status st = convert ? cz_out_add(out, &tmp_out, &err) : CZ_OK;
+    if (st == CZ_OK)
+        st = cz_trace_read(file, &opts, &wl, &err);
     if (st == CZ_OK && convert)
-        st = cz_trace_write_cadenza(&wl, out, &err);
+        st = cz_trace_write_cadenza(&wl, tmp_out, &err);
+    if (st == CZ_OK && convert)
+        st = cz_out_commit(&err);
+    cz_out_discard();
     if (st != CZ_OK) {
         rc = cz_cli_fail(&err);
     } else if (info) {

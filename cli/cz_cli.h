@@ -32,6 +32,17 @@ char *cz_cli_dir_of(const char *path);
  * errors and exhausted memory, 3 for internal errors, 2 for everything else). */
 int cz_cli_fail(const cz_err *err);
 
+/* Names the --set argument a bad config value came from. `overrides` are the key=value
+ * assignments applied, in order, to the config named `cfg_where` in messages; the first
+ * `n_user` of them are --set arguments (the rest, a sweep's grid values, keep the config's
+ * name). When `err` is located on a field (cz_err_locate) of that config at or under the
+ * key path of an override, and the last such override is a --set argument, the message
+ * "<cfg_where>: server: field 'max_num_seqs': expected ..." becomes
+ * "--set server.max_num_seqs=64junk: field 'max_num_seqs': expected ...". Otherwise `err`
+ * is left as it is. */
+void cz_cli_blame_set(cz_err *err, const char *cfg_where, const char *const *overrides,
+                      int n_overrides, int n_user);
+
 /* Prints a usage error and a hint to run --help; returns CZ_EXIT_USAGE. */
 int cz_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -31,7 +31,32 @@ cz_status cz_err_set(cz_err *err, cz_status status, const char *fmt, ...)
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
         err->status = status;
+        err->field_where[0] = '\0';
+        err->field_key[0] = '\0';
     }
+    return status;
+}
+
+void cz_err_locate(cz_err *err, const char *where, const char *key)
+{
+    if (!err)
+        return;
+    snprintf(err->field_where, sizeof err->field_where, "%s", where);
+    snprintf(err->field_key, sizeof err->field_key, "%s", key);
+}
+
+cz_status cz_err_field(cz_err *err, cz_status status, const char *where, const char *key,
+                       const char *fmt, ...)
+{
+    if (!err)
+        return status;
+    char detail[CZ_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    cz_err_set(err, status, "%s: field '%s': %s", where, key, detail);
+    cz_err_locate(err, where, key);
     return status;
 }
 
@@ -58,6 +83,8 @@ void cz_err_clear(cz_err *err)
     if (err) {
         err->status = CZ_OK;
         err->msg[0] = '\0';
+        err->field_where[0] = '\0';
+        err->field_key[0] = '\0';
     }
 }
 
@@ -68,26 +95,41 @@ _Noreturn void cz__assert_fail(const char *file, int line, const char *expr)
     abort();
 }
 
+/* Out of memory for `n` elements of `size` bytes: says so on stderr and exits with status
+ * 1, so the atexit handlers run. Allocates nothing (stderr is unbuffered). */
+static _Noreturn void out_of_memory(size_t n, size_t size)
+{
+    if (size != 0 && n > SIZE_MAX / size)
+        fprintf(stderr, "cadenza: out of memory: cannot allocate %zu x %zu bytes\n", n, size);
+    else
+        fprintf(stderr, "cadenza: out of memory: cannot allocate %zu bytes\n", n * size);
+    exit(1);
+}
+
 void *cz_xmalloc(size_t size)
 {
     void *p = malloc(size ? size : 1);
-    CZ_ASSERT(p != NULL);
+    if (!p)
+        out_of_memory(1, size);
     return p;
 }
 
 void *cz_xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);
-    CZ_ASSERT(p != NULL);
+    if (!p)
+        out_of_memory(n, size);
     return p;
 }
 
 void *cz_xrealloc(void *ptr, size_t n, size_t size)
 {
-    CZ_ASSERT(size == 0 || n <= SIZE_MAX / size);
+    if (size != 0 && n > SIZE_MAX / size)
+        out_of_memory(n, size);
     size_t bytes = n * size;
     void *p = realloc(ptr, bytes > 0 ? bytes : 1);
-    CZ_ASSERT(p != NULL);
+    if (!p)
+        out_of_memory(n, size);
     return p;
 }
 

@@ -25,23 +25,45 @@ typedef enum cz_status {
 
 #define CZ_ERR_MSG_MAX 1024
 
+#define CZ_ERR_WHERE_MAX 512
+#define CZ_ERR_KEY_MAX 128
+
 /* Error context filled by the function that fails. `msg` is a full sentence such as
- * "trace.csv:17: field 'Request tokens': expected a non-negative integer, got 'abc'". */
+ * "trace.csv:17: field 'Request tokens': expected a non-negative integer, got 'abc'".
+ * When the error is about one field of a JSON object (a wrong type or range, an unknown
+ * key), `field_where` and `field_key` locate it: the object as its parser named it
+ * ("exp.json: server", by the convention "<file>: <dotted.path>") and the key
+ * ("max_num_seqs"); both are empty otherwise. The CLI uses them to name the --set
+ * argument a bad value came from. */
 typedef struct cz_err {
     cz_status status;
     char msg[CZ_ERR_MSG_MAX];
+    char field_where[CZ_ERR_WHERE_MAX];
+    char field_key[CZ_ERR_KEY_MAX];
 } cz_err;
 
 /* Short name of a status ("invalid value", "I/O error", ...). Never NULL. */
 const char *cz_strerror(cz_status status);
 
 /* Records `status` and a printf-style message in `err` (which may be NULL) and returns
- * `status`, so failures read `return cz_err_set(err, CZ_EINVAL, "...", ...);`. */
+ * `status`, so failures read `return cz_err_set(err, CZ_EINVAL, "...", ...);`. Clears the
+ * field location. */
 cz_status cz_err_set(cz_err *err, cz_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Records, on the error just set in `err` (which may be NULL), that it is about field `key`
+ * of the JSON object named `where` (both copied, cut to fit). */
+void cz_err_locate(cz_err *err, const char *where, const char *key);
+
+/* A bad value of field `key` of the JSON object named `where`: records `status` and
+ * "<where>: field '<key>': <printf-style detail>" located on (where, key), and returns
+ * `status`. Config parsers report every bad field value through it (or cz_json's getters,
+ * which do), so the CLI can name the --set argument the value came from. */
+cz_status cz_err_field(cz_err *err, cz_status status, const char *where, const char *key,
+                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /* Prefixes the message already in `err` with a printf-style context ("config.json: ").
- * Returns err->status. `err` must not be NULL. */
+ * Keeps the field location. Returns err->status. `err` must not be NULL. */
 cz_status cz_err_prefix(cz_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Clears `err` to CZ_OK with an empty message. */
@@ -54,9 +76,12 @@ _Noreturn void cz__assert_fail(const char *file, int line, const char *expr);
 #define CZ_ASSERT(cond) \
     ((cond) ? (void)0 : cz__assert_fail(__FILE__, __LINE__, #cond))
 
-/* Allocation helpers: they abort through CZ_ASSERT when memory is exhausted, as ggml
- * does; the toolkit treats OOM as unrecoverable. cz_xrealloc grows an array of `n`
- * elements of `size` bytes, checking the multiplication for overflow. */
+/* Allocation helpers. They never return NULL, and they do not return at all when memory
+ * is exhausted: the toolkit treats OOM as unrecoverable, so they print "cadenza: out of
+ * memory: cannot allocate N bytes" to stderr and call exit(1), which runs the atexit
+ * handlers (the CLI's removes its temporary output files, cli/cz_out.h). cz_xcalloc and
+ * cz_xrealloc take an array of `n` elements of `size` bytes, a product that overflows
+ * counting as exhausted memory. */
 void *cz_xmalloc(size_t size);
 void *cz_xcalloc(size_t n, size_t size);
 void *cz_xrealloc(void *ptr, size_t n, size_t size);

@@ -17,16 +17,15 @@ cz_status cz_distspec_parse(const cJSON *j, const char *where, const char *key, 
     memset(out, 0, sizeof *out);
     if (cJSON_IsNumber(j)) {
         if (!(j->valuedouble >= 0) || !isfinite(j->valuedouble))
-            return cz_err_set(err, CZ_EINVAL, "%s: expected a non-negative number", ctx);
+            return cz_err_field(err, CZ_EINVAL, where, key, "expected a non-negative number");
         out->kind = CZ_DIST_FIXED;
         out->a = out->mean = j->valuedouble;
         return CZ_OK;
     }
     if (!cJSON_IsObject(j))
-        return cz_err_set(err, CZ_EINVAL,
-                          "%s: expected a number or an object {\"dist\": fixed|uniform|"
-                          "exponential|lognormal|gamma, ...}",
-                          ctx);
+        return cz_err_field(err, CZ_EINVAL, where, key,
+                            "expected a number or an object {\"dist\": fixed|uniform|"
+                            "exponential|lognormal|gamma, ...}");
     const char *name = NULL;
     cz_status st = cz_json_str(j, ctx, "dist", true, &name, err);
     if (st != CZ_OK)
@@ -73,10 +72,9 @@ cz_status cz_distspec_parse(const cJSON *j, const char *where, const char *key, 
             out->b = out->mean / out->a;
         }
     } else {
-        return cz_err_set(err, CZ_EINVAL,
-                          "%s: field 'dist': expected fixed, uniform, exponential, lognormal or "
-                          "gamma, got '%s'",
-                          ctx, name);
+        return cz_err_field(err, CZ_EINVAL, ctx, "dist",
+                            "expected fixed, uniform, exponential, lognormal or gamma, got '%s'",
+                            name);
     }
     return CZ_OK;
 }

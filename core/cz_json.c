@@ -1,12 +1,13 @@
 /* cz_json.c - see cz_json.h. */
 #include "cz_json.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 cz_status cz_file_read_all(const char *path, char **out, size_t *len_out, cz_err *err)
 {
@@ -32,10 +33,33 @@ cz_status cz_file_read_all(const char *path, char **out, size_t *len_out, cz_err
         return cz_err_set(err, CZ_EIO, "%s: read error", path);
     }
     buf[len] = '\0';
+    cz_status st = cz_text_check(buf, len, path, err);
+    if (st != CZ_OK) {
+        free(buf);
+        return st;
+    }
     *out = buf;
     if (len_out)
         *len_out = len;
     return CZ_OK;
+}
+
+cz_status cz_text_check(const char *text, size_t len, const char *name, cz_err *err)
+{
+    const char *nul = memchr(text, '\0', len);
+    if (!nul)
+        return CZ_OK;
+    size_t line = 1, col = 1;
+    for (const char *p = text; p < nul; p++) {
+        if (*p == '\n') {
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+    }
+    return cz_err_set(err, CZ_EFORMAT, "%s:%zu:%zu: found a NUL byte, expected text", name, line,
+                      col);
 }
 
 cz_status cz_json_parse(const char *text, const char *name, cJSON **out, cz_err *err)
@@ -101,9 +125,9 @@ cz_status cz_json_num(const cJSON *obj, const char *where, const char *key, bool
         return st;
     if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < min ||
         it->valuedouble > max)
-        return cz_err_set(err, CZ_EINVAL, "%s: field '%s': expected a number in [%g, %g], got %s",
-                          where, key, min, max,
-                          cJSON_IsNumber(it) ? "a number outside that range" : type_name(it));
+        return cz_err_field(err, CZ_EINVAL, where, key, "expected a number in [%g, %g], got %s",
+                            min, max,
+                            cJSON_IsNumber(it) ? "a number outside that range" : type_name(it));
     *out = it->valuedouble;
     return CZ_OK;
 }
@@ -117,10 +141,10 @@ cz_status cz_json_u64(const cJSON *obj, const char *where, const char *key, bool
         return st;
     double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
     if (!cJSON_IsNumber(it) || v != floor(v) || v < (double)min || v > (double)max)
-        return cz_err_set(err, CZ_EINVAL,
-                          "%s: field '%s': expected an integer in [%llu, %llu], got %s", where, key,
-                          (unsigned long long)min, (unsigned long long)max,
-                          cJSON_IsNumber(it) ? "a number outside that set" : type_name(it));
+        return cz_err_field(err, CZ_EINVAL, where, key,
+                            "expected an integer in [%llu, %llu], got %s", (unsigned long long)min,
+                            (unsigned long long)max,
+                            cJSON_IsNumber(it) ? "a number outside that set" : type_name(it));
     *out = (uint64_t)v;
     return CZ_OK;
 }
@@ -133,8 +157,8 @@ cz_status cz_json_bool(const cJSON *obj, const char *where, const char *key, boo
     if (st != CZ_OK || !it)
         return st;
     if (!cJSON_IsBool(it))
-        return cz_err_set(err, CZ_EINVAL, "%s: field '%s': expected true or false, got %s", where,
-                          key, type_name(it));
+        return cz_err_field(err, CZ_EINVAL, where, key, "expected true or false, got %s",
+                            type_name(it));
     *out = cJSON_IsTrue(it);
     return CZ_OK;
 }
@@ -147,8 +171,8 @@ cz_status cz_json_str(const cJSON *obj, const char *where, const char *key, bool
     if (st != CZ_OK || !it)
         return st;
     if (!cJSON_IsString(it))
-        return cz_err_set(err, CZ_EINVAL, "%s: field '%s': expected a string, got %s", where, key,
-                          type_name(it));
+        return cz_err_field(err, CZ_EINVAL, where, key, "expected a string, got %s",
+                            type_name(it));
     *out = it->valuestring;
     return CZ_OK;
 }
@@ -162,8 +186,8 @@ cz_status cz_json_obj(const cJSON *obj, const char *where, const char *key, bool
     if (st != CZ_OK || !it)
         return st;
     if (!cJSON_IsObject(it))
-        return cz_err_set(err, CZ_EINVAL, "%s: field '%s': expected an object, got %s", where, key,
-                          type_name(it));
+        return cz_err_field(err, CZ_EINVAL, where, key, "expected an object, got %s",
+                            type_name(it));
     *out = it;
     return CZ_OK;
 }
@@ -187,75 +211,126 @@ cz_status cz_json_check_keys(const cJSON *obj, const char *where, const char *co
                     break;
                 used += (size_t)w;
             }
-            return cz_err_set(err, CZ_EINVAL, "%s: unknown field '%s' (expected one of: %s)", where,
-                              it->string ? it->string : "?", list);
+            cz_err_set(err, CZ_EINVAL, "%s: unknown field '%s' (expected one of: %s)", where,
+                       it->string ? it->string : "?", list);
+            if (it->string)
+                cz_err_locate(err, where, it->string);
+            return CZ_EINVAL;
         }
     }
     return CZ_OK;
+}
+
+/* Whether the key path `path` (`len` bytes) has no empty key: not empty, no leading or
+ * trailing dot, no two dots in a row. */
+static bool set_path_ok(const char *path, size_t len)
+{
+    if (len == 0 || path[0] == '.' || path[len - 1] == '.')
+        return false;
+    for (size_t i = 1; i < len; i++)
+        if (path[i] == '.' && path[i - 1] == '.')
+            return false;
+    return true;
+}
+
+/* The value of an override: the whole text parsed as JSON when it is one JSON value with
+ * nothing but whitespace after it ("64", "false", "[1, 2]", "{\"name\": \"bros\"}"), the
+ * text as a string otherwise ("64junk", "2024-run", "drop"). */
+static cJSON *set_value(const char *text)
+{
+    const char *end = NULL;
+    cJSON *v = cJSON_ParseWithOpts(text, &end, 1);
+    if (v) {
+        while (end && *end && isspace((unsigned char)*end))
+            end++;
+        if (!end || *end) {
+            cJSON_Delete(v);
+            v = NULL;
+        }
+    }
+    if (!v)
+        v = cJSON_CreateString(text);
+    CZ_ASSERT(v != NULL);
+    return v;
 }
 
 cz_status cz_json_set_path(cJSON *root, const char *assignment, cz_err *err)
 {
     const char *eq = strchr(assignment, '=');
     if (!eq || eq == assignment)
-        return cz_err_set(err, CZ_EINVAL, "--set '%s': expected key.path=value", assignment);
+        return cz_err_set(err, CZ_EINVAL, "--set %s: expected key.path=value", assignment);
     size_t klen = (size_t)(eq - assignment);
+    if (!set_path_ok(assignment, klen))
+        return cz_err_set(err, CZ_EINVAL,
+                          "--set %s: empty key in the path '%.*s' (expected keys separated by "
+                          "single dots, such as server.max_num_seqs)",
+                          assignment, (int)klen, assignment);
+    if (!cJSON_IsObject(root))
+        return cz_err_set(err, CZ_EINVAL, "--set %s: the config is not a JSON object",
+                          assignment);
     char *path = cz_xmalloc(klen + 1);
     memcpy(path, assignment, klen);
     path[klen] = '\0';
-    const char *value = eq + 1;
 
     cJSON *node = root;
-    char *save = NULL;
-    char *tok = strtok_r(path, ".", &save);
     cz_status st = CZ_OK;
-    while (tok) {
-        char *next = strtok_r(NULL, ".", &save);
-        if (!next) {
-            cJSON *v = cJSON_Parse(value);
-            if (!v)
-                v = cJSON_CreateString(value);
-            if (cJSON_GetObjectItemCaseSensitive(node, tok))
-                cJSON_ReplaceItemInObjectCaseSensitive(node, tok, v);
+    char *key = path;
+    for (;;) {
+        char *dot = strchr(key, '.');
+        if (!dot) {
+            cJSON *v = set_value(eq + 1);
+            if (cJSON_GetObjectItemCaseSensitive(node, key))
+                cJSON_ReplaceItemInObjectCaseSensitive(node, key, v);
             else
-                cJSON_AddItemToObject(node, tok, v);
+                cJSON_AddItemToObject(node, key, v);
             break;
         }
-        cJSON *child = cJSON_GetObjectItemCaseSensitive(node, tok);
+        *dot = '\0';
+        cJSON *child = cJSON_GetObjectItemCaseSensitive(node, key);
         if (!child) {
-            child = cJSON_AddObjectToObject(node, tok);
+            child = cJSON_AddObjectToObject(node, key);
+            CZ_ASSERT(child != NULL);
         } else if (!cJSON_IsObject(child)) {
-            st = cz_err_set(err, CZ_EINVAL, "--set '%s': '%s' is not an object in the config",
-                            assignment, tok);
+            st = cz_err_set(err, CZ_EINVAL, "--set %s: '%s' is not an object in the config",
+                            assignment, key);
             break;
         }
         node = child;
-        tok = next;
+        key = dot + 1;
     }
     free(path);
     return st;
 }
 
-cz_status cz_file_write_atomic(const char *path, cz_file_writer write, const void *ctx,
-                               cz_err *err)
+bool cz_json_set_covers(const char *assignment, const char *field_path)
 {
-    size_t n = strlen(path) + 32;
-    char *tmp = cz_xmalloc(n);
-    snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
-    cz_status st = CZ_OK;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        st = cz_err_set(err, CZ_EIO, "%s: cannot write: %s", path, strerror(errno));
-    } else {
-        bool bad = !write(f, ctx) || ferror(f) != 0;
-        bad |= fclose(f) != 0;
-        if (bad || rename(tmp, path) != 0) {
-            st = cz_err_set(err, CZ_EIO, "%s: cannot write: %s", path, strerror(errno));
-            remove(tmp);
-        }
-    }
-    free(tmp);
-    return st;
+    const char *eq = strchr(assignment, '=');
+    if (!eq)
+        return false;
+    size_t klen = (size_t)(eq - assignment);
+    return strncmp(assignment, field_path, klen) == 0 &&
+           (field_path[klen] == '\0' || field_path[klen] == '.');
+}
+
+cz_status cz_file_write(const char *path, cz_file_writer write, const void *ctx, cz_err *err)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return cz_err_set(err, CZ_EIO, "%s: cannot write: %s", path, strerror(errno));
+    struct stat sb;
+    bool regular = fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode);
+    errno = 0;
+    bool bad = !write(f, ctx) || ferror(f) != 0;
+    int saved = errno;
+    bad |= fclose(f) != 0;
+    if (!bad)
+        return CZ_OK;
+    if (saved == 0)
+        saved = errno;
+    if (regular) /* never a device such as /dev/stdout */
+        remove(path);
+    return cz_err_set(err, CZ_EIO, "%s: cannot write: %s", path,
+                      saved ? strerror(saved) : "write error");
 }
 
 static bool write_text_line(FILE *f, const void *text)
@@ -267,7 +342,7 @@ cz_status cz_json_write_file(const cJSON *json, const char *path, bool formatted
 {
     char *text = formatted ? cJSON_Print(json) : cJSON_PrintUnformatted(json);
     CZ_ASSERT(text != NULL);
-    cz_status st = cz_file_write_atomic(path, write_text_line, text, err);
+    cz_status st = cz_file_write(path, write_text_line, text, err);
     cJSON_free(text);
     return st;
 }

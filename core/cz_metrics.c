@@ -20,6 +20,7 @@ void cz_metrics_init(cz_metrics *m, double timeline_interval_s, uint64_t expecte
 
 void cz_metrics_free(cz_metrics *m)
 {
+    free(m->turns);
     free(m->audio);
     free(m->frames);
     free(m->req);
@@ -35,6 +36,72 @@ uint64_t cz_metrics_add_request(cz_metrics *m, const cz_req_record *r)
     m->cap_req = cap;
     m->req[m->n_req] = *r;
     return m->n_req++;
+}
+
+const char *cz_req_outcome_name(uint32_t outcome)
+{
+    static const char *const names[CZ_REQ_N_OUTCOMES] = {
+        "pending", "completed", "rejected", "aborted", "failed", "unfinished"};
+    return outcome < CZ_REQ_N_OUTCOMES ? names[outcome] : "unknown";
+}
+
+void cz_metrics_add_turn(cz_metrics *m, const cz_turn_record *t)
+{
+    CZ_ASSERT(t->outcome != CZ_REQ_PENDING && t->outcome < CZ_REQ_N_OUTCOMES);
+    size_t cap = m->cap_turns;
+    cz_grow((void **)&m->turns, &cap, m->n_turns + 1, sizeof *m->turns);
+    m->cap_turns = cap;
+    m->turns[m->n_turns++] = *t;
+}
+
+cz_status cz_metrics_check(const cz_metrics *m, cz_err *err)
+{
+    const cz_accounting *a = &m->acct;
+    uint64_t by[CZ_REQ_N_OUTCOMES] = {0};
+    for (uint64_t i = 0; i < m->n_turns; i++) {
+        uint32_t o = m->turns[i].outcome;
+        if (o == CZ_REQ_PENDING || o >= CZ_REQ_N_OUTCOMES)
+            return cz_err_set(err, CZ_EINTERNAL,
+                              "accounting: turn %u of session %llu ended with outcome %u",
+                              m->turns[i].turn, (unsigned long long)m->turns[i].session, o);
+        by[o]++;
+    }
+    if (m->n_turns != a->requests)
+        return cz_err_set(err, CZ_EINTERNAL,
+                          "accounting: %llu requests in the workload, but completed %llu + "
+                          "aborted %llu + rejected %llu + failed %llu + unfinished %llu = %llu",
+                          (unsigned long long)a->requests, (unsigned long long)by[CZ_REQ_COMPLETED],
+                          (unsigned long long)by[CZ_REQ_ABORTED],
+                          (unsigned long long)by[CZ_REQ_REJECTED],
+                          (unsigned long long)by[CZ_REQ_FAILED],
+                          (unsigned long long)by[CZ_REQ_UNFINISHED],
+                          (unsigned long long)m->n_turns);
+    for (uint64_t i = 0; i < m->n_req; i++)
+        if (m->req[i].outcome == CZ_REQ_PENDING)
+            return cz_err_set(err, CZ_EINTERNAL,
+                              "accounting: the record of turn %u of session %llu at stage %u "
+                              "is still pending after the run",
+                              m->req[i].turn, (unsigned long long)m->req[i].session,
+                              m->req[i].stage);
+    uint64_t rows = m->n_frames;
+    if (rows + a->frames_rejected + a->frames_unfinished != a->frames)
+        return cz_err_set(err, CZ_EINTERNAL,
+                          "accounting: %llu frames in the workload, but %llu returned + %llu "
+                          "rejected + %llu unfinished = %llu",
+                          (unsigned long long)a->frames, (unsigned long long)rows,
+                          (unsigned long long)a->frames_rejected,
+                          (unsigned long long)a->frames_unfinished,
+                          (unsigned long long)(rows + a->frames_rejected + a->frames_unfinished));
+    uint64_t ended = a->streams_completed + a->streams_rejected + a->streams_unfinished;
+    if (ended != a->streams)
+        return cz_err_set(err, CZ_EINTERNAL,
+                          "accounting: %llu streams in the workload, but completed %llu + "
+                          "rejected %llu + unfinished %llu = %llu",
+                          (unsigned long long)a->streams,
+                          (unsigned long long)a->streams_completed,
+                          (unsigned long long)a->streams_rejected,
+                          (unsigned long long)a->streams_unfinished, (unsigned long long)ended);
+    return CZ_OK;
 }
 
 uint64_t cz_metrics_add_audio(cz_metrics *m, const cz_audio_record *r)
@@ -123,18 +190,25 @@ static void summarize(const cz_metrics *m, const cz_slo *slo, int64_t cls, cz_su
             first_arrival = r->arrival_s;
         if (!isnan(r->first_sched_s))
             qw[n_qw++] = (r->first_sched_s - r->arrival_s) * 1e3;
-        if (r->outcome == CZ_REQ_REJECTED) {
-            o->rejected++;
+    }
+    /* outcomes are the turns' (a pipeline's turn completes with its last stage); latencies
+     * are those of the first autoregressive stage, over the completed turns */
+    o->requests = cls < 0 ? m->acct.requests : 0;
+    for (uint64_t i = 0; i < m->n_turns; i++) {
+        const cz_turn_record *t = &m->turns[i];
+        if (cls >= 0 && t->cls != (uint32_t)cls)
             continue;
+        if (cls >= 0)
+            o->requests++;
+        switch (t->outcome) {
+        case CZ_REQ_REJECTED: o->rejected++; continue;
+        case CZ_REQ_ABORTED: o->aborted++; continue;
+        case CZ_REQ_FAILED: o->failed++; continue;
+        case CZ_REQ_UNFINISHED: o->unfinished++; continue;
+        default: break;
         }
-        if (r->outcome == CZ_REQ_ABORTED) {
-            o->aborted++;
-            continue;
-        }
-        if (r->outcome != CZ_REQ_COMPLETED) {
-            o->failed++;
-            continue;
-        }
+        CZ_ASSERT(t->outcome == CZ_REQ_COMPLETED && t->req < m->n_req);
+        const cz_req_record *r = &m->req[t->req];
         o->completed++;
         o->total_input_tokens += r->input_tokens;
         o->total_output_tokens += r->output_tokens;
@@ -182,10 +256,12 @@ cJSON *cz_summary_json(const cz_summary *s)
 {
     cJSON *j = cJSON_CreateObject();
     CZ_ASSERT(j != NULL);
+    cJSON_AddNumberToObject(j, "requests", (double)s->requests);
     cJSON_AddNumberToObject(j, "completed", (double)s->completed);
-    cJSON_AddNumberToObject(j, "failed", (double)s->failed);
-    cJSON_AddNumberToObject(j, "rejected", (double)s->rejected);
     cJSON_AddNumberToObject(j, "aborted", (double)s->aborted);
+    cJSON_AddNumberToObject(j, "rejected", (double)s->rejected);
+    cJSON_AddNumberToObject(j, "failed", (double)s->failed);
+    cJSON_AddNumberToObject(j, "unfinished", (double)s->unfinished);
     cJSON_AddNumberToObject(j, "total_input_tokens", (double)s->total_input_tokens);
     cJSON_AddNumberToObject(j, "total_output_tokens", (double)s->total_output_tokens);
     cz_json_add_num(j, "duration", s->duration_s);
@@ -217,16 +293,18 @@ static void print_dist(FILE *f, const char *label, const cz_dist *d)
 
 void cz_summary_print(const cz_summary *s, FILE *f)
 {
-    if (s->completed + s->failed + s->rejected + s->aborted == 0) {
-        fprintf(f, "no request turns in this run (steps %llu, preemptions %llu)\n",
+    if (s->requests == 0) {
+        fprintf(f, "steps %llu  preemptions %llu\n",
                 (unsigned long long)s->steps, (unsigned long long)s->preemptions);
         return;
     }
-    fprintf(f, "completed %llu  failed %llu  rejected %llu  duration %.2f s  steps %llu  "
-               "preemptions %llu\n",
-            (unsigned long long)s->completed, (unsigned long long)s->failed,
-            (unsigned long long)s->rejected, s->duration_s, (unsigned long long)s->steps,
-            (unsigned long long)s->preemptions);
+    fprintf(f, "requests %llu: completed %llu  aborted %llu  rejected %llu  failed %llu  "
+               "unfinished %llu\n",
+            (unsigned long long)s->requests, (unsigned long long)s->completed,
+            (unsigned long long)s->aborted, (unsigned long long)s->rejected,
+            (unsigned long long)s->failed, (unsigned long long)s->unfinished);
+    fprintf(f, "duration %.2f s  steps %llu  preemptions %llu\n", s->duration_s,
+            (unsigned long long)s->steps, (unsigned long long)s->preemptions);
     fprintf(f, "throughput %.4f req/s  output %.1f tok/s  total %.1f tok/s", s->request_throughput,
             s->output_throughput, s->total_token_throughput);
     if (s->slo.ttft_ms > 0 || s->slo.tpot_ms > 0 || s->slo.e2el_ms > 0)
@@ -293,11 +371,19 @@ void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_
 void cz_frame_summarize(const cz_metrics *m, cz_frame_summary *o)
 {
     memset(o, 0, sizeof *o);
+    const cz_accounting *a = &m->acct;
+    o->frames = a->frames;
+    o->rejected = a->frames_rejected;
+    o->unfinished = a->frames_unfinished;
+    o->streams = a->streams;
+    o->streams_completed = a->streams_completed;
+    o->streams_rejected = a->streams_rejected;
+    o->streams_unfinished = a->streams_unfinished;
     double *lat = cz_xmalloc((m->n_frames ? m->n_frames : 1) * sizeof(double));
     for (uint64_t i = 0; i < m->n_frames; i++) {
         const cz_frame_record *f = &m->frames[i];
-        o->frames++;
         o->empty += f->empty;
+        o->served += !f->empty;
         o->missed += f->missed;
         lat[i] = f->latency_s * 1e3;
     }
@@ -316,7 +402,7 @@ void cz_stage_summarize(const cz_metrics *m, uint32_t stage, cz_stage_summary *o
             continue;
         o->turns++;
         o->generated_tokens += r->output_tokens;
-        o->heard_tokens += r->outcome == CZ_REQ_PENDING ? r->output_tokens : r->heard_tokens;
+        o->heard_tokens += r->outcome == CZ_REQ_ABORTED ? r->heard_tokens : r->output_tokens;
         o->kv_reload_total_s += r->kv_load_s;
         rl[n++] = r->kv_load_s * 1e3;
     }
@@ -357,8 +443,15 @@ void cz_audio_summary_json(cJSON *j, const cz_audio_summary *a)
 void cz_frame_summary_json(cJSON *j, const cz_frame_summary *f)
 {
     add_dist_unit(j, "frame_latency", "_ms", &f->latency_ms);
+    cJSON_AddNumberToObject(j, "streams", (double)f->streams);
+    cJSON_AddNumberToObject(j, "streams_completed", (double)f->streams_completed);
+    cJSON_AddNumberToObject(j, "streams_rejected", (double)f->streams_rejected);
+    cJSON_AddNumberToObject(j, "streams_unfinished", (double)f->streams_unfinished);
     cJSON_AddNumberToObject(j, "frames", (double)f->frames);
+    cJSON_AddNumberToObject(j, "served_frames", (double)f->served);
     cJSON_AddNumberToObject(j, "empty_frames", (double)f->empty);
+    cJSON_AddNumberToObject(j, "rejected_frames", (double)f->rejected);
+    cJSON_AddNumberToObject(j, "unfinished_frames", (double)f->unfinished);
     cJSON_AddNumberToObject(j, "deadline_misses", (double)f->missed);
 }
 

@@ -17,13 +17,21 @@
 #include "cz_base.h"
 #include "cz_stats.h"
 
-/* What happened to a request by the end of a run. */
+/* What happened to a request (a turn, or its part at one stage) by the end of a run.
+ * Every turn of the workload ends in exactly one of the terminal outcomes; PENDING never
+ * survives a finished run. */
 typedef enum cz_req_outcome {
-    CZ_REQ_PENDING = 0, /* arrived, not finished when the run ended (counted as failed) */
-    CZ_REQ_COMPLETED,
-    CZ_REQ_REJECTED,    /* refused at arrival: its context can never fit */
-    CZ_REQ_ABORTED      /* cut by a barge-in */
+    CZ_REQ_PENDING = 0, /* not finished yet */
+    CZ_REQ_COMPLETED,   /* every stage done (a spoken reply: generated in full) */
+    CZ_REQ_REJECTED,    /* refused at arrival: its context can never fit the first stage */
+    CZ_REQ_ABORTED,     /* cut by a barge-in */
+    CZ_REQ_FAILED,      /* failed after it started: a later pipeline stage refused it */
+    CZ_REQ_UNFINISHED,  /* still open when the clock stopped (sim.max_time_s) */
+    CZ_REQ_N_OUTCOMES
 } cz_req_outcome;
+
+/* The outcome's name as the summary keys spell it ("completed", "unfinished", ...). */
+const char *cz_req_outcome_name(uint32_t outcome);
 
 /* One turn of one session at one stage. */
 typedef struct cz_req_record {
@@ -43,6 +51,19 @@ typedef struct cz_req_record {
     double first_token_s;    /* time the first output token was produced */
     double finish_s;         /* time the last output token was produced */
 } cz_req_record;
+
+/* One turn of the workload as its user sees it, whatever the pipeline: recorded once, when
+ * its outcome is decided. */
+typedef struct cz_turn_record {
+    uint64_t session;        /* session index in the workload */
+    uint64_t req;            /* its record at the first autoregressive stage (UINT64_MAX:
+                                none: it never reached that stage) */
+    double end_s;            /* when the outcome was decided */
+    uint32_t turn;           /* turn index within the session */
+    uint32_t cls;            /* cz_class */
+    uint32_t outcome;        /* cz_req_outcome, terminal */
+    uint32_t stage;          /* rejected or failed: the autoregressive stage that refused it */
+} cz_turn_record;
 
 typedef struct cz_timeline_row {
     double t_s;
@@ -91,9 +112,26 @@ typedef struct cz_slo {
                              audio within this (and continuous playback) */
 } cz_slo;
 
+/* What a workload holds, set by the driver before a run, and the outcomes that have no
+ * row of their own: the denominators of the accounting check (cz_metrics_check). */
+typedef struct cz_accounting {
+    uint64_t requests;           /* turns in the workload, after its filters */
+    uint64_t streams;            /* periodic sessions */
+    uint64_t frames;             /* their frames: duration / period, rounded down, each */
+    uint64_t streams_completed;  /* every frame returned (with its tokens or empty) */
+    uint64_t streams_rejected;   /* refused: by the gateway, or their first frame cannot
+                                    fit the KV pool */
+    uint64_t streams_unfinished; /* still live when the clock stopped */
+    uint64_t frames_rejected;    /* frames of refused streams (no row in `frames`) */
+    uint64_t frames_unfinished;  /* frames not returned when the clock stopped (no row) */
+} cz_accounting;
+
 typedef struct cz_metrics {
     cz_req_record *req;
     uint64_t n_req, cap_req;
+    cz_turn_record *turns;    /* one per turn of the workload, in the order decided */
+    uint64_t n_turns, cap_turns;
+    cz_accounting acct;
     cz_wsample *itl;          /* inter-token latencies, seconds, with multiplicities */
     uint64_t n_itl, cap_itl;
     cz_timeline_row *tl;
@@ -115,6 +153,15 @@ void cz_metrics_free(cz_metrics *m);
 /* Appends a request record and returns its index (its request id). */
 uint64_t cz_metrics_add_request(cz_metrics *m, const cz_req_record *r);
 
+/* Records the outcome of one turn of the workload (terminal: not PENDING). */
+void cz_metrics_add_turn(cz_metrics *m, const cz_turn_record *t);
+
+/* The run's accounting: every turn of the workload has exactly one outcome (completed +
+ * aborted + rejected + failed + unfinished == requests), every frame one (served + empty +
+ * rejected + unfinished == frames) and every stream one; no request record is left
+ * PENDING. CZ_EINTERNAL with the counts that disagree otherwise. */
+cz_status cz_metrics_check(const cz_metrics *m, cz_err *err);
+
 /* Appends a record and returns its index; the pointer of cz_metrics_audio stays valid
  * until the next add. */
 uint64_t cz_metrics_add_audio(cz_metrics *m, const cz_audio_record *r);
@@ -129,7 +176,9 @@ void cz_metrics_timeline(cz_metrics *m, const cz_timeline_row *row);
 
 /* The summary of a run (vLLM benchmark names, docs/metrics.md). */
 typedef struct cz_summary {
-    uint64_t completed, failed, rejected, aborted, total_input_tokens, total_output_tokens;
+    uint64_t requests;        /* turns in the workload (cz_accounting.requests) */
+    uint64_t completed, failed, rejected, aborted, unfinished;
+    uint64_t total_input_tokens, total_output_tokens;
     uint64_t good;            /* completed requests meeting every SLO set */
     uint64_t preemptions, steps;
     double duration_s;        /* first arrival to last completion */
@@ -146,8 +195,11 @@ typedef struct cz_audio_summary {
 } cz_audio_summary;
 
 typedef struct cz_frame_summary {
-    uint64_t frames, empty, missed;
-    cz_dist latency_ms;
+    uint64_t frames;          /* in the workload */
+    uint64_t served, empty, rejected, unfinished; /* their outcomes */
+    uint64_t missed;          /* returned after the frame period (served or empty) */
+    uint64_t streams, streams_completed, streams_rejected, streams_unfinished;
+    cz_dist latency_ms;       /* over the frames returned (served or empty) */
 } cz_frame_summary;
 
 /* Tokens each stage generated and the user heard, and the KV reload on the critical

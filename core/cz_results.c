@@ -2,10 +2,11 @@
 #include "cz_results.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include <hdf5.h>
 
@@ -90,6 +91,21 @@ static hid_t audio_type(void)
     return t;
 }
 
+static hid_t turn_type(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_turn_record));
+#define F(name, ht) H5Tinsert(t, #name, HOFFSET(cz_turn_record, name), ht)
+    F(session, H5T_NATIVE_UINT64);
+    F(req, H5T_NATIVE_UINT64);
+    F(end_s, H5T_NATIVE_DOUBLE);
+    F(turn, H5T_NATIVE_UINT32);
+    F(cls, H5T_NATIVE_UINT32);
+    F(outcome, H5T_NATIVE_UINT32);
+    F(stage, H5T_NATIVE_UINT32);
+#undef F
+    return t;
+}
+
 static hid_t frame_type(void)
 {
     hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_frame_record));
@@ -113,20 +129,29 @@ static hid_t itl_type(void)
     return t;
 }
 
-/* Writes a 1-D dataset of `n` rows of compound type `type` from `data`. */
+/* Writes a 1-D dataset of `n` rows of the in-memory compound type `type` from `data`. The
+ * file stores the packed copy of the type (members back to back), and HDF5 converts member
+ * by member, so the padding of the C structs (cz_timeline_row's 4 trailing bytes, say)
+ * never reaches the file: the bytes written are the fields' and nothing else. */
 static herr_t write_table(hid_t file, const char *name, hid_t type, uint64_t n, const void *data)
 {
     hsize_t dims[1] = {n};
-    hid_t space = H5Screate_simple(1, dims, NULL);
-    if (space < 0)
+    hid_t ftype = H5Tcopy(type);
+    if (ftype < 0)
         return -1;
-    hid_t ds = H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t space = H5Tpack(ftype) < 0 ? -1 : H5Screate_simple(1, dims, NULL);
+    if (space < 0) {
+        H5Tclose(ftype);
+        return -1;
+    }
+    hid_t ds = H5Dcreate2(file, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     herr_t rc = ds < 0 ? -1 : 0;
     if (rc == 0 && n > 0)
         rc = H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
     if (ds >= 0)
         H5Dclose(ds);
     H5Sclose(space);
+    H5Tclose(ftype);
     return rc;
 }
 
@@ -161,11 +186,10 @@ cz_status cz_results_write_h5(const char *path, const cz_metrics *m, const char 
                               const char *summary_json, uint64_t seed, cz_err *err)
 {
     cz_status st = CZ_OK;
+    bool created = false;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    size_t tn = strlen(path) + 32;
-    char *tmp = cz_xmalloc(tn);
-    snprintf(tmp, tn, "%s.tmp%ld", path, (long)getpid());
     hid_t rt = req_type(), tt = tl_type(), it = itl_type(), at = audio_type(), ft = frame_type();
+    hid_t ut = turn_type();
     h5_req_row *rows = cz_xmalloc((m->n_req ? m->n_req : 1) * sizeof *rows);
     for (uint64_t i = 0; i < m->n_req; i++) {
         const cz_req_record *r = &m->req[i];
@@ -193,33 +217,34 @@ cz_status cz_results_write_h5(const char *path, const cz_metrics *m, const char 
                         ? (r->finish_s - r->first_token_s) / (double)(r->output_tokens - 1)
                         : NAN;
     }
-    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     CZ_H5_CHECK(file, "create the file");
+    created = true;
     CZ_H5_CHECK(write_table(file, "requests", rt, m->n_req, rows), "write /requests");
     CZ_H5_CHECK(write_table(file, "timeline", tt, m->n_tl, m->tl), "write /timeline");
     CZ_H5_CHECK(write_table(file, "itl", it, m->n_itl, m->itl), "write /itl");
     CZ_H5_CHECK(write_table(file, "audio", at, m->n_audio, m->audio), "write /audio");
     CZ_H5_CHECK(write_table(file, "frames", ft, m->n_frames, m->frames), "write /frames");
+    CZ_H5_CHECK(write_table(file, "turns", ut, m->n_turns, m->turns), "write /turns");
     CZ_H5_CHECK(write_str_attr(file, "config", config_json), "write the config attribute");
     CZ_H5_CHECK(write_str_attr(file, "summary", summary_json), "write the summary attribute");
     CZ_H5_CHECK(write_str_attr(file, "cadenza_version", cz_version()), "write the version");
     CZ_H5_CHECK(write_u64_attr(file, "seed", seed), "write the seed");
-    CZ_H5_CHECK(H5Fclose(file), "close the file");
+    herr_t closed = H5Fclose(file);
     file = -1;
-    if (rename(tmp, path) != 0)
-        st = cz_err_set(err, CZ_EIO, "%s: cannot rename the finished results file into place",
-                        path);
+    CZ_H5_CHECK(closed, "close the file");
 fail:
     if (file >= 0)
         H5Fclose(file);
-    if (st != CZ_OK)
-        remove(tmp);
+    struct stat sb;
+    if (st != CZ_OK && created && stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+        remove(path);
     H5Tclose(rt);
     H5Tclose(tt);
     H5Tclose(it);
     H5Tclose(at);
     H5Tclose(ft);
+    H5Tclose(ut);
     free(rows);
-    free(tmp);
     return st;
 }

@@ -6,9 +6,12 @@
  *   /audio      compound table, one row per spoken turn (cz_audio_record)
  *   /frames     compound table, one row per periodic-stream frame (cz_frame_record)
  *   attributes on /: config (JSON text), summary (JSON text), cadenza_version, seed.
- * The file is written to a temporary name and renamed, so an error never leaves a
- * half-written file. HDF5's own error printing is switched off; its failures come back
- * as CZ_EIO with the path and the step that failed. */
+ * Each table stores its fields packed, without the C structs' padding, so the bytes
+ * written are the fields' alone. The file is written at `path` and removed on an error,
+ * so an error never leaves a half-written file; to replace a file atomically or survive a
+ * kill, write to a temporary path and rename it (the CLI does, cli/cz_out.h). HDF5's own
+ * error printing is switched off; its failures come back as CZ_EIO with the path and the
+ * step that failed. */
 #ifndef CZ_RESULTS_H
 #define CZ_RESULTS_H
 

@@ -38,6 +38,7 @@ typedef struct snode {
     double reply_ema_s;  /* moving average of the user's reply time (NaN: none yet) */
     uint8_t in_idle;     /* its blocks count as idle (cached) KV: idle, or waiting and not
                             yet admitted */
+    uint64_t run_stamp;  /* when it last joined the running list (admitted, or resumed) */
 } snode;
 
 struct cz_server {
@@ -64,6 +65,7 @@ struct cz_server {
     uint32_t *phase_cnt; /* decode members per block phase, block_tokens entries */
     uint64_t d_sum_computed;
     uint64_t join_seq;
+    uint64_t run_clock; /* stamps of the running list, in joining order */
     uint64_t steps;     /* steps completed (K) */
     double last_done_s; /* time of the last step completion */
 
@@ -404,7 +406,13 @@ static bool evict_one(cz_server *s, uint32_t need)
     if (s->cfg.kv_evict != CZ_EVICT_LRU) {
         uint32_t v = s->cfg.kv_evict == CZ_EVICT_NEXT_USE ? cz_evidx_top(&s->evx)
                                                            : cz_evidx_scan_top(&s->evx);
+        /* Protection yields when it is all that is left: LiveServe section 6 falls back to
+         * LRU when next-use metadata cannot decide, so the least recently used idle KV
+         * (a session whose user is speaking, or warmed by a preload) goes, suffix first,
+         * rather than the pool filling with KV nobody may evict */
         if (v == UINT32_MAX)
+            v = s->lru_head;
+        if (v == NIL)
             return false;
         cz_seq *q = &s->seqs[v];
         uint32_t k = need < q->blocks ? need : q->blocks;
@@ -415,6 +423,11 @@ static bool evict_one(cz_server *s, uint32_t need)
         uint64_t keep = (uint64_t)q->blocks * s->cfg.block_tokens;
         if (q->computed > keep)
             q->computed = (uint32_t)keep;
+        if (s->sn[v].pl_prot > q->blocks) {
+            /* warmed KV evicted by the fallback no longer counts against the cap */
+            s->pl_protected -= s->sn[v].pl_prot - q->blocks;
+            s->sn[v].pl_prot = q->blocks;
+        }
         if (q->blocks == 0)
             lru_remove(s, v);
         tail_check(s, v);
@@ -594,6 +607,7 @@ static void pf_push(cz_server *s, uint32_t id)
     CZ_ASSERT(s->n_pf < s->cfg.max_num_seqs && !s->sn[id].in_pf);
     s->pf[s->n_pf++] = id;
     s->sn[id].in_pf = 1;
+    s->sn[id].run_stamp = ++s->run_clock;
 }
 
 static void pf_remove(cz_server *s, uint32_t id)
@@ -676,6 +690,36 @@ static void go_idle(cz_server *s, uint32_t id)
     idle_enter(s, id);
 }
 
+/* The most blocks a sequence holds while it grows to `ctx` tokens. Without a window that is
+ * its final count; with one the count rises until the window leaves the sinks, then repeats
+ * with the period of a block (the window's alignment), so the maximum is over the rise and
+ * the last block's worth of lengths. */
+static uint32_t peak_blocks(const cz_server *s, uint64_t ctx)
+{
+    uint32_t bt = s->cfg.block_tokens, w = s->cfg.kv_window_tokens;
+    if (w == 0)
+        return blocks_for(s, ctx);
+    uint64_t sink_blocks = ((uint64_t)s->cfg.kv_sink_tokens + bt - 1) / bt;
+    uint64_t rise = (sink_blocks + 1) * bt + w - 1; /* the count rises up to this length */
+    uint32_t m = blocks_for(s, ctx < rise ? ctx : rise);
+    for (uint64_t t = ctx > bt ? ctx - bt : 0; t <= ctx; t++) {
+        uint32_t b = blocks_for(s, t);
+        if (b > m)
+            m = b;
+    }
+    return m;
+}
+
+/* A context of `ctx` tokens can never be served: more blocks than the pool at some point
+ * of its growth, longer than max_model_len, or, with chunked prefill off, more than one
+ * step's budget to recompute. */
+static bool never_fits(const cz_server *s, uint64_t ctx)
+{
+    return ctx >= UINT32_MAX || peak_blocks(s, ctx) > s->cfg.kv_blocks ||
+           (s->cfg.max_model_len && ctx > s->cfg.max_model_len) ||
+           (!s->cfg.chunked_prefill && ctx - 1 > s->cfg.max_num_batched_tokens);
+}
+
 uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, uint32_t stage,
                         uint32_t in_tokens, uint32_t out_tokens, uint32_t out_total,
                         bool input_final)
@@ -715,12 +759,7 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, ui
     };
     uint64_t ctx = (uint64_t)q->tokens_in + q->generated + in_tokens +
                    (out_total > out_tokens ? out_total : out_tokens);
-    bool never_fits = blocks_for(s, ctx) > s->cfg.kv_blocks ||
-                      (s->cfg.max_model_len && ctx > s->cfg.max_model_len) || ctx >= UINT32_MAX;
-    /* without chunking a recomputation of the whole context must fit one step */
-    if (!s->cfg.chunked_prefill && ctx - 1 > s->cfg.max_num_batched_tokens)
-        never_fits = true;
-    if (never_fits) {
+    if (never_fits(s, ctx)) {
         rec.outcome = CZ_REQ_REJECTED;
         return cz_metrics_add_request(s->metrics, &rec);
     }
@@ -735,6 +774,10 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, ui
     q->turn_generated_base = q->generated;
     q->tokens_in += in_tokens;
     q->budget += out_tokens;
+    /* its speech-start protection ended with the wait for this turn: the resident prefix
+     * is an eviction candidate again, the last one by next use (needed now) */
+    if (dn->in_lru && s->cfg.kv_evict != CZ_EVICT_LRU)
+        cz_evidx_set(&s->evx, id, next_use_s(s, id));
     if (q->tokens_in + q->generated > q->computed && q->generated < q->budget) {
         q->state = CZ_SEQ_WAITING;
         wq_push_back(s, id);
@@ -746,13 +789,33 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, ui
     return r;
 }
 
-void cz_server_feed(cz_server *s, double t_s, uint32_t id, uint32_t in_tokens,
-                    uint32_t out_tokens, bool input_final)
+cz_feed_result cz_server_feed(cz_server *s, double t_s, uint32_t id, uint32_t in_tokens,
+                              uint32_t out_tokens, bool input_final)
 {
     CZ_ASSERT(id < s->n_seqs);
     cz_seq *q = &s->seqs[id];
     CZ_ASSERT(q->turn_open && !q->input_final && !s->in_flight);
     snode *d = &s->sn[id];
+    if (never_fits(s, (uint64_t)q->tokens_in + in_tokens + q->budget + out_tokens)) {
+        /* the context outgrew what the stage can ever hold (a resident stream past the
+         * pool): the turn fails and its KV goes, rather than being preempted and
+         * recomputed for ever */
+        uint32_t made = q->generated - q->turn_generated_base;
+        s->metrics->req[q->turn_rec].input_tokens += in_tokens;
+        cz_server_abort(s, t_s, id, made);
+        cz_req_record *rec = &s->metrics->req[q->turn_rec];
+        rec->outcome = CZ_REQ_FAILED;
+        rec->heard_tokens = rec->output_tokens;
+        if (q->state == CZ_SEQ_IDLE) {
+            idle_leave(s, id);
+            kv_release(s, q);
+            q->computed = 0;
+            s->host_tokens -= q->host_tokens;
+            q->host_tokens = 0;
+            s->sn[id].tail_from = 0;
+        }
+        return CZ_FEED_FAILED;
+    }
     bool was_decoding = d->in_decode;
     if (was_decoding)
         d_leave(s, id);
@@ -770,10 +833,14 @@ void cz_server_feed(cz_server *s, double t_s, uint32_t id, uint32_t in_tokens,
         pf_push(s, id);
     } else if (q->state == CZ_SEQ_STALLED && input_final && q->generated == q->budget) {
         s->n_stalled--;
+        s->n_turn_done = 0;
         turn_complete(s, id, t_s);
+        s->n_turn_done = 0;
+        return CZ_FEED_DONE;
     } else if (was_decoding) {
         pf_push(s, id);
     }
+    return CZ_FEED_OK;
 }
 
 /* ---- scheduling ---- */
@@ -959,6 +1026,7 @@ static void pf_compact(cz_server *s)
 }
 
 static void timeline_sample(cz_server *s, double t_s, const cz_batch *out);
+static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bool *picked);
 
 /* One step under an ordering policy (LiveServe Algorithm 1 and its kin): every running
  * and waiting sequence is a candidate, the policy orders them and picks what runs, and the
@@ -996,7 +1064,49 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
     if (loads)
         wq_compact(s);
 
-    size_t n = (size_t)s->n_pf + s->wq_len;
+    /* A step never stands idle while something could run. A pass that runs nothing after
+     * a preemption, or after the policy's picks could not get their KV, is followed by a
+     * pass over the running sequences alone (V1 runs them before admitting anything);
+     * after preemptions, when the running ones run nothing either, by a pass that admits
+     * again (V1's next call). Every further admitting pass needs a preemption since the
+     * last, and only passes that run something add running sequences, so the passes end. */
+    bool admit = true, preempted_since = false;
+    uint32_t cap = s->batch_cap; /* every pass of the step sees the cap the last step set */
+    for (;;) {
+        bool picked = false;
+        s->batch_cap = cap;
+        bool preempted = ordered_pass(s, t_s, out, admit, &picked);
+        if (s->n_items > 0)
+            break;
+        if (preempted) {
+            preempted_since = true;
+            admit = false;
+        } else if (admit) {
+            if (!picked)
+                break;
+            admit = false;
+        } else {
+            if (!preempted_since)
+                break;
+            preempted_since = false;
+            admit = true;
+        }
+    }
+    out->items = s->items;
+    out->n_items = s->n_items;
+    s->in_flight = s->n_items > 0;
+    timeline_sample(s, t_s, out);
+    return s->in_flight;
+}
+
+/* One pass of an ordered step: the policy orders every running sequence, and every waiting
+ * one when `admit`, and the core applies its pick in order. Returns whether it preempted;
+ * *picked tells whether the policy picked anything. */
+static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bool *picked)
+{
+    memset(out, 0, sizeof *out);
+    s->n_items = 0;
+    size_t n = (size_t)s->n_pf + (admit ? s->wq_len : 0);
     cz_grow((void **)&s->cands, &s->cap_cands, n ? n : 1, sizeof *s->cands);
     uint32_t nc = 0;
     for (uint32_t i = 0; i < s->n_pf; i++) {
@@ -1007,7 +1117,7 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
                                  .decode = need == 1 && q->computed >= q->tokens_in};
         nc++;
     }
-    for (size_t i = 0; i < s->wq_len; i++) {
+    for (size_t i = 0; admit && i < s->wq_len; i++) {
         uint32_t id = s->wq[(s->wq_head + i) % s->wq_cap];
         if (s->sn[id].preloading || s->sn[id].ckpt)
             continue; /* admitted once its preload, or its checkpoint, lands */
@@ -1035,19 +1145,21 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
         s->batch_cap = s->sched.select(s->sched.state, &ctx, s->cands, nc);
 
     uint32_t budget = s->cfg.max_num_batched_tokens;
-    bool admitted = false, preempted = false;
+    bool admitted = false, preempted = false, closed = false;
     for (uint32_t k = 0; k < nc; k++) {
         cz_cand *c = &s->cands[k];
         if (c->take == 0)
             continue;
+        *picked = true;
         cz_seq *q = &s->seqs[c->seq];
         if (q->state != CZ_SEQ_RUNNING && q->state != CZ_SEQ_WAITING)
             continue; /* preempted in this step */
         CZ_ASSERT(c->take <= c->need && c->take <= budget);
         CZ_ASSERT(s->cfg.chunked_prefill || c->take == c->need);
         bool waiting = q->state == CZ_SEQ_WAITING;
-        /* V1 admits nothing in a step that had to preempt, nor beyond the sequence cap */
-        if (waiting && (preempted || n_running(s) >= s->cfg.max_num_seqs))
+        /* V1 admits nothing in a step that had to preempt, nor beyond the sequence cap,
+         * nor after the first waiting sequence that could not get its KV */
+        if (waiting && (preempted || closed || n_running(s) >= s->cfg.max_num_seqs))
             continue;
         bool was_cached = s->sn[c->seq].in_idle;
         if (waiting)
@@ -1056,19 +1168,29 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
         bool blocked = false;
         while (!make_room(s, extra, t_s)) {
             /* V1's fallback: preempt the lowest-priority running candidate not yet given
-             * work in this step */
+             * work in this step, among those that joined the running list after this one
+             * (V1's victim is always the latest admitted). Liveness: the sequence running
+             * longest is never preempted, so some turn always finishes; a victim chosen by
+             * priority alone comes back as a prefill that some policies rank first
+             * (VoxServe), and the two preempt each other for ever. BROS's bidirectional
+             * blocks add one exception: a real-time sequence takes a best-effort tail. */
             uint32_t v = nc;
             for (uint32_t j = nc; j-- > k + 1;) {
                 const cz_cand *o = &s->cands[j];
-                if (o->running && s->seqs[o->seq].state == CZ_SEQ_RUNNING &&
-                    s->seqs[o->seq].sched_tokens == 0) {
+                const cz_seq *oq = &s->seqs[o->seq];
+                if (!o->running || oq->state != CZ_SEQ_RUNNING || oq->sched_tokens != 0)
+                    continue;
+                bool later = !waiting && s->sn[o->seq].run_stamp > s->sn[c->seq].run_stamp;
+                bool tail = s->cfg.kv_bidirectional && q->cls == 0 && oq->cls != 0 &&
+                            oq->blocks > 0;
+                if (later || tail) {
                     v = j;
                     break;
                 }
             }
             if (v == nc) {
-                /* nothing below it to preempt: a running candidate preempts itself (V1),
-                 * a waiting one stays waiting */
+                /* no victim: a running candidate preempts itself (V1), a waiting one stays
+                 * waiting */
                 if (!waiting) {
                     preempt_any(s, c->seq);
                     preempted = true;
@@ -1084,9 +1206,12 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
             preempted = true;
         }
         if (blocked) {
+            /* admission stops there; running sequences after it keep their step (they
+             * hold the KV it waits for, and only their progress frees it) */
             if (waiting && was_cached)
                 idle_enter(s, c->seq);
-            break;
+            closed = closed || waiting;
+            continue;
         }
         q->blocks += extra;
         s->kv_used += extra;
@@ -1103,11 +1228,7 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
     }
     if (admitted || preempted)
         wq_compact(s);
-    out->items = s->items;
-    out->n_items = s->n_items;
-    s->in_flight = s->n_items > 0;
-    timeline_sample(s, t_s, out);
-    return s->in_flight;
+    return preempted;
 }
 
 bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
@@ -1168,6 +1289,10 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
      * is admitted into a load instead (vLLM's offloading connector: blocks allocated,
      * the load runs, the sequence is scheduled once it lands). */
     uint32_t first_admitted = s->n_items;
+    /* a step whose preemptions left nothing running admits at once, as V1's next call
+     * would: otherwise it would run nothing and stand idle with work waiting */
+    if (preempted && s->n_items == 0 && s->batch_decode == 0)
+        preempted = false;
     while (!preempted && s->wq_len > 0 && budget > 0 && n_running(s) < s->cfg.max_num_seqs) {
         uint32_t id = wq_front(s);
         if (s->sn[id].preloading || s->sn[id].ckpt)
@@ -1648,7 +1773,16 @@ uint32_t cz_server_abort(cz_server *s, double t_s, uint32_t id, uint32_t keep_ge
         default: CZ_ASSERT(0 && "open turn in an unexpected state");
         }
     }
-    uint32_t keep_blocks = blocks_for(s, q->computed);
+    /* a preload in flight brings back only what the shortened context still uses; its
+     * blocks stay allocated for that much */
+    uint32_t keep_tokens = q->computed;
+    if (d->preloading && !d->pl_cancelled) {
+        if (d->load_tokens > ctx)
+            d->load_tokens = ctx;
+        if (d->load_tokens > keep_tokens)
+            keep_tokens = d->load_tokens;
+    }
+    uint32_t keep_blocks = blocks_for(s, keep_tokens);
     if (q->blocks > keep_blocks) {
         s->kv_used -= q->blocks - keep_blocks;
         q->blocks = keep_blocks;
@@ -1679,8 +1813,12 @@ void cz_server_finalize(cz_server *s)
         d_sync(s, id);
     for (size_t i = 0; i < s->n_seqs; i++) {
         const cz_seq *q = &s->seqs[i];
-        if (q->turn_open)
-            s->metrics->req[q->turn_rec].output_tokens = q->generated - q->turn_generated_base;
+        if (q->turn_open) {
+            cz_req_record *rec = &s->metrics->req[q->turn_rec];
+            rec->output_tokens = q->generated - q->turn_generated_base;
+            rec->heard_tokens = rec->output_tokens;
+            rec->outcome = CZ_REQ_UNFINISHED;
+        }
     }
 }
 

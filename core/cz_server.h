@@ -279,10 +279,20 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t seq, uint32_t turn, u
                         uint32_t in_tokens, uint32_t out_tokens, uint32_t out_total,
                         bool input_final);
 
+/* What a feed did to the open turn. */
+typedef enum cz_feed_result {
+    CZ_FEED_OK = 0,  /* the turn goes on (a stalled sequence resumes) */
+    CZ_FEED_DONE,    /* completed it: a stalled sequence whose input became final with
+                        nothing more to generate (handle it as a cz_step_events.turn_done) */
+    CZ_FEED_FAILED   /* its context grew beyond what the stage can ever hold (more blocks
+                        than the pool, or max_model_len): the turn failed (its record says
+                        so) and the sequence is idle with no KV; feed it no more */
+} cz_feed_result;
+
 /* More input for the open turn of `seq`: `in_tokens` appended and `out_tokens` more output
- * allowed; `input_final` closes the turn's input. A stalled sequence resumes. */
-void cz_server_feed(cz_server *s, double t_s, uint32_t seq, uint32_t in_tokens,
-                    uint32_t out_tokens, bool input_final);
+ * allowed; `input_final` closes the turn's input. */
+cz_feed_result cz_server_feed(cz_server *s, double t_s, uint32_t seq, uint32_t in_tokens,
+                              uint32_t out_tokens, bool input_final);
 
 /* Asks for a report (cz_step_events.milestone) when `seq`'s generated count reaches
  * `generated`, which must exceed the current count; one report at a time. O(log n). */
@@ -335,7 +345,8 @@ const cz_xfer *cz_server_take_xfers(cz_server *s, uint32_t *n);
 /* A transfer finished at t_s. */
 void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t seq, bool to_host);
 
-/* The run is over: records of turns that did not complete get their generated counts. */
+/* The run is over: records of turns still open get their generated counts and the
+ * outcome unfinished (CZ_REQ_UNFINISHED). */
 void cz_server_finalize(cz_server *s);
 
 bool cz_server_busy(const cz_server *s);

@@ -5,9 +5,11 @@
  * playback buffer P (cz_policy_buffer_s): U0 has started playback with P <= P_safe (sorted
  * by P ascending: closest to underrun first), U1 has not produced its first audio yet
  * (oldest first), U2 has started with P > P_safe (sorted by the utility of Eq. 1
- * descending). The batch is the longest prefix of U0-U1-U2 that fits the token and KV
- * budgets: the scan stops at the first request that does not fit (Algorithm 1, lines
- * 12-16); waiting requests that find no free running slot are not ready and are skipped. Without playback telemetry (a stage with no audio) the
+ * descending). Admission follows Algorithm 1's scan (lines 12-16): in that order, waiting
+ * requests are admitted until the first that does not fit the token and KV budgets;
+ * waiting requests that find no free running slot are not ready and are skipped; running
+ * requests keep their step after the stop (they hold the KV the misfit waits for). Without
+ * playback telemetry (a stage with no audio) the
  * order falls back to FCFS positions (section 6: "Missing playback-buffer telemetry
  * disables interaction-aware ordering"). The paper gives no values for P_safe, alpha and
  * beta (it tunes alpha / beta offline per stage); the defaults are documented in
@@ -58,12 +60,18 @@ static uint32_t liveserve_select(const void *state, const cz_sched_ctx *ctx, cz_
     cz__cands_sort(c, n);
     cz__budget b;
     cz__budget_init(&b, ctx);
-    for (uint32_t i = 0; i < n; i++) {
-        /* Algorithm 1, lines 13-14: stop at the first request that does not fit the token
-         * and KV budgets; a waiting request with no free running slot cannot make progress
-         * in this round, so it is not in the ready set (section 4.2) and is passed over */
-        if (cz__take_why(ctx, &b, &c[i]) == CZ__NO_BUDGET)
-            break;
+    bool admitting = true;
+    for (uint32_t i = 0; i < n && b.tokens > 0; i++) {
+        /* Algorithm 1, lines 13-14: stop admitting at the first request that does not fit
+         * the token and KV budgets; a waiting request with no free running slot cannot make
+         * progress in this round, so it is not in the ready set (section 4.2) and is passed
+         * over. Running requests after the stop still get their step: they hold the blocks
+         * a misfit waits for, and only their progress frees them (a stop that also held
+         * them back would stall the stage for good). */
+        if (!c[i].running && !admitting)
+            continue;
+        if (cz__take_why(ctx, &b, &c[i]) == CZ__NO_BUDGET && !c[i].running)
+            admitting = false;
     }
     return 0;
 }

@@ -23,20 +23,23 @@ static cz_status parse_server_fields(const cJSON *j, const char *ctx, cz_server_
 {
     uint64_t v;
     cz_status st;
-#define U32(key, field, lo)                                                                  \
+#define U32(key, field, lo, hi)                                                              \
     do {                                                                                      \
         v = srv->field;                                                                       \
-        if ((st = cz_json_u64(j, ctx, key, false, lo, UINT32_MAX, &v, err)) != CZ_OK)        \
+        if ((st = cz_json_u64(j, ctx, key, false, lo, hi, &v, err)) != CZ_OK)                \
             return st;                                                                        \
         srv->field = (uint32_t)v;                                                             \
     } while (0)
-    U32("max_num_seqs", max_num_seqs, 1);
-    U32("max_num_batched_tokens", max_num_batched_tokens, 1);
-    U32("block_tokens", block_tokens, 1);
-    U32("kv_blocks", kv_blocks, 0);
-    U32("max_model_len", max_model_len, 0);
-    U32("kv_sink_tokens", kv_sink_tokens, 0);
-    U32("kv_window_tokens", kv_window_tokens, 0);
+    /* the core sizes per-step arrays by the sequence cap and a phase table by the block
+     * size: bounds far above any engine's (vLLM: 256 sequences, blocks of 16) keep a typo
+     * from asking for gigabytes */
+    U32("max_num_seqs", max_num_seqs, 1, 65536);
+    U32("max_num_batched_tokens", max_num_batched_tokens, 1, UINT32_MAX);
+    U32("block_tokens", block_tokens, 1, 4096);
+    U32("kv_blocks", kv_blocks, 0, UINT32_MAX);
+    U32("max_model_len", max_model_len, 0, UINT32_MAX);
+    U32("kv_sink_tokens", kv_sink_tokens, 0, UINT32_MAX);
+    U32("kv_window_tokens", kv_window_tokens, 0, UINT32_MAX);
 #undef U32
     if ((st = cz_json_bool(j, ctx, "kv_preload", false, &srv->kv_preload, err)) != CZ_OK ||
         (st = cz_json_bool(j, ctx, "kv_bidirectional", false, &srv->kv_bidirectional, err)) !=

@@ -72,6 +72,10 @@ typedef struct ses_rt {
     uint32_t outstanding; /* encoder jobs, open stage turns and vocoder jobs of the turn */
     uint32_t enc_pending;
     bool barged, generated; /* the open turn was cut; its generation is complete */
+    uint32_t refused;     /* a stage refused the open turn: CZ_REQ_REJECTED (the first
+                             autoregressive stage) or CZ_REQ_FAILED (a later one); 0 none */
+    uint32_t refused_at;  /* the autoregressive stage that refused it */
+    uint64_t rec0;        /* the open turn's record at the first AR stage (UINT64_MAX none) */
     double ready_s;
     uint64_t audio_rec;
 } ses_rt;
@@ -90,7 +94,9 @@ typedef struct ses_stage {
 typedef struct stream_rt {
     uint32_t rep, seq;
     uint32_t frames, ticked, done;
-    bool live, rejected;  /* admitted and not yet ended; refused by the gateway */
+    bool live, rejected;  /* admitted and not yet ended; refused (by the gateway, or its
+                             first frame can never fit the KV pool) */
+    bool failed;          /* its context outgrew the pool: later frames come back empty */
 } stream_rt;
 
 typedef struct sim_state {
@@ -120,6 +126,7 @@ typedef struct sim_state {
     uint32_t *service_life;
     gsl_rng *rng;
     uint64_t arrived, finished;
+    uint8_t *turn_out;     /* per workload turn: its outcome once decided (0: open) */
     /* the session gateway */
     cz_admission adm;
     uint32_t live_streams;
@@ -136,6 +143,26 @@ typedef struct sim_state {
 static ses_stage *SP(sim_state *S, uint32_t si, uint32_t p)
 {
     return &S->sp[(size_t)si * S->n_pipe + p];
+}
+
+/* Turn g of session si ends in `outcome` at `now`: recorded once (a second outcome for
+ * one turn is a bug). */
+static void turn_outcome(sim_state *S, uint32_t si, uint32_t g, uint32_t outcome,
+                         uint32_t stage, double now)
+{
+    CZ_ASSERT(g < S->wl->n_turns && S->turn_out[g] == 0);
+    S->turn_out[g] = (uint8_t)outcome;
+    const ses_rt *ss = &S->ses[si];
+    cz_turn_record t = {
+        .session = si,
+        .req = ss->g == g ? ss->rec0 : UINT64_MAX,
+        .end_s = now,
+        .turn = g - S->wl->sessions[si].turn_off,
+        .cls = (uint32_t)S->wl->sessions[si].cls,
+        .outcome = outcome,
+        .stage = stage,
+    };
+    cz_metrics_add_turn(S->m, &t);
 }
 
 /* ---- sorting the arrivals ---- */
@@ -452,7 +479,14 @@ static void stage_start(sim_state *S, uint32_t si, uint32_t p, uint32_t out, boo
         S->service_life[seq] = in + out - 1;
     }
     if (S->m->req[rec].outcome == CZ_REQ_REJECTED) {
-        /* the turn cannot be served: nothing flows to the later stages */
+        /* the turn cannot be served: nothing flows to the later stages; refused by the
+         * first stage it is rejected, by a later one (after work was done) it failed */
+        if (p == S->first_ar)
+            ss->rec0 = rec;
+        if (!ss->refused) {
+            ss->refused = p == S->first_ar ? CZ_REQ_REJECTED : CZ_REQ_FAILED;
+            ss->refused_at = S->ar_ord[p];
+        }
         st->open = false;
         for (uint32_t d = p; d < S->n_pipe; d++)
             SP(S, si, d)->done = true;
@@ -460,6 +494,8 @@ static void stage_start(sim_state *S, uint32_t si, uint32_t p, uint32_t out, boo
             generation_complete(S, si, now);
         return;
     }
+    if (p == S->first_ar)
+        ss->rec0 = rec;
     r->open_turns++;
     ss->outstanding++;
     run_xfers(S, st->rep, now);
@@ -563,6 +599,8 @@ static void submit_next(sim_state *S, uint32_t si, double now)
     const cz_turn *t = &S->wl->turns[g];
     ss->g = g;
     ss->barged = ss->generated = false;
+    ss->refused = ss->refused_at = 0;
+    ss->rec0 = UINT64_MAX;
     ss->outstanding = ss->enc_pending = 0;
     double arrival = k == 0 || ses->timing == CZ_TIMING_OPEN ? t->arrival_s : now;
     if (ses->timing == CZ_TIMING_CLOSED && k == 0 && now > arrival)
@@ -687,6 +725,9 @@ static void turn_ended(sim_state *S, uint32_t si, double now, bool barged)
     ses_rt *ss = &S->ses[si];
     const cz_session *ses = &S->wl->sessions[si];
     uint32_t g = ss->g;
+    turn_outcome(S, si, g,
+                 barged ? CZ_REQ_ABORTED : ss->refused ? ss->refused : CZ_REQ_COMPLETED,
+                 barged ? 0 : ss->refused_at, now);
     ss->g = NONE;
     ss->ended++;
     S->finished++;
@@ -723,7 +764,39 @@ static void on_arrival(sim_state *S, double now, uint32_t g)
 static void op_apply(sim_state *S, rep_rt *r, const deferred_op *op, double now)
 {
     if (op->kind == 0) {
-        cz_server_feed(r->srv, now, op->seq, op->in, op->out, op->final);
+        /* a feed queued behind one that failed the turn, or before a barge-in (whose
+         * abort follows it), has nothing left to feed */
+        if (op->session == NONE) {
+            uint64_t who = cz_server_seq(r->srv, op->seq)->session;
+            if (S->streams[who - S->wl->n_sessions].failed)
+                return;
+        } else if (!SP(S, op->session, r->p)->open) {
+            CZ_ASSERT(S->ses[op->session].refused == CZ_REQ_FAILED ||
+                      S->ses[op->session].barged || S->ses[op->session].g == NONE);
+            return;
+        }
+        cz_feed_result fr = cz_server_feed(r->srv, now, op->seq, op->in, op->out, op->final);
+        if (fr == CZ_FEED_OK)
+            return;
+        if (op->session == NONE) {
+            /* a stream whose context outgrew the pool: no more frames are served (they
+             * come back empty) */
+            uint64_t who = cz_server_seq(r->srv, op->seq)->session;
+            CZ_ASSERT(fr == CZ_FEED_FAILED && who >= S->wl->n_sessions);
+            S->streams[who - S->wl->n_sessions].failed = true;
+            return;
+        }
+        /* the final feed completed a stalled turn (as a turn_done of a batch), or the
+         * turn's context outgrew the stage: it ends there and fails */
+        ses_rt *fs = &S->ses[op->session];
+        ses_stage *st = SP(S, op->session, r->p);
+        if (fs->g == NONE || fs->barged || !st->open || st->seq != op->seq)
+            return;
+        if (fr == CZ_FEED_FAILED && !fs->refused) {
+            fs->refused = CZ_REQ_FAILED;
+            fs->refused_at = S->ar_ord[r->p];
+        }
+        stage_progress(S, op->session, r->p, now, true);
         return;
     }
     cz_server_abort(r->srv, now, op->seq, op->out);
@@ -905,7 +978,7 @@ static void frame_done(sim_state *S, uint32_t j, double now)
         cz_server_seq_close(S->reps[sr->rep].srv, sr->seq);
         return;
     }
-    if (sr->done < sr->ticked)
+    if (sr->done < sr->ticked && !sr->failed)
         cz_server_notify_at(S->reps[sr->rep].srv, sr->seq,
                             (sr->done + 1) * sm->tokens_out_per_frame);
 }
@@ -930,7 +1003,15 @@ static void on_tick(sim_state *S, uint32_t j, uint32_t f, double now)
         uint64_t rec = cz_server_turn(r->srv, now, sr->seq, 0, S->ar_ord[S->first_ar],
                                       sm->tokens_in_per_frame, sm->tokens_out_per_frame, 0, last);
         S->m->req[rec].stream = 1;
-    } else {
+        if (S->m->req[rec].outcome == CZ_REQ_REJECTED) {
+            /* even its first frame can never fit the pool: the session is refused */
+            live_account(S, now);
+            sr->live = false;
+            S->live_streams--;
+            sr->rejected = true;
+            return;
+        }
+    } else if (!sr->failed) {
         deferred_op op = {0, sr->seq, NONE, sm->tokens_in_per_frame, sm->tokens_out_per_frame,
                           last};
         op_submit(S, sr->rep, op, now);
@@ -938,7 +1019,7 @@ static void on_tick(sim_state *S, uint32_t j, uint32_t f, double now)
     sr->ticked++;
     /* the oldest frame not yet done is reported when its tokens are all out; asking
      * before a deferred feed lands is fine: a report beyond the budget waits for it */
-    if (sr->done + 1 == sr->ticked)
+    if (sr->done + 1 == sr->ticked && !sr->failed)
         cz_server_notify_at(r->srv, sr->seq, sr->ticked * sm->tokens_out_per_frame);
     if (!last)
         cz_evq_push(&S->q, sm->start_s + (f + 1) * sm->frame_period_s, EV_TICK, j, f + 1);
@@ -968,6 +1049,129 @@ static void on_admit_tick(sim_state *S, double now)
         cz_evq_push(&S->q, now + period, EV_ADMIT, 0, 0);
 }
 
+/* ---- the end of a run: every turn and frame accounted for ---- */
+
+static const char *seq_state_name(uint32_t state)
+{
+    static const char *const names[] = {"idle", "waiting", "loading", "running", "stalled",
+                                        "closed"};
+    return state < CZ_ARRAY_LEN(names) ? names[state] : "unknown";
+}
+
+/* Describes where turn g of session si is stuck, for the error of a run that drained with
+ * it open: each stage's replica and state, or what the turn is waiting for. */
+static void describe_stuck(sim_state *S, uint32_t si, uint32_t g, char *buf, size_t n)
+{
+    const ses_rt *ss = &S->ses[si];
+    const cz_session *ses = &S->wl->sessions[si];
+    size_t used = 0;
+#define ADD(...)                                                                              \
+    do {                                                                                      \
+        int w_ = snprintf(buf + used, used < n ? n - used : 0, __VA_ARGS__);                  \
+        if (w_ > 0)                                                                           \
+            used += (size_t)w_;                                                               \
+    } while (0)
+    ADD("session '%s' turn %u of %u", cz_workload_session_name(S->wl, ses),
+        g - ses->turn_off, ses->n_turns);
+    if (ss->g != g) {
+        if (ss->g != NONE)
+            ADD(" never started: turn %u of the session is still open", ss->g - ses->turn_off);
+        else if (ss->blocked)
+            ADD(" never started: %u barge-in aborts still wait for a batch to end",
+                ss->blocked);
+        else
+            ADD(" never started (arrived turns %u, submitted %u, ended %u)", ss->arrived,
+                ss->submitted, ss->ended);
+        return;
+    }
+    ADD(" is open (%u stage jobs outstanding%s):", ss->outstanding,
+        ss->generated ? ", generation complete, reply not ended" : "");
+    for (uint32_t p = 0; p < S->n_pipe; p++) {
+        const ses_stage *st = SP(S, si, p);
+        const char *name = S->cfg->model.stages[S->cfg->model.pipe[p].stage].name;
+        if (!stage_is_ar(S, p)) {
+            if (st->rep != NONE)
+                ADD(" %s: replica %u, %u jobs queued;", name, st->rep - S->rep_off[p],
+                    cz_jobq_len(&S->reps[st->rep].jq));
+            continue;
+        }
+        if (st->seq == NONE) {
+            ADD(" %s: not started;", name);
+            continue;
+        }
+        cz_server *srv = S->reps[st->rep].srv;
+        const cz_seq *q = cz_server_seq(srv, st->seq);
+        ADD(" %s: replica %u, sequence %s%s, generated %u of %u (fed %u), %u KV blocks, pool "
+            "%u used (%u idle), %u running, %u waiting;",
+            name, st->rep - S->rep_off[p], seq_state_name(q->state),
+            st->open ? "" : st->done ? " (stage done)" : " (stage not open)", st->gen,
+            st->target, st->fed, q->blocks, cz_server_kv_used(srv), cz_server_kv_idle(srv),
+            cz_server_running(srv), cz_server_waiting(srv));
+    }
+#undef ADD
+}
+
+/* Gives every turn and frame its outcome at the end of the run. Cut by the clock
+ * (`cut`), what is still open is unfinished and a frame whose wait had expired came back
+ * empty; drained, a turn still open is a bug (CZ_EINTERNAL naming where it is stuck) and
+ * a pending frame comes back empty (its wait expires with nothing left to happen). */
+static cz_status account_end(sim_state *S, bool cut, double now, cz_err *err)
+{
+    const cz_workload *wl = S->wl;
+    double stop = cut ? S->cfg->max_time_s : INFINITY;
+    uint64_t stuck = 0;
+    char where[CZ_ERR_MSG_MAX] = "";
+    for (uint32_t si = 0; si < wl->n_sessions; si++) {
+        const cz_session *ses = &wl->sessions[si];
+        for (uint32_t k = 0; k < ses->n_turns; k++) {
+            uint32_t g = ses->turn_off + k;
+            if (S->turn_out[g])
+                continue;
+            if (!cut) {
+                if (stuck++ == 0)
+                    describe_stuck(S, si, g, where, sizeof where);
+                continue;
+            }
+            turn_outcome(S, si, g, CZ_REQ_UNFINISHED, 0, stop);
+        }
+    }
+    if (stuck)
+        return cz_err_set(err, CZ_EINTERNAL,
+                          "the simulation ran out of events at t = %.6f s with %llu of %llu "
+                          "requests unaccounted for (a bug in cadenza, please report it with "
+                          "the config): %s",
+                          now, (unsigned long long)stuck, (unsigned long long)wl->n_turns, where);
+    cz_accounting *a = &S->m->acct;
+    for (uint32_t j = 0; j < wl->n_streams; j++) {
+        const cz_stream *sm = &wl->streams[j];
+        stream_rt *sr = &S->streams[j];
+        if (sr->rejected) {
+            a->streams_rejected++;
+            a->frames_rejected += sr->frames;
+            continue;
+        }
+        /* frames ticked and not returned: empty once their wait expired */
+        uint32_t f = sr->done;
+        for (; f < sr->ticked; f++) {
+            if (sm->start_s + (f + S->cfg->frame_wait_fraction) * sm->frame_period_s > stop)
+                break;
+            frame_record(S, j, f, NAN);
+        }
+        if (f == sr->frames) {
+            a->streams_completed++;
+            continue;
+        }
+        if (!cut)
+            return cz_err_set(err, CZ_EINTERNAL,
+                              "the simulation ran out of events at t = %.6f s with stream %u "
+                              "at frame %u of %u (ticked %u): a bug in cadenza",
+                              now, j, f, sr->frames, sr->ticked);
+        a->streams_unfinished++;
+        a->frames_unfinished += sr->frames - f;
+    }
+    return CZ_OK;
+}
+
 /* ---- the run ---- */
 
 static void sim_state_free(sim_state *S)
@@ -995,6 +1199,7 @@ static void sim_state_free(sim_state *S)
     free(S->bounded);
     free(S->service_s);
     free(S->service_life);
+    free(S->turn_out);
     if (S->rng)
         gsl_rng_free(S->rng);
 }
@@ -1088,6 +1293,9 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
     S.rng = cz_rng_new(cfg->seed, CZ_RNG_ROUTER, 0);
     uint32_t n_ses = wl->n_sessions ? wl->n_sessions : 1;
     S.turn_session = cz_xmalloc((wl->n_turns ? wl->n_turns : 1) * sizeof *S.turn_session);
+    S.turn_out = cz_xcalloc(wl->n_turns ? wl->n_turns : 1, 1);
+    m->acct.requests = wl->n_turns;
+    m->acct.streams = wl->n_streams;
     S.ses = cz_xcalloc(n_ses, sizeof *S.ses);
     S.sp = cz_xmalloc((size_t)n_ses * S.n_pipe * sizeof *S.sp);
     if (S.voc >= 0)
@@ -1134,6 +1342,7 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
         sr->seq = cz_server_seq_open(S.reps[sr->rep].srv, (uint64_t)wl->n_sessions + j,
                                      (uint32_t)sm->cls, true);
         sr->frames = (uint32_t)floor(sm->duration_s / sm->frame_period_s + 1e-9);
+        m->acct.frames += sr->frames;
         if (sr->frames > 0)
             cz_evq_push(&S.q, sm->start_s, EV_TICK, j, 0);
     }
@@ -1155,9 +1364,12 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
 
     cz_event ev;
     double now = 0.0;
+    bool cut = false; /* the clock stopped at sim.max_time_s with events still due */
     while (cz_evq_pop(&S.q, &ev)) {
-        if (ev.t_s > cfg->max_time_s)
+        if (ev.t_s > cfg->max_time_s) {
+            cut = true;
             break;
+        }
         now = ev.t_s;
         stats->events++;
         switch (ev.type) {
@@ -1245,14 +1457,7 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
         if (!isnan(t) && !(t >= stats->kv_saturated_at_s))
             stats->kv_saturated_at_s = t;
     }
-    for (uint32_t j = 0; j < wl->n_streams; j++) {
-        const cz_stream *sm = &wl->streams[j];
-        stream_rt *sr = &S.streams[j];
-        /* frames whose wait expired before the run ended came back empty */
-        for (uint32_t f = sr->done; f < sr->ticked; f++)
-            if (sm->start_s + (f + cfg->frame_wait_fraction) * sm->frame_period_s <= now)
-                frame_record(&S, j, f, NAN);
-    }
+    cz_status st = account_end(&S, cut, now, err);
     stats->arrivals = S.arrived;
     stats->sim_time_s = now;
     live_account(&S, now);
@@ -1268,7 +1473,9 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
         progress(progress_ctx, &pr);
     }
     sim_state_free(&S);
-    return CZ_OK;
+    if (st == CZ_OK)
+        st = cz_metrics_check(m, err);
+    return st;
 }
 
 /* ---- summary ---- */
@@ -1281,12 +1488,12 @@ void cz_sim_summary_json(const cz_sim_config *cfg, const cz_metrics *m, const cz
         cz_audio_summarize(m, &cfg->slo, sum->duration_s, &a);
         cz_audio_summary_json(summary, &a);
     }
-    if (m->n_frames) {
+    if (m->acct.streams) {
         cz_frame_summary f;
         cz_frame_summarize(m, &f);
         cz_frame_summary_json(summary, &f);
     }
-    if (m->n_frames)
+    if (m->acct.streams)
         cz_json_add_num(summary, "mean_stream_kv_blocks", st->stream_end_blocks);
     bool preload = false, bidi = false;
     for (uint32_t p = 0; p < cfg->model.n_pipe; p++) {

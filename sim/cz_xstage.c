@@ -28,8 +28,9 @@ typedef struct xs_req {
     uint32_t image;      /* vision encoder input tokens (0: no vision step) */
     uint32_t prefilled;  /* input tokens prefilled so far */
     uint32_t gen;        /* tokens generated */
-    uint64_t rec;        /* its request record */
+    uint64_t rec;        /* its request record (UINT64_MAX before it arrives) */
     double last_tok_s;
+    bool ended;          /* its outcome is recorded */
 } xs_req;
 
 /* A FIFO of request indices; every request enters each queue at most once. */
@@ -99,6 +100,22 @@ static void timeline(xs_state *S, double now, uint32_t tokens)
     S->tl_next_s = now + S->m->timeline_interval_s;
 }
 
+/* Request i ends in `outcome` (recorded once per request of the workload). */
+static void xs_outcome(xs_state *S, uint32_t i, uint32_t outcome, double now)
+{
+    xs_req *q = &S->r[i];
+    CZ_ASSERT(!q->ended);
+    q->ended = true;
+    uint32_t si = S->ses_of[q->g];
+    cz_turn_record t = {.session = si,
+                        .req = q->rec,
+                        .end_s = now,
+                        .turn = q->g - S->wl->sessions[si].turn_off,
+                        .cls = (uint32_t)S->wl->sessions[si].cls,
+                        .outcome = outcome};
+    cz_metrics_add_turn(S->m, &t);
+}
+
 static void token(xs_state *S, uint32_t i, double now)
 {
     xs_req *q = &S->r[i];
@@ -116,6 +133,7 @@ static void token(xs_state *S, uint32_t i, double now)
         rec->outcome = CZ_REQ_COMPLETED;
         S->kv_used -= q->in + q->out;
         S->finished++;
+        xs_outcome(S, i, CZ_REQ_COMPLETED, now);
     } else {
         S->ready[S->n_ready++] = i;
     }
@@ -364,6 +382,7 @@ static void on_arrival(xs_state *S, double now)
     if (q->in + q->out > S->kv_cap) {
         S->m->req[q->rec].outcome = CZ_REQ_REJECTED;
         S->in_stages--;
+        xs_outcome(S, i, CZ_REQ_REJECTED, now);
     } else if (q->image > 0) {
         S->vision.v[S->vision.tail++] = i;
     } else {
@@ -440,7 +459,7 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
     for (uint32_t g = 0; g < S.n; g++) {
         const cz_turn *t = &wl->turns[g];
         uint32_t in = cz_turn_in_tokens(t);
-        S.r[g] = (xs_req){.g = g, .in = in ? in : 1,
+        S.r[g] = (xs_req){.g = g, .rec = UINT64_MAX, .in = in ? in : 1,
                           .out = t->out_text_tokens ? t->out_text_tokens : 1,
                           .image = S.llm > 0 ? t->in_image_tokens : 0};
         S.order[g] = g;
@@ -453,11 +472,15 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
     cz_evq_init(&S.q, 16);
     if (S.n > 0)
         cz_evq_push(&S.q, wl->turns[S.r[S.order[0]].g].arrival_s, XE_ARRIVAL, 0, 0);
+    m->acct.requests = S.n;
     cz_event ev;
     double now = 0.0;
+    bool cut = false;
     while (cz_evq_pop(&S.q, &ev)) {
-        if (ev.t_s > cfg->max_time_s)
+        if (ev.t_s > cfg->max_time_s) {
+            cut = true;
             break;
+        }
         now = ev.t_s;
         stats->events++;
         switch (ev.type) {
@@ -476,6 +499,30 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
             cz_sim_progress pr = {now, stats->events, S.next_arrival, S.finished, S.n, false};
             progress(progress_ctx, &pr);
         }
+    }
+    /* every request ends in one outcome: cut by the clock, what is open is unfinished;
+     * drained, an open request is a bug */
+    cz_status st = CZ_OK;
+    for (uint32_t g = 0; g < S.n && st == CZ_OK; g++) {
+        xs_req *q = &S.r[g];
+        if (q->ended)
+            continue;
+        if (!cut) {
+            st = cz_err_set(err, CZ_EINTERNAL,
+                            "the cross-stage simulation ran out of events at t = %.6f s with "
+                            "request %u open (%s, prefilled %u of %u, generated %u of %u; "
+                            "KV %llu of %llu tokens): a bug in cadenza",
+                            now, g, q->rec == UINT64_MAX ? "never arrived" : "arrived",
+                            q->prefilled, q->in, q->gen, q->out,
+                            (unsigned long long)S.kv_used, (unsigned long long)S.kv_cap);
+            break;
+        }
+        if (q->rec != UINT64_MAX) {
+            cz_req_record *rec = &m->req[q->rec];
+            rec->outcome = CZ_REQ_UNFINISHED;
+            rec->output_tokens = rec->heard_tokens = q->gen;
+        }
+        xs_outcome(&S, g, CZ_REQ_UNFINISHED, cfg->max_time_s);
     }
     stats->arrivals = S.next_arrival;
     stats->sim_time_s = now;
@@ -497,5 +544,7 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
     free(S.layer_bytes);
     free(S.load_done);
     free(S.wrap_ready);
-    return CZ_OK;
+    if (st == CZ_OK)
+        st = cz_metrics_check(m, err);
+    return st;
 }

@@ -77,5 +77,134 @@ check "sweep runs every point" bash -c \
     "'$cz' sweep '$tmp/sweep.json' --set workload.max_requests=200 -o '$tmp/sw.jsonl' >/dev/null &&
      [ \$(wc -l < '$tmp/sw.jsonl') -eq 2 ]"
 
+# NUL bytes: a trace or config with a NUL byte is an input error naming file, line, column
+# (the line scanner used to stop at the NUL: 50 requests read, exit 0).
+azure="$root/traces/data/azure_llm_2023_conv/AzureLLMInferenceTrace_conv.csv"
+python3 - "$azure" "$tmp/azure_nul.csv" <<'PY'
+import sys
+lines = open(sys.argv[1], 'rb').read().split(b'\n')
+lines[50] += b'\0'  # the end of line 51
+open(sys.argv[2], 'wb').write(b'\n'.join(lines))
+PY
+check "trace info: a NUL byte exits 2 naming file, line and what it found" bash -c \
+    "'$cz' trace info '$tmp/azure_nul.csv' 2>'$tmp/nul.err' >/dev/null; [ \$? -eq 2 ] &&
+     grep -q 'azure_nul.csv:51:[0-9]*: found a NUL byte, expected text' '$tmp/nul.err'"
+cat >"$tmp/nul_trace.json" <<'JSON'
+{"workload": {"trace": {"path": "azure_nul.csv"}, "arrivals": {"process": "trace"}}}
+JSON
+check "sim: a config whose trace has a NUL byte exits 2 naming it" bash -c \
+    "'$cz' sim '$tmp/nul_trace.json' --quiet 2>'$tmp/nul.err'; [ \$? -eq 2 ] &&
+     grep -q 'azure_nul.csv:51:[0-9]*: found a NUL byte, expected text' '$tmp/nul.err'"
+printf '{"workload": {"synthetic": {"requests": 5}}}\n\0' >"$tmp/nul_config.json"
+check "sim: a NUL byte in the config itself exits 2 naming it" bash -c \
+    "'$cz' sim '$tmp/nul_config.json' --quiet 2>'$tmp/nul.err'; [ \$? -eq 2 ] &&
+     grep -q 'nul_config.json:2:1: found a NUL byte, expected text' '$tmp/nul.err'"
+
+# --set: the whole value is JSON or it is a string; empty keys are errors; a bad value names
+# the --set argument it came from, not the config file.
+check "--set: a JSON prefix is not a number, and the error names the --set" bash -c \
+    "'$cz' sim '$cfg' --quiet --set server.max_num_seqs=64junk 2>'$tmp/set.err'; [ \$? -eq 2 ] &&
+     grep -q \"^cadenza: --set server.max_num_seqs=64junk: field 'max_num_seqs': expected an integer\" '$tmp/set.err'"
+check "--set: a top-level field and an unknown key name the --set" bash -c \
+    "'$cz' sim '$cfg' --quiet --set seed=x 2>'$tmp/set.err'; [ \$? -eq 2 ] &&
+     grep -q \"^cadenza: --set seed=x: field 'seed'\" '$tmp/set.err' &&
+     { '$cz' sim '$cfg' --quiet --set server.max_num_seq=4 2>'$tmp/set.err'; [ \$? -eq 2 ]; } &&
+     grep -q \"^cadenza: --set server.max_num_seq=4: unknown field 'max_num_seq'\" '$tmp/set.err'"
+check "--set: a value set as an object names the --set for a field inside it" bash -c \
+    "'$cz' sim '$vlm' --quiet --set 'scheduler={\"name\": \"pf_limit\", \"decode_threshold\": -1}' 2>'$tmp/set.err';
+     [ \$? -eq 2 ] && grep -q \"^cadenza: --set scheduler={.*}: field 'decode_threshold'\" '$tmp/set.err'"
+check "--set: an error in the config file itself still names the file" bash -c \
+    "'$cz' sim '$tmp/bad.json' --quiet --set seed=3 2>'$tmp/set.err'; [ \$? -eq 2 ] &&
+     grep -q 'bad.json: server: field .max_num_seqs.' '$tmp/set.err'"
+check "--set: a string that starts like a number stays a string" bash -c \
+    "'$cz' sim '$cfg' --quiet --set workload.max_requests=50 --set name=2024-run --summary '$tmp/n.json' &&
+     grep -q '\"name\":[[:space:]]*\"2024-run\"' '$tmp/n.json'"
+for bad in '...=5' 'server..max_num_seqs=5' '.seed=5' 'seed.=5'; do
+    check "--set '$bad' is an error naming it" bash -c \
+        "'$cz' sim '$cfg' --quiet --set '$bad' 2>'$tmp/set.err'; [ \$? -eq 2 ] &&
+         grep -qF -- 'cadenza: --set $bad: empty key' '$tmp/set.err'"
+done
+check "sweep --set: a bad value names the --set, a bad grid value the sweep" bash -c \
+    "'$cz' sweep '$tmp/sweep.json' --quiet --set workload.max_requests=50 --set server.max_num_batched_tokens=x 2>'$tmp/set.err';
+     [ \$? -eq 2 ] && grep -q \"^cadenza: --set server.max_num_batched_tokens=x: field\" '$tmp/set.err' &&
+     { '$cz' sweep '$tmp/sweep.json' --quiet --set server.max_num_seqs=x 2>'$tmp/set.err'; [ \$? -eq 0 ]; }"
+
+# Peak memory is this process's (VmHWM), not a larger parent's that ru_maxrss keeps
+# across exec: started from a process holding 700 MB, a small run reports far less.
+check "peak memory is the process's own, not its parent's" bash -c \
+    "python3 -c 'import os, sys; b = b\"\\x01\" * (700 << 20); os.execv(sys.argv[1], sys.argv[1:])' \
+        '$cz' sim '$cfg' --no-progress --set workload.max_requests=100 2>'$tmp/peak.err' >/dev/null &&
+     mb=\$(sed -n 's/.*peak memory \\([0-9.]*\\) MB.*/\\1/p' '$tmp/peak.err') && [ -n \"\$mb\" ] &&
+     awk -v mb=\"\$mb\" 'BEGIN { exit !(mb > 0 && mb < 400) }'"
+
+# Out of memory: a clear message and exit status 1, no assertion, no core dump, and the
+# temporary outputs removed. Under AddressSanitizer (which needs the address space that
+# ulimit -v takes away) its allocator returns NULL past 64 MB instead.
+big="$root/experiments/bench/sim_100k_1h.json"
+if nm "$cz" 2>/dev/null | grep -q __asan_init; then
+    oom_env="ASAN_OPTIONS=allocator_may_return_null=1:max_allocation_size_mb=64"
+    oom_limit=unlimited
+else
+    oom_env="CZ_OOM_TEST=1"
+    oom_limit=400000
+fi
+mkdir "$tmp/oom"
+check "out of memory exits 1 with a message and leaves no temporary" bash -c \
+    "ulimit -c 0; ulimit -v $oom_limit; env $oom_env '$cz' sim '$big' --quiet \
+        --set workload.synthetic.requests=100000000 -o '$tmp/oom/r.h5' --summary '$tmp/oom/s.json' \
+        2>'$tmp/oom.err'; [ \$? -eq 1 ] &&
+     grep -q '^cadenza: out of memory: cannot allocate [0-9]* bytes' '$tmp/oom.err' &&
+     ! grep -qi 'assert' '$tmp/oom.err' && [ -z \"\$(ls -A '$tmp/oom')\" ]"
+
+# Interrupted writes: SIGINT or SIGTERM at any point of `sim -o --summary` leaves no
+# temporary file, and the results and the summary exist both or neither.
+sig_run() { # signal, when (seconds, or a file whose growth triggers the signal)
+    local sig=$1 when=$2 dir="$tmp/sig" pid status
+    rm -rf "$dir" && mkdir "$dir"
+    set -m # a background job of a script otherwise starts with SIGINT ignored
+    "$cz" sim "$big" --quiet -o "$dir/r.h5" --summary "$dir/s.json" \
+        --set workload.synthetic.requests=500000 --set sim.timeline_interval_s=0.01 &
+    pid=$!
+    set +m
+    case $when in
+    [0-9]*) sleep "$when" ;;
+    *) # wait until the file is there and not empty (or the run is over)
+        local f=${when//PID/$pid}
+        until [ -s "$dir/$f" ] || ! kill -0 "$pid" 2>/dev/null; do :; done ;;
+    esac
+    kill -s "$sig" "$pid" 2>/dev/null
+    wait "$pid"
+    status=$?
+    echo "status $status; left: $(ls -A "$dir" | tr '\n' ' ')"
+    ! ls -A "$dir" | grep -q 'tmp' || return 1
+    if [ -e "$dir/r.h5" ] || [ -e "$dir/s.json" ]; then
+        [ -s "$dir/r.h5" ] && [ -s "$dir/s.json" ] || return 1
+    fi
+    case $when in # these points come before the commit: the signal must end the run
+    [0-9]* | r.h5.tmp*) [ "$status" -ge 128 ] && [ ! -e "$dir/r.h5" ] ;;
+    esac
+}
+check "SIGINT during the run" sig_run INT 0.3
+check "SIGTERM during the run" sig_run TERM 0.6
+check "SIGTERM while the results file is written" sig_run TERM r.h5.tmpPID
+check "SIGINT while the results file is written" sig_run INT r.h5.tmpPID
+check "SIGINT once the summary is written: both land or neither" sig_run INT s.json.tmpPID
+check "SIGTERM as the results land: the summary lands with them" sig_run TERM r.h5
+check "an uninterrupted run writes both" bash -c \
+    "'$cz' sim '$cfg' --quiet --set workload.max_requests=50 -o '$tmp/sig/r.h5' --summary '$tmp/sig/s.json' &&
+     [ -s '$tmp/sig/r.h5' ] && [ -s '$tmp/sig/s.json' ] && [ -z \"\$(ls -A '$tmp/sig' | grep tmp)\" ]"
+check "an unwritable output fails before the run, exit 1, naming it" bash -c \
+    "'$cz' sim '$cfg' --quiet -o '$tmp/no-such-dir/r.h5' 2>'$tmp/w.err'; [ \$? -eq 1 ] &&
+     grep -q 'no-such-dir/r.h5: cannot write' '$tmp/w.err'"
+check "trace convert and sweep -o leave no temporary" bash -c \
+    "'$cz' trace convert '$root/traces/data/burstgpt3/BurstGPT_3_head.csv' -o '$tmp/sig/c.jsonl' >/dev/null &&
+     '$cz' sweep '$tmp/sweep.json' --quiet --set workload.max_requests=20 -o '$tmp/sig/w.jsonl' &&
+     [ -s '$tmp/sig/c.jsonl' ] && [ -s '$tmp/sig/w.jsonl' ] && [ -z \"\$(ls -A '$tmp/sig' | grep tmp)\" ]"
+
+check "an output that is a pipe is written in place, not renamed over" bash -c \
+    "mkfifo '$tmp/sig/fifo' && { timeout 20 cat '$tmp/sig/fifo' >'$tmp/sig/from_fifo' & } &&
+     timeout 20 '$cz' trace convert '$root/traces/data/burstgpt3/BurstGPT_3_head.csv' -o '$tmp/sig/fifo' >/dev/null;
+     rc=\$?; wait; [ \$rc -eq 0 ] && [ -p '$tmp/sig/fifo' ] && grep -q cadenza-sessions '$tmp/sig/from_fifo' &&
+     [ -z \"\$(ls -A '$tmp/sig' | grep tmp)\" ]"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

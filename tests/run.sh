@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Builds cadenza and runs the whole test suite twice: a warnings-as-errors build, then
-# an AddressSanitizer + UndefinedBehaviorSanitizer build. Prints the Criterion totals
-# and ends with "N passed, N failed". Run from anywhere; exits non-zero on any failure.
+# an AddressSanitizer + UndefinedBehaviorSanitizer build; then builds the libFuzzer
+# harnesses with clang (build-fuzz, -Dfuzz=enabled) and runs each for CZ_FUZZ_SECONDS
+# (default 20) on its corpus (tests/fuzz/run.sh, docs/testing.md). Prints the Criterion
+# totals and ends with "N passed, N failed" (a fuzz harness that ran clean is one pass).
+# Run from anywhere; exits non-zero on any failure, a missing clang included.
 set -u
 cd "$(dirname "$0")/.."
 status=0
 passed=0
 failed=0
 
-run_build() { # name, meson options...
+setup_build() { # name, meson options...: configures and compiles
     local dir=$1
     shift
     echo "== $dir: meson setup $*"
@@ -18,7 +21,11 @@ run_build() { # name, meson options...
         return 1
     fi
     meson compile -C "$dir" || return 1
-    meson test -C "$dir" --print-errorlogs --num-processes 2 || return 1
+}
+
+run_build() { # name, meson options...: configures, compiles and runs the suites
+    setup_build "$@" || return 1
+    meson test -C "$1" --print-errorlogs --num-processes 2 || return 1
 }
 
 count() { # sums the suites' totals in a meson test log: Criterion's synthesis lines and
@@ -44,6 +51,31 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
     run_build build-asan -Dwerror=true -Dbuildtype=debug -Db_sanitize=address,undefined \
     -Db_lundef=false -Dc_args=-fno-sanitize-recover=all || status=1
 count build-asan
+
+# libFuzzer stage: clang is required (CI installs clang and libclang-rt-14-dev)
+fuzz_seconds=${CZ_FUZZ_SECONDS:-20}
+echo "== fuzz stage: clang and libFuzzer, each harness for $fuzz_seconds s (tests/fuzz/run.sh)"
+if ! command -v clang >/dev/null 2>&1; then
+    echo "build-fuzz: FAIL: clang is not installed; the fuzz stage needs clang and libFuzzer" \
+         "(apt-get install clang libclang-rt-14-dev, as in the README's command)"
+    status=1
+    failed=$((failed + 1))
+elif ! CC=clang setup_build build-fuzz -Dfuzz=enabled -Dtests=disabled -Dwerror=true \
+        -Dbuildtype=debugoptimized; then
+    status=1
+    failed=$((failed + 1))
+else
+    # readable stacks in a fuzzer's report when the symbolizer is there (llvm-14)
+    if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ] && [ -x /usr/bin/llvm-symbolizer-14 ]; then
+        export ASAN_SYMBOLIZER_PATH=/usr/bin/llvm-symbolizer-14
+    fi
+    tests/fuzz/run.sh build-fuzz "$fuzz_seconds" | tee build-fuzz/fuzz-run.log
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    read -r a b < <(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' \
+                      build-fuzz/fuzz-run.log | tail -n 1)
+    passed=$((passed + ${a:-0}))
+    failed=$((failed + ${b:-1}))
+fi
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
     failed=1 # a build or a suite failed outside Criterion's counts
 fi

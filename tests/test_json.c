@@ -79,3 +79,118 @@ Test(json, write_failure_leaves_no_file)
     cJSON_Delete(back);
     cJSON_Delete(j);
 }
+
+/* The whole value is JSON or it is a string: a valid JSON prefix ("64" of "64junk") used
+ * to be taken as the value. */
+Test(json, set_value_is_json_only_when_all_of_it_is)
+{
+    cJSON *j = cJSON_Parse("{\"server\": {\"max_num_seqs\": 256}}");
+    cz_err err;
+    cz_err_clear(&err);
+    const struct {
+        const char *asg, *key;
+        int type;           /* cJSON type */
+        double num;         /* cJSON_Number */
+        const char *str;    /* cJSON_String */
+    } cases[] = {
+        {"server.max_num_seqs=64junk", "max_num_seqs", cJSON_String, 0, "64junk"},
+        {"server.name=2024-run", "name", cJSON_String, 0, "2024-run"},
+        {"server.a=1e3x", "a", cJSON_String, 0, "1e3x"},
+        {"server.b=[1, 2]]", "b", cJSON_String, 0, "[1, 2]]"},
+        {"server.c={\"x\": 1} {}", "c", cJSON_String, 0, "{\"x\": 1} {}"},
+        {"server.d=truex", "d", cJSON_String, 0, "truex"},
+        {"server.e=", "e", cJSON_String, 0, ""},
+        {"server.f= 64 ", "f", cJSON_Number, 64, NULL},
+        {"server.g=\t-2.5e1\n", "g", cJSON_Number, -25, NULL},
+        {"server.h=\"quoted\"", "h", cJSON_String, 0, "quoted"},
+        {"server.i=null", "i", cJSON_NULL, 0, NULL},
+    };
+    for (size_t i = 0; i < CZ_ARRAY_LEN(cases); i++) {
+        cr_assert_eq(cz_json_set_path(j, cases[i].asg, &err), CZ_OK, "%s: %s", cases[i].asg,
+                     err.msg);
+        const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "server"), cases[i].key);
+        cr_assert_not_null(v, "%s", cases[i].asg);
+        cr_assert_eq(v->type & 0xFF, cases[i].type, "%s: type %d", cases[i].asg, v->type);
+        if (cases[i].type == cJSON_Number)
+            cr_assert_float_eq(v->valuedouble, cases[i].num, 0, "%s", cases[i].asg);
+        if (cases[i].type == cJSON_String)
+            cr_assert_str_eq(v->valuestring, cases[i].str, "%s", cases[i].asg);
+    }
+    cJSON_Delete(j);
+}
+
+/* An empty key in the path is an error naming the argument, and changes nothing; it used
+ * to be skipped ("a..b" set a.b) or ignored ("...=5"). */
+Test(json, set_path_rejects_empty_keys)
+{
+    static const char *const bad[] = {"a..b=5", ".a=5", "a.=5", "...=5", ".=5", "=5",
+                                      "server..max_num_seqs=5"};
+    cJSON *j = cJSON_Parse("{\"server\": {\"max_num_seqs\": 256}}");
+    char *before = cJSON_PrintUnformatted(j);
+    for (size_t i = 0; i < CZ_ARRAY_LEN(bad); i++) {
+        cz_err err;
+        cz_err_clear(&err);
+        cr_assert_eq(cz_json_set_path(j, bad[i], &err), CZ_EINVAL, "%s was accepted", bad[i]);
+        char want[64];
+        snprintf(want, sizeof want, "--set %s: ", bad[i]);
+        cr_assert(strstr(err.msg, want) == err.msg, "%s: %s", bad[i], err.msg);
+        char *after = cJSON_PrintUnformatted(j);
+        cr_assert_str_eq(after, before, "%s changed the config", bad[i]);
+        cJSON_free(after);
+    }
+    cJSON_free(before);
+    cJSON_Delete(j);
+}
+
+Test(json, set_covers_the_field_and_below)
+{
+    cr_assert(cz_json_set_covers("server.max_num_seqs=64", "server.max_num_seqs"));
+    cr_assert(cz_json_set_covers("server={\"max_num_seqs\": 0}", "server.max_num_seqs"));
+    cr_assert(cz_json_set_covers("seed=x", "seed"));
+    cr_assert(!cz_json_set_covers("server.max_num_seqs=64", "server.max_num_seqs_x"));
+    cr_assert(!cz_json_set_covers("server.max_num_seqs=64", "server"));
+    cr_assert(!cz_json_set_covers("server.max=64", "server.max_num_seqs"));
+    cr_assert(!cz_json_set_covers("novalue", "novalue"));
+}
+
+/* Getter and key-check errors are located on their field, for the CLI to name a --set. */
+Test(json, field_errors_are_located)
+{
+    cJSON *j = cJSON_Parse("{\"n\": \"x\", \"typo\": 1}");
+    cz_err err;
+    cz_err_clear(&err);
+    uint64_t u = 0;
+    cr_assert_eq(cz_json_u64(j, "c.json: server", "n", true, 0, 9, &u, &err), CZ_EINVAL);
+    cr_assert_str_eq(err.field_where, "c.json: server");
+    cr_assert_str_eq(err.field_key, "n");
+    cr_assert_str_eq(err.msg,
+                     "c.json: server: field 'n': expected an integer in [0, 9], got a string");
+    static const char *const k[] = {"n"};
+    cr_assert_eq(cz_json_check_keys(j, "c.json", k, 1, &err), CZ_EINVAL);
+    cr_assert_str_eq(err.field_where, "c.json");
+    cr_assert_str_eq(err.field_key, "typo");
+    cr_assert_eq(cz_json_u64(j, "c.json", "absent", true, 0, 9, &u, &err), CZ_EINVAL);
+    cr_assert_str_eq(err.field_key, "", "a missing field has no value to locate");
+    cJSON_Delete(j);
+}
+
+/* A NUL byte in a config or card: before, cJSON stopped at it and reported the line of
+ * the NUL as "not valid JSON", or (a NUL after a complete object) nothing at all. */
+Test(json, load_reports_a_nul_byte)
+{
+    static const char text[] = "{\"a\": 1,\n \"b\": 2}\n\0{\"c\": 3}\n";
+    char path[] = "/tmp/cz_test_json_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    cJSON *j = NULL;
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_json_load(path, &j, &err), CZ_EFORMAT, "%s", err.msg);
+    cr_assert_null(j);
+    char want[64];
+    snprintf(want, sizeof want, "%s:3:1: found a NUL byte, expected text", path);
+    cr_assert_str_eq(err.msg, want);
+    remove(path);
+}

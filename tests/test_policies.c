@@ -100,7 +100,7 @@ Test(policies, liveserve_algorithm_1)
         cr_assert_eq(c[i].take, want_take[i], "position %d", i);
 }
 
-Test(policies, liveserve_stops_at_first_kv_misfit)
+Test(policies, liveserve_stops_admitting_at_first_kv_misfit)
 {
     cz_policy_params p = cz_policy_params_default();
     p.audio_s_per_token = 0.08;
@@ -119,13 +119,40 @@ Test(policies, liveserve_stops_at_first_kv_misfit)
     cz_sched_ops ops = cz_sched_liveserve;
     ops.state = &p;
     ops.select(ops.state, &ctx, c, 3);
-    /* A takes 1 block; the waiting one then needs ceil(40 / 16) = 3 of the 2 left: the scan
-     * stops although U2's decode would fit */
+    /* A takes 1 block; the waiting one then needs ceil(40 / 16) = 3 of the 2 left: admission
+     * stops there, and U2, running, still gets its decode */
     cr_assert_eq(c[0].seq, 0);
     cr_assert_eq(c[0].take, 1);
     cr_assert_eq(c[1].seq, 1);
     cr_assert_eq(c[1].take, 0);
-    cr_assert_eq(c[2].take, 0);
+    cr_assert_eq(c[2].take, 1);
+}
+
+/* Regression: a new U1 turn ranked ahead of the running sequences that hold the pool did
+ * not fit, the scan stopped, and nothing was ever scheduled again. Running sequences after
+ * the stop keep their step; waiting ones after it are not admitted, even when they fit. */
+Test(policies, liveserve_never_starves_running_sequences)
+{
+    cz_policy_params p = cz_policy_params_default();
+    p.audio_s_per_token = 0.08;
+    cz_seq s[4];
+    s[0] = waiting(64, 1.0);                 /* U1, needs 4 blocks: misfit */
+    s[1] = playing(100, 8.0, 2.0, 9.0, 50);  /* U2, running */
+    s[2] = waiting(8, 2.0);                  /* U1, would fit, but after the stop */
+    s[3] = playing(50, 4.0, 2.0, 9.0, 4);    /* U0, running */
+    cz_sched_ctx ctx = ctx_of(s, 10.0);
+    ctx.token_budget = 100;
+    ctx.kv_available = 1;
+    cz_cand c[4];
+    cands_of(s, 4, c);
+    cz_sched_ops ops = cz_sched_liveserve;
+    ops.state = &p;
+    ops.select(ops.state, &ctx, c, 4);
+    /* order: U0 (3), U1 (0, 2), U2 (1) */
+    cr_assert(c[0].seq == 3 && c[0].take == 1);
+    cr_assert(c[1].seq == 0 && c[1].take == 0);
+    cr_assert(c[2].seq == 2 && c[2].take == 0);
+    cr_assert(c[3].seq == 1 && c[3].take == 1);
 }
 
 Test(policies, liveserve_without_telemetry_is_fcfs)

@@ -105,8 +105,16 @@ Test(server, scripted_hand_computed)
     done(s, 4.0, 1);
     cr_assert(!cz_server_schedule(s, 4.0, &b));
 
+    /* the driver's part: every turn's outcome (one stage: its record's), then the check */
+    m.acct.requests = m.n_req;
+    for (uint64_t i = 0; i < m.n_req; i++)
+        cz_metrics_add_turn(&m, &(cz_turn_record){.session = m.req[i].session, .req = i,
+                                                  .outcome = m.req[i].outcome});
+    cz_err err;
+    cr_assert_eq(cz_metrics_check(&m, &err), CZ_OK, "%s", err.msg);
     cz_summary sum;
     cz_metrics_summarize(&m, NULL, &sum);
+    cr_assert_eq(sum.requests, 2);
     cr_assert_eq(sum.completed, 2);
     cr_assert_eq(sum.preemptions, 1);
     cr_assert_eq(sum.total_output_tokens, 5);
@@ -842,12 +850,124 @@ Test(server, preload_protection_cap)
         cz_server_take_xfers(s, &n);
         cz_server_on_xfer_done(s, t + 0.1, a, false);
         check(s);
-        request(s, t + 0.2, 19, 1, 3); /* 5 blocks: B's 4 and one of A's */
+        /* A's reply still has 100 s to play: by next use A goes before B, unless its warmed
+         * KV is protected */
+        cz_server_on_playback(s, t + 0.15, a, 0.0, 100.0, 1.0);
+        request(s, t + 0.2, 15, 1, 3); /* 4 blocks */
         cz_batch b;
-        bool ran = cz_server_schedule(s, t + 0.2, &b);
-        cr_assert_eq(ran, capped == 1);
-        cr_assert_eq(cz_server_seq(s, a)->blocks, capped ? 1 : 2);
+        cr_assert(cz_server_schedule(s, t + 0.2, &b));
+        check(s);
+        cr_assert_eq(cz_server_seq(s, a)->blocks, capped ? 0 : 2);
         cz_server_free(s);
         cz_metrics_free(&m);
     }
+}
+
+/* Protection yields when nothing else is left (LiveServe section 6: LRU fallback): a
+ * request that needs the protected blocks gets them, in LRU order, suffix first, instead
+ * of waiting for ever on a pool that nobody may evict. */
+Test(server, protection_yields_when_nothing_else_is_left)
+{
+    for (int evict = CZ_EVICT_NEXT_USE; evict <= CZ_EVICT_NEXT_USE_SCAN; evict++) {
+        cz_metrics m;
+        cz_metrics_init(&m, 0.0, 0);
+        uint32_t a, n;
+        double t;
+        cz_server *s = offloaded_a_cfg(&m, &a, &t, (uint32_t)evict, 1.0);
+        cr_assert_eq(cz_server_preload(s, t, a, true, t + 1.0), CZ_PRELOAD_STARTED);
+        cz_server_take_xfers(s, &n);
+        cz_server_on_xfer_done(s, t + 0.1, a, false);
+        request(s, t + 0.2, 19, 1, 3); /* 5 blocks: B's 4, then one of A's protected 2 */
+        cz_batch b;
+        cr_assert(cz_server_schedule(s, t + 0.2, &b));
+        check(s);
+        cr_assert_eq(cz_server_seq(s, a)->blocks, 1);
+        cz_server_free(s);
+        cz_metrics_free(&m);
+    }
+}
+
+/* A user who starts speaking protects the session's KV; once the turn arrives and waits,
+ * the KV is an eviction candidate again (it was left out of the index for good, and the
+ * pool filled with KV nobody could evict). */
+Test(server, speech_protection_ends_with_the_turn)
+{
+    cz_metrics m;
+    cz_metrics_init(&m, 0.0, 0);
+    cz_server_config cfg = small_cfg();
+    cfg.kv_evict = CZ_EVICT_NEXT_USE;
+    cfg.max_num_seqs = 1;
+    cz_server *s = cz_server_create(&cfg, &cz_sched_fcfs, &m, 0);
+    uint32_t a = request(s, 0.0, 7, 2, 0); /* 8 tokens: 2 blocks, idle after its turn */
+    double t = drain(s, 0.0);
+    uint32_t bq = request(s, t, 7, 2, 1);  /* B idles on the other 2 */
+    t = drain(s, t);
+    cz_server_on_speech_start(s, t, a);
+    cz_server_on_speech_start(s, t, bq);
+    /* both turns arrive; one slot: A runs and needs a block, B's waiting prefix is the only
+     * candidate once its protection ended */
+    cz_server_turn(s, t + 1.0, a, 1, 0, 2, 1, 0, true);
+    cz_server_turn(s, t + 1.0, bq, 1, 0, 2, 1, 0, true);
+    cz_batch b;
+    cr_assert(cz_server_schedule(s, t + 1.0, &b));
+    check(s);
+    cr_assert_eq(b.items[0].seq, a);
+    cr_assert_eq(cz_server_seq(s, bq)->blocks, 1); /* one block from B's tail */
+    cz_server_free(s);
+    cz_metrics_free(&m);
+}
+
+/* Regression: a barge-in cut the context of a session whose preload was in flight; the
+ * load then landed with more tokens than the blocks the abort had left (an assertion). The
+ * load now brings back only what the shortened context uses. */
+Test(server, barge_in_during_a_preload)
+{
+    for (uint32_t keep = 0; keep <= 2; keep++) {
+        cz_metrics m;
+        cz_metrics_init(&m, 0.0, 0);
+        uint32_t a, n;
+        double t;
+        cz_server *s = offloaded_a_cfg(&m, &a, &t, CZ_EVICT_LRU, 0.1);
+        cr_assert_eq(cz_server_preload(s, t, a, true, t + 1.0), CZ_PRELOAD_STARTED);
+        cz_server_take_xfers(s, &n);
+        /* A's last turn (7 in, 2 out) is cut: `keep` of its 2 tokens were heard */
+        cr_assert_eq(cz_server_abort(s, t + 0.05, a, keep), 2);
+        check(s);
+        cz_server_on_xfer_done(s, t + 0.1, a, false);
+        check(s);
+        const cz_seq *q = cz_server_seq(s, a);
+        cr_assert_eq(q->computed, keep < 1 ? 7 : 8); /* the context, capped by the 8 stored */
+        uint64_t rec = cz_server_turn(s, t + 1.0, a, 1, 0, 3, 1, 0, true);
+        drain(s, t + 1.0);
+        cr_assert_eq(m.req[rec].outcome, CZ_REQ_COMPLETED);
+        cz_server_free(s);
+        cz_metrics_free(&m);
+    }
+}
+
+/* A windowed sequence holds the most blocks not at its final length but where the window
+ * straddles one more block: a turn is refused when that peak exceeds the pool (it was
+ * admitted on its final count, then failed mid-way). */
+Test(server, windowed_turn_refused_on_its_peak)
+{
+    cz_metrics m;
+    cz_metrics_init(&m, 0.0, 0);
+    cz_server_config cfg = small_cfg();
+    cfg.block_tokens = 16;
+    cfg.kv_sink_tokens = 40;
+    cfg.kv_window_tokens = 35;
+    cfg.kv_blocks = 6;
+    cfg.max_num_batched_tokens = 64;
+    cz_server *s = cz_server_create(&cfg, &cz_sched_fcfs_scan, &m, 0);
+    /* 425 tokens: 3 sink blocks + 3 window blocks at the end; at 417 the window straddles 4 */
+    cr_assert_eq(cz_kv_blocks_held(425, 16, 40, 35), 6);
+    cr_assert_eq(cz_kv_blocks_held(417, 16, 40, 35), 7);
+    uint32_t q = cz_server_seq_open(s, 0, 0, false);
+    uint64_t r = cz_server_turn(s, 0.0, q, 0, 0, 10, 415, 0, true);
+    cr_assert_eq(m.req[r].outcome, CZ_REQ_REJECTED);
+    uint32_t q2 = cz_server_seq_open(s, 1, 0, false);
+    r = cz_server_turn(s, 0.0, q2, 0, 0, 10, 60, 0, true); /* 70 tokens: 5 blocks at most */
+    cr_assert_eq(m.req[r].outcome, CZ_REQ_PENDING);
+    cz_server_free(s);
+    cz_metrics_free(&m);
 }

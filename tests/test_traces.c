@@ -614,3 +614,129 @@ Test(traces, reads_append_to_a_workload)
     cr_assert_eq(w.n_sessions, 291);
     cz_workload_free(&w);
 }
+
+/* ---- NUL bytes ------------------------------------------------------------------------ */
+
+/* Copies the file at `src` to `dst` with a NUL byte inserted at the end of line `line`
+ * (1-based, before its newline; past the last line: the last line), as a corrupted
+ * download or a binary file renamed .csv holds. Returns the line and the 1-based column
+ * the NUL lands on. */
+static void copy_with_nul(const char *src, const char *dst, size_t line, size_t *at_line,
+                          size_t *at_col)
+{
+    FILE *f = fopen(src, "rb");
+    cr_assert_not_null(f, "%s", src);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    size_t start = 0, l = 1;
+    for (; l < line; l++) {
+        char *nl = memchr(buf + start, '\n', (size_t)n - start);
+        if (!nl || (size_t)(nl - buf) + 1 >= (size_t)n)
+            break; /* that was the last line */
+        start = (size_t)(nl - buf) + 1;
+    }
+    char *nl = memchr(buf + start, '\n', (size_t)n - start);
+    size_t at = nl ? (size_t)(nl - buf) : (size_t)n;
+    FILE *o = fopen(dst, "wb");
+    cr_assert_not_null(o, "%s", dst);
+    cr_assert_eq(fwrite(buf, 1, at, o), at);
+    cr_assert_eq(fputc('\0', o), 0);
+    cr_assert_eq(fwrite(buf + at, 1, (size_t)n - at, o), (size_t)n - at);
+    cr_assert_eq(fclose(o), 0);
+    free(buf);
+    *at_line = l;
+    *at_col = at - start + 1;
+}
+
+/* Every reader, by detection and by name, fails on a NUL byte in the header, in the first
+ * 64 KiB (which detection reads) and far past them, naming the file, line and column;
+ * before, the line scanner stopped at the NUL and the Azure slice with a NUL at the end of
+ * line 51 read as 50 requests. */
+Test(traces, nul_byte_fails_every_reader_naming_line_and_column)
+{
+    char dir[] = "/tmp/cz_test_nul_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char cadenza[sizeof dir + 32];
+    snprintf(cadenza, sizeof cadenza, "%s/mooncake.cadenza.jsonl", dir);
+    cz_workload w;
+    read_ok(MOONCAKE, NULL, &w);
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_trace_write_cadenza(&w, cadenza, &err), CZ_OK, "%s", err.msg);
+    cz_workload_free(&w);
+
+    char azure[4096], burst[4096], moon[4096], share[4096], share1k[4096];
+    src_path(azure, sizeof azure, AZURE_CONV);
+    src_path(burst, sizeof burst, BURSTGPT3);
+    src_path(moon, sizeof moon, MOONCAKE);
+    src_path(share, sizeof share, SHAREGPT_SAMPLE);
+    src_path(share1k, sizeof share1k, SHAREGPT_1000);
+    const struct {
+        const char *src;
+        cz_trace_format fmt;
+        size_t line;
+    } cases[] = {
+        {azure, CZ_FMT_AZURE, 51},       {azure, CZ_FMT_AZURE, 1},
+        {azure, CZ_FMT_AZURE, 9000},     {burst, CZ_FMT_BURSTGPT, 7},
+        {burst, CZ_FMT_BURSTGPT, 1},     {moon, CZ_FMT_MOONCAKE, 3},
+        {moon, CZ_FMT_MOONCAKE, 1900},   {share, CZ_FMT_SHAREGPT, 40},
+        {share, CZ_FMT_SHAREGPT, 650},   {share1k, CZ_FMT_SHAREGPT, 1},
+        {cadenza, CZ_FMT_CADENZA, 1},    {cadenza, CZ_FMT_CADENZA, 2},
+        {cadenza, CZ_FMT_CADENZA, SIZE_MAX},
+    };
+    for (size_t i = 0; i < CZ_ARRAY_LEN(cases); i++) {
+        char path[sizeof dir + 32];
+        snprintf(path, sizeof path, "%s/case%zu", dir, i);
+        size_t line, col;
+        copy_with_nul(cases[i].src, path, cases[i].line, &line, &col);
+        char want[sizeof path + 96];
+        snprintf(want, sizeof want, "%s:%zu:%zu: found a NUL byte, expected text", path, line,
+                 col);
+        for (int named = 0; named < 2; named++) {
+            cz_trace_opts o = cz_trace_opts_default();
+            o.format = named ? cases[i].fmt : CZ_FMT_AUTO;
+            cz_workload_init(&w);
+            cz_err_clear(&err);
+            cz_status st = cz_trace_read(path, &o, &w, &err);
+            cr_assert_eq(st, CZ_EFORMAT, "case %zu (%s line %zu, format %s): status %d, %s", i,
+                         cases[i].src, line, named ? "named" : "detected", st,
+                         st == CZ_OK ? "read without an error" : err.msg);
+            cr_assert(strstr(err.msg, want) != NULL, "case %zu: want '%s', got '%s'", i, want,
+                      err.msg);
+            cr_assert_eq(w.n_sessions, 0);
+            cz_workload_free(&w);
+        }
+        remove(path);
+    }
+    remove(cadenza);
+    cr_assert_eq(rmdir(dir), 0, "no other file was left in %s", dir);
+}
+
+/* Regression (fuzzing): a BurstGPT trace spanning more than the 1e12 s a workload holds was
+ * read, converted, and then refused when the converted file was read back. The reader now
+ * refuses it, naming the row. */
+Test(traces, times_beyond_what_a_workload_holds)
+{
+    char path[] = "/tmp/cz_test_times_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    const char text[] = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                        "0,m,8,4,12,c\n"
+                        "2896429672960,m,7,2,9,c\n";
+    cr_assert_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    cz_trace_opts o = cz_trace_opts_default();
+    o.format = CZ_FMT_BURSTGPT;
+    cz_workload w;
+    cz_workload_init(&w);
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_trace_read(path, &o, &w, &err), CZ_ERANGE);
+    cr_assert(strstr(err.msg, "row-3") && strstr(err.msg, "arrival"), "%s", err.msg);
+    cz_workload_free(&w);
+    remove(path);
+}

@@ -271,3 +271,41 @@ Test(workload, limit_requests_keeps_whole_sessions_in_arrival_order)
     cr_assert_eq(w.dropped_filtered, 7);
     cz_workload_free(&w);
 }
+
+/* A workload without prefix hashes has no hash pool at all (NULL); copying its sessions
+ * (the request cap does) must not form NULL + 0, which C leaves undefined and clang's
+ * UBSan reports (-fsanitize=pointer-overflow). Turns with hashes keep theirs. */
+Test(workload, limit_copies_turns_without_a_hash_pool)
+{
+    cz_workload w;
+    cz_workload_init(&w);
+    for (uint32_t i = 0; i < 4; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "s%u", i);
+        cz_workload_begin_session(&w, name, CZ_CLASS_RT, CZ_TIMING_OPEN);
+        cz_workload_add_turn(&w)->arrival_s = i;
+    }
+    cr_assert_null(w.hash_pool);
+    cr_assert_null(cz_workload_turn_hashes(&w, &w.turns[0]));
+    cz_workload_limit_requests(&w, 3);
+    cr_assert_eq(w.n_turns, 3);
+    cr_assert_null(w.hash_pool);
+
+    /* a turn with hashes between two without */
+    uint32_t h[2] = {7, 9};
+    cz_workload_begin_session(&w, "hashed", CZ_CLASS_RT, CZ_TIMING_OPEN);
+    cz_turn *t = cz_workload_add_turn(&w);
+    t->arrival_s = 3.5;
+    cz_workload_add_hashes(&w, t, h, 2);
+    cz_workload_begin_session(&w, "plain", CZ_CLASS_RT, CZ_TIMING_OPEN);
+    cz_workload_add_turn(&w)->arrival_s = 4;
+    cz_workload_limit_requests(&w, 4);
+    cr_assert_eq(w.n_turns, 4);
+    const uint32_t *back = cz_workload_turn_hashes(&w, &w.turns[3]);
+    cr_assert_not_null(back);
+    cr_assert_eq(w.turns[3].hash_len, 2);
+    cr_assert_eq(back[0], 7);
+    cr_assert_eq(back[1], 9);
+    cr_assert_null(cz_workload_turn_hashes(&w, &w.turns[0]));
+    cz_workload_free(&w);
+}

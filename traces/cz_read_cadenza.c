@@ -22,7 +22,6 @@
 
 #define CZ_CADENZA_FORMAT "cadenza-sessions"
 #define CZ_CADENZA_VERSION 1
-#define CZ_MAX_TIME_S 1e12 /* bound on times read back, about 31,700 years */
 
 static const char *const header_keys[] = {
     "format",          "version",          "source",         "concurrency", "hash_block_tokens",
@@ -43,6 +42,17 @@ static cz_status read_u32(const cJSON *obj, const char *where, const char *key, 
 {
     uint64_t v = *out;
     cz_status st = cz_json_u64(obj, where, key, required, 0, UINT32_MAX, &v, err);
+    *out = (uint32_t)v;
+    return st;
+}
+
+/* A stream's tokens per frame: every frame appends input and decodes output, so both are
+ * at least 1 (a frame with neither has nothing to serve or to return). */
+static cz_status read_frame_tokens(const cJSON *obj, const char *where, const char *key,
+                                   uint32_t *out, cz_err *err)
+{
+    uint64_t v = 0;
+    cz_status st = cz_json_u64(obj, where, key, true, 1, UINT32_MAX, &v, err);
     *out = (uint32_t)v;
     return st;
 }
@@ -202,10 +212,10 @@ static cz_status read_stream(const cJSON *js, const char *where, const cz_trace_
                           err)) != CZ_OK ||
         (st = cz_json_num(js, swhere, "duration_s", true, 0.0, CZ_MAX_TIME_S, &s.duration_s, err)) !=
             CZ_OK ||
-        (st = read_u32(js, swhere, "tokens_in_per_frame", true, &s.tokens_in_per_frame, err)) !=
-            CZ_OK ||
-        (st = read_u32(js, swhere, "tokens_out_per_frame", true, &s.tokens_out_per_frame,
-                       err)) != CZ_OK ||
+        (st = read_frame_tokens(js, swhere, "tokens_in_per_frame", &s.tokens_in_per_frame,
+                                err)) != CZ_OK ||
+        (st = read_frame_tokens(js, swhere, "tokens_out_per_frame", &s.tokens_out_per_frame,
+                                err)) != CZ_OK ||
         (st = read_class(js, swhere, &s.cls, err)) != CZ_OK)
         return st;
     *cz_workload_add_stream(w) = s;
@@ -305,8 +315,9 @@ static void write_turn(FILE *f, const cz_workload *w, const cz_turn *t)
     put_num_field(f, "barge_in_s", t->barge_in_s, true);
     if (t->hash_len > 0) {
         fputs(",\"hash_ids\":[", f);
+        const uint32_t *h = cz_workload_turn_hashes(w, t);
         for (uint32_t i = 0; i < t->hash_len; i++)
-            fprintf(f, "%s%u", i ? "," : "", w->hash_pool[t->hash_off + i]);
+            fprintf(f, "%s%u", i ? "," : "", h[i]);
         fputc(']', f);
     }
     fputc('}', f);
@@ -354,5 +365,5 @@ static bool write_workload(FILE *f, const void *w)
 
 cz_status cz_trace_write_cadenza(const cz_workload *w, const char *path, cz_err *err)
 {
-    return cz_file_write_atomic(path, write_workload, w, err);
+    return cz_file_write(path, write_workload, w, err);
 }

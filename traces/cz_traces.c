@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cz_json.h"
+
 static const struct {
     const char *name;
     cz_trace_format fmt;
@@ -72,6 +74,11 @@ cz_status cz_trace_detect(const char *path, cz_trace_format *out, cz_err *err)
         return cz_err_set(err, CZ_EIO, "%s: read error", path);
     }
     buf[n] = '\0';
+    cz_status st = cz_text_check(buf, n, path, err);
+    if (st != CZ_OK) {
+        free(buf);
+        return st;
+    }
     char *p = buf;
     if ((unsigned char)p[0] == 0xEF && (unsigned char)p[1] == 0xBB && (unsigned char)p[2] == 0xBF)
         p += 3;
@@ -80,7 +87,6 @@ cz_status cz_trace_detect(const char *path, cz_trace_format *out, cz_err *err)
     char *nl = strchr(p, '\n');
     if (nl)
         *nl = '\0';
-    cz_status st = CZ_OK;
     if (*p == '[')
         *out = CZ_FMT_SHAREGPT;
     else if (*p == '{' && strstr(p, "\"cadenza-sessions\""))
@@ -145,6 +151,30 @@ static void shift_to_zero(cz_workload *w)
     }
 }
 
+/* Every time of a workload read from a trace (shifted) within CZ_MAX_TIME_S, the bound
+ * cadenza files hold: a trace that spans more cannot convert and read back. */
+static cz_status check_times(const cz_workload *w, const char *path, cz_err *err)
+{
+    for (uint32_t i = 0; i < w->n_sessions; i++) {
+        const cz_session *s = &w->sessions[i];
+        for (uint32_t k = 0; k < s->n_turns; k++) {
+            const cz_turn *t = &w->turns[s->turn_off + k];
+            const char *field = !(t->arrival_s <= CZ_MAX_TIME_S)   ? "arrival"
+                                : !(t->think_s <= CZ_MAX_TIME_S)   ? "think time"
+                                : !(t->speech_s <= CZ_MAX_TIME_S)  ? "speech time"
+                                : !(t->out_audio_s <= CZ_MAX_TIME_S) ? "audio length"
+                                                                     : NULL;
+            if (field)
+                return cz_err_set(err, CZ_ERANGE,
+                                  "%s: session '%s' turn %u: its %s is beyond %g s after the "
+                                  "trace's first request (the most a workload can hold)",
+                                  path, cz_workload_session_name(w, s), k, field,
+                                  CZ_MAX_TIME_S);
+        }
+    }
+    return CZ_OK;
+}
+
 /* Appends `src` to the non-empty workload `dst`; see cz_trace_read. */
 static cz_status merge(cz_workload *dst, const cz_workload *src, const char *path, cz_err *err)
 {
@@ -197,6 +227,8 @@ cz_status cz_trace_read(const char *path, const cz_trace_opts *opts, cz_workload
     }
     if (st == CZ_OK && o.format != CZ_FMT_CADENZA && tmp.arrivals_given)
         shift_to_zero(&tmp);
+    if (st == CZ_OK && o.format != CZ_FMT_CADENZA)
+        st = check_times(&tmp, path, err);
     if (st == CZ_OK && (out->n_sessions > 0 || out->n_streams > 0)) {
         st = merge(out, &tmp, path, err);
     } else if (st == CZ_OK) {

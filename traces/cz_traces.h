@@ -31,7 +31,8 @@ const char *cz_trace_format_name(cz_trace_format f);
 /* Reads the first bytes of `path` and decides its format from the content: '[' ShareGPT;
  * a first line '{' with "cadenza-sessions" cadenza, with "hash_ids" or "input_length"
  * Mooncake; a CSV header with "Request tokens" BurstGPT, with "ContextTokens" Azure.
- * CZ_EIO when unreadable; CZ_EFORMAT naming the file and listing the formats otherwise. */
+ * CZ_EIO when unreadable; CZ_EFORMAT naming the line and column of a NUL byte in those
+ * bytes (cz_text_check), or naming the file and listing the formats otherwise. */
 cz_status cz_trace_detect(const char *path, cz_trace_format *out, cz_err *err);
 
 /* Options of the readers. cz_trace_opts_default() gives the defaults documented in
@@ -69,9 +70,9 @@ cz_trace_opts cz_trace_opts_default(void);
 cz_status cz_trace_read(const char *path, const cz_trace_opts *opts, cz_workload *out,
                         cz_err *err);
 
-/* Writes `w` in cadenza's session JSONL format (docs/workload.md), atomically: to a
- * temporary file beside `path`, renamed over it on success and removed on failure
- * (CZ_EIO naming `path`). Reading the file back gives a workload equal to `w`
+/* Writes `w` in cadenza's session JSONL format (docs/workload.md) to `path` with
+ * cz_file_write: removed on failure (CZ_EIO naming `path`); the CLI writes to a temporary
+ * path and renames it (cli/cz_out.h). Reading the file back gives a workload equal to `w`
  * (cz_workload_equal). */
 cz_status cz_trace_write_cadenza(const cz_workload *w, const char *path, cz_err *err);
 

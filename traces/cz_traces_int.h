@@ -14,6 +14,10 @@
 #include "cz_traces.h"
 #include "cz_workload.h"
 
+/* Bound on every time a workload holds, in seconds (about 31,700 years): what cadenza's own
+ * files accept, so that whatever a reader takes in converts and reads back. */
+#define CZ_MAX_TIME_S 1e12
+
 /* ---- line scanner ---------------------------------------------------------------- */
 
 /* A whole file in memory, cut into lines in place. */

@@ -27,7 +27,7 @@ void cz__workload_copy_session(cz_workload *dst, const cz_workload *src, uint32_
         const cz_turn *from = &src->turns[s->turn_off + k];
         cz_turn *t = cz_workload_add_turn(dst);
         *t = *from;
-        cz_workload_add_hashes(dst, t, src->hash_pool + from->hash_off, from->hash_len);
+        cz_workload_add_hashes(dst, t, cz_workload_turn_hashes(src, from), from->hash_len);
     }
 }
 

@@ -77,6 +77,14 @@ cz_stream *cz_workload_add_stream(cz_workload *w)
     return st;
 }
 
+const uint32_t *cz_workload_turn_hashes(const cz_workload *w, const cz_turn *t)
+{
+    if (t->hash_len == 0)
+        return NULL;
+    CZ_ASSERT((uint64_t)t->hash_off + t->hash_len <= w->n_hash);
+    return w->hash_pool + t->hash_off;
+}
+
 const char *cz_workload_session_name(const cz_workload *w, const cz_session *s)
 {
     CZ_ASSERT(s->name_off < w->name_len);
@@ -125,8 +133,9 @@ static bool turn_equal(const cz_workload *a, const cz_turn *x, const cz_workload
     CZ__CMP(barge_in_s)
     CZ__CMP(hash_len)
 #undef CZ__CMP
-    if (x->hash_len > 0 && memcmp(a->hash_pool + x->hash_off, b->hash_pool + y->hash_off,
-                                  (size_t)x->hash_len * sizeof *a->hash_pool) != 0) {
+    if (x->hash_len > 0 &&
+        memcmp(cz_workload_turn_hashes(a, x), cz_workload_turn_hashes(b, y),
+               (size_t)x->hash_len * sizeof *a->hash_pool) != 0) {
         *field = "hash_ids";
         return false;
     }

@@ -98,14 +98,19 @@ void cz_workload_free(cz_workload *w);
  * named `name` (copied); cz_workload_add_turn appends a turn to the session begun last
  * and returns it (valid until the next add), zeroed with barge_in_s = -1.
  * cz_workload_add_hashes appends `n` hashes to the pool and stores their range in `turn`
- * (a turn of `w`). cz_workload_add_stream appends a zeroed stream of class RT. Arrays grow
- * by doubling (amortised O(1)); running out of memory aborts (cz_grow). Calling
- * add_turn before any begin_session is a bug (CZ_ASSERT). */
+ * (a turn of `w`); `hashes` may be NULL when `n` is 0. cz_workload_add_stream appends a
+ * zeroed stream of class RT. Arrays grow by doubling (amortised O(1)); running out of
+ * memory ends the program (cz_base.h). Calling add_turn before any begin_session is a bug
+ * (CZ_ASSERT). */
 cz_session *cz_workload_begin_session(cz_workload *w, const char *name, cz_class cls,
                                       cz_timing timing);
 cz_turn *cz_workload_add_turn(cz_workload *w);
 void cz_workload_add_hashes(cz_workload *w, cz_turn *turn, const uint32_t *hashes, uint32_t n);
 cz_stream *cz_workload_add_stream(cz_workload *w);
+
+/* The hashes of turn `t` of `w` (hash_len of them, inside the pool), or NULL when the turn
+ * has none (the pool itself may then be NULL, and NULL + 0 is undefined in C). */
+const uint32_t *cz_workload_turn_hashes(const cz_workload *w, const cz_turn *t);
 
 /* Name of session `s` (inside the name pool). */
 const char *cz_workload_session_name(const cz_workload *w, const cz_session *s);

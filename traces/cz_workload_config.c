@@ -65,8 +65,10 @@ static cz_status parse_format(const cJSON *obj, const char *where, cz_trace_form
 {
     const char *name = "auto";
     cz_status st = cz_json_str(obj, where, "format", false, &name, err);
-    if (st == CZ_OK && (st = cz_trace_format_parse(name, fmt, err)) != CZ_OK)
+    if (st == CZ_OK && (st = cz_trace_format_parse(name, fmt, err)) != CZ_OK) {
         cz_err_prefix(err, "%s: field 'format': ", where);
+        cz_err_locate(err, where, "format");
+    }
     return st;
 }
 
@@ -75,8 +77,8 @@ static cz_status parse_class(const cJSON *obj, const char *where, cz_class *cls,
     const char *name = NULL;
     cz_status st = cz_json_str(obj, where, "class", false, &name, err);
     if (st == CZ_OK && name && !cz__class_parse(name, cls))
-        st = cz_err_set(err, CZ_EINVAL, "%s: field 'class': expected \"rt\" or \"be\", got '%s'",
-                        where, name);
+        st = cz_err_field(err, CZ_EINVAL, where, "class", "expected \"rt\" or \"be\", got '%s'",
+                          name);
     return st;
 }
 
@@ -265,8 +267,8 @@ static cz_status apply_arrivals(const cJSON *a, const char *where, uint64_t seed
     if (a && (st = cz_json_str(a, where, "turns", false, &turns, err)) != CZ_OK)
         return st;
     if (strcmp(turns, "open") != 0 && strcmp(turns, "closed") != 0)
-        return cz_err_set(err, CZ_EINVAL, "%s: field 'turns': expected open or closed, got '%s'",
-                          where, turns);
+        return cz_err_field(err, CZ_EINVAL, where, "turns", "expected open or closed, got '%s'",
+                            turns);
     if (strcmp(turns, "closed") == 0)
         for (uint32_t i = 0; i < w->n_sessions; i++)
             w->sessions[i].timing = CZ_TIMING_CLOSED;
@@ -305,10 +307,8 @@ static cz_status apply_arrivals(const cJSON *a, const char *where, uint64_t seed
         w->arrivals_given = true;
         return CZ_OK;
     } else {
-        return cz_err_set(err, CZ_EINVAL,
-                          "%s: field 'process': expected trace, poisson, gamma or closed_loop, "
-                          "got '%s'",
-                          where, process);
+        return cz_err_field(err, CZ_EINVAL, where, "process",
+                            "expected trace, poisson, gamma or closed_loop, got '%s'", process);
     }
     /* Poisson: exponential gaps of mean 1/rate. Gamma (vLLM's burstiness): gaps of shape
      * b and scale 1/(rate b), same mean, squared CV 1/b. The first session starts at 0. */
@@ -475,8 +475,7 @@ static cz_status parse_stagger(const cJSON *so, const char *where, bool *stagger
         *random = true;
         return CZ_OK;
     }
-    return cz_err_set(err, CZ_EINVAL,
-                      "%s: field 'stagger': expected true, false or \"random\"", where);
+    return cz_err_field(err, CZ_EINVAL, where, "stagger", "expected true, false or \"random\"");
 }
 
 /* Periodic streams (Metronome §2, 002_*.txt): N sessions that each ingest and decode a
@@ -496,9 +495,9 @@ static cz_status add_streams(const cJSON *so, const char *where, uint64_t seed, 
         (st = cz_json_u64(so, where, "count", true, 1, 10000000, &count, err)) != CZ_OK ||
         (st = cz_json_num(so, where, "frame_period_s", true, 1e-6, 1e6, &period_s, err)) !=
             CZ_OK ||
-        (st = cz_json_u64(so, where, "tokens_in_per_frame", true, 0, UINT32_MAX, &in, err)) !=
+        (st = cz_json_u64(so, where, "tokens_in_per_frame", true, 1, UINT32_MAX, &in, err)) !=
             CZ_OK ||
-        (st = cz_json_u64(so, where, "tokens_out_per_frame", true, 0, UINT32_MAX, &out, err)) !=
+        (st = cz_json_u64(so, where, "tokens_out_per_frame", true, 1, UINT32_MAX, &out, err)) !=
             CZ_OK ||
         (st = cz_json_num(so, where, "duration_s", true, 1e-6, CZ_MAX_TIME_CFG, &duration_s,
                           err)) != CZ_OK ||

@@ -1,0 +1,171 @@
+/* cz_out.c - see cz_out.h. */
+#include "cz_out.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CZ_OUT_PATH_MAX PATH_MAX
+
+/* The signals that remove the temporaries before they take their default action. */
+static const int out_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGXFSZ, SIGABRT};
+
+/* The program's one global (cz_out.h): the registered outputs. `tmp` and `n` are what the
+ * signal handler reads; entries change only with the signals blocked, and `n` counts the
+ * complete ones. */
+static struct {
+    char tmp[CZ_OUT_MAX][CZ_OUT_PATH_MAX];
+    char *final[CZ_OUT_MAX];
+    volatile sig_atomic_t n;
+    bool hooked;
+} out_table;
+
+/* Unlinks every registered temporary (async-signal-safe: unlink only). */
+static void unlink_temps(void)
+{
+    for (int i = 0; i < out_table.n; i++)
+        unlink(out_table.tmp[i]);
+}
+
+/* Installed with SA_RESETHAND | SA_NODEFER: the default action is back and the signal not
+ * blocked, so raising it again ends the process as the signal would have. */
+static void on_signal(int sig)
+{
+    int saved = errno;
+    unlink_temps();
+    errno = saved;
+    raise(sig);
+}
+
+static void on_exit_cleanup(void)
+{
+    unlink_temps();
+    out_table.n = 0;
+}
+
+static void block_signals(sigset_t *old)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < CZ_ARRAY_LEN(out_signals); i++)
+        sigaddset(&set, out_signals[i]);
+    sigprocmask(SIG_BLOCK, &set, old);
+}
+
+static void restore_signals(const sigset_t *old)
+{
+    sigprocmask(SIG_SETMASK, old, NULL);
+}
+
+static void install_handlers(void)
+{
+    for (size_t i = 0; i < CZ_ARRAY_LEN(out_signals); i++) {
+        struct sigaction old;
+        if (sigaction(out_signals[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN)
+            continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        for (size_t k = 0; k < CZ_ARRAY_LEN(out_signals); k++)
+            if (k != i)
+                sigaddset(&sa.sa_mask, out_signals[k]);
+        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+        sigaction(out_signals[i], &sa, NULL);
+    }
+    CZ_ASSERT(atexit(on_exit_cleanup) == 0);
+}
+
+/* Frees the final paths and empties the table; call with the signals blocked. */
+static void forget(void)
+{
+    int n = out_table.n;
+    out_table.n = 0;
+    for (int i = 0; i < n; i++) {
+        free(out_table.final[i]);
+        out_table.final[i] = NULL;
+    }
+}
+
+cz_status cz_out_add(const char *final_path, const char **tmp_path, cz_err *err)
+{
+    struct stat sb;
+    if (stat(final_path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        *tmp_path = final_path; /* a device or pipe (/dev/stdout): written in place */
+        return CZ_OK;
+    }
+    int n = out_table.n;
+    CZ_ASSERT(n < CZ_OUT_MAX);
+    for (int i = 0; i < n; i++)
+        if (strcmp(out_table.final[i], final_path) == 0)
+            return cz_err_set(err, CZ_EINVAL, "%s: given for two outputs", final_path);
+    char tmp[CZ_OUT_PATH_MAX];
+    int len = snprintf(tmp, sizeof tmp, "%s.tmp%ld", final_path, (long)getpid());
+    if (len < 0 || (size_t)len >= sizeof tmp)
+        return cz_err_set(err, CZ_EINVAL, "%s: output path too long", final_path);
+    if (!out_table.hooked) {
+        install_handlers();
+        out_table.hooked = true;
+    }
+    char *final_copy = cz_xstrdup(final_path);
+    sigset_t old;
+    block_signals(&old);
+    /* O_EXCL: never write through a link planted at the temporary's name; a stale file of
+     * the same name (a killed run with this pid) is replaced. */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    if (fd < 0) {
+        int e = errno;
+        restore_signals(&old);
+        free(final_copy);
+        return cz_err_set(err, CZ_EIO, "%s: cannot write: %s", final_path, strerror(e));
+    }
+    close(fd);
+    memcpy(out_table.tmp[n], tmp, (size_t)len + 1);
+    out_table.final[n] = final_copy;
+    out_table.n = n + 1;
+    restore_signals(&old);
+    *tmp_path = out_table.tmp[n];
+    return CZ_OK;
+}
+
+cz_status cz_out_commit(cz_err *err)
+{
+    sigset_t old;
+    block_signals(&old);
+    int n = out_table.n, k = 0, e = 0;
+    for (; k < n; k++) {
+        if (rename(out_table.tmp[k], out_table.final[k]) != 0) {
+            e = errno;
+            break;
+        }
+    }
+    cz_status st = CZ_OK;
+    if (k < n) {
+        st = cz_err_set(err, CZ_EIO, "%s: cannot move the finished file into place: %s",
+                        out_table.final[k], strerror(e));
+        for (int i = 0; i < k; i++)
+            unlink(out_table.final[i]);
+        unlink_temps();
+    }
+    forget();
+    restore_signals(&old);
+    return st;
+}
+
+void cz_out_discard(void)
+{
+    sigset_t old;
+    block_signals(&old);
+    unlink_temps();
+    forget();
+    restore_signals(&old);
+}

@@ -1,0 +1,14 @@
+/* cz_proc.h - facts about the running process for run statistics (the CLI's run line,
+ * the benchmarks). */
+#ifndef CZ_PROC_H
+#define CZ_PROC_H
+
+#include <stdint.h>
+
+/* Peak resident set size of this process, in bytes: VmHWM from /proc/self/status, which
+ * starts afresh at exec. Where that cannot be read (no procfs), getrusage's ru_maxrss,
+ * which on Linux survives exec, so a process started by a larger one reports that
+ * parent's peak when it is the larger. 0 when neither is available. */
+uint64_t cz_proc_peak_rss_bytes(void);
+
+#endif

@@ -1,0 +1,730 @@
+/* stress.c - the randomized stress suite: experiment configs generated from a seed across
+ * what the simulator serves (text, omni and TTS pipelines, full-duplex streams, a
+ * vision-language model on one GPU; every scheduler; idle KV dropped or offloaded; LRU and
+ * next-use eviction; preload; bidirectional blocks; windows and sinks; gateways; barge-in;
+ * pools from a few blocks to the whole GPU; routers and replicas; open and closed loops;
+ * clocks that stop mid-run), each run twice by the cadenza program. A run passes when it
+ * exits 0 within the time bound, accounts for every request, frame and stream
+ * (completed + aborted + rejected + failed + unfinished == requests, and likewise), and
+ * both runs write byte-identical summaries; or when it exits 2 with a message for a
+ * combination the config loader refuses (at most a tenth of the runs may). A crash, an
+ * exit 3, a hang, a lost request or a difference fails the run, and the config is printed
+ * so that it can be kept as a regression test (tests/data/stress/).
+ *
+ * usage: stress CADENZA SOURCE_ROOT [--seed S] [--count N] [--timeout SEC]
+ *               [--keep DIR] [--print] [--verbose] [CONFIG.json | DIR]...
+ * With config files (or folders of them), runs those instead of generated ones. Prints one
+ * line per failure and ends with "N passed, N failed". */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+/* ---- a small deterministic generator (splitmix64) ---- */
+
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+static uint64_t next_u64(rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static double unif(rng *r) { return (double)(next_u64(r) >> 11) * 0x1.0p-53; }
+static uint32_t below(rng *r, uint32_t n) { return (uint32_t)(unif(r) * n); }
+static bool chance(rng *r, double p) { return unif(r) < p; }
+static uint32_t between(rng *r, uint32_t lo, uint32_t hi) { return lo + below(r, hi - lo + 1); }
+static double log_between(rng *r, double lo, double hi)
+{
+    return exp(log(lo) + unif(r) * (log(hi) - log(lo)));
+}
+static const char *pick(rng *r, const char *const *v, uint32_t n) { return v[below(r, n)]; }
+#define PICK(r, ...)                                                                          \
+    pick(r, (const char *const[]){__VA_ARGS__},                                             \
+         sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+
+/* ---- the generator ---- */
+
+static const char *root;
+static bool verbose;
+
+static char *data_path(const char *rel)
+{
+    size_t n = strlen(root) + strlen(rel) + 2;
+    char *p = malloc(n);
+    snprintf(p, n, "%s/%s", root, rel);
+    return p;
+}
+
+static void add_path(cJSON *o, const char *key, const char *rel)
+{
+    char *p = data_path(rel);
+    cJSON_AddStringToObject(o, key, p);
+    free(p);
+}
+
+static cJSON *dist(rng *r, double lo, double hi)
+{
+    double mean = log_between(r, lo, hi);
+    switch (below(r, 4)) {
+    case 0: return cJSON_CreateNumber(round(mean));
+    case 1: {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "dist", "uniform");
+        cJSON_AddNumberToObject(d, "min", lo);
+        cJSON_AddNumberToObject(d, "max", round(mean) > lo ? round(mean) : lo + 1);
+        return d;
+    }
+    case 2: {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "dist", "lognormal");
+        cJSON_AddNumberToObject(d, "mean", mean);
+        cJSON_AddNumberToObject(d, "cv", 0.2 + unif(r));
+        return d;
+    }
+    default: {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "dist", "exponential");
+        cJSON_AddNumberToObject(d, "mean", mean);
+        return d;
+    }
+    }
+}
+
+/* A source of turns: synthetic lengths or a slice of a shipped trace. `multi`: sessions
+ * of several turns are welcome. Returns whether the source has timestamps. */
+static bool add_source(rng *r, cJSON *w, bool multi, double in_hi, double out_hi)
+{
+    uint32_t n = between(r, 1, 48);
+    uint32_t kind = below(r, multi ? 6 : 5);
+    if (kind <= 1) {
+        cJSON *s = cJSON_AddObjectToObject(w, "synthetic");
+        cJSON_AddNumberToObject(s, "requests", n);
+        cJSON_AddItemToObject(s, "input_tokens", dist(r, 1, in_hi));
+        if (chance(r, 0.25)) {
+            cJSON *d = cJSON_AddObjectToObject(s, "output_tokens");
+            cJSON_AddStringToObject(d, "dist", "trace");
+            add_path(d, "path", "traces/data/sharegpt/sharegpt_sample.json");
+            cJSON_AddNumberToObject(d, "max_tokens", round(out_hi));
+        } else {
+            cJSON_AddItemToObject(s, "output_tokens", dist(r, 1, out_hi));
+        }
+        if (chance(r, 0.2))
+            cJSON_AddStringToObject(s, "class", PICK(r, "rt", "be"));
+        return false;
+    }
+    cJSON *t = cJSON_AddObjectToObject(w, "trace");
+    bool timed = true;
+    switch (kind) {
+    case 2:
+        add_path(t, "path", PICK(r, "traces/data/azure_llm_2023_conv/AzureLLMInferenceTrace_conv.csv",
+                                 "traces/data/azure_llm_2023_code/AzureLLMInferenceTrace_code.csv"));
+        break;
+    case 3:
+        add_path(t, "path", "traces/data/mooncake_conversation/conversation_trace_head.jsonl");
+        break;
+    case 4:
+        add_path(t, "path", "traces/data/sharegpt/sharegpt_sample.json");
+        timed = false;
+        break;
+    default:
+        if (chance(r, 0.5)) {
+            add_path(t, "path", "traces/data/sharegpt/sharegpt_sample.json");
+            cJSON_AddBoolToObject(t, "multi_turn", true);
+            timed = false;
+        } else {
+            add_path(t, "path", PICK(r, "traces/data/burstgpt3/BurstGPT_3_head.csv",
+                                     "traces/data/burstgpt/BurstGPT_1_head.csv"));
+            cJSON_AddBoolToObject(t, "new_input_only", chance(r, 0.7));
+        }
+        break;
+    }
+    cJSON_AddNumberToObject(w, "max_requests", n);
+    return timed;
+}
+
+static void add_arrivals(rng *r, cJSON *w, bool timed, bool closed_ok)
+{
+    cJSON *a = cJSON_AddObjectToObject(w, "arrivals");
+    uint32_t k = below(r, timed ? 4 : 3);
+    if (k == 0 || (k == 2 && !closed_ok)) {
+        cJSON_AddStringToObject(a, "process", "poisson");
+        cJSON_AddNumberToObject(a, "rate_rps", log_between(r, 0.05, 200));
+    } else if (k == 1) {
+        cJSON_AddStringToObject(a, "process", "gamma");
+        cJSON_AddNumberToObject(a, "rate_rps", log_between(r, 0.05, 200));
+        cJSON_AddNumberToObject(a, "burstiness", log_between(r, 0.1, 4));
+    } else if (k == 2) {
+        cJSON_AddStringToObject(a, "process", "closed_loop");
+        cJSON_AddNumberToObject(a, "concurrency", between(r, 1, 16));
+        if (chance(r, 0.5))
+            cJSON_AddItemToObject(a, "think_s", dist(r, 0.01, 5));
+    } else {
+        cJSON_AddStringToObject(a, "process", "trace");
+        if (chance(r, 0.5))
+            cJSON_AddStringToObject(a, "turns", "closed");
+        if (chance(r, 0.5))
+            cJSON_AddNumberToObject(w, "time_scale", log_between(r, 0.001, 2));
+    }
+}
+
+/* Server fields for one stage or for all: pools from a few blocks to derived. */
+static void add_server(rng *r, cJSON *s, bool allow_window)
+{
+    static const uint32_t seq_v[] = {1, 2, 4, 8, 32, 256};
+    uint32_t seqs = seq_v[below(r, 6)];
+    static const uint32_t tok_v[] = {16, 64, 512, 2048, 8192};
+    uint32_t tokens = tok_v[below(r, 5)];
+    if (tokens < seqs)
+        tokens = seqs;
+    if (chance(r, 0.7)) {
+        cJSON_AddNumberToObject(s, "max_num_seqs", seqs);
+        cJSON_AddNumberToObject(s, "max_num_batched_tokens", chance(r, 0.7) ? tokens : 8192);
+    }
+    if (chance(r, 0.2))
+        cJSON_AddBoolToObject(s, "chunked_prefill", false);
+    static const uint32_t bt_v[] = {1, 4, 16, 16, 32};
+    uint32_t bt = bt_v[below(r, 5)];
+    cJSON_AddNumberToObject(s, "block_tokens", bt);
+    switch (below(r, 4)) {
+    case 0: cJSON_AddNumberToObject(s, "kv_blocks", between(r, 1, 8)); break;
+    case 1: cJSON_AddNumberToObject(s, "kv_blocks", between(r, 9, 256)); break;
+    case 2: cJSON_AddNumberToObject(s, "kv_blocks", between(r, 257, 8192)); break;
+    default: break; /* derived from the GPU */
+    }
+    bool offload = chance(r, 0.5);
+    cJSON_AddStringToObject(s, "kv_idle", offload ? "offload" : "drop");
+    bool window = allow_window && chance(r, 0.15);
+    bool bidi = !window && chance(r, 0.15);
+    if (window) {
+        cJSON_AddNumberToObject(s, "kv_window_tokens", between(r, 1, 1024));
+        cJSON_AddNumberToObject(s, "kv_sink_tokens", between(r, 0, 32));
+    }
+    if (bidi)
+        cJSON_AddBoolToObject(s, "kv_bidirectional", true);
+    if (!window && chance(r, 0.5))
+        cJSON_AddStringToObject(s, "kv_evict", PICK(r, "lru", "next_use", "next_use_scan"));
+    cJSON_AddBoolToObject(s, "kv_preload", offload && chance(r, 0.5));
+    if (chance(r, 0.2))
+        cJSON_AddNumberToObject(s, "preload_protect_fraction", unif(r));
+    if (chance(r, 0.2))
+        cJSON_AddNumberToObject(s, "reply_prior_s", log_between(r, 0.01, 20));
+    if (chance(r, 0.1))
+        cJSON_AddNumberToObject(s, "max_model_len", between(r, 16, 8192));
+}
+
+/* Server fields picked with no regard for what goes together (windows with next-use
+ * eviction, preload without offload, a token budget below the sequence cap...): the
+ * config loader must refuse what it cannot serve with exit 2, never crash. */
+static void add_free_server(rng *r, cJSON *s)
+{
+    if (chance(r, 0.5))
+        cJSON_AddNumberToObject(s, "max_num_seqs", between(r, 1, 300));
+    if (chance(r, 0.5))
+        cJSON_AddNumberToObject(s, "max_num_batched_tokens", between(r, 1, 9000));
+    if (chance(r, 0.5))
+        cJSON_AddNumberToObject(s, "block_tokens", between(r, 1, 64));
+    if (chance(r, 0.5))
+        cJSON_AddNumberToObject(s, "kv_blocks", between(r, 0, 64));
+    if (chance(r, 0.5))
+        cJSON_AddStringToObject(s, "kv_idle", PICK(r, "drop", "offload"));
+    if (chance(r, 0.5))
+        cJSON_AddStringToObject(s, "kv_evict", PICK(r, "lru", "next_use", "next_use_scan"));
+    if (chance(r, 0.5))
+        cJSON_AddBoolToObject(s, "kv_preload", chance(r, 0.5));
+    if (chance(r, 0.5))
+        cJSON_AddBoolToObject(s, "kv_bidirectional", chance(r, 0.5));
+    if (chance(r, 0.5))
+        cJSON_AddNumberToObject(s, "kv_window_tokens", between(r, 0, 64));
+    if (chance(r, 0.5))
+        cJSON_AddNumberToObject(s, "kv_sink_tokens", between(r, 0, 64));
+    if (chance(r, 0.3))
+        cJSON_AddBoolToObject(s, "chunked_prefill", chance(r, 0.5));
+    if (chance(r, 0.3))
+        cJSON_AddNumberToObject(s, "max_model_len", between(r, 0, 64));
+}
+
+static cJSON *scheduler(rng *r)
+{
+    const char *name = PICK(r, "fcfs", "fcfs_scan", "liveserve", "voxserve", "bros");
+    if (!chance(r, 0.3))
+        return cJSON_CreateString(name);
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "name", name);
+    if (strcmp(name, "liveserve") == 0) {
+        cJSON_AddNumberToObject(s, "p_safe_s", log_between(r, 0.05, 10));
+        cJSON_AddNumberToObject(s, "alpha", unif(r) * 2);
+        cJSON_AddNumberToObject(s, "beta", unif(r) * 2);
+    } else if (strcmp(name, "bros") == 0) {
+        cJSON_AddNumberToObject(s, "base_batch", between(r, 1, 256));
+        cJSON_AddNumberToObject(s, "rt_ttft_ms", log_between(r, 10, 5000));
+    } else if (strcmp(name, "voxserve") == 0) {
+        cJSON_AddBoolToObject(s, "throughput_mode", chance(r, 0.3));
+        cJSON_AddNumberToObject(s, "urgent_window_s", unif(r) * 3);
+    }
+    return s;
+}
+
+static void add_pipeline_placement(rng *r, cJSON *c, const char *const *stages, uint32_t n,
+                                   uint32_t gpus)
+{
+    cJSON *p = cJSON_AddObjectToObject(c, "pipeline");
+    for (uint32_t i = 0; i < n; i++) {
+        cJSON *st = cJSON_AddObjectToObject(p, stages[i]);
+        uint32_t reps = between(r, 1, 3);
+        cJSON_AddNumberToObject(st, "replicas", reps);
+        cJSON *g = cJSON_AddArrayToObject(st, "gpus");
+        for (uint32_t k = 0; k < reps; k++)
+            cJSON_AddItemToArray(g, cJSON_CreateNumber(below(r, gpus)));
+        if (chance(r, 0.3))
+            add_server(r, st, false);
+    }
+}
+
+static void add_audio(rng *r, cJSON *w, bool spoken_input)
+{
+    cJSON *a = cJSON_AddObjectToObject(w, "audio");
+    cJSON_AddNumberToObject(a, "tokens_per_text_token", 0.5 + 3.5 * unif(r));
+    if (chance(r, 0.5))
+        cJSON_AddNumberToObject(a, "seconds_per_audio_token", 0.02 + 0.1 * unif(r));
+    if (chance(r, 0.6))
+        cJSON_AddNumberToObject(a, "speech_s_per_input_token", 0.05 + 0.4 * unif(r));
+    if (spoken_input && chance(r, 0.5))
+        cJSON_AddNumberToObject(a, "input_audio_tokens_per_s", 12.5);
+    if (chance(r, 0.5)) {
+        cJSON *b = cJSON_AddObjectToObject(w, "barge_in");
+        cJSON_AddNumberToObject(b, "p", chance(r, 0.5) ? 1.0 : 0.3);
+    }
+}
+
+static cJSON *generate(uint64_t seed)
+{
+    rng r = {seed * 0x2545F4914F6CDD1DULL + 1};
+    cJSON *c = cJSON_CreateObject();
+    char name[64];
+    snprintf(name, sizeof name, "stress-%" PRIu64, seed);
+    cJSON_AddStringToObject(c, "name", name);
+    cJSON_AddNumberToObject(c, "seed", (double)between(&r, 1, 1000000));
+    cJSON *w = cJSON_AddObjectToObject(c, "workload");
+    cJSON *server = cJSON_AddObjectToObject(c, "server");
+    uint32_t family = below(&r, 20);
+    if (family < 7) {
+        /* a text model on one stage */
+        bool big = chance(&r, 0.3);
+        cJSON_AddStringToObject(c, "model", big ? "llama-2-70b" : "llama-3-8b");
+        cJSON_AddStringToObject(c, "hardware", PICK(&r, "h100-sxm", "a100-80gb", "h200"));
+        if (big || chance(&r, 0.2)) {
+            cJSON *cost = cJSON_AddObjectToObject(c, "cost");
+            static const uint32_t tp_v[] = {2, 4, 8};
+            cJSON_AddNumberToObject(cost, "tp", tp_v[below(&r, 3)]);
+        } else if (chance(&r, 0.1)) {
+            cJSON *cost = cJSON_AddObjectToObject(c, "cost");
+            cJSON_AddStringToObject(cost, "kind", "service");
+            cJSON_AddItemToObject(cost, "service_s", dist(&r, 0.001, 1));
+        }
+        cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
+        add_server(&r, server, true);
+        bool timed = add_source(&r, w, true, 4000, 800);
+        add_arrivals(&r, w, timed, true);
+        if (chance(&r, 0.2))
+            cJSON_AddNumberToObject(w, "best_effort_fraction", unif(&r));
+        if (chance(&r, 0.3)) {
+            cJSON *slo = cJSON_AddObjectToObject(c, "slo");
+            cJSON_AddNumberToObject(slo, "ttft_ms", log_between(&r, 10, 5000));
+            cJSON_AddNumberToObject(slo, "tpot_ms", log_between(&r, 5, 500));
+        }
+    } else if (family < 14) {
+        /* Qwen3-Omni's spoken pipeline on an 8-GPU server */
+        static const char *const stages[] = {"audio_encoder", "thinker", "talker", "code2wav"};
+        cJSON_AddStringToObject(c, "model", "qwen3-omni");
+        cJSON_AddStringToObject(c, "hardware", "h200");
+        cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
+        uint32_t gpus = between(&r, 1, 8);
+        add_pipeline_placement(&r, c, stages, 4, gpus);
+        add_server(&r, server, false);
+        if (gpus < 4 && !cJSON_GetObjectItemCaseSensitive(server, "kv_blocks"))
+            cJSON_AddNumberToObject(server, "kv_blocks", between(&r, 1, 4096));
+        cJSON_AddStringToObject(c, "router", PICK(&r, "session", "least_loaded", "random"));
+        bool timed = add_source(&r, w, true, 600, 300);
+        add_arrivals(&r, w, timed, true);
+        add_audio(&r, w, true);
+        if (chance(&r, 0.3)) {
+            cJSON *slo = cJSON_AddObjectToObject(c, "slo");
+            cJSON_AddNumberToObject(slo, "audio_ttfp_ms", log_between(&r, 100, 5000));
+        }
+    } else if (family < 17) {
+        /* full-duplex streams on the thinker, with a gateway */
+        cJSON_AddStringToObject(c, "model", "qwen3-omni");
+        cJSON_AddStringToObject(c, "stage", "thinker");
+        cJSON_AddStringToObject(c, "hardware", PICK(&r, "rtx-pro-6000-blackwell", "h100-sxm"));
+        if (chance(&r, 0.5))
+            cJSON_AddNumberToObject(c, "weight_bytes", 1);
+        cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
+        add_server(&r, server, true);
+        cJSON *s = cJSON_AddObjectToObject(w, "streams");
+        double period = log_between(&r, 0.08, 2.0);
+        cJSON_AddNumberToObject(s, "count", between(&r, 1, 24));
+        cJSON_AddNumberToObject(s, "frame_period_s", period);
+        cJSON_AddNumberToObject(s, "tokens_in_per_frame", between(&r, 1, 50));
+        cJSON_AddNumberToObject(s, "tokens_out_per_frame", between(&r, 1, 60));
+        cJSON_AddNumberToObject(s, "duration_s", period * between(&r, 1, 30));
+        switch (below(&r, 4)) {
+        case 0: cJSON_AddBoolToObject(s, "stagger", false); break;
+        case 1: cJSON_AddStringToObject(s, "stagger", "random"); break;
+        case 2: cJSON_AddNumberToObject(s, "arrival_spacing_s", period * unif(&r)); break;
+        default: break;
+        }
+        if (chance(&r, 0.5)) {
+            cJSON *a = cJSON_AddObjectToObject(c, "admission");
+            if (chance(&r, 0.6)) {
+                cJSON_AddStringToObject(a, "policy", "aimd");
+                cJSON_AddNumberToObject(a, "target_fraction", 0.1 + 0.8 * unif(&r));
+            } else {
+                cJSON_AddStringToObject(a, "policy", "static");
+                cJSON_AddNumberToObject(a, "cap", between(&r, 1, 24));
+            }
+        }
+        if (chance(&r, 0.5)) {
+            cJSON *cl = cJSON_AddObjectToObject(c, "client");
+            cJSON_AddNumberToObject(cl, "frame_wait_fraction", 0.3 + unif(&r));
+        }
+    } else if (family < 18) {
+        /* a TTS pipeline (CosyVoice2) */
+        static const char *const stages[] = {"llm", "token2wav"};
+        cJSON_AddStringToObject(c, "model", "cosyvoice2");
+        cJSON_AddStringToObject(c, "hardware", "h100-sxm");
+        cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
+        add_pipeline_placement(&r, c, stages, 2, between(&r, 1, 2));
+        add_server(&r, server, false);
+        bool timed = add_source(&r, w, false, 200, 300);
+        add_arrivals(&r, w, timed, true);
+        add_audio(&r, w, false);
+    } else if (family < 19) {
+        /* Moshi: encoder, temporal transformer with its depth stage, decoder */
+        static const char *const stages[] = {"mimi_encoder", "temporal", "mimi_decoder"};
+        cJSON_AddStringToObject(c, "model", "moshi");
+        cJSON_AddStringToObject(c, "hardware", "h100-sxm");
+        cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
+        add_pipeline_placement(&r, c, stages, 3, 1);
+        add_server(&r, server, false);
+        bool timed = add_source(&r, w, false, 200, 200);
+        add_arrivals(&r, w, timed, true);
+        add_audio(&r, w, true);
+    } else {
+        /* a vision-language model on one GPU under a cross-stage scheduler */
+        cJSON_AddStringToObject(c, "model", "cogagent-9b");
+        cJSON_AddStringToObject(c, "hardware", "rtx-a6000");
+        cJSON_AddStringToObject(c, "scheduler", PICK(&r, "nova", "pf_limit", "chunked_prefill"));
+        cJSON *s = cJSON_AddObjectToObject(w, "synthetic");
+        cJSON_AddNumberToObject(s, "requests", between(&r, 1, 48));
+        cJSON_AddItemToObject(s, "input_tokens", dist(&r, 1, 500));
+        cJSON_AddItemToObject(s, "output_tokens", dist(&r, 1, 100));
+        cJSON_AddNumberToObject(s, "image_tokens", chance(&r, 0.8) ? 6401 : 0);
+        cJSON *a = cJSON_AddObjectToObject(w, "arrivals");
+        cJSON_AddStringToObject(a, "process", "poisson");
+        cJSON_AddNumberToObject(a, "rate_rps", log_between(&r, 0.05, 5));
+        if (chance(&r, 0.5))
+            cJSON_AddNumberToObject(server, "kv_blocks", between(&r, 1, 20000));
+    }
+    if (chance(&r, 0.06) && family < 19) {
+        cJSON_DeleteItemFromObject(c, "server");
+        server = cJSON_AddObjectToObject(c, "server");
+        add_free_server(&r, server);
+    }
+    if (chance(&r, 0.2)) {
+        cJSON *sim = cJSON_AddObjectToObject(c, "sim");
+        cJSON_AddNumberToObject(sim, "max_time_s", log_between(&r, 0.01, 500));
+    }
+    if (cJSON_GetArraySize(server) == 0)
+        cJSON_DeleteItemFromObject(c, "server");
+    return c;
+}
+
+/* ---- running ---- */
+
+typedef struct run_result {
+    int status;        /* exit status, or 128 + signal */
+    bool timed_out;
+    char *summary;     /* the summary file's bytes (NULL when none) */
+    char err[600];     /* the tail of stderr */
+} run_result;
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    size_t got = fread(b, 1, (size_t)n, f);
+    b[got] = '\0';
+    fclose(f);
+    return b;
+}
+
+static void run_once(const char *cadenza, const char *cfg, const char *dir, int idx,
+                     unsigned timeout_s, run_result *out)
+{
+    char sum[512], errf[512];
+    snprintf(sum, sizeof sum, "%s/summary%d.json", dir, idx);
+    snprintf(errf, sizeof errf, "%s/stderr%d.txt", dir, idx);
+    unlink(sum);
+    memset(out, 0, sizeof *out);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit cpu = {timeout_s, timeout_s + 1};
+        setrlimit(RLIMIT_CPU, &cpu);
+        FILE *e = freopen(errf, "w", stderr);
+        FILE *o = freopen("/dev/null", "w", stdout);
+        (void)e;
+        (void)o;
+        execl(cadenza, cadenza, "sim", cfg, "--quiet", "--no-progress", "--summary", sum,
+              (char *)NULL);
+        _exit(127);
+    }
+    int ws = 0;
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFSIGNALED(ws)) {
+        out->status = 128 + WTERMSIG(ws);
+        out->timed_out = WTERMSIG(ws) == SIGXCPU || WTERMSIG(ws) == SIGKILL;
+    } else {
+        out->status = WEXITSTATUS(ws);
+    }
+    out->summary = slurp(sum);
+    char *e = slurp(errf);
+    if (e) {
+        size_t n = strlen(e);
+        snprintf(out->err, sizeof out->err, "%s", n > 580 ? e + n - 580 : e);
+        free(e);
+    }
+}
+
+static double num(const cJSON *j, const char *key)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, key);
+    return cJSON_IsNumber(it) ? it->valuedouble : NAN;
+}
+
+/* The summary's accounting: NULL when it holds, else what does not. */
+static const char *check_summary(const char *text, char *why, size_t n)
+{
+    cJSON *j = cJSON_Parse(text);
+    if (!j)
+        return "the summary is not valid JSON";
+    const char *bad = NULL;
+    double req = num(j, "requests");
+    double sum = num(j, "completed") + num(j, "aborted") + num(j, "rejected") +
+                 num(j, "failed") + num(j, "unfinished");
+    if (!(req == sum)) {
+        snprintf(why, n, "requests %g != completed + aborted + rejected + failed + unfinished %g",
+                 req, sum);
+        bad = why;
+    }
+    if (!bad && cJSON_GetObjectItemCaseSensitive(j, "frames")) {
+        double fr = num(j, "frames");
+        double fs = num(j, "served_frames") + num(j, "empty_frames") + num(j, "rejected_frames") +
+                    num(j, "unfinished_frames");
+        double st = num(j, "streams");
+        double ss = num(j, "streams_completed") + num(j, "streams_rejected") +
+                    num(j, "streams_unfinished");
+        if (!(fr == fs) || !(st == ss)) {
+            snprintf(why, n, "frames %g vs outcomes %g; streams %g vs outcomes %g", fr, fs, st, ss);
+            bad = why;
+        }
+    }
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(j, "config");
+    const cJSON *sim = cJSON_GetObjectItemCaseSensitive(cfg, "sim");
+    if (!bad && !cJSON_GetObjectItemCaseSensitive(sim, "max_time_s") &&
+        (num(j, "unfinished") > 0 || num(j, "unfinished_frames") > 0)) {
+        snprintf(why, n, "unfinished work in a run whose clock never stopped");
+        bad = why;
+    }
+    cJSON_Delete(j);
+    return bad;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+typedef struct totals {
+    unsigned passed, failed, refused;
+} totals;
+
+/* Runs one config file twice and judges it. */
+static void judge(const char *cadenza, const char *cfg_path, const char *label, const char *dir,
+                  unsigned timeout_s, bool print_cfg, totals *t)
+{
+    run_result a, b;
+    run_once(cadenza, cfg_path, dir, 0, timeout_s, &a);
+    char why[800] = "";
+    const char *bad = NULL;
+    if (a.timed_out) {
+        snprintf(why, sizeof why, "no result within %u s (a hang?)", timeout_s);
+        bad = why;
+    } else if (a.status == 2 && a.err[0]) {
+        if (verbose)
+            printf("refused %s: %s", label, a.err);
+        t->refused++;
+        t->passed++;
+        free(a.summary);
+        return;
+    } else if (a.status != 0) {
+        snprintf(why, sizeof why, "exit status %d: %s", a.status, a.err);
+        bad = why;
+    } else if (!a.summary) {
+        bad = "no summary written";
+    } else {
+        bad = check_summary(a.summary, why, sizeof why);
+    }
+    if (!bad) {
+        run_once(cadenza, cfg_path, dir, 1, timeout_s, &b);
+        if (b.status != 0 || !b.summary || strcmp(a.summary, b.summary) != 0) {
+            snprintf(why, sizeof why, "the second run differs (exit %d)", b.status);
+            bad = why;
+        }
+        free(b.summary);
+    }
+    free(a.summary);
+    if (!bad) {
+        t->passed++;
+        return;
+    }
+    t->failed++;
+    printf("FAIL %s: %s\n", label, bad);
+    if (print_cfg) {
+        char *text = slurp(cfg_path);
+        printf("  config: %s\n", text ? text : "?");
+        free(text);
+    }
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: stress CADENZA SOURCE_ROOT [--seed S] [--count N] "
+                        "[--timeout SEC] [--keep DIR] [--print] [CONFIG.json...]\n");
+        return 2;
+    }
+    const char *cadenza = argv[1];
+    root = argv[2];
+    uint64_t seed = 1;
+    unsigned count = 200, timeout_s = 60;
+    const char *keep = NULL;
+    bool print_all = false;
+    const char **files = calloc((size_t)argc, sizeof *files);
+    int n_files = 0;
+    for (int i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+            seed = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc)
+            count = (unsigned)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc)
+            timeout_s = (unsigned)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--keep") == 0 && i + 1 < argc)
+            keep = argv[++i];
+        else if (strcmp(argv[i], "--print") == 0)
+            print_all = true;
+        else if (strcmp(argv[i], "--verbose") == 0)
+            verbose = true;
+        else
+            files[n_files++] = argv[i];
+    }
+    char dir[] = "/tmp/cz-stress-XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    totals t = {0, 0, 0};
+    char cfg_path[600];
+    if (n_files) {
+        for (int i = 0; i < n_files; i++) {
+            DIR *d = opendir(files[i]);
+            if (!d) {
+                judge(cadenza, files[i], files[i], dir, timeout_s, false, &t);
+                continue;
+            }
+            /* a folder: its .json files in name order */
+            char **names = NULL;
+            size_t n = 0;
+            struct dirent *e;
+            while ((e = readdir(d)) != NULL) {
+                size_t l = strlen(e->d_name);
+                if (l > 5 && strcmp(e->d_name + l - 5, ".json") == 0) {
+                    names = realloc(names, (n + 1) * sizeof *names);
+                    size_t pl = strlen(files[i]) + l + 2;
+                    names[n] = malloc(pl);
+                    snprintf(names[n++], pl, "%s/%s", files[i], e->d_name);
+                }
+            }
+            closedir(d);
+            qsort(names, n, sizeof *names, cmp_names);
+            for (size_t k = 0; k < n; k++) {
+                judge(cadenza, names[k], names[k], dir, timeout_s, false, &t);
+                free(names[k]);
+            }
+            free(names);
+        }
+    } else {
+        for (unsigned k = 0; k < count; k++) {
+            uint64_t s = seed * 1000003ULL + k;
+            cJSON *c = generate(s);
+            char *text = cJSON_PrintUnformatted(c);
+            snprintf(cfg_path, sizeof cfg_path, "%s/stress-%" PRIu64 ".json",
+                     keep ? keep : dir, s);
+            FILE *f = fopen(cfg_path, "w");
+            if (!f) {
+                perror(cfg_path);
+                return 1;
+            }
+            fputs(text, f);
+            fclose(f);
+            if (print_all)
+                printf("%s\n", text);
+            char label[64];
+            snprintf(label, sizeof label, "config %" PRIu64, s);
+            unsigned before = t.failed;
+            judge(cadenza, cfg_path, label, dir, timeout_s, true, &t);
+            if (!keep || t.failed == before)
+                unlink(cfg_path); /* --keep DIR keeps the failing ones */
+            cJSON_free(text);
+            cJSON_Delete(c);
+        }
+    }
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "stress: could not remove %s\n", dir);
+    free(files);
+    printf("stress: %u runs, %u refused by the config loader (exit 2)\n", t.passed + t.failed,
+           t.refused);
+    if (t.refused * 10 > t.passed + t.failed) {
+        printf("FAIL: more than a tenth of the generated configs were refused\n");
+        t.failed++;
+    }
+    printf("%u passed, %u failed\n", t.passed, t.failed);
+    return t.failed ? 1 : 0;
+}
