@@ -78,6 +78,7 @@ struct cz_server {
     size_t cap_cands;
     bool ordered;         /* the policy orders every step (no aggregate decode set) */
     uint32_t batch_cap;   /* the ordering policy's batch-size cap (0: none) */
+    double wake_s;        /* the earliest wake-up a policy asked for in the last step */
     cz_batch_item *items; /* prefill chunks of the batch in flight, capacity max_num_seqs */
     uint32_t n_items;
     uint32_t batch_decode;
@@ -158,6 +159,7 @@ cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sch
     s->xfers = cz_xmalloc(s->cap_xfers * sizeof *s->xfers);
     s->xfers_out = cz_xmalloc(s->cap_xfers_out * sizeof *s->xfers_out);
     s->last_done_s = NAN;
+    s->wake_s = INFINITY;
     s->ordered = sched->select != NULL;
     cz_evidx_init(&s->evx);
     CZ_ASSERT(cfg->kv_evict <= CZ_EVICT_NEXT_USE_SCAN);
@@ -1106,6 +1108,7 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
 {
     memset(out, 0, sizeof *out);
     s->n_items = 0;
+    s->wake_s = INFINITY;
     size_t n = (size_t)s->n_pf + (admit ? s->wq_len : 0);
     cz_grow((void **)&s->cands, &s->cap_cands, n ? n : 1, sizeof *s->cands);
     uint32_t nc = 0;
@@ -1114,7 +1117,8 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
         const cz_seq *q = &s->seqs[id];
         uint32_t need = q->tokens_in + q->generated - q->computed;
         s->cands[nc] = (cz_cand){.seq = id, .need = need, .pos = nc, .running = 1,
-                                 .decode = need == 1 && q->computed >= q->tokens_in};
+                                 .decode = need == 1 && q->computed >= q->tokens_in,
+                                 .wake_s = INFINITY};
         nc++;
     }
     for (size_t i = 0; admit && i < s->wq_len; i++) {
@@ -1123,7 +1127,7 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
             continue; /* admitted once its preload, or its checkpoint, lands */
         const cz_seq *q = &s->seqs[id];
         uint32_t need = q->tokens_in + q->generated - q->computed;
-        s->cands[nc] = (cz_cand){.seq = id, .need = need, .pos = nc};
+        s->cands[nc] = (cz_cand){.seq = id, .need = need, .pos = nc, .wake_s = INFINITY};
         nc++;
     }
     cz_sched_ctx ctx = {
@@ -1148,8 +1152,11 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
     bool admitted = false, preempted = false, closed = false;
     for (uint32_t k = 0; k < nc; k++) {
         cz_cand *c = &s->cands[k];
-        if (c->take == 0)
+        if (c->take == 0) {
+            if (c->wake_s < s->wake_s)
+                s->wake_s = c->wake_s;
             continue;
+        }
         *picked = true;
         cz_seq *q = &s->seqs[c->seq];
         if (q->state != CZ_SEQ_RUNNING && q->state != CZ_SEQ_WAITING)
@@ -1231,9 +1238,15 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
     return preempted;
 }
 
+double cz_server_wake_at(const cz_server *s)
+{
+    return s->wake_s;
+}
+
 bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
 {
     CZ_ASSERT(!s->in_flight);
+    s->wake_s = INFINITY;
     memset(out, 0, sizeof *out);
     s->n_items = 0;
     if (s->ordered)

@@ -143,6 +143,10 @@ typedef struct cz_cand {
     uint32_t take;    /* set by the policy: tokens to compute now (0: not in this step) */
     uint8_t running;  /* holds a running slot (else it waits for admission) */
     uint8_t decode;   /* its need is one decode token */
+    double wake_s;    /* set by the policy for a candidate it defers although the budgets
+                         would fit it: when to look at it again (INFINITY: at the next step,
+                         the default). The core reports the earliest (cz_server_wake_at) so
+                         that a driver whose stage runs nothing calls it back then */
 } cz_cand;
 
 /* What an ordering policy sees at the start of a step. Read-only. */
@@ -337,6 +341,11 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out);
 /* The batch in flight finished at time t_s: KV and token counts advance, tokens are
  * stamped, completed turns are reported through *ev. */
 void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev);
+
+/* After cz_server_schedule: the earliest time a policy asked to look again at a sequence
+ * it deferred (INFINITY: none). When the step ran nothing, the driver must call
+ * cz_server_schedule again by then, or the deferred work would wait for ever. */
+double cz_server_wake_at(const cz_server *s);
 
 /* Transfers requested since the last call (server-owned, valid until the next call that
  * can request one). The driver carries each out and reports it. */

@@ -269,6 +269,20 @@ static void run_xfers(sim_state *S, uint32_t ri, double now)
     }
 }
 
+/* An idle GPU whose stages deferred work asks to be dispatched again at `wake` (at the
+ * latest); one pending wake-up per GPU, the earliest. */
+static void gpu_wake(sim_state *S, uint32_t gi, double wake, double now)
+{
+    gpu_rt *g = &S->gpus[gi];
+    if (!(wake < INFINITY))
+        return;
+    wake = fmax(wake, now + 1e-9);
+    if (wake < g->wake_s) {
+        g->wake_s = wake;
+        cz_evq_push(&S->q, wake, EV_WAKE, gi, 0);
+    }
+}
+
 /* VoxServe's detokenizer (cz_voxserve_detok_pick): the vocoder replica runs only when an
  * urgent request has a chunk queued, urgent requests first; otherwise the GPU is woken
  * when the first queued chunk becomes urgent. */
@@ -299,14 +313,7 @@ static uint32_t detok_schedule(sim_state *S, uint32_t gi, rep_rt *r, double now,
     uint32_t k = cz_voxserve_detok_pick(&S->cfg->place[r->p].policy.params, r->djobs, n, now,
                                         r->jq.max_batch, r->dcands, r->dpos, &wake);
     if (k == 0) {
-        gpu_rt *g = &S->gpus[gi];
-        if (wake < INFINITY) {
-            wake = fmax(wake, now + 1e-9);
-            if (wake < g->wake_s) {
-                g->wake_s = wake;
-                cz_evq_push(&S->q, wake, EV_WAKE, gi, 0);
-            }
-        }
+        gpu_wake(S, gi, wake, now);
         return 0;
     }
     return cz_jobq_schedule_picked(&r->jq, r->dpos, k, tokens);
@@ -318,6 +325,7 @@ static void dispatch(sim_state *S, uint32_t gi, double now)
     gpu_rt *g = &S->gpus[gi];
     if (g->running != NONE)
         return;
+    double wake = INFINITY; /* the earliest look-again a stage's policy asked for */
     for (uint32_t i = 0; i < g->n_reps; i++) {
         uint32_t ri = g->reps[(g->rr + i) % g->n_reps];
         rep_rt *r = &S->reps[ri];
@@ -326,6 +334,8 @@ static void dispatch(sim_state *S, uint32_t gi, double now)
             cz_batch b;
             if (cz_server_schedule(r->srv, now, &b))
                 dur = ar_step_s(S, r, &b);
+            else
+                wake = fmin(wake, cz_server_wake_at(r->srv));
             run_xfers(S, ri, now);
         } else {
             uint64_t tokens;
@@ -342,6 +352,7 @@ static void dispatch(sim_state *S, uint32_t gi, double now)
             return;
         }
     }
+    gpu_wake(S, gi, wake, now);
 }
 
 static void dispatch_all(sim_state *S, double now)
