@@ -337,14 +337,20 @@ void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_
         ttfp[n_ttfp++] = t_ms;
         bool fast = !(slo && slo->audio_ttfp_ms > 0) || t_ms <= slo->audio_ttfp_ms;
         if (a->barged) {
+            /* a cut reply is not completed work: never effective (LiveServe section 7.1's
+             * effective RPS counts completed requests that meet the SLOs) */
             o->barged++;
-            if (fast)
-                o->effective++;
             continue;
         }
         o->completed++;
         o->total_audio_s += a->audio_s;
         o->underrun_events += a->underruns;
+        double gen_s = a->last_audio_s - a->ready_s;
+        o->mean_generation_s += gen_s;
+        if (a->audio_s > o->longest_playback_s) {
+            o->longest_playback_s = a->audio_s;
+            o->longest_generation_s = gen_s;
+        }
         rtf[n_ok] = a->audio_s > 0 ? (a->last_audio_s - a->ready_s) / a->audio_s : NAN;
         dur[n_ok] = a->audio_s;
         und[n_ok] = a->max_underrun_s;
@@ -355,6 +361,10 @@ void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_
                 o->effective++;
         }
     }
+    o->mean_generation_s = o->completed ? o->mean_generation_s / o->completed : NAN;
+    o->mean_playback_s = o->completed ? o->total_audio_s / o->completed : NAN;
+    if (!o->completed)
+        o->longest_generation_s = o->longest_playback_s = NAN;
     o->audio_throughput = duration_s > 0 ? o->total_audio_s / duration_s : 0.0;
     o->effective_request_throughput = duration_s > 0 ? (double)o->effective / duration_s : 0.0;
     o->continuity_ok_rate = o->completed ? (double)o->continuous / (double)o->completed : 1.0;
@@ -438,6 +448,10 @@ void cz_audio_summary_json(cJSON *j, const cz_audio_summary *a)
     cJSON_AddNumberToObject(j, "spoken_turns", (double)a->turns);
     cJSON_AddNumberToObject(j, "barged_turns", (double)a->barged);
     cz_json_add_num(j, "effective_request_throughput", a->effective_request_throughput);
+    cz_json_add_num(j, "mean_generation_s", a->mean_generation_s);
+    cz_json_add_num(j, "mean_playback_s", a->mean_playback_s);
+    cz_json_add_num(j, "longest_reply_generation_s", a->longest_generation_s);
+    cz_json_add_num(j, "longest_reply_playback_s", a->longest_playback_s);
 }
 
 void cz_frame_summary_json(cJSON *j, const cz_frame_summary *f)

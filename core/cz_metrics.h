@@ -192,6 +192,11 @@ typedef struct cz_audio_summary {
     uint64_t turns, completed, barged, continuous, effective, underrun_events;
     double total_audio_s, audio_throughput, continuity_ok_rate, effective_request_throughput;
     cz_dist ttfp_ms, rtf, duration_s, underrun_s;
+    /* generation against playback (LiveServe Figure 15): over completed spoken turns, the
+     * seconds from the turn's end of speech to its last audio chunk (generation) and the
+     * seconds of audio (playback); and the same two for the longest reply */
+    double mean_generation_s, mean_playback_s;
+    double longest_generation_s, longest_playback_s;
 } cz_audio_summary;
 
 typedef struct cz_frame_summary {

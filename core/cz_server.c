@@ -36,6 +36,9 @@ typedef struct snode {
                             useless once the resident prefix below it is lost */
     double play_end_s;   /* when the client's playback of the last reply ends (NaN: unknown) */
     double reply_ema_s;  /* moving average of the user's reply time (NaN: none yet) */
+    double speech_ema_s; /* moving average of the time from the user's speech start to the
+                            turn reaching this stage (NaN: none yet) */
+    uint8_t speech_open; /* a speech start was reported and its turn has not come yet */
     uint8_t in_idle;     /* its blocks count as idle (cached) KV: idle, or waiting and not
                             yet admitted */
     uint64_t run_stamp;  /* when it last joined the running list (admitted, or resumed) */
@@ -102,6 +105,8 @@ struct cz_server {
     cz_evidx evx;         /* next-use eviction: the evictable sessions by next use */
     double reply_sum_s;   /* reply times observed, for the workload-level prior */
     uint64_t reply_n;
+    double speech_sum_s;  /* speech-start-to-turn times observed, likewise */
+    uint64_t speech_n;
     cz_preload_stats pl;
     uint64_t pl_protected; /* warmed KV blocks protected, against the cap */
     uint32_t *pl_ids;     /* preloads in flight, not cancelled, in start order */
@@ -121,6 +126,7 @@ cz_server_config cz_server_config_default(void)
         .kv_idle = CZ_KV_IDLE_DROP,
         .kv_evict = CZ_EVICT_LRU,
         .reply_prior_s = 2.0,
+        .speech_prior_s = 2.0,
         .preload_protect_fraction = 0.1,
     };
 }
@@ -136,6 +142,9 @@ cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sch
     CZ_ASSERT(sched && (sched->pick_victim || sched->select) && metrics);
     cz_server *s = cz_xcalloc(1, sizeof *s);
     s->cfg = *cfg;
+    if (s->cfg.kv_evict_unit == CZ_EVICT_UNIT_DEFAULT)
+        s->cfg.kv_evict_unit =
+            cfg->kv_evict == CZ_EVICT_LRU ? CZ_EVICT_UNIT_SESSION : CZ_EVICT_UNIT_BLOCK;
     s->sched = *sched;
     s->metrics = metrics;
     s->cap_seqs = expected_seqs ? expected_seqs : 1024;
@@ -162,9 +171,9 @@ cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sch
     s->wake_s = INFINITY;
     s->ordered = sched->select != NULL;
     cz_evidx_init(&s->evx);
-    CZ_ASSERT(cfg->kv_evict <= CZ_EVICT_NEXT_USE_SCAN);
+    CZ_ASSERT(cfg->kv_evict <= CZ_EVICT_NEXT_USE_SCAN && cfg->kv_evict_unit <= CZ_EVICT_UNIT_BLOCK);
     /* partial (suffix) eviction keeps a prefix; a window keeps no prefix */
-    CZ_ASSERT(cfg->kv_evict == CZ_EVICT_LRU || cfg->kv_window_tokens == 0);
+    CZ_ASSERT(s->cfg.kv_evict_unit == CZ_EVICT_UNIT_SESSION || cfg->kv_window_tokens == 0);
     CZ_ASSERT(!cfg->kv_bidirectional || (cfg->kv_window_tokens == 0 && s->ordered));
     /* the aggregate decode set assumes every member grows by whole blocks */
     CZ_ASSERT(cfg->kv_window_tokens == 0 || s->ordered);
@@ -405,19 +414,27 @@ static bool cancel_preload(cz_server *s);
  * resident and counts as reusable context). False if there is nothing to evict. */
 static bool evict_one(cz_server *s, uint32_t need)
 {
+    uint32_t v = s->lru_head;
     if (s->cfg.kv_evict != CZ_EVICT_LRU) {
-        uint32_t v = s->cfg.kv_evict == CZ_EVICT_NEXT_USE ? cz_evidx_top(&s->evx)
-                                                           : cz_evidx_scan_top(&s->evx);
+        v = s->cfg.kv_evict == CZ_EVICT_NEXT_USE ? cz_evidx_top(&s->evx)
+                                                 : cz_evidx_scan_top(&s->evx);
         /* Protection yields when it is all that is left: LiveServe section 6 falls back to
          * LRU when next-use metadata cannot decide, so the least recently used idle KV
          * (a session whose user is speaking, or warmed by a preload) goes, suffix first,
          * rather than the pool filling with KV nobody may evict */
         if (v == UINT32_MAX)
             v = s->lru_head;
-        if (v == NIL)
-            return false;
+    }
+    if (v == NIL)
+        return false;
+    {
         cz_seq *q = &s->seqs[v];
-        uint32_t k = need < q->blocks ? need : q->blocks;
+        /* the unit: the blocks needed from the tail (suffix first), or the whole session;
+         * the order and the unit are independent choices (LiveServe section 5.1 keeps
+         * eviction block-level and changes only the order) */
+        uint32_t k = s->cfg.kv_evict_unit == CZ_EVICT_UNIT_BLOCK && need < q->blocks
+                         ? need
+                         : q->blocks;
         CZ_ASSERT(k > 0 && s->sn[v].in_idle && s->kv_idle_blocks >= k && s->kv_used >= k);
         q->blocks -= k;
         s->kv_used -= k;
@@ -435,17 +452,6 @@ static bool evict_one(cz_server *s, uint32_t need)
         tail_check(s, v);
         return true;
     }
-    uint32_t id = s->lru_head;
-    if (id == NIL)
-        return false;
-    lru_remove(s, id);
-    cz_seq *q = &s->seqs[id];
-    CZ_ASSERT(s->sn[id].in_idle && s->kv_idle_blocks >= q->blocks);
-    s->kv_idle_blocks -= q->blocks;
-    kv_release(s, q);
-    q->computed = 0;
-    tail_check(s, id);
-    return true;
 }
 
 /* Makes `need` blocks free by evicting idle KV; false if that is not enough, which marks
@@ -658,7 +664,7 @@ uint32_t cz_server_seq_open(cz_server *s, uint64_t session, uint32_t cls, bool p
     };
     memset(&s->sn[id], 0, sizeof s->sn[id]);
     s->sn[id].prev = s->sn[id].next = NIL;
-    s->sn[id].play_end_s = s->sn[id].reply_ema_s = NAN;
+    s->sn[id].play_end_s = s->sn[id].reply_ema_s = s->sn[id].speech_ema_s = NAN;
     return id;
 }
 
@@ -738,6 +744,15 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, ui
         s->reply_sum_s += r;
         s->reply_n++;
     }
+    /* the time from the user's speech start to this turn (LiveServe section 5.2's window
+     * for a preload), per session and over the workload */
+    if (dn->speech_open && t_s >= q->speech_start_s) {
+        double sp = t_s - q->speech_start_s;
+        dn->speech_ema_s = isnan(dn->speech_ema_s) ? sp : 0.5 * dn->speech_ema_s + 0.5 * sp;
+        s->speech_sum_s += sp;
+        s->speech_n++;
+    }
+    dn->speech_open = 0;
     dn->protect = 0;
     s->pl_protected -= dn->pl_prot;
     dn->pl_prot = 0;
@@ -1536,10 +1551,22 @@ void cz_server_on_speech_start(cz_server *s, double t_s, uint32_t id)
 {
     CZ_ASSERT(id < s->n_seqs);
     s->seqs[id].speech_start_s = t_s;
+    s->sn[id].speech_open = 1;
     /* next-use eviction: the session is about to be reused; its KV leaves the candidates
      * until its turn starts */
     s->sn[id].protect = 1;
     cz_evidx_remove(&s->evx, id);
+}
+
+double cz_server_speech_end_estimate(const cz_server *s, uint32_t id, double t_s)
+{
+    CZ_ASSERT(id < s->n_seqs);
+    const snode *d = &s->sn[id];
+    double start = d->speech_open ? s->seqs[id].speech_start_s : t_s;
+    double dur = !isnan(d->speech_ema_s) ? d->speech_ema_s
+                 : s->speech_n           ? s->speech_sum_s / (double)s->speech_n
+                                         : s->cfg.speech_prior_s;
+    return start + dur;
 }
 
 uint32_t cz_server_preload_tokens(const cz_server *s, uint32_t id)

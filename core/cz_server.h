@@ -57,12 +57,18 @@ typedef struct cz_server_config {
     uint32_t max_model_len;          /* context cap; 0 = only the pool bounds it */
     uint32_t kv_idle;                /* cz_kv_idle (default drop) */
     uint32_t kv_evict;               /* cz_kv_evict: which idle KV goes first (LRU) */
+    uint32_t kv_evict_unit;          /* cz_kv_evict_unit: how much of it goes at a time */
     double reply_prior_s;            /* next-use eviction: the user's reply time before any
                                         is observed (2.0 s) */
     bool kv_preload;                 /* LiveServe section 5.2: speech starts may reload an
                                         idle session's offloaded KV (cz_server_preload) */
     double preload_protect_fraction; /* warmed KV protected from eviction until its turn,
                                         at most this fraction of the pool in all (0.1) */
+    double speech_prior_s;           /* preload: the time from a speech start to the turn
+                                        before any is observed (2.0 s) */
+    bool preload_oracle;             /* read by the driver: admit preloads against the true
+                                        end of the user's speech instead of the core's
+                                        estimate (cz_server_speech_end_estimate) */
     bool kv_bidirectional;           /* BROS: a real-time sequence short of blocks takes a
                                         best-effort one's tail blocks, checkpointing just
                                         those tokens to host memory (ordering path) */
@@ -78,6 +84,15 @@ typedef struct cz_server_config {
 cz_server_config cz_server_config_default(void);
 
 /* Which idle (multi-turn) KV is evicted first when the pool runs short. */
+/* How much of the chosen idle KV an eviction takes. */
+typedef enum cz_kv_evict_unit {
+    CZ_EVICT_UNIT_DEFAULT = 0, /* each order's own: whole sessions under LRU (vLLM-Omni's
+                                  offloading), blocks under next-use (LiveServe section 5.1) */
+    CZ_EVICT_UNIT_SESSION,     /* the whole session */
+    CZ_EVICT_UNIT_BLOCK        /* only the blocks needed, from the session's tail (suffix
+                                  first: its prefix stays resident and reusable) */
+} cz_kv_evict_unit;
+
 typedef enum cz_kv_evict {
     CZ_EVICT_LRU = 0,      /* the least recently used session, whole (vLLM-Omni) */
     CZ_EVICT_NEXT_USE,     /* LiveServe section 5.1: the session whose predicted next use
@@ -314,6 +329,12 @@ void cz_server_on_speech_start(cz_server *s, double t_s, uint32_t seq);
 /* Tokens of idle sequence `seq`'s KV held in host memory and not resident: what a preload
  * would bring back (0 when it is not idle, or preload is off). */
 uint32_t cz_server_preload_tokens(const cz_server *s, uint32_t seq);
+/* When the turn whose speech started (cz_server_on_speech_start; else t_s) is expected to
+ * reach this stage: the speech start plus the session's moving average (weight 0.5) of the
+ * observed time from speech start to turn at this stage, else the mean over every session
+ * observed, else speech_prior_s. What a deployment knows: it cannot see the end of speech
+ * in advance (LiveServe section 5.2's admission window). */
+double cz_server_speech_end_estimate(const cz_server *s, uint32_t seq, double t_s);
 /* A speech start (or barge-in) for idle sequence `seq`, whose KV is needed by needed_at_s.
  * Protects its resident KV (as cz_server_on_speech_start); then, with preload on, KV to
  * bring back and `admitted` (the driver found the transfer fits before needed_at_s), it

@@ -16,6 +16,8 @@ cz_policy_params cz_policy_params_default(void)
         .p_safe_s = 2.0,
         .alpha = 1.0,
         .beta = 1.0,
+        .pace_u2 = true,
+        .pace_horizon_s = 6.0,
         .urgent_window_s = 1.0,
         .max_new_prefills = 1,
         .prefill_step_cap = 8,
@@ -48,7 +50,9 @@ cz_status cz_policy_make(const char *name, const cJSON *params, const char *wher
     if (!params)
         return CZ_OK;
     static const char *const keys[] = {"name",           "stages",           "p_safe_s",
-                                       "alpha",          "beta",             "urgent_window_s",
+                                       "alpha",          "beta",             "pace_u2",
+                                       "pace_horizon_s",
+                                       "urgent_window_s",
                                        "max_new_prefills", "prefill_step_cap", "throughput_mode",
                                        "base_batch",     "rt_ttft_ms",       "rt_tpot_ms"};
     cz_policy_params *p = &out->params;
@@ -60,6 +64,9 @@ cz_status cz_policy_make(const char *name, const cJSON *params, const char *wher
             CZ_OK ||
         (st = cz_json_num(params, where, "alpha", false, 0, 1e12, &p->alpha, err)) != CZ_OK ||
         (st = cz_json_num(params, where, "beta", false, 0, 1e12, &p->beta, err)) != CZ_OK ||
+        (st = cz_json_bool(params, where, "pace_u2", false, &p->pace_u2, err)) != CZ_OK ||
+        (st = cz_json_num(params, where, "pace_horizon_s", false, 0, 1e6, &p->pace_horizon_s,
+                          err)) != CZ_OK ||
         (st = cz_json_num(params, where, "urgent_window_s", false, 0, 1e6, &p->urgent_window_s,
                           err)) != CZ_OK ||
         (st = cz_json_bool(params, where, "throughput_mode", false, &p->throughput_mode, err)) !=
@@ -100,6 +107,14 @@ cz_sched_ops cz_policy_ops(const cz_policy *pol)
 bool cz_policy_audio_started(const cz_seq *q)
 {
     return q->received_s > 0;
+}
+
+double cz_policy_client_buffer_s(const cz_seq *q, double now_s)
+{
+    if (isnan(q->report_s))
+        return 0.0;
+    double played = q->played_s + (now_s - q->report_s);
+    return played < q->received_s ? q->received_s - played : 0.0;
 }
 
 double cz_policy_buffer_s(const cz_policy_params *p, const cz_seq *q, double now_s)

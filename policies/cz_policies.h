@@ -25,6 +25,11 @@ typedef struct cz_policy_params {
     double p_safe_s;          /* P_safe: the minimum safe playback buffer (2.0 s) */
     double alpha;             /* weight of the barge-in exposure cost (1.0) */
     double beta;              /* weight of the KV-pressure benefit (1.0) */
+    bool pace_u2;             /* defer U2 work whose utility is below zero until its buffer
+                                 falls back (the reading of section 7.3 that reproduces
+                                 Figure 15; on) */
+    double pace_horizon_s;    /* ... and only above this buffer, so that a paced request
+                                 keeps a margin over P_safe (docs/policies.md) */
     /* VoxServe (001_4ea5faaee5602c5d.txt, section 3.2.1, and its OnlineScheduler) */
     double urgent_window_s;   /* urgent within this of the playback deadline (1.0 s) */
     uint32_t max_new_prefills;/* new requests prefilled per step (1) */
@@ -99,6 +104,11 @@ cz_sched_ops cz_policy_ops(const cz_policy *pol);
  * seconds its produced tokens become, less what the client has played (extrapolated at
  * real time from its last report); NaN without telemetry. */
 double cz_policy_buffer_s(const cz_policy_params *p, const cz_seq *q, double now_s);
+
+/* Seconds of audio the client holds and has not played at now_s: received less played,
+ * played extrapolated at real time from the last report (0 when the player ran dry or
+ * nothing was reported). */
+double cz_policy_client_buffer_s(const cz_seq *q, double now_s);
 
 /* True once the current turn of `q` has delivered audio to the client. */
 bool cz_policy_audio_started(const cz_seq *q);

@@ -45,13 +45,28 @@ static cz_status parse_server_fields(const cJSON *j, const char *ctx, cz_server_
         (st = cz_json_bool(j, ctx, "kv_bidirectional", false, &srv->kv_bidirectional, err)) !=
             CZ_OK)
         return st;
-    const char *evict = NULL;
+    const char *evict = NULL, *unit = NULL;
     if ((st = cz_json_str(j, ctx, "kv_evict", false, &evict, err)) != CZ_OK ||
+        (st = cz_json_str(j, ctx, "kv_evict_unit", false, &unit, err)) != CZ_OK ||
         (st = cz_json_num(j, ctx, "reply_prior_s", false, 0, 1e6, &srv->reply_prior_s, err)) !=
             CZ_OK ||
         (st = cz_json_num(j, ctx, "preload_protect_fraction", false, 0, 1,
-                          &srv->preload_protect_fraction, err)) != CZ_OK)
+                          &srv->preload_protect_fraction, err)) != CZ_OK ||
+        (st = cz_json_num(j, ctx, "speech_prior_s", false, 0, 1e6, &srv->speech_prior_s,
+                          err)) != CZ_OK)
         return st;
+    const char *speech_end = NULL;
+    if ((st = cz_json_str(j, ctx, "preload_speech_end", false, &speech_end, err)) != CZ_OK)
+        return st;
+    if (speech_end) {
+        if (strcmp(speech_end, "estimate") == 0)
+            srv->preload_oracle = false;
+        else if (strcmp(speech_end, "oracle") == 0)
+            srv->preload_oracle = true;
+        else
+            return cz_err_field(err, CZ_EINVAL, ctx, "preload_speech_end",
+                                "expected estimate or oracle, got '%s'", speech_end);
+    }
     if (evict) {
         if (strcmp(evict, "lru") == 0)
             srv->kv_evict = CZ_EVICT_LRU;
@@ -65,11 +80,23 @@ static cz_status parse_server_fields(const cJSON *j, const char *ctx, cz_server_
                               "got '%s'",
                               ctx, evict);
     }
-    if (srv->kv_evict != CZ_EVICT_LRU && srv->kv_window_tokens > 0)
-        return cz_err_set(err, CZ_EINVAL,
-                          "%s: field 'kv_evict': next-use eviction keeps prefixes, which a "
-                          "windowed KV (kv_window_tokens) does not have; use lru",
-                          ctx);
+    if (unit) {
+        if (strcmp(unit, "session") == 0)
+            srv->kv_evict_unit = CZ_EVICT_UNIT_SESSION;
+        else if (strcmp(unit, "block") == 0)
+            srv->kv_evict_unit = CZ_EVICT_UNIT_BLOCK;
+        else
+            return cz_err_field(err, CZ_EINVAL, ctx, "kv_evict_unit",
+                                "expected session or block, got '%s'", unit);
+    }
+    uint32_t eff_unit = srv->kv_evict_unit != CZ_EVICT_UNIT_DEFAULT ? srv->kv_evict_unit
+                        : srv->kv_evict == CZ_EVICT_LRU             ? CZ_EVICT_UNIT_SESSION
+                                                                    : CZ_EVICT_UNIT_BLOCK;
+    if (eff_unit == CZ_EVICT_UNIT_BLOCK && srv->kv_window_tokens > 0)
+        return cz_err_field(err, CZ_EINVAL, ctx, unit ? "kv_evict_unit" : "kv_evict",
+                            "evicting blocks from a session's tail keeps its prefix, which a "
+                            "windowed KV (kv_window_tokens) does not have; evict whole "
+                            "sessions (kv_evict_unit session, the default under lru)");
     if (srv->kv_sink_tokens > 0 && srv->kv_window_tokens == 0)
         return cz_err_set(err, CZ_EINVAL,
                           "%s: field 'kv_sink_tokens': sinks apply to a windowed KV; set "
@@ -115,9 +142,11 @@ static cz_status parse_server(const cJSON *j, const char *where, cz_sim_config *
                                        "kv_blocks",       "gpu_memory_utilization",
                                        "max_model_len",   "kv_idle",
                                        "kv_sink_tokens",  "kv_window_tokens",
-                                       "kv_evict",        "reply_prior_s",
+                                       "kv_evict",        "kv_evict_unit",
+                                       "reply_prior_s",
                                        "kv_preload",      "kv_bidirectional",
-                                       "preload_protect_fraction"};
+                                       "preload_protect_fraction", "speech_prior_s",
+                                       "preload_speech_end"};
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s: server", where);
     cz_status st = cz_json_check_keys(j, ctx, keys, (int)CZ_ARRAY_LEN(keys), err);
@@ -139,6 +168,7 @@ static cz_status parse_placement(const cJSON *j, const char *where, cz_sim_confi
                                        "block_tokens", "kv_blocks",    "max_model_len",
                                        "kv_idle",      "max_batch",    "max_tokens",
                                        "kv_sink_tokens", "kv_window_tokens", "kv_evict",
+                                       "kv_evict_unit",
                                        "reply_prior_s", "kv_preload", "kv_bidirectional",
                                        "preload_protect_fraction"};
     const cJSON *it;
@@ -464,6 +494,63 @@ static cz_status parse_scheduler(const cJSON *cfg, const char *where, cz_sim_con
     return CZ_OK;
 }
 
+/* One ratio, from the card: a pipeline whose text stage feeds an audio stage makes
+ * out_per_in audio tokens per text token, each audio_s_per_token seconds at its vocoder.
+ * The workload's spoken replies must be those lengths, or the stages' telemetry, the
+ * talker's gating and a barge-in's heard tokens would each use another ratio. The
+ * workload's `audio.tokens_per_text_token` and `audio.seconds_per_audio_token` default to
+ * the card's (in a copy of the workload object, *out, which the caller deletes; NULL when
+ * nothing was added) and must equal them when given. */
+static cz_status reconcile_audio(const cz_sim_config *c, const cJSON *wobj, const char *where,
+                                 cJSON **out, cz_err *err)
+{
+    *out = NULL;
+    double ratio = 0, spt = 0;
+    for (uint32_t p = 0; p < c->model.n_pipe; p++) {
+        const cz_pipe_stage *ps = &c->model.pipe[p];
+        if (c->model.stages[ps->stage].kind != CZ_STAGE_AR || ps->io != CZ_IO_AUDIO ||
+            ps->from < 0)
+            continue;
+        const cz_pipe_stage *up = &c->model.pipe[ps->from];
+        if (c->model.stages[up->stage].kind != CZ_STAGE_AR || up->io != CZ_IO_TEXT)
+            continue;
+        ratio = ps->out_per_in;
+        for (uint32_t v = p + 1; v < c->model.n_pipe; v++)
+            if (c->model.pipe[v].from == (int32_t)p &&
+                c->model.stages[c->model.pipe[v].stage].kind == CZ_STAGE_VOCODER)
+                spt = c->model.pipe[v].audio_s_per_token;
+    }
+    const cJSON *au = cJSON_GetObjectItemCaseSensitive(wobj, "audio");
+    if (!(ratio > 0) || !cJSON_IsObject(au))
+        return CZ_OK;
+    static const char *const keys[] = {"tokens_per_text_token", "seconds_per_audio_token"};
+    const double card[] = {ratio, spt};
+    const char *const what[] = {"talker's out_per_in", "vocoder's audio_s_per_token"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(au, keys[k]);
+        if (!it) {
+            if (!(card[k] > 0))
+                continue;
+            if (!*out)
+                *out = cJSON_Duplicate(wobj, 1);
+            cJSON_AddNumberToObject(cJSON_GetObjectItemCaseSensitive(*out, "audio"), keys[k],
+                                    card[k]);
+            continue;
+        }
+        if (!cJSON_IsNumber(it) || fabs(it->valuedouble - card[k]) > 1e-9 * card[k]) {
+            cJSON_Delete(*out);
+            *out = NULL;
+            char awhere[300];
+            snprintf(awhere, sizeof awhere, "%s: audio", where);
+            return cz_err_field(err, CZ_EINVAL, awhere, keys[k],
+                                "model '%s' makes %g (its %s); the workload's spoken replies "
+                                "must match it: leave the field out or set it to %g",
+                                c->model.name, card[k], what[k], card[k]);
+        }
+    }
+    return CZ_OK;
+}
+
 /* Sizes the KV pool of every autoregressive replica left unsized: each GPU's memory
  * (hbm_bytes x gpu_memory_utilization) less the weights of every replica placed on it
  * (inner stages included; tensor parallelism divides them) is shared equally by the
@@ -654,7 +741,12 @@ cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *b
         return st;
     char wctx[256];
     snprintf(wctx, sizeof wctx, "%s: workload", where);
-    if ((st = cz_workload_from_config(obj, wctx, base_dir, c->seed, wl, err)) != CZ_OK)
+    cJSON *wdup = NULL;
+    if ((st = reconcile_audio(c, obj, wctx, &wdup, err)) != CZ_OK)
+        return st;
+    st = cz_workload_from_config(wdup ? wdup : obj, wctx, base_dir, c->seed, wl, err);
+    cJSON_Delete(wdup);
+    if (st != CZ_OK)
         return st;
     if (c->admission.kind != CZ_ADMIT_ALL) {
         if (wl->n_streams == 0)

@@ -614,8 +614,8 @@ static void submit_next(sim_state *S, uint32_t si, double now)
     ss->rec0 = UINT64_MAX;
     ss->outstanding = ss->enc_pending = 0;
     double arrival = k == 0 || ses->timing == CZ_TIMING_OPEN ? t->arrival_s : now;
-    if (ses->timing == CZ_TIMING_CLOSED && k == 0 && now > arrival)
-        arrival = now;
+    if (k == 0 && S->wl->concurrency > 0 && now > arrival)
+        arrival = now; /* it waited for a slot: sent when it got one */
     ss->ready_s = arrival;
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         ses_stage *st = SP(S, si, p);
@@ -678,7 +678,6 @@ static void push_next_initial(sim_state *S, double now)
 static void on_speech(sim_state *S, uint32_t g, double now)
 {
     uint32_t si = S->turn_session[g];
-    double needed_at = now + S->wl->turns[g].speech_s;
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         ses_stage *st = SP(S, si, p);
         if (!stage_is_ar(S, p) || st->seq == NONE)
@@ -686,10 +685,16 @@ static void on_speech(sim_state *S, uint32_t g, double now)
         rep_rt *r = &S->reps[st->rep];
         uint32_t tokens = cz_server_preload_tokens(r->srv, st->seq);
         if (tokens == 0) {
-            if (p == S->first_ar)
-                cz_server_on_speech_start(r->srv, now, st->seq);
+            cz_server_on_speech_start(r->srv, now, st->seq);
             continue;
         }
+        /* the deployment does not know when the user will stop speaking: it estimates when
+         * the turn reaches this stage from what it has observed (the oracle, the true end
+         * of speech, is an option) */
+        cz_server_on_speech_start(r->srv, now, st->seq);
+        double needed_at = S->cfg->place[p].server.preload_oracle
+                               ? now + S->wl->turns[g].speech_s
+                               : cz_server_speech_end_estimate(r->srv, st->seq, now);
         double eta = cz_link_eta(&S->gpus[r->gpu].link, now,
                                  tokens * S->kv_bytes_per_token[p], false);
         cz_server_preload(r->srv, now, st->seq, cz_preload_admit(eta, needed_at), needed_at);
@@ -744,7 +749,7 @@ static void turn_ended(sim_state *S, uint32_t si, double now, bool barged)
     S->finished++;
     if (ss->ended == ses->n_turns) {
         maybe_close(S, si);
-        if (ses->timing == CZ_TIMING_CLOSED && S->wl->concurrency > 0)
+        if (S->wl->concurrency > 0)
             start_bounded_session(S, now);
         return;
     }
@@ -766,7 +771,9 @@ static void on_arrival(sim_state *S, double now, uint32_t g)
     S->ses[si].arrived++;
     S->arrived++;
     submit_next(S, si, now);
-    if (ses->timing == CZ_TIMING_OPEN || (g == ses->turn_off && S->wl->concurrency == 0))
+    /* the next of the pre-timed arrivals (not a turn a slot or a reply end released) */
+    if ((ses->timing == CZ_TIMING_OPEN && g != ses->turn_off) ||
+        (g == ses->turn_off && S->wl->concurrency == 0))
         push_next_initial(S, now);
 }
 
@@ -1322,14 +1329,15 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
             S.turn_session[ses->turn_off + k] = si;
         if (ses->n_turns == 0)
             continue;
-        if (ses->timing == CZ_TIMING_OPEN) {
-            for (uint32_t k = 0; k < ses->n_turns; k++)
-                S.initial[S.n_initial++] = ses->turn_off + k;
-        } else if (wl->concurrency > 0) {
+        /* under a concurrency bound every session's first turn waits for a slot (closed
+         * loops, or open arrivals under vLLM's --max-concurrency); an open session's later
+         * turns arrive at their own times */
+        if (wl->concurrency > 0)
             S.bounded[S.n_bounded++] = si;
-        } else {
+        else
             S.initial[S.n_initial++] = ses->turn_off;
-        }
+        for (uint32_t k = 1; ses->timing == CZ_TIMING_OPEN && k < ses->n_turns; k++)
+            S.initial[S.n_initial++] = ses->turn_off + k;
     }
     double *times = cz_xmalloc((wl->n_turns ? wl->n_turns : 1) * sizeof *times);
     for (uint32_t i = 0; i < S.n_initial; i++)

@@ -298,12 +298,16 @@ static void add_pipeline_placement(rng *r, cJSON *c, const char *const *stages, 
     }
 }
 
-static void add_audio(rng *r, cJSON *w, bool spoken_input)
+/* `card_ratio`: the model's pipeline sets the audio lengths (a talker fed by a text
+ * stage); otherwise the workload draws its own. */
+static void add_audio(rng *r, cJSON *w, bool spoken_input, bool card_ratio)
 {
     cJSON *a = cJSON_AddObjectToObject(w, "audio");
-    cJSON_AddNumberToObject(a, "tokens_per_text_token", 0.5 + 3.5 * unif(r));
-    if (chance(r, 0.5))
-        cJSON_AddNumberToObject(a, "seconds_per_audio_token", 0.02 + 0.1 * unif(r));
+    if (!card_ratio) {
+        cJSON_AddNumberToObject(a, "tokens_per_text_token", 0.5 + 3.5 * unif(r));
+        if (chance(r, 0.5))
+            cJSON_AddNumberToObject(a, "seconds_per_audio_token", 0.02 + 0.1 * unif(r));
+    }
     if (chance(r, 0.6))
         cJSON_AddNumberToObject(a, "speech_s_per_input_token", 0.05 + 0.4 * unif(r));
     if (spoken_input && chance(r, 0.5))
@@ -364,7 +368,7 @@ static cJSON *generate(uint64_t seed)
         cJSON_AddStringToObject(c, "router", PICK(&r, "session", "least_loaded", "random"));
         bool timed = add_source(&r, w, true, 600, 300);
         add_arrivals(&r, w, timed, true);
-        add_audio(&r, w, true);
+        add_audio(&r, w, true, true);
         if (chance(&r, 0.3)) {
             cJSON *slo = cJSON_AddObjectToObject(c, "slo");
             cJSON_AddNumberToObject(slo, "audio_ttfp_ms", log_between(&r, 100, 5000));
@@ -415,7 +419,7 @@ static cJSON *generate(uint64_t seed)
         add_server(&r, server, false);
         bool timed = add_source(&r, w, false, 200, 300);
         add_arrivals(&r, w, timed, true);
-        add_audio(&r, w, false);
+        add_audio(&r, w, false, false);
     } else if (family < 19) {
         /* Moshi: encoder, temporal transformer with its depth stage, decoder */
         static const char *const stages[] = {"mimi_encoder", "temporal", "mimi_decoder"};
@@ -426,7 +430,7 @@ static cJSON *generate(uint64_t seed)
         add_server(&r, server, false);
         bool timed = add_source(&r, w, false, 200, 200);
         add_arrivals(&r, w, timed, true);
-        add_audio(&r, w, true);
+        add_audio(&r, w, true, false);
     } else {
         /* a vision-language model on one GPU under a cross-stage scheduler */
         cJSON_AddStringToObject(c, "model", "cogagent-9b");

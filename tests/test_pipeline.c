@@ -104,6 +104,17 @@ Test(pipeline, hand_offs_and_audio_timing)
     cr_assert_float_eq(a->end_s, 0.52, EPS);
     const cJSON *rtf = cJSON_GetObjectItem(r.summary, "mean_audio_rtf");
     cr_assert_float_eq(rtf->valuedouble, 0.08 / 0.48, EPS);
+    /* generation against playback (LiveServe Figure 15): 0.08 s to the last chunk, 0.48 s
+     * of audio, for the mean and for the longest (only) reply */
+    cr_assert_float_eq(cJSON_GetObjectItem(r.summary, "mean_generation_s")->valuedouble, 0.08,
+                       EPS);
+    cr_assert_float_eq(cJSON_GetObjectItem(r.summary, "mean_playback_s")->valuedouble, 0.48, EPS);
+    cr_assert_float_eq(
+        cJSON_GetObjectItem(r.summary, "longest_reply_generation_s")->valuedouble, 0.08, EPS);
+    /* completed, continuous, no TTFP SLO: effective; one request over 0.07 s of duration */
+    cr_assert_float_eq(
+        cJSON_GetObjectItem(r.summary, "effective_request_throughput")->valuedouble,
+        cJSON_GetObjectItem(r.summary, "request_throughput")->valuedouble, 1e-9);
     cr_assert_float_eq(cJSON_GetObjectItem(r.summary, "waste_ratio")->valuedouble, 0, 0);
     run_free(&r);
 }
@@ -131,7 +142,49 @@ Test(pipeline, barge_in_heard_plus_wasted_is_generated)
     cr_assert_float_eq(gen, 9, 0);
     cr_assert_float_eq(heard, 2, 0);
     cr_assert_float_eq(heard + waste * gen, gen, 1e-9); /* heard + wasted = generated */
+    /* a cut reply is not completed work: it is never effective (LiveServe section 7.1) */
+    cr_assert_float_eq(cJSON_GetObjectItem(s, "effective_request_throughput")->valuedouble, 0,
+                       0);
+    cr_assert_float_eq(cJSON_GetObjectItem(s, "aborted")->valuedouble, 1, 0);
     run_free(&r);
+}
+
+/* One ratio, from the card: the tiny pipeline's talker makes 2 audio tokens per text token
+ * of 0.08 s each, so the workload's spoken replies are those lengths by default, and a
+ * workload that says otherwise is refused naming the field. */
+Test(pipeline, audio_lengths_follow_the_card)
+{
+    char *card = cz_test_path("tests/data/pipeline/tiny-omni.json");
+    char json[1024];
+    for (int k = 0; k < 3; k++) {
+        const char *audio = k == 0 ? "{}" : k == 1 ? "{\"tokens_per_text_token\": 2}"
+                                                    : "{\"tokens_per_text_token\": 3}";
+        snprintf(json, sizeof json,
+                 "{\"model\": \"%s\", \"workload\": {\"synthetic\": {\"requests\": 3,"
+                 " \"input_tokens\": 4, \"output_tokens\": 5}, \"arrivals\": {\"process\":"
+                 " \"poisson\", \"rate_rps\": 1}, \"audio\": %s}}",
+                 card, audio);
+        cJSON *j = cJSON_Parse(json);
+        cr_assert(j != NULL);
+        cz_sim_config cfg;
+        cz_workload wl;
+        cz_workload_init(&wl);
+        cz_err err;
+        cz_err_clear(&err);
+        cz_status st = cz_sim_config_parse(j, "t.json", ".", &cfg, &wl, &err);
+        if (k < 2) {
+            cr_assert_eq(st, CZ_OK, "%s", err.msg);
+            cr_assert_eq(wl.turns[0].out_audio_tokens, 10);
+            cr_assert_float_eq(wl.turns[0].out_audio_s, 0.8, 1e-12);
+        } else {
+            cr_assert_eq(st, CZ_EINVAL);
+            cr_assert(strstr(err.msg, "tokens_per_text_token") && strstr(err.msg, "t.json"),
+                      "%s", err.msg);
+        }
+        cz_workload_free(&wl);
+        cJSON_Delete(j);
+    }
+    free(card);
 }
 
 /* Metronome §3.1 (002_6a4d0efb28323924.txt, Eq. 1): with unbounded resident KV the pool

@@ -54,7 +54,8 @@ static void cands_of(const cz_seq *seqs, uint32_t n, cz_cand *c)
         const cz_seq *q = &seqs[i];
         uint32_t need = q->tokens_in + q->generated - q->computed;
         c[i] = (cz_cand){.seq = i, .need = need, .pos = i,
-                         .running = q->state == CZ_SEQ_RUNNING, .decode = need == 1};
+                         .running = q->state == CZ_SEQ_RUNNING, .decode = need == 1,
+                         .wake_s = INFINITY};
     }
 }
 
@@ -62,6 +63,7 @@ Test(policies, liveserve_algorithm_1)
 {
     cz_policy_params p = cz_policy_params_default();
     p.audio_s_per_token = 0.08; /* P_safe 2 s, alpha = beta = 1 */
+    p.pace_u2 = false; /* ordering only: pacing is tested on its own */
     cz_seq s[6];
     /* A: produced 50 x 0.08 = 4.0 s, played 2.0 + (10 - 9) = 3.0: P = 1.0 -> U0 */
     s[0] = playing(50, 4.0, 2.0, 9.0, 4);
@@ -104,6 +106,7 @@ Test(policies, liveserve_stops_admitting_at_first_kv_misfit)
 {
     cz_policy_params p = cz_policy_params_default();
     p.audio_s_per_token = 0.08;
+    p.pace_u2 = false; /* ordering only: pacing is tested on its own */
     cz_seq s[3];
     s[0] = playing(50, 4.0, 2.0, 9.0, 4);   /* U0, fits */
     s[1] = waiting(40, 1.0);                /* U1, needs 3 blocks */
@@ -135,6 +138,7 @@ Test(policies, liveserve_never_starves_running_sequences)
 {
     cz_policy_params p = cz_policy_params_default();
     p.audio_s_per_token = 0.08;
+    p.pace_u2 = false; /* ordering only: pacing is tested on its own */
     cz_seq s[4];
     s[0] = waiting(64, 1.0);                 /* U1, needs 4 blocks: misfit */
     s[1] = playing(100, 8.0, 2.0, 9.0, 50);  /* U2, running */
@@ -153,6 +157,67 @@ Test(policies, liveserve_never_starves_running_sequences)
     cr_assert(c[1].seq == 0 && c[1].take == 0);
     cr_assert(c[2].seq == 2 && c[2].take == 0);
     cr_assert(c[3].seq == 1 && c[3].take == 1);
+}
+
+/* Pacing (section 7.3, Figure 15): a U2 request whose utility is below zero and whose
+ * buffer is above the horizon (6 s) yields its step while the client holds more than
+ * P_safe, and asks to be looked at again when either has played down to its bound. */
+Test(policies, liveserve_paces_well_buffered_u2)
+{
+    cz_policy_params p = cz_policy_params_default();
+    p.audio_s_per_token = 0.08; /* P_safe 2 s, alpha = beta = 1, horizon 6 s */
+    cz_seq s[4];
+    /* D: produced 16 s, played 2 + (10 - 9) = 3: P = 13, client holds 12 - 3 = 9 s.
+     * K = 0.3, R_occ = 0.6: U = 0.18 - (13 - 2) / 2 < 0; P* = 2.36 < horizon 6.
+     * Deferred until min(13 - 6, 9 - 2) = 7 s from now */
+    s[0] = playing(200, 12.0, 2.0, 9.0, 30);
+    /* E: produced 8 s, played 1.6: P = 6.4, client 6.0 s: deferred for min(0.4, 4.0) */
+    s[1] = playing(100, 7.6, 0.6, 9.0, 10);
+    /* F: as D, but the client holds only 3.5 - 3 = 0.5 s: it runs */
+    s[2] = playing(200, 3.5, 2.0, 9.0, 30);
+    /* G: P = 4.8 - 1.8 = 3.0, U2 but below the horizon: it runs */
+    s[3] = playing(60, 4.8, 0.8, 9.0, 4);
+    for (int pace = 0; pace < 2; pace++) {
+        p.pace_u2 = pace;
+        cz_sched_ctx ctx = ctx_of(s, 10.0);
+        cz_cand c[4];
+        cands_of(s, 4, c);
+        cz_sched_ops ops = cz_sched_liveserve;
+        ops.state = &p;
+        ops.select(ops.state, &ctx, c, 4);
+        double wake[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
+        uint32_t take[4] = {0, 0, 0, 0};
+        for (uint32_t i = 0; i < 4; i++) {
+            wake[c[i].seq] = c[i].wake_s;
+            take[c[i].seq] = c[i].take;
+        }
+        if (!pace) {
+            for (uint32_t i = 0; i < 4; i++)
+                cr_assert(take[i] == 1 && isinf(wake[i]), "request %u", i);
+            continue;
+        }
+        cr_assert(take[0] == 0 && take[1] == 0 && take[2] == 1 && take[3] == 1);
+        cr_assert_float_eq(wake[0], 17.0, 1e-9);
+        cr_assert_float_eq(wake[1], 10.4, 1e-9);
+        cr_assert(isinf(wake[2]) && isinf(wake[3]));
+    }
+    /* when a budget binds (a new turn whose first 20 tokens need 2 blocks of the 1 free
+     * waits) nothing is paced: Algorithm 1's order and stop rule decide alone */
+    cz_seq t[5];
+    memcpy(t, s, sizeof s);
+    t[4] = waiting(40, 9.5);
+    p.pace_u2 = true;
+    cz_sched_ctx ctx = ctx_of(t, 10.0);
+    ctx.kv_available = 1;
+    cz_cand c[5];
+    cands_of(t, 5, c);
+    cz_sched_ops ops = cz_sched_liveserve;
+    ops.state = &p;
+    ops.select(ops.state, &ctx, c, 5);
+    for (uint32_t i = 0; i < 5; i++) {
+        cr_assert(isinf(c[i].wake_s));
+        cr_assert_eq(c[i].take, c[i].seq == 4 ? 0u : 1u, "request %u", c[i].seq);
+    }
 }
 
 Test(policies, liveserve_without_telemetry_is_fcfs)

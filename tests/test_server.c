@@ -971,3 +971,95 @@ Test(server, windowed_turn_refused_on_its_peak)
     cz_server_free(s);
     cz_metrics_free(&m);
 }
+
+/* The order (LRU, next use) and the unit (whole session, tail blocks) of idle-KV eviction
+ * are independent: with two idle sessions of 2 blocks in a full 4-block pool, a request
+ * for 1 block takes A (least recent) or B (farthest next use: it was used last, and both
+ * reply within the same prior), whole or only its last block. */
+Test(server, eviction_order_and_unit_apart)
+{
+    static const uint32_t order[4] = {CZ_EVICT_LRU, CZ_EVICT_LRU, CZ_EVICT_NEXT_USE,
+                                      CZ_EVICT_NEXT_USE};
+    static const uint32_t unit[4] = {CZ_EVICT_UNIT_SESSION, CZ_EVICT_UNIT_BLOCK,
+                                     CZ_EVICT_UNIT_SESSION, CZ_EVICT_UNIT_BLOCK};
+    /* blocks left to A and B after the eviction */
+    static const uint32_t left_a[4] = {0, 1, 2, 2}, left_b[4] = {2, 2, 0, 1};
+    for (int k = 0; k < 4; k++) {
+        cz_metrics m;
+        cz_metrics_init(&m, 0.0, 0);
+        cz_server_config cfg = small_cfg();
+        cfg.kv_evict = order[k];
+        cfg.kv_evict_unit = unit[k];
+        cz_server *s = cz_server_create(&cfg, &cz_sched_fcfs, &m, 0);
+        uint32_t a = request(s, 0.0, 7, 2, 0); /* 8 tokens of KV: 2 blocks, then idle */
+        double t = drain(s, 0.0);
+        uint32_t b = request(s, t, 7, 2, 1);
+        t = drain(s, t);
+        cr_assert_eq(cz_server_kv_used(s), 4);
+        request(s, t, 3, 1, 2); /* 1 block */
+        cz_batch bt;
+        cr_assert(cz_server_schedule(s, t, &bt));
+        check(s);
+        cr_assert_eq(cz_server_seq(s, a)->blocks, left_a[k], "case %d", k);
+        cr_assert_eq(cz_server_seq(s, b)->blocks, left_b[k], "case %d", k);
+        /* a partly evicted session keeps the prefix its blocks hold */
+        if (left_a[k] == 1)
+            cr_assert_eq(cz_server_seq(s, a)->computed, 4);
+        cz_server_free(s);
+        cz_metrics_free(&m);
+    }
+}
+
+/* A policy that defers everything until t + 1.5 s: the step runs nothing and the core
+ * reports the wake-up the driver must honour. */
+static uint32_t defer_all(const void *state, const cz_sched_ctx *ctx, cz_cand *c, uint32_t n)
+{
+    (void)state;
+    for (uint32_t i = 0; i < n; i++)
+        c[i].wake_s = ctx->now_s + 1.5 + i;
+    return 0;
+}
+
+Test(server, deferral_reports_a_wake_up)
+{
+    cz_metrics m;
+    cz_metrics_init(&m, 0.0, 0);
+    cz_server_config cfg = small_cfg();
+    cz_sched_ops ops = {.name = "defer", .select = defer_all};
+    cz_server *s = cz_server_create(&cfg, &ops, &m, 0);
+    cr_assert(isinf(cz_server_wake_at(s)));
+    request(s, 2.0, 3, 1, 0);
+    request(s, 2.0, 3, 1, 1);
+    cz_batch b;
+    cr_assert(!cz_server_schedule(s, 2.0, &b));
+    cr_assert_float_eq(cz_server_wake_at(s), 3.5, 1e-12); /* the earliest of 3.5 and 4.5 */
+    cz_server_free(s);
+    cz_metrics_free(&m);
+}
+
+/* The end of a speech is not known in advance: the core estimates when the turn reaches
+ * the stage from the session's observed speech-to-turn times (moving average, weight 0.5),
+ * else the mean over sessions, else the prior. */
+Test(server, speech_end_estimate)
+{
+    cz_metrics m;
+    cz_metrics_init(&m, 0.0, 0);
+    cz_server_config cfg = small_cfg();
+    cfg.kv_blocks = 64;
+    cfg.speech_prior_s = 2.0;
+    cz_server *s = cz_server_create(&cfg, &cz_sched_fcfs, &m, 0);
+    uint32_t a = cz_server_seq_open(s, 0, 0, false);
+    uint32_t b = cz_server_seq_open(s, 1, 0, false);
+    cr_assert_float_eq(cz_server_speech_end_estimate(s, a, 1.0), 3.0, 1e-12); /* the prior */
+    cz_server_on_speech_start(s, 1.0, a);
+    cz_server_turn(s, 5.0, a, 0, 0, 3, 1, 0, true); /* 4 s of speech */
+    double t = drain(s, 5.0);
+    cr_assert_float_eq(cz_server_speech_end_estimate(s, b, 10.0), 14.0, 1e-12); /* the mean */
+    cz_server_on_speech_start(s, t + 1.0, a);
+    cz_server_turn(s, t + 3.0, a, 1, 0, 3, 1, 0, true); /* 2 s: the average is 3 s */
+    drain(s, t + 3.0);
+    cz_server_on_speech_start(s, 100.0, a);
+    cr_assert_float_eq(cz_server_speech_end_estimate(s, a, 100.5), 103.0, 1e-12);
+    cz_server_free(s);
+    cz_metrics_free(&m);
+}

@@ -169,9 +169,44 @@ Test(sim, scheduler_parameters_per_stage)
     cr_assert_float_eq(tk->p_safe_s, 1.5, 0);
     cr_assert_float_eq(th->alpha, 2.0, 0);
     cr_assert_float_eq(tk->alpha, 2.0, 0);
-    cr_assert_float_eq(th->audio_s_per_token, 0.08, 1e-12);
+    /* one ratio, from the card: the talker's 3.5 frames of 0.08 s per text token */
+    cr_assert_float_eq(th->audio_s_per_token, 3.5 * 0.08, 1e-12);
     cr_assert_float_eq(tk->audio_s_per_token, 0.08, 1e-12);
     cr_assert_gt(tk->step_b_s, 0); /* the fitted linear step model rises with tokens */
+    cz_workload_free(&wl);
+    cJSON_Delete(j);
+}
+
+/* vLLM's --max-concurrency on open arrivals: with one slot, requests that all arrive at
+ * once go one at a time, each sent (and timed) when the one before it finishes. */
+Test(sim, max_concurrency_holds_arrivals_for_a_slot)
+{
+    const char *json =
+        "{\"cost\": {\"kind\": \"service\", \"service_s\": 1.0},"
+        " \"server\": {\"max_num_seqs\": 4},"
+        " \"workload\": {\"synthetic\": {\"requests\": 3, \"input_tokens\": 1,"
+        " \"output_tokens\": 2}, \"arrivals\": {\"process\": \"poisson\","
+        " \"rate_rps\": 1e9, \"max_concurrency\": 1}}}";
+    cJSON *j = cJSON_Parse(json);
+    cr_assert(j != NULL);
+    cz_sim_config cfg;
+    cz_workload wl;
+    cz_workload_init(&wl);
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_sim_config_parse(j, "t.json", ".", &cfg, &wl, &err), CZ_OK, "%s", err.msg);
+    cz_metrics m;
+    cz_metrics_init(&m, 0.0, 0);
+    cz_sim_stats st;
+    cr_assert_eq(cz_sim_run(&cfg, &wl, &m, &st, NULL, NULL, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(m.n_req, 3);
+    for (uint64_t i = 0; i < 3; i++) {
+        /* each takes its 1 s of service alone: no queue wait, sent at the previous finish */
+        cr_assert_float_eq(m.req[i].finish_s - m.req[i].arrival_s, 1.0, 1e-6);
+        if (i > 0)
+            cr_assert_float_eq(m.req[i].arrival_s, m.req[i - 1].finish_s, 1e-6);
+    }
+    cz_metrics_free(&m);
     cz_workload_free(&wl);
     cJSON_Delete(j);
 }

@@ -245,10 +245,11 @@ static void retime_session(cz_workload *w, uint32_t si, double t_s)
 static cz_status apply_arrivals(const cJSON *a, const char *where, uint64_t seed, cz_workload *w,
                                 cz_err *err)
 {
-    static const char *const keys_trace[] = {"process", "think_s", "turns"};
-    static const char *const keys_poisson[] = {"process", "rate_rps", "think_s", "turns"};
+    static const char *const keys_trace[] = {"process", "think_s", "turns", "max_concurrency"};
+    static const char *const keys_poisson[] = {"process", "rate_rps", "think_s", "turns",
+                                               "max_concurrency"};
     static const char *const keys_gamma[] = {"process", "rate_rps", "burstiness", "think_s",
-                                             "turns"};
+                                             "turns", "max_concurrency"};
     static const char *const keys_closed[] = {"process", "concurrency", "think_s"};
     const char *process = NULL;
     cz_status st = a ? cz_json_str(a, where, "process", false, &process, err) : CZ_OK;
@@ -274,8 +275,24 @@ static cz_status apply_arrivals(const cJSON *a, const char *where, uint64_t seed
             w->sessions[i].timing = CZ_TIMING_CLOSED;
     double rate_rps = 0.0, burstiness = 1.0;
     uint64_t concurrency = 0;
+    /* vLLM's benchmark --max-concurrency: an arriving session waits for one of this many
+     * slots, and its latencies count from when it gets one */
+    if (a && strcmp(process, "closed_loop") != 0) {
+        if ((st = cz_json_u64(a, where, "max_concurrency", false, 1, UINT32_MAX, &concurrency,
+                              err)) != CZ_OK)
+            return st;
+        w->concurrency = (uint32_t)concurrency;
+        for (uint32_t i = 0; concurrency && i < w->n_sessions; i++)
+            if (w->sessions[i].timing == CZ_TIMING_OPEN && w->sessions[i].n_turns > 1)
+                return cz_err_field(err, CZ_EINVAL, where, "max_concurrency",
+                                    "bounds sessions whose later turns follow their replies; "
+                                    "session '%s' has %u open-timed turns (set \"turns\": "
+                                    "\"closed\")",
+                                    cz_workload_session_name(w, &w->sessions[i]),
+                                    w->sessions[i].n_turns);
+    }
     if (strcmp(process, "trace") == 0) {
-        if (a && (st = cz_json_check_keys(a, where, keys_trace, 3, err)) != CZ_OK)
+        if (a && (st = cz_json_check_keys(a, where, keys_trace, 4, err)) != CZ_OK)
             return st;
         if (!w->arrivals_given)
             return cz_err_set(err, CZ_EINVAL,
@@ -286,11 +303,11 @@ static cz_status apply_arrivals(const cJSON *a, const char *where, uint64_t seed
         return CZ_OK;
     }
     if (strcmp(process, "poisson") == 0) {
-        if ((st = cz_json_check_keys(a, where, keys_poisson, 4, err)) != CZ_OK ||
+        if ((st = cz_json_check_keys(a, where, keys_poisson, 5, err)) != CZ_OK ||
             (st = cz_json_num(a, where, "rate_rps", true, 1e-9, 1e9, &rate_rps, err)) != CZ_OK)
             return st;
     } else if (strcmp(process, "gamma") == 0) {
-        if ((st = cz_json_check_keys(a, where, keys_gamma, 5, err)) != CZ_OK ||
+        if ((st = cz_json_check_keys(a, where, keys_gamma, 6, err)) != CZ_OK ||
             (st = cz_json_num(a, where, "rate_rps", true, 1e-9, 1e9, &rate_rps, err)) != CZ_OK ||
             (st = cz_json_num(a, where, "burstiness", false, 1e-6, 1e6, &burstiness, err)) != CZ_OK)
             return st;
