@@ -412,7 +412,7 @@ static bool cancel_preload(cz_server *s);
  * under next-use eviction up to `need` blocks from the tail of the session whose next use
  * is farthest (suffix blocks before prefix blocks, LiveServe section 5.1; the prefix stays
  * resident and counts as reusable context). False if there is nothing to evict. */
-static bool evict_one(cz_server *s, uint32_t need)
+static bool evict_one(cz_server *s, uint32_t need, bool spare_waiting)
 {
     uint32_t v = s->lru_head;
     if (s->cfg.kv_evict != CZ_EVICT_LRU) {
@@ -422,9 +422,13 @@ static bool evict_one(cz_server *s, uint32_t need)
          * LRU when next-use metadata cannot decide, so the least recently used idle KV
          * (a session whose user is speaking, or warmed by a preload) goes, suffix first,
          * rather than the pool filling with KV nobody may evict */
-        if (v == UINT32_MAX)
+        if (v == UINT32_MAX || (spare_waiting && s->seqs[v].state == CZ_SEQ_WAITING))
             v = s->lru_head;
     }
+    /* a KV load must not take the KV of a waiting sequence (one whose own load landed,
+     * waiting to be admitted): loads would evict each other's landed KV for ever */
+    while (spare_waiting && v != NIL && s->seqs[v].state == CZ_SEQ_WAITING)
+        v = s->sn[v].next;
     if (v == NIL)
         return false;
     {
@@ -460,7 +464,7 @@ static bool make_room(cz_server *s, uint32_t need, double t_s)
 {
     while (need > kv_free(s)) {
         /* idle KV first, then background preloads in flight (LiveServe section 5.2) */
-        if (!evict_one(s, need - kv_free(s)) && !cancel_preload(s)) {
+        if (!evict_one(s, need - kv_free(s), false) && !cancel_preload(s)) {
             if (isnan(s->saturated_at_s))
                 s->saturated_at_s = t_s;
             return false;
@@ -1016,6 +1020,19 @@ static void preempt_any(cz_server *s, uint32_t id)
     s->metrics->preemptions++;
 }
 
+/* The lowest-priority running best-effort candidate after position k not yet given work
+ * in this step; nc when none. */
+static uint32_t best_effort_victim(const cz_server *s, uint32_t k, uint32_t nc)
+{
+    for (uint32_t j = nc; j-- > k + 1;) {
+        const cz_cand *o = &s->cands[j];
+        const cz_seq *oq = &s->seqs[o->seq];
+        if (o->running && oq->cls != 0 && oq->state == CZ_SEQ_RUNNING && oq->sched_tokens == 0)
+            return j;
+    }
+    return nc;
+}
+
 /* Drops from the waiting queue every sequence no longer waiting; O(queue). */
 static void wq_compact(cz_server *s)
 {
@@ -1064,7 +1081,10 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
         bool was_cached = s->sn[id].in_idle;
         idle_leave(s, id);
         uint32_t extra = blocks_for(s, load) - q->blocks;
-        if (!make_room(s, extra, t_s)) {
+        bool room = true;
+        while (room && extra > kv_free(s))
+            room = evict_one(s, extra - kv_free(s), true);
+        if (!room) {
             if (was_cached)
                 idle_enter(s, id);
             break;
@@ -1179,10 +1199,20 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
         CZ_ASSERT(c->take <= c->need && c->take <= budget);
         CZ_ASSERT(s->cfg.chunked_prefill || c->take == c->need);
         bool waiting = q->state == CZ_SEQ_WAITING;
+        /* under class priority a waiting real-time sequence takes what it needs from
+         * best-effort work (BROS's SLO-aware preemptive scheduling) */
+        bool rt_first = s->sched.class_priority && q->cls == 0;
         /* V1 admits nothing in a step that had to preempt, nor beyond the sequence cap,
          * nor after the first waiting sequence that could not get its KV */
-        if (waiting && (preempted || closed || n_running(s) >= s->cfg.max_num_seqs))
+        if (waiting && (closed || (preempted && !rt_first)))
             continue;
+        if (waiting && n_running(s) >= s->cfg.max_num_seqs) {
+            uint32_t v = rt_first ? best_effort_victim(s, k, nc) : nc;
+            if (v == nc)
+                continue;
+            preempt_any(s, s->cands[v].seq); /* its running slot goes to the real-time one */
+            preempted = true;
+        }
         bool was_cached = s->sn[c->seq].in_idle;
         if (waiting)
             idle_leave(s, c->seq);
@@ -1205,6 +1235,14 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
                 bool later = !waiting && s->sn[o->seq].run_stamp > s->sn[c->seq].run_stamp;
                 bool tail = s->cfg.kv_bidirectional && q->cls == 0 && oq->cls != 0 &&
                             oq->blocks > 0;
+                if (s->sched.class_priority) {
+                    /* classes first: real-time work never yields to best-effort work,
+                     * best-effort work always yields to real-time work; within a class,
+                     * V1's rule. A victim that could come back and preempt its preemptor
+                     * would let the two take turns for ever. */
+                    if (oq->cls != q->cls)
+                        later = q->cls == 0;
+                }
                 if (later || tail) {
                     v = j;
                     break;
@@ -1603,7 +1641,7 @@ cz_preload_outcome cz_server_preload(cz_server *s, double t_s, uint32_t id, bool
             if (v == UINT32_MAX || !(s->evx.key[v] > needed_at_s))
                 break;
         }
-        if (!evict_one(s, extra - kv_free(s)))
+        if (!evict_one(s, extra - kv_free(s), true))
             break;
     }
     if (extra > kv_free(s)) {

@@ -229,6 +229,10 @@ typedef struct cz_sched_ops {
      * lowest-priority running candidates by recompute (V1's fallback). */
     uint32_t (*select)(const void *state, const cz_sched_ctx *ctx, cz_cand *cands, uint32_t n);
     const void *state;
+    /* The policy ranks real-time work (class 0) above best-effort work (BROS): a real-time
+     * sequence may preempt best-effort ones, a waiting one for their running slot and
+     * blocks too, while best-effort work never preempts real-time work. */
+    bool class_priority;
 } cz_sched_ops;
 
 /* One prefill chunk of a batch. The decode set (sequences past their input, one token

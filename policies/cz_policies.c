@@ -25,8 +25,7 @@ cz_policy_params cz_policy_params_default(void)
         .base_batch = 128,
         .rt_ttft_s = 0.5,
         .rt_tpot_s = 0.1,
-        .step_a_s = 0.0,
-        .step_b_s = 0.0,
+        .step_s = {0.0, 0.0, 0.0, 0.0, 0.0},
     };
 }
 

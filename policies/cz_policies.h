@@ -39,8 +39,12 @@ typedef struct cz_policy_params {
     uint32_t base_batch;      /* base batch size (128) */
     double rt_ttft_s;         /* real-time SLOs: first token, and each later token */
     double rt_tpot_s;
-    double step_a_s;          /* linear step-latency model: a + b x tokens (the driver */
-    double step_b_s;          /* fits it to the stage's cost model) */
+    /* BROS's iteration-latency model, linear in the batch's input and context lengths:
+     * step_s[0] + step_s[1] x prefill tokens + step_s[2] x decoding sequences
+     * + step_s[3] x context tokens the decodes read + step_s[4] x the prefill tokens'
+     * attention context (sum over them of the positions each attends to). The driver fits
+     * it to the stage's cost model (cz_bros_step_s). */
+    double step_s[5];
 } cz_policy_params;
 
 typedef struct cz_policy {
@@ -87,6 +91,10 @@ typedef struct cz_detok_job {
 uint32_t cz_voxserve_detok_pick(const cz_policy_params *p, const cz_detok_job *jobs, uint32_t n,
                                 double now_s, uint32_t max_batch, cz_cand *scratch,
                                 uint32_t *pos_out, double *wake_s);
+
+/* BROS's predicted step time of a batch with these features (step_s above). Pure. */
+double cz_bros_step_s(const cz_policy_params *p, double prefill_tokens, double decode_seqs,
+                      double decode_ctx_tokens, double prefill_attn_ctx);
 
 /* The defaults of every parameter (documented above). */
 cz_policy_params cz_policy_params_default(void);

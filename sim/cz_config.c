@@ -12,7 +12,8 @@
 #include "cz_policies.h"
 #include "cz_traces.h"
 
-#include <gsl/gsl_fit.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_multifit.h>
 
 /* ---- config ---- */
 
@@ -279,36 +280,71 @@ static cz_status parse_slo(const cJSON *j, const char *where, cz_slo *slo, cz_er
     return st;
 }
 
-/* BROS's linear step-latency model, a + b x tokens, fitted by least squares (GSL) to the
- * stage's roofline over decode batches of 1 to 256 sequences and prefill chunks of 64 to
- * 8192 tokens at a 1,024-token context (docs/policies.md). */
+/* The batch shapes BROS's step model is fitted on: decode batches of 1 to 256 sequences at
+ * 128 to 8,192 tokens of context each, prefill chunks of 16 to 8,192 tokens over cached
+ * prefixes of 0 to 4,096, and mixed steps (docs/policies.md). Returns how many it wrote
+ * (at most CZ__STEP_FIT_SHAPES). */
+uint32_t cz__step_fit_shapes(cz_batch *out)
+{
+    static const uint32_t seqs[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+    static const uint32_t ctxs[] = {128, 512, 2048, 8192};
+    static const uint32_t chunks[] = {16, 64, 256, 1024, 4096, 8192};
+    static const uint32_t cached[] = {0, 1024, 4096};
+    uint32_t n = 0;
+    for (size_t i = 0; i < CZ_ARRAY_LEN(seqs); i++)
+        for (size_t j = 0; j < CZ_ARRAY_LEN(ctxs); j++)
+            out[n++] = (cz_batch){.decode_seqs = seqs[i],
+                                  .decode_ctx_tokens = (uint64_t)seqs[i] * ctxs[j],
+                                  .total_tokens = seqs[i]};
+    for (size_t i = 0; i < CZ_ARRAY_LEN(chunks); i++)
+        for (size_t j = 0; j < CZ_ARRAY_LEN(cached); j++) {
+            cz_batch_shape sh = cz__prefill_shape(cached[j], chunks[i]);
+            out[n++] = (cz_batch){.prefill_tokens = sh.prefill_tokens, .prefill_seqs = 1,
+                                  .prefill_attn_ctx = sh.prefill_attn_ctx,
+                                  .total_tokens = chunks[i]};
+        }
+    for (uint32_t d = 8; d <= 64; d *= 8)
+        for (uint32_t t = 256; t <= 2048; t *= 8) {
+            cz_batch_shape sh = cz__prefill_shape(0, t);
+            out[n++] = (cz_batch){.decode_seqs = d, .decode_ctx_tokens = (uint64_t)d * 1024,
+                                  .prefill_tokens = t, .prefill_seqs = 1,
+                                  .prefill_attn_ctx = sh.prefill_attn_ctx,
+                                  .total_tokens = d + t};
+        }
+    CZ_ASSERT(n <= CZ__STEP_FIT_SHAPES);
+    return n;
+}
+
+/* BROS's iteration-latency model (003_4ea0224bc1b7e235.txt: a linear cost model over input
+ * and context lengths), fitted by least squares (GSL) to the stage's step times
+ * (cz_sim_roofline_step_s, inner stages included) on cz__step_fit_shapes. */
 static void fit_step_model(const cz_sim_config *c, uint32_t p, cz_policy_params *out)
 {
-    enum { N = 24 };
-    double x[N], y[N];
-    const cz_stage_card *s = &c->model.stages[c->model.pipe[p].stage];
-    for (int i = 0; i < N; i++) {
-        cz_batch_shape b = {0};
-        if (i < N / 2) {
-            b.decode_seqs = 1u << (i * 8 / (N / 2));
-            b.decode_seqs += (uint32_t)i;
-            b.decode_ctx_tokens = (uint64_t)b.decode_seqs * 1024;
-            x[i] = b.decode_seqs;
-        } else {
-            uint64_t t = 64ull << ((i - N / 2) * 7 / (N / 2));
-            b.prefill_tokens = t;
-            b.prefill_seqs = 1;
-            b.prefill_attn_ctx = t * 1024 + t * (t + 1) / 2;
-            x[i] = (double)t;
-        }
-        cz_step_cost cost;
-        cz_cost_step(s, &c->hw, &c->cost, &b, &cost);
-        y[i] = cost.total_s;
+    cz_batch b[CZ__STEP_FIT_SHAPES];
+    uint32_t n = cz__step_fit_shapes(b);
+    gsl_matrix *X = gsl_matrix_alloc(n, 5), *cov = gsl_matrix_alloc(5, 5);
+    gsl_vector *y = gsl_vector_alloc(n), *coef = gsl_vector_alloc(5);
+    gsl_multifit_linear_workspace *w = gsl_multifit_linear_alloc(n, 5);
+    CZ_ASSERT(X && cov && y && coef && w);
+    for (uint32_t i = 0; i < n; i++) {
+        gsl_matrix_set(X, i, 0, 1.0);
+        gsl_matrix_set(X, i, 1, (double)b[i].prefill_tokens);
+        gsl_matrix_set(X, i, 2, (double)b[i].decode_seqs);
+        gsl_matrix_set(X, i, 3, (double)b[i].decode_ctx_tokens);
+        gsl_matrix_set(X, i, 4, (double)b[i].prefill_attn_ctx);
+        gsl_vector_set(y, i, cz_sim_roofline_step_s(c, p, &b[i]));
     }
-    double c0, c1, cov00, cov01, cov11, sumsq;
-    gsl_fit_linear(x, 1, y, 1, N, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
-    out->step_a_s = c0;
-    out->step_b_s = c1;
+    double chisq;
+    gsl_set_error_handler_off();
+    int rc = gsl_multifit_linear(X, y, coef, cov, &chisq, w);
+    CZ_ASSERT(rc == 0);
+    for (int k = 0; k < 5; k++)
+        out->step_s[k] = gsl_vector_get(coef, (size_t)k);
+    gsl_multifit_linear_free(w);
+    gsl_matrix_free(X);
+    gsl_matrix_free(cov);
+    gsl_vector_free(y);
+    gsl_vector_free(coef);
 }
 
 /* A cross-stage scheduler runs a vision-language model on one GPU: encoders, then one

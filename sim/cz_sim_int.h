@@ -16,6 +16,10 @@ double cz__stage_share_s(const cz_sim_config *cfg, uint32_t p, const cz_batch_sh
 /* The shape of one prefill chunk of `tokens` after `start` tokens of context: its tokens
  * attend to everything before them and to each other. */
 cz_batch_shape cz__prefill_shape(uint64_t start, uint64_t tokens);
+/* The batch shapes BROS's step-latency model is fitted on (cz_config.c); out holds
+ * CZ__STEP_FIT_SHAPES. Returns how many. */
+#define CZ__STEP_FIT_SHAPES 64
+uint32_t cz__step_fit_shapes(cz_batch *out);
 /* Sorts ids[0..n) by times[i] (the time of ids[i]), ties by id. */
 void cz__sort_by_time(uint32_t *ids, const double *times, uint32_t n);
 #endif

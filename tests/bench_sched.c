@@ -75,8 +75,9 @@ int main(void)
                                  &cz_sched_fcfs_scan};
     cz_policy_params p = cz_policy_params_default();
     p.audio_s_per_token = 0.08;
-    p.step_a_s = 0.01;
-    p.step_b_s = 1e-5;
+    p.step_s[0] = 0.01;
+    p.step_s[1] = 1e-5;
+    p.step_s[2] = 1e-5;
     cz_seq *seqs = malloc(100000 * sizeof *seqs);
     cz_cand *tmpl = malloc(100000 * sizeof *tmpl), *c = malloc(100000 * sizeof *c);
     printf("%-10s %10s %14s %14s %12s\n", "scheduler", "ready", "decision_us", "per_req_ns",

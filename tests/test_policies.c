@@ -297,8 +297,9 @@ Test(policies, bros_packing_and_batch_size)
 {
     cz_policy_params p = cz_policy_params_default(); /* base 128; TTFT 0.5 s, TPOT 0.1 s */
     p.base_batch = 2;
-    p.step_a_s = 0.01;
-    p.step_b_s = 0.001;
+    p.step_s[0] = 0.01;  /* 10 ms a step */
+    p.step_s[1] = 0.001; /* 1 ms a prefill token */
+    p.step_s[2] = 0.001; /* 1 ms a decoding sequence */
     cz_seq s[5];
     /* real-time decodes: last tokens at 9.95 and 9.915 -> residuals 0.05 and 0.015 s */
     s[0] = playing(10, 0, 0, 9.95, 1);

@@ -1063,3 +1063,102 @@ Test(server, speech_end_estimate)
     cz_server_free(s);
     cz_metrics_free(&m);
 }
+
+/* BROS's SLO-aware preemptive scheduling (class priority): a waiting real-time request
+ * takes a running best-effort request's slot and blocks in the step it arrives, and
+ * best-effort work never preempts real-time work (the two could otherwise take turns
+ * preempting each other for ever). */
+Test(server, real_time_preempts_best_effort)
+{
+    cz_policy pol;
+    cz_err err;
+    cr_assert_eq(cz_policy_make("bros", NULL, "t", &pol, &err), CZ_OK);
+    cz_sched_ops ops = cz_policy_ops(&pol);
+    cr_assert(ops.class_priority);
+    for (int slots = 0; slots < 2; slots++) {
+        cz_metrics m;
+        cz_metrics_init(&m, 0.0, 0);
+        cz_server_config cfg = small_cfg();
+        cfg.kv_blocks = 5;
+        cfg.max_num_seqs = slots ? 1 : 2; /* 1: the slot binds; 2: the blocks bind */
+        cfg.max_num_batched_tokens = 16;
+        cz_server *s = cz_server_create(&cfg, &ops, &m, 0);
+        /* a best-effort request with 12 tokens of prompt: 3 blocks, running */
+        uint32_t be = cz_server_seq_open(s, 0, 1, false);
+        cz_server_turn(s, 0.0, be, 0, 0, 12, 8, 0, true);
+        cz_batch b;
+        cr_assert(cz_server_schedule(s, 0.0, &b));
+        cz_step_events ev;
+        cz_server_on_batch_done(s, 0.1, &ev);
+        check(s);
+        cr_assert_eq(cz_server_seq(s, be)->blocks, 3);
+        /* a real-time request with 12 tokens of prompt (3 blocks): only 2 are free */
+        uint32_t rt = cz_server_seq_open(s, 1, 0, false);
+        cz_server_turn(s, 0.1, rt, 0, 0, 12, 2, 0, true);
+        cr_assert(cz_server_schedule(s, 0.1, &b));
+        check(s);
+        cr_assert_eq(cz_server_seq(s, rt)->state, CZ_SEQ_RUNNING, "case %d", slots);
+        cr_assert_eq(cz_server_seq(s, be)->state, CZ_SEQ_WAITING, "case %d", slots);
+        cr_assert_eq(cz_server_seq(s, be)->blocks, 0);
+        cr_assert_eq(b.n_items, 1);
+        cr_assert_eq(b.items[0].seq, rt);
+        /* the best-effort request comes back and waits: it cannot take the real-time
+         * request's blocks even though the real-time one was admitted after it */
+        cz_server_on_batch_done(s, 0.2, &ev);
+        cr_assert(cz_server_schedule(s, 0.2, &b));
+        check(s);
+        cr_assert_eq(cz_server_seq(s, rt)->state, CZ_SEQ_RUNNING);
+        cr_assert_eq(cz_server_seq(s, be)->state, CZ_SEQ_WAITING);
+        cz_server_free(s);
+        cz_metrics_free(&m);
+    }
+}
+
+/* Regression (BROS with bidirectional blocks under pressure): on the ordering path every
+ * waiting sequence with KV in host memory is loaded at the start of a step, and a load made
+ * room by evicting the KV another load had just brought back for a waiting sequence; the
+ * two reloaded each other for ever. A load now spares waiting sequences' KV. */
+Test(server, loads_do_not_evict_each_other)
+{
+    cz_metrics m;
+    cz_metrics_init(&m, 0.0, 0);
+    cz_server_config cfg = small_cfg(); /* 4-token blocks */
+    cfg.kv_blocks = 3;
+    cfg.kv_idle = CZ_KV_IDLE_OFFLOAD;
+    cz_server *s = cz_server_create(&cfg, &cz_sched_fcfs_scan, &m, 0);
+    uint32_t seq[2], n;
+    double t = 0.0;
+    for (int k = 0; k < 2; k++) { /* each ends idle with 6 tokens (2 blocks) in host memory */
+        seq[k] = request(s, t, 5, 2, (uint64_t)k);
+        t = drain(s, t);
+        const cz_xfer *x = cz_server_take_xfers(s, &n);
+        for (uint32_t i = 0; i < n; i++)
+            cz_server_on_xfer_done(s, t, x[i].seq, x[i].to_host);
+    }
+    uint64_t rec[2];
+    for (int k = 0; k < 2; k++) /* both come back: one token of input, one of output */
+        rec[k] = cz_server_turn(s, t, seq[k], 1, 0, 1, 1, 0, true);
+    for (int step = 0; step < 40; step++) {
+        cz_batch b;
+        bool ran = cz_server_schedule(s, t, &b);
+        const cz_xfer *x = cz_server_take_xfers(s, &n);
+        uint32_t ids[4];
+        bool to_host[4];
+        for (uint32_t i = 0; i < n && i < 4; i++) {
+            ids[i] = x[i].seq;
+            to_host[i] = x[i].to_host;
+        }
+        t += 0.1;
+        if (ran) {
+            cz_step_events ev;
+            cz_server_on_batch_done(s, t, &ev);
+        }
+        for (uint32_t i = 0; i < n && i < 4; i++)
+            cz_server_on_xfer_done(s, t, ids[i], to_host[i]);
+        check(s);
+    }
+    cr_assert_eq(m.req[rec[0]].outcome, CZ_REQ_COMPLETED);
+    cr_assert_eq(m.req[rec[1]].outcome, CZ_REQ_COMPLETED);
+    cz_server_free(s);
+    cz_metrics_free(&m);
+}

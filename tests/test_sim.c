@@ -8,6 +8,7 @@
 
 #include "cz_json.h"
 #include "cz_sim.h"
+#include "cz_sim_int.h"
 #include "test_util.h"
 
 
@@ -172,7 +173,7 @@ Test(sim, scheduler_parameters_per_stage)
     /* one ratio, from the card: the talker's 3.5 frames of 0.08 s per text token */
     cr_assert_float_eq(th->audio_s_per_token, 3.5 * 0.08, 1e-12);
     cr_assert_float_eq(tk->audio_s_per_token, 0.08, 1e-12);
-    cr_assert_gt(tk->step_b_s, 0); /* the fitted linear step model rises with tokens */
+    cr_assert_gt(tk->step_s[1], 0); /* the fitted step model rises with prefill tokens */
     cz_workload_free(&wl);
     cJSON_Delete(j);
 }
@@ -209,4 +210,47 @@ Test(sim, max_concurrency_holds_arrivals_for_a_slot)
     cz_metrics_free(&m);
     cz_workload_free(&wl);
     cJSON_Delete(j);
+}
+
+/* BROS's step-latency model, linear in the batch's input and context lengths, fitted to the
+ * stage's roofline: how far it is from the roofline over the shapes it was fitted on (the
+ * docs quote these figures). */
+Test(sim, bros_step_model_fit)
+{
+    const char *models[] = {"llama-3-8b", "llama-2-70b"};
+    for (int k = 0; k < 2; k++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"model\": \"%s\", \"cost\": {\"tp\": %d}, \"scheduler\": \"bros\","
+                 " \"workload\": {\"synthetic\": {\"requests\": 1, \"input_tokens\": 4,"
+                 " \"output_tokens\": 4}, \"arrivals\": {\"process\": \"poisson\","
+                 " \"rate_rps\": 1}}}",
+                 models[k], k ? 4 : 1);
+        cJSON *j = cJSON_Parse(json);
+        cz_sim_config cfg;
+        cz_workload wl;
+        cz_workload_init(&wl);
+        cz_err err;
+        cz_err_clear(&err);
+        cr_assert_eq(cz_sim_config_parse(j, "t.json", ".", &cfg, &wl, &err), CZ_OK, "%s",
+                     err.msg);
+        const cz_policy_params *pp = &cfg.place[0].policy.params;
+        cz_batch b[CZ__STEP_FIT_SHAPES];
+        uint32_t n = cz__step_fit_shapes(b);
+        double sum = 0, worst = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            double real = cz_sim_roofline_step_s(&cfg, 0, &b[i]);
+            double pred = cz_bros_step_s(pp, (double)b[i].prefill_tokens, b[i].decode_seqs,
+                                         (double)b[i].decode_ctx_tokens,
+                                         (double)b[i].prefill_attn_ctx);
+            double e = fabs(pred - real) / real;
+            sum += e;
+            worst = e > worst ? e : worst;
+        }
+        cr_log_info("%s: %u shapes, mean error %.1f %%, worst %.1f %%", models[k], n,
+                    100 * sum / n, 100 * worst);
+        cr_assert_lt(sum / n, 0.25, "%s: mean relative error %.3f", models[k], sum / n);
+        cz_workload_free(&wl);
+        cJSON_Delete(j);
+    }
 }
