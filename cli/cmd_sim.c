@@ -70,6 +70,18 @@ static double num(const cJSON *j, const char *key)
     return cJSON_IsNumber(it) ? it->valuedouble : NAN;
 }
 
+/* A summary value printed with `fmt` (one double), or "none" when the summary has none
+ * (null). */
+static const char *num_or_none(const cJSON *j, const char *key, const char *fmt, char *buf,
+                               size_t n)
+{
+    double v = num(j, key);
+    if (isnan(v))
+        return "none";
+    snprintf(buf, n, fmt, v);
+    return buf;
+}
+
 /* The spoken-turn, frame and per-stage lines of the readable summary. */
 static void print_pipeline_lines(const cJSON *s)
 {
@@ -90,6 +102,30 @@ static void print_pipeline_lines(const cJSON *s)
                num(s, "rejected_frames"), num(s, "unfinished_frames"),
                num(s, "p50_frame_latency_ms"), num(s, "p99_frame_latency_ms"),
                num(s, "deadline_misses"));
+    }
+    if (cJSON_GetObjectItemCaseSensitive(s, "mean_vision_queue_ms")) {
+        /* a cross-stage run: Nova's queueing figures (Table V) and its stages */
+        char b[5][32];
+        printf("vision worker: wait %s (Eq. 6: M/D/1 %s, M/G/1 %s)  service %s  utilisation "
+               "%s at %.4f req/s\n",
+               num_or_none(s, "mean_vision_queue_ms", "%.1f ms", b[0], sizeof b[0]),
+               num_or_none(s, "md1_vision_queue_ms", "%.1f ms", b[1], sizeof b[1]),
+               num_or_none(s, "mg1_vision_queue_ms", "%.1f ms", b[2], sizeof b[2]),
+               num_or_none(s, "mean_vision_service_ms", "%.1f ms", b[3], sizeof b[3]),
+               num_or_none(s, "vision_utilization", "%.3f", b[4], sizeof b[4]),
+               num(s, "arrival_rate_rps"));
+        printf("vision step %.1f ms (waiting for weights %.1f ms), weights on the GPU %.3f GB  "
+               "decode batch %.2f on %.1f %% of the SMs\n",
+               num(s, "mean_vision_step_ms"), num(s, "mean_vision_stall_ms"),
+               num(s, "vision_weights_resident_gb"), num(s, "mean_decode_batch"),
+               100 * num(s, "mean_decode_sm_share"));
+        if (!isnan(num(s, "ideal_e2e_ms")))
+            printf("SM split: decode on %.0f SMs beside vision, %.0f beside prefill; Eq. 1 "
+                   "there %.1f ms (vision %.1f, prefill %.1f, decode step %.2f / %.2f ms)\n",
+                   num(s, "sm_decode_vision"), num(s, "sm_decode_prefill"), num(s, "ideal_e2e_ms"),
+                   num(s, "ideal_vision_ms"), num(s, "ideal_prefill_ms"),
+                   num(s, "ideal_decode_beside_vision_ms"),
+                   num(s, "ideal_decode_beside_prefill_ms"));
     }
     const cJSON *stages = cJSON_GetObjectItemCaseSensitive(s, "stages");
     double sat = num(s, "kv_pool_saturated_at_s");

@@ -101,6 +101,7 @@ static const char *const stage_keys[] = {
     "vocab",        "experts",        "experts_active",  "expert_intermediate",
     "params",       "active_params",  "embed_params",    "tied_embeddings",
     "flops_per_token", "weight_bytes", "kv_bytes",       "notes",
+    "nonlayer_params",
 };
 
 static const char *const model_keys[] = {"name", "source", "notes", "stages", "pipeline"};
@@ -240,6 +241,15 @@ static cz_status parse_stage(const cJSON *j, const char *file, unsigned idx, cz_
     if ((st = get_pos(j, where, "flops_per_token", false, true, &s->flops_per_token, err)) !=
         CZ_OK)
         return st;
+    s->nonlayer_params = 0.0;
+    if ((st = get_pos(j, where, "nonlayer_params", false, true, &s->nonlayer_params, err)) !=
+        CZ_OK)
+        return st;
+    if (s->nonlayer_params >= s->params)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'nonlayer_params': expected less than params (%.6g), the "
+                          "rest being the layers' weights, got %.6g",
+                          where, s->params, s->nonlayer_params);
 
     s->weight_bytes = 2;
     s->kv_bytes = 2;
@@ -612,4 +622,16 @@ double cz_stage_weight_bytes(const cz_stage_card *s)
 {
     CZ_ASSERT(s != NULL);
     return s->params * s->weight_bytes;
+}
+
+double cz_stage_layer_weight_bytes(const cz_stage_card *s)
+{
+    CZ_ASSERT(s != NULL && s->layers > 0 && s->nonlayer_params < s->params);
+    return (s->params - s->nonlayer_params) * s->weight_bytes / s->layers;
+}
+
+double cz_stage_nonlayer_weight_bytes(const cz_stage_card *s)
+{
+    CZ_ASSERT(s != NULL);
+    return s->nonlayer_params * s->weight_bytes;
 }

@@ -51,6 +51,10 @@ typedef struct cz_stage_card {
     double flops_per_token;      /* FLOPs per input token or frame when the stage's compute is not
                                   * 2 x its weights (conv vocoders, multi-step flow matching);
                                   * 0 = derive from active_params */
+    double nonlayer_params;      /* parameters outside the `layers` repeated layers (lookup
+                                  * tables, position tables, patch embedding, final norms,
+                                  * adapters): what stays on the GPU when the layers are
+                                  * offloaded (Nova section III-E); 0 = none (default) */
 } cz_stage_card;
 
 /* What a pipeline stage consumes or produces. */
@@ -134,6 +138,11 @@ double cz_stage_kv_bytes_per_token(const cz_stage_card *s);
 double cz_stage_kv_bytes_per_token_gpu(const cz_stage_card *s, uint32_t tp);
 /* Bytes of weights of the stage (params x weight_bytes). */
 double cz_stage_weight_bytes(const cz_stage_card *s);
+/* Bytes of weights of one of the stage's repeated layers: (params - nonlayer_params) x
+ * weight_bytes / layers. */
+double cz_stage_layer_weight_bytes(const cz_stage_card *s);
+/* Bytes of the weights outside the repeated layers (nonlayer_params x weight_bytes). */
+double cz_stage_nonlayer_weight_bytes(const cz_stage_card *s);
 
 /* Efficiency factors and overheads of the roofline (docs/cost-model.md). */
 typedef struct cz_cost_params {

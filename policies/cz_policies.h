@@ -251,16 +251,28 @@ typedef struct cz_xs_split {
     double prefill_s;   /* prefill on the other SMs */
     double decode_s;    /* one decode step on `sms` SMs */
 } cz_xs_split;
-/* Eq. 1-3 (section III-C1), as we read them: in the ideal pipeline the exclusive worker
+/* Eq. 1-2 (section III-C1), as we read them: in the ideal pipeline the exclusive worker
  * alternates vision and prefill without bubbles, so a request's decode iterations co-run
  * with vision for the share r_v = T_v / (T_v + T_p) of the time and with prefill for
  * r_p = T_p / (T_v + T_p); the expected end-to-end latency of a request generating L
- * tokens is T_v + T_p + L (r_v T_dv + r_p T_dp), where T_v, T_dv come from the split chosen
- * beside vision and T_p, T_dp from the split beside prefill. Enumerates every pair of the
- * n splits (O(n^2)), writes the decode SMs of the best pair, and returns its latency; ties
- * go to the pair listed first. n >= 1. Pure. */
+ * tokens is T_v + T_p + L (r_v T_dv + r_p T_dp), where T_v, T_dv come from the split `v`
+ * decode gets beside vision and T_p, T_dp from the split `p` beside prefill. Every one of
+ * these steps co-runs, so each takes `corun` (the executor's corun_slowdown, >= 1) times
+ * its time on its SMs alone (the times in `v` and `p`). Pure. */
+double cz_xs_ideal_e2e_s(const cz_xs_split *v, const cz_xs_split *p, double out_tokens,
+                         double corun);
+/* Eq. 3: enumerates every pair of the n splits (O(n^2)) under cz_xs_ideal_e2e_s, writes
+ * the decode SMs of the best pair, and returns its latency; ties go to the pair listed
+ * first. A co-run factor stretches every pair's latency by the same factor, so it changes
+ * the latency returned, never the pair. n >= 1. Pure. */
 double cz_xs_enumerate_split(const cz_xs_split *splits, uint32_t n, double out_tokens,
-                             uint32_t *sm_vision, uint32_t *sm_prefill);
+                             double corun, uint32_t *sm_vision, uint32_t *sm_prefill);
+/* Eq. 6 (section III-D, "Queueing Behavior"): the mean wait for the vision worker as an
+ * M/G/1 queue whose service is a request's vision encode and prefill, Pollaczek-Khinchine
+ * W = lambda E[S^2] / (2 (1 - rho)) with rho = lambda E[S]. Table V's "predicted" row is
+ * its deterministic case, E[S^2] = E[S]^2 (M/D/1: W = rho S / (2 (1 - rho))). Seconds;
+ * NaN when rho >= 1 (no steady state) or an argument is not positive. Pure. */
+double cz_xs_mg1_wait_s(double rate_rps, double mean_service_s, double service_second_moment_s2);
 
 /* Fraction of `total_sms` that decode gets while it co-runs beside `beside` (VISION or
  * PREFILL) with `pending` requests in the vision and prefill stages (Eq. 5); the

@@ -140,25 +140,46 @@ void cz_xs_decide(const cz_xs_policy *pol, const cz_xs_view *v, cz_xs_decision *
     CZ_ASSERT(0 && "unknown cross-stage scheduler");
 }
 
-double cz_xs_enumerate_split(const cz_xs_split *splits, uint32_t n, double out_tokens,
-                             uint32_t *sm_vision, uint32_t *sm_prefill)
+/* Eq. 1-2 (section III-C1); the co-run factor is the executor's contention on every step
+ * that runs beside another (section III-B2) */
+double cz_xs_ideal_e2e_s(const cz_xs_split *v, const cz_xs_split *p, double out_tokens,
+                         double corun)
 {
-    CZ_ASSERT(n >= 1 && out_tokens >= 0);
+    CZ_ASSERT(out_tokens >= 0 && corun >= 1.0);
+    double busy = v->vision_s + p->prefill_s;
+    CZ_ASSERT(busy > 0);
+    double r_v = v->vision_s / busy, r_p = p->prefill_s / busy;
+    return corun * (busy + out_tokens * (r_v * v->decode_s + r_p * p->decode_s));
+}
+
+/* Eq. 3 (section III-C1): the pair of splits that minimises Eq. 1 */
+double cz_xs_enumerate_split(const cz_xs_split *splits, uint32_t n, double out_tokens,
+                             double corun, uint32_t *sm_vision, uint32_t *sm_prefill)
+{
+    CZ_ASSERT(n >= 1);
     double best = INFINITY;
     for (uint32_t i = 0; i < n; i++) {
         for (uint32_t j = 0; j < n; j++) {
-            const cz_xs_split *v = &splits[i], *p = &splits[j];
-            double busy = v->vision_s + p->prefill_s;
-            double r_v = v->vision_s / busy, r_p = p->prefill_s / busy;
-            double e2e = busy + out_tokens * (r_v * v->decode_s + r_p * p->decode_s);
+            double e2e = cz_xs_ideal_e2e_s(&splits[i], &splits[j], out_tokens, corun);
             if (e2e < best) {
                 best = e2e;
-                *sm_vision = v->sms;
-                *sm_prefill = p->sms;
+                *sm_vision = splits[i].sms;
+                *sm_prefill = splits[j].sms;
             }
         }
     }
     return best;
+}
+
+/* Eq. 6 (section III-D); Table V evaluates it with a deterministic service */
+double cz_xs_mg1_wait_s(double rate_rps, double mean_service_s, double service_second_moment_s2)
+{
+    if (!(rate_rps > 0) || !(mean_service_s > 0) || !(service_second_moment_s2 > 0))
+        return NAN;
+    double rho = rate_rps * mean_service_s;
+    if (!(rho < 1.0))
+        return NAN;
+    return rate_rps * service_second_moment_s2 / (2.0 * (1.0 - rho));
 }
 
 double cz_xs_decode_share(const cz_xs_policy *pol, cz_xs_work beside, uint32_t pending,

@@ -382,6 +382,17 @@ static cz_status check_cross_stage(const cz_sim_config *c, const char *where, cz
                           "%s: field 'scheduler': '%s' needs the roofline cost model (cost "
                           "kind \"roofline\")",
                           where, c->scheduler);
+    /* decode's partition leaves SMs to the step beside it (section III-C) */
+    if (c->xs.kind == CZ_XS_NOVA && !c->xs.enumerate) {
+        bool vis = c->xs.sm_decode_vision >= c->hw.sms;
+        if (vis || c->xs.sm_decode_prefill >= c->hw.sms)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'scheduler.%s': expected fewer SMs than the GPU's %u "
+                              "(%s), got %u",
+                              where, vis ? "sm_decode_vision" : "sm_decode_prefill", c->hw.sms,
+                              c->hw.name,
+                              vis ? c->xs.sm_decode_vision : c->xs.sm_decode_prefill);
+    }
     return CZ_OK;
 }
 
@@ -400,19 +411,46 @@ cz_batch_shape cz__prefill_shape(uint64_t start, uint64_t tokens)
     return b;
 }
 
-/* Nova's static split (Eq. 3) on the cost model: every split in units of sm_granularity,
- * the workload's mean request (image, input and output tokens), a decode step of one
- * request at the middle of its reply. Sets sm_decode_vision / sm_decode_prefill (and
- * lowers sm_floor to them when needed) and records the ideal latency. */
-static cz_status enumerate_split(cz_sim_config *c, const cz_workload *wl, const char *where,
-                                 cz_err *err)
+/* The latencies Nova's enumeration sees (section III-C1), on the cost model, for the mean
+ * request (img image tokens, in LLM input tokens, out output tokens): with decode on d of
+ * the GPU's SMs, the vision encode (every encoder in turn) and the prefill on the others,
+ * and one decode step of one request at the middle of its reply on the d SMs. Times on
+ * their SMs alone: cz_xs_ideal_e2e_s applies the co-run factor. 0 < d < sms. */
+static cz_xs_split split_at(const cz_sim_config *c, double img, double in, double out,
+                            uint32_t d)
+{
+    uint32_t llm = c->model.n_pipe - 1;
+    double f = (double)d / c->hw.sms;
+    cz_xs_split sp = {.sms = d};
+    for (uint32_t p = 0; p < llm && img > 0; p++) {
+        uint64_t t = c->model.pipe[p].input_tokens ? c->model.pipe[p].input_tokens
+                                                   : (uint64_t)llround(img);
+        cz_batch_shape b = cz__prefill_shape(0, t);
+        sp.vision_s += cz__stage_share_s(c, p, &b, 1.0 - f);
+    }
+    uint64_t t = in >= 1 ? (uint64_t)llround(in) : 1; /* the executor prefills >= 1 token */
+    cz_batch_shape b = cz__prefill_shape(0, t);
+    sp.prefill_s = cz__stage_share_s(c, llm, &b, 1.0 - f);
+    cz_batch_shape dec = {.decode_seqs = 1, .decode_ctx_tokens = t + (uint64_t)(out / 2)};
+    sp.decode_s = cz__stage_share_s(c, llm, &dec, f);
+    return sp;
+}
+
+/* Nova's SM partition (section III-C): the static split by enumeration (Eq. 3) over every
+ * split in units of sm_granularity when `enumerate` is set (sets sm_decode_vision /
+ * sm_decode_prefill, lowering sm_floor to them when needed), then Eq. 1 at the split decode
+ * starts from, recorded with the latencies it saw there. Needs requests. */
+static cz_status nova_split(cz_sim_config *c, const cz_workload *wl, const char *where,
+                            cz_err *err)
 {
     uint32_t S = c->hw.sms, g = c->xs.sm_granularity;
-    if (wl->n_turns == 0 || g >= S)
-        return cz_err_set(err, CZ_EINVAL,
-                          "%s: field 'scheduler.enumerate': needs requests and "
-                          "sm_granularity (%u) below the GPU's %u SMs",
-                          where, g, S);
+    if (wl->n_turns == 0 || (c->xs.enumerate && g >= S))
+        return c->xs.enumerate
+                   ? cz_err_set(err, CZ_EINVAL,
+                                "%s: field 'scheduler.enumerate': needs requests and "
+                                "sm_granularity (%u) below the GPU's %u SMs",
+                                where, g, S)
+                   : CZ_OK;
     double img = 0, in = 0, out = 0;
     for (uint32_t i = 0; i < wl->n_turns; i++) {
         img += wl->turns[i].in_image_tokens;
@@ -422,32 +460,23 @@ static cz_status enumerate_split(cz_sim_config *c, const cz_workload *wl, const 
     img /= wl->n_turns;
     in /= wl->n_turns;
     out /= wl->n_turns;
-    uint32_t llm = c->model.n_pipe - 1, n = 0;
-    cz_xs_split *splits = cz_xmalloc((S / g + 1) * sizeof *splits);
-    for (uint32_t d = g; d < S; d += g) {
-        double f = (double)d / S;
-        cz_xs_split *sp = &splits[n++];
-        sp->sms = d;
-        sp->vision_s = 0;
-        for (uint32_t p = 0; p < llm && img > 0; p++) {
-            uint64_t t = c->model.pipe[p].input_tokens ? c->model.pipe[p].input_tokens
-                                                       : (uint64_t)llround(img);
-            cz_batch_shape b = cz__prefill_shape(0, t);
-            sp->vision_s += cz__stage_share_s(c, p, &b, 1.0 - f);
-        }
-        uint64_t t = (uint64_t)llround(in);
-        cz_batch_shape b = cz__prefill_shape(0, t);
-        sp->prefill_s = cz__stage_share_s(c, llm, &b, 1.0 - f);
-        cz_batch_shape dec = {.decode_seqs = 1, .decode_ctx_tokens = t + (uint64_t)(out / 2)};
-        sp->decode_s = cz__stage_share_s(c, llm, &dec, f);
+    if (c->xs.enumerate) {
+        uint32_t n = 0;
+        cz_xs_split *splits = cz_xmalloc((S / g + 1) * sizeof *splits);
+        for (uint32_t d = g; d < S; d += g)
+            splits[n++] = split_at(c, img, in, out, d);
+        cz_xs_enumerate_split(splits, n, out, c->xs.corun_slowdown, &c->xs.sm_decode_vision,
+                              &c->xs.sm_decode_prefill);
+        free(splits);
+        if (c->xs.sm_floor > c->xs.sm_decode_vision)
+            c->xs.sm_floor = c->xs.sm_decode_vision;
+        if (c->xs.sm_floor > c->xs.sm_decode_prefill)
+            c->xs.sm_floor = c->xs.sm_decode_prefill;
     }
-    c->xs_ideal_e2e_s = cz_xs_enumerate_split(splits, n, out, &c->xs.sm_decode_vision,
-                                              &c->xs.sm_decode_prefill);
-    free(splits);
-    if (c->xs.sm_floor > c->xs.sm_decode_vision)
-        c->xs.sm_floor = c->xs.sm_decode_vision;
-    if (c->xs.sm_floor > c->xs.sm_decode_prefill)
-        c->xs.sm_floor = c->xs.sm_decode_prefill;
+    c->xs_ideal_vision = split_at(c, img, in, out, c->xs.sm_decode_vision);
+    c->xs_ideal_prefill = split_at(c, img, in, out, c->xs.sm_decode_prefill);
+    c->xs_ideal_e2e_s =
+        cz_xs_ideal_e2e_s(&c->xs_ideal_vision, &c->xs_ideal_prefill, out, c->xs.corun_slowdown);
     return CZ_OK;
 }
 
@@ -797,8 +826,8 @@ cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *b
                                   "period; streams 0 and %u have different periods",
                                   where, j);
     }
-    if (c->cross_stage && c->xs.kind == CZ_XS_NOVA && c->xs.enumerate)
-        return enumerate_split(c, wl, where, err);
+    if (c->cross_stage && c->xs.kind == CZ_XS_NOVA && !c->xs.multi_stream)
+        return nova_split(c, wl, where, err);
     return CZ_OK;
 }
 

@@ -1561,26 +1561,8 @@ void cz_sim_summary_json(const cz_sim_config *cfg, const cz_metrics *m, const cz
     cz_json_add_num(summary, "waste_ratio", gen ? 1.0 - (double)heard / (double)gen : 0.0);
     cz_json_add_num(summary, "kv_pool_saturated_at_s", st->kv_saturated_at_s);
     cJSON_AddItemToObject(summary, "stages", stages);
-    if (cfg->cross_stage) {
-        /* Nova's figures: the wait for the vision worker (its queueing delay, Table V),
-         * the mean decode batch (Figure 12) and decode's mean SM share */
-        cz_json_add_num(summary, "mean_vision_queue_ms",
-                        st->vision_starts ? 1e3 * st->vision_wait_sum_s / st->vision_starts : NAN);
-        cz_json_add_num(summary, "mean_decode_batch",
-                        st->decode_steps ? (double)st->decode_seq_steps / st->decode_steps : NAN);
-        cz_json_add_num(summary, "mean_decode_sm_share",
-                        st->decode_steps ? st->decode_share_sum / st->decode_steps : NAN);
-        double nv = st->vision_starts ? (double)st->vision_starts : NAN;
-        cz_json_add_num(summary, "mean_vision_step_ms", 1e3 * st->vision_step_sum_s / nv);
-        cz_json_add_num(summary, "mean_vision_stall_ms", 1e3 * st->vision_stall_sum_s / nv);
-        cz_json_add_num(summary, "vision_weights_resident_gb", st->vision_resident_bytes / 1e9);
-        if (cfg->xs.kind == CZ_XS_NOVA) {
-            /* the split decode starts from beside each stage (Eq. 3 when enumerated) */
-            cJSON_AddNumberToObject(summary, "sm_decode_vision", cfg->xs.sm_decode_vision);
-            cJSON_AddNumberToObject(summary, "sm_decode_prefill", cfg->xs.sm_decode_prefill);
-            cz_json_add_num(summary, "ideal_e2e_ms", 1e3 * cfg->xs_ideal_e2e_s);
-        }
-    }
+    if (cfg->cross_stage)
+        cz__xstage_summary_json(cfg, st, summary);
     /* a mixed real-time / best-effort run: the request metrics of each class */
     bool has[2] = {false, false};
     for (uint64_t i = 0; i < m->n_req; i++)

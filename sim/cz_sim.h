@@ -68,7 +68,12 @@ typedef struct cz_sim_config {
     cz_admission admission;   /* the gateway for periodic sessions (streams) */
     bool cross_stage;         /* a cross-stage scheduler (cz_xs_policy) runs the GPU */
     cz_xs_policy xs;
-    double xs_ideal_e2e_s;    /* Nova's enumerated split: its ideal latency (NaN: none) */
+    double xs_ideal_e2e_s;    /* Nova's partition: Eq. 1 at the split decode starts from
+                                 (enumerated or given), co-run factor included (NaN: not
+                                 a partitioned Nova run) */
+    cz_xs_split xs_ideal_vision;  /* what Eq. 1 sees there for the workload's mean request:
+                                     decode on sm_decode_vision SMs beside vision on the rest */
+    cz_xs_split xs_ideal_prefill; /* ... decode on sm_decode_prefill SMs beside prefill */
     cz_slo slo;
     double continuity_threshold_s; /* client: largest playback deficit still continuous */
     double frame_wait_fraction;    /* streams: a tick returns empty when its tokens are not
@@ -99,6 +104,12 @@ typedef struct cz_sim_stats {
     double vision_step_sum_s; /* vision steps' durations, and their waits for weights */
     double vision_stall_sum_s;
     double vision_resident_bytes; /* vision-encoder weights held on the GPU */
+    /* requests through prefill, and their service (vision step + whole prefill step:
+     * the time each held the exclusive worker) summed and summed squared; the arrival
+     * rate, (arrivals - 1) over the span from the first to the last (NaN: fewer than 2) */
+    uint64_t service_n;
+    double service_sum_s, service_sq_sum_s2;
+    double arrival_rate_rps;
     /* streams under a gateway: admitted and refused sessions, the final cap, and live
      * sessions averaged over time in the second half of the arrivals (from half the last
      * start to the last start) */

@@ -9,6 +9,11 @@
 cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics *m,
                          cz_sim_stats *stats, cz_sim_progress_fn progress, void *progress_ctx,
                          cz_err *err);
+/* Adds a cross-stage run's keys to its summary (docs/pipeline.md, "Cross-stage
+ * execution"): Nova's queueing figures (Table V), decode batch and SM share, the vision
+ * step, its offload stall and the weights kept, and for Nova's partition the split and
+ * Eq. 1 there. */
+void cz__xstage_summary_json(const cz_sim_config *cfg, const cz_sim_stats *st, cJSON *summary);
 /* Roofline time of one step of pipeline stage p with shape b on a fraction `share` of the
  * GPU's SMs (cz_cost_step, then cz_cost_share_s). */
 double cz__stage_share_s(const cz_sim_config *cfg, uint32_t p, const cz_batch_shape *b,

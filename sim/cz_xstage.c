@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cz_evq.h"
+#include "cz_json.h"
 #include "cz_sim_int.h"
 
 #define NONE UINT32_MAX
@@ -30,6 +31,8 @@ typedef struct xs_req {
     uint32_t gen;        /* tokens generated */
     uint64_t rec;        /* its request record (UINT64_MAX before it arrives) */
     double last_tok_s;
+    double service_s;    /* its vision step and whole prefill step, summed: the time it
+                            holds the exclusive worker (Table V's processing time) */
     bool ended;          /* its outcome is recorded */
 } xs_req;
 
@@ -43,12 +46,14 @@ typedef struct xs_state {
     const cz_sim_config *cfg;
     const cz_workload *wl;
     cz_metrics *m;
+    cz_sim_stats *st;
     cz_evq q;
     uint32_t llm;         /* pipeline index of the LLM stage */
     xs_req *r;
     uint32_t *order;      /* requests by arrival time */
     uint32_t *ses_of;     /* session of each turn */
     uint32_t n, next_arrival;
+    double first_arrival_s, last_arrival_s;
     xs_fifo vision, prefill;
     uint32_t *ready;      /* decode-ready requests, in the order they became ready */
     uint32_t n_ready;
@@ -211,6 +216,7 @@ static void start_excl(xs_state *S, cz_xs_work w, double now, cz_sim_stats *st)
         st->vision_starts++;
         st->vision_wait_sum_s += now - S->m->req[S->r[i].rec].arrival_s;
         dur = vision_pass(S, S->r[i].image, share, factor, now, st);
+        S->r[i].service_s = dur;
         tokens = S->r[i].image;
     } else if (w == CZ_XS_PREFILL) {
         uint32_t i = S->prefill.v[S->prefill.head++];
@@ -220,6 +226,7 @@ static void start_excl(xs_state *S, cz_xs_work w, double now, cz_sim_stats *st)
         S->kv_used += q->in + q->out;
         cz_batch_shape b = cz__prefill_shape(0, q->in);
         dur = cz__stage_share_s(S->cfg, S->llm, &b, share) * factor;
+        q->service_s += dur;
         tokens = q->in;
     } else {
         /* chunked: every ready decode, then prefill chunks in FIFO order, under the budget */
@@ -340,6 +347,9 @@ static void on_excl_done(xs_state *S, double now)
         uint32_t i = S->excl_req;
         S->r[i].prefilled = S->r[i].in;
         S->in_stages--;
+        S->st->service_n++;
+        S->st->service_sum_s += S->r[i].service_s;
+        S->st->service_sq_sum_s2 += S->r[i].service_s * S->r[i].service_s;
         token(S, i, now); /* the prefill samples the first token */
     } else {
         for (uint32_t k = 0; k < S->n_batch; k++)
@@ -378,6 +388,9 @@ static void on_arrival(xs_state *S, double now)
         .finish_s = NAN,
     };
     q->rec = cz_metrics_add_request(S->m, &rec);
+    if (S->next_arrival == 1)
+        S->first_arrival_s = t->arrival_s;
+    S->last_arrival_s = t->arrival_s;
     S->in_stages++;
     if (q->in + q->out > S->kv_cap) {
         S->m->req[q->rec].outcome = CZ_REQ_REJECTED;
@@ -413,6 +426,7 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
     S.cfg = cfg;
     S.wl = wl;
     S.m = m;
+    S.st = stats;
     S.llm = cfg->model.n_pipe - 1;
     S.n = wl->n_turns;
     size_t n1 = S.n ? S.n : 1;
@@ -430,11 +444,16 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
     S.hyb_tok = cz_xmalloc(n1 * sizeof *S.hyb_tok);
     const cz_server_config *sc = &cfg->place[S.llm].server;
     S.kv_cap = (uint64_t)sc->kv_blocks * sc->block_tokens;
-    double vis_bytes = 0.0;
+    /* the encoders' weights: their repeated layers, and what lies outside them (position
+     * tables, patch embedding, adapters: the card's nonlayer_params) */
+    double vis_bytes = 0.0, nonlayer_bytes = 0.0, slot_bytes = 0.0;
     for (uint32_t p = 0; p < S.llm; p++) {
         const cz_stage_card *card = &cfg->model.stages[cfg->model.pipe[p].stage];
         S.vis_layers += card->layers;
         vis_bytes += cz_stage_weight_bytes(card);
+        nonlayer_bytes += cz_stage_nonlayer_weight_bytes(card);
+        if (cz_stage_layer_weight_bytes(card) > slot_bytes)
+            slot_bytes = cz_stage_layer_weight_bytes(card);
     }
     size_t nl = S.vis_layers ? S.vis_layers : 1;
     S.layer_bytes = cz_xmalloc(nl * sizeof *S.layer_bytes);
@@ -443,12 +462,15 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
     for (uint32_t p = 0, l = 0; p < S.llm; p++) {
         const cz_stage_card *card = &cfg->model.stages[cfg->model.pipe[p].stage];
         for (uint32_t k = 0; k < card->layers; k++)
-            S.layer_bytes[l++] = cz_stage_weight_bytes(card) / card->layers;
+            S.layer_bytes[l++] = cz_stage_layer_weight_bytes(card);
     }
     uint32_t K = cfg->xs.vision_resident_layers;
     if (K > 0 && K < S.vis_layers) {
-        /* the weights no longer resident go to the LLM's KV pool */
-        double saved = vis_bytes * (double)(S.vis_layers - K) / S.vis_layers;
+        /* Section III-E and Table VI: K physical layers (each sized for the largest layer)
+         * and the weights outside the layers stay on the GPU; the rest goes to the LLM's
+         * KV pool */
+        double resident = nonlayer_bytes + K * slot_bytes;
+        double saved = vis_bytes > resident ? vis_bytes - resident : 0.0;
         double per_token = cz_stage_kv_bytes_per_token(
             &cfg->model.stages[cfg->model.pipe[S.llm].stage]);
         S.kv_cap += (uint64_t)(saved / per_token);
@@ -525,6 +547,9 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
         xs_outcome(&S, g, CZ_REQ_UNFINISHED, cfg->max_time_s);
     }
     stats->arrivals = S.next_arrival;
+    stats->arrival_rate_rps = S.next_arrival > 1 && S.last_arrival_s > S.first_arrival_s
+                                  ? (S.next_arrival - 1) / (S.last_arrival_s - S.first_arrival_s)
+                                  : NAN;
     stats->sim_time_s = now;
     stats->kv_saturated_at_s = NAN;
     if (progress) {
@@ -547,4 +572,54 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
     if (st == CZ_OK)
         st = cz_metrics_check(m, err);
     return st;
+}
+
+void cz__xstage_summary_json(const cz_sim_config *cfg, const cz_sim_stats *st, cJSON *summary)
+{
+    /* Nova's figures: the wait for the vision worker (its queueing delay, Table V), the
+     * mean decode batch (Figure 12) and decode's mean SM share */
+    cz_json_add_num(summary, "mean_vision_queue_ms",
+                    st->vision_starts ? 1e3 * st->vision_wait_sum_s / st->vision_starts : NAN);
+    /* Table V's other rows, measured the same way: the processing time S (a request's
+     * vision step and whole prefill step), the utilisation lambda S, and Eq. 6's
+     * prediction from them, deterministic (M/D/1, as Table V's "predicted" row) and with
+     * the measured second moment of S (M/G/1); lambda is the run's arrival rate. The
+     * baselines' service is reported too; their vision queue also waits for decode steps
+     * (PF-Limit) or hybrid steps (chunked prefill, whose prefill is not one step: no S),
+     * so Eq. 6 is Nova's only */
+    double n = st->service_n ? (double)st->service_n : NAN;
+    double s1 = st->service_sum_s / n, s2 = st->service_sq_sum_s2 / n;
+    double lambda = st->arrival_rate_rps;
+    cz_json_add_num(summary, "arrival_rate_rps", lambda);
+    cz_json_add_num(summary, "mean_vision_service_ms", 1e3 * s1);
+    cz_json_add_num(summary, "vision_utilization", lambda * s1);
+    bool nova = cfg->xs.kind == CZ_XS_NOVA; /* Eq. 6 models Nova's vision queue */
+    cz_json_add_num(summary, "md1_vision_queue_ms",
+                    nova ? 1e3 * cz_xs_mg1_wait_s(lambda, s1, s1 * s1) : NAN);
+    cz_json_add_num(summary, "mg1_vision_queue_ms",
+                    nova ? 1e3 * cz_xs_mg1_wait_s(lambda, s1, s2) : NAN);
+    cz_json_add_num(summary, "mean_decode_batch",
+                    st->decode_steps ? (double)st->decode_seq_steps / st->decode_steps : NAN);
+    cz_json_add_num(summary, "mean_decode_sm_share",
+                    st->decode_steps ? st->decode_share_sum / st->decode_steps : NAN);
+    double nv = st->vision_starts ? (double)st->vision_starts : NAN;
+    cz_json_add_num(summary, "mean_vision_step_ms", 1e3 * st->vision_step_sum_s / nv);
+    cz_json_add_num(summary, "mean_vision_stall_ms", 1e3 * st->vision_stall_sum_s / nv);
+    cz_json_add_num(summary, "vision_weights_resident_gb", st->vision_resident_bytes / 1e9);
+    if (nova) {
+        /* the split decode starts from beside each stage (Eq. 3 when enumerated), Eq. 1
+         * there, and the latencies Eq. 1 saw (co-run factor included) */
+        cJSON_AddNumberToObject(summary, "sm_decode_vision", cfg->xs.sm_decode_vision);
+        cJSON_AddNumberToObject(summary, "sm_decode_prefill", cfg->xs.sm_decode_prefill);
+        cz_json_add_num(summary, "ideal_e2e_ms", 1e3 * cfg->xs_ideal_e2e_s);
+        bool ideal = !isnan(cfg->xs_ideal_e2e_s);
+        double k = 1e3 * cfg->xs.corun_slowdown;
+        cz_json_add_num(summary, "ideal_vision_ms", ideal ? k * cfg->xs_ideal_vision.vision_s : NAN);
+        cz_json_add_num(summary, "ideal_prefill_ms",
+                        ideal ? k * cfg->xs_ideal_prefill.prefill_s : NAN);
+        cz_json_add_num(summary, "ideal_decode_beside_vision_ms",
+                        ideal ? k * cfg->xs_ideal_vision.decode_s : NAN);
+        cz_json_add_num(summary, "ideal_decode_beside_prefill_ms",
+                        ideal ? k * cfg->xs_ideal_prefill.decode_s : NAN);
+    }
 }

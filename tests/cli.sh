@@ -65,6 +65,9 @@ check "a cross-stage run is deterministic and reports Nova's figures" bash -c \
      '$cz' sim '$vlm' --quiet --set workload.synthetic.requests=60 --summary '$tmp/n2.json' &&
      cmp '$tmp/n1.json' '$tmp/n2.json' && grep -q '\"mean_vision_queue_ms\"' '$tmp/n1.json' &&
      grep -q '\"max_e2el_ms\"' '$tmp/n1.json'"
+check "Nova's Table V setting prints the wait for the vision worker beside Eq. 6" bash -c \
+    "'$cz' sim '$root/experiments/validation/nova_tableV.json' --no-progress \
+        --set workload.synthetic.requests=60 2>/dev/null | grep -q 'vision worker: wait .* M/D/1 '"
 check "a bad cross-stage parameter exits 2 naming the field" bash -c \
     "'$cz' sim '$vlm' --quiet --set 'scheduler={\"name\": \"pf_limit\", \"decode_threshold\": -1}' \
         2>&1 >/dev/null | grep -q 'decode_threshold'; [ \${PIPESTATUS[0]} -eq 2 ]"

@@ -178,6 +178,17 @@ Test(cards, speech_and_vision_models)
     cr_assert(fabs(cz_stage_weight_bytes(stage(&n, "vision")) / 9e9 - 1) < 0.01);
     cr_assert_eq(n.pipe[0].input_tokens, 6401); /* 80 x 80 patches of 14 px and a class token */
     cr_assert_eq(n.pipe[1].input_tokens, 0);
+    /* the ViT's 63 layers of 67,926,784 parameters, and outside them the position table
+     * (6,401 x 1,792), the patch embedding (3 x 14 x 14 x 1,792 + 1,792) and the adapter
+     * (214,454,272): Nova's Table VI in MiB, 8,595.2 whole, 692.1 with two layers */
+    const cz_stage_card *v = stage(&n, "vision");
+    cr_assert_eq(v->nonlayer_params, 6401.0 * 1792 + 3 * 14 * 14 * 1792 + 1792 + 214454272);
+    cr_assert_eq(cz_stage_layer_weight_bytes(v), 67926784.0 * 2);
+    cr_assert_eq(cz_stage_nonlayer_weight_bytes(v), 226980352.0 * 2);
+    cr_assert(fabs(cz_stage_weight_bytes(v) / 1048576 - 8595.2) < 0.05);
+    cr_assert(fabs((cz_stage_nonlayer_weight_bytes(v) + 2 * cz_stage_layer_weight_bytes(v)) /
+                       1048576 - 692.1) < 0.05);
+    cr_assert_eq(s->nonlayer_params, 0.0); /* not given: none */
 
     cz_model_card o = load_model("moshi");
     s = stage(&o, "temporal");
@@ -488,6 +499,28 @@ Test(cards, parse_rules)
         "\"vocab\":1000,\"params\":1e5}]}";
     cr_assert_eq(parse_text(tables, &m, &err), CZ_EINVAL);
     cr_assert(strstr(err.msg, "embed_params") != NULL, "%s", err.msg);
+
+    /* weights outside the layers: at most the stage's, and not negative */
+    const char *nonlayer =
+        "{\"name\":\"m\",\"source\":\"s\",\"stages\":[{\"name\":\"x\",\"kind\":\"encoder\","
+        "\"layers\":2,\"hidden\":64,\"heads\":4,\"kv_heads\":4,\"intermediate\":8,"
+        "\"vocab\":0,\"params\":1e5,\"nonlayer_params\":1e5}]}";
+    cr_assert_eq(parse_text(nonlayer, &m, &err), CZ_EINVAL);
+    cr_assert(strstr(err.msg, "'nonlayer_params'") && strstr(err.msg, "stages[0] (x)"), "%s",
+              err.msg);
+    const char *nonlayer_neg =
+        "{\"name\":\"m\",\"source\":\"s\",\"stages\":[{\"name\":\"x\",\"kind\":\"encoder\","
+        "\"layers\":2,\"hidden\":64,\"heads\":4,\"kv_heads\":4,\"intermediate\":8,"
+        "\"vocab\":0,\"params\":1e5,\"nonlayer_params\":-1}]}";
+    cr_assert_eq(parse_text(nonlayer_neg, &m, &err), CZ_EINVAL);
+    cr_assert(strstr(err.msg, "'nonlayer_params'") != NULL, "%s", err.msg);
+    const char *nonlayer_ok =
+        "{\"name\":\"m\",\"source\":\"s\",\"stages\":[{\"name\":\"x\",\"kind\":\"ar\","
+        "\"layers\":4,\"hidden\":64,\"heads\":4,\"kv_heads\":4,\"intermediate\":8,"
+        "\"vocab\":10,\"params\":1e5,\"nonlayer_params\":2e4,\"weight_bytes\":1}]}";
+    cr_assert_eq(parse_text(nonlayer_ok, &m, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(cz_stage_layer_weight_bytes(&m.stages[0]), 2e4); /* (1e5 - 2e4) / 4 layers */
+    cr_assert_eq(cz_stage_nonlayer_weight_bytes(&m.stages[0]), 2e4);
 
     /* a vocoder with a vocabulary */
     const char *voc =

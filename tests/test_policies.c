@@ -550,11 +550,11 @@ Test(policies, nova_static_split_enumeration)
      * 10 (0.1 + 0.025) / 1.5 = 2.3333; E(2, 2) = 2.8 + 10 (0.08 + 0.032) / 2.8 = 3.2;
      * E(1, 2) = 2.0 + 10 (0.06 + 0.032) / 2.0 = 2.46; every other pair is larger */
     uint32_t v = 0, p = 0;
-    double e = cz_xs_enumerate_split(t, 3, 10, &v, &p);
+    double e = cz_xs_enumerate_split(t, 3, 10, 1.0, &v, &p);
     cr_assert_float_eq(e, 2.2, 1e-12);
     cr_assert(v == 4 && p == 4, "%u %u", v, p);
     /* long replies favour fast decode beside the long stage: L = 100 */
-    e = cz_xs_enumerate_split(t, 3, 100, &v, &p);
+    e = cz_xs_enumerate_split(t, 3, 100, 1.0, &v, &p);
     /* E(1, 2) = 2.0 + 100 (0.06 + 0.032) / 2.0 = 6.6, below E(1, 1) = E(2, 1) = 6.7 and
      * E(2, 2) = 2.8 + 11.2 / 2.8 = 6.8: decode takes 6 SMs beside prefill */
     cr_assert_float_eq(e, 6.6, 1e-12);
@@ -562,13 +562,61 @@ Test(policies, nova_static_split_enumeration)
     /* ties go to the pair listed first */
     const cz_xs_split same[] = {{.sms = 2, .vision_s = 1.0, .prefill_s = 0.4, .decode_s = 0.1},
                                 {.sms = 4, .vision_s = 1.0, .prefill_s = 0.4, .decode_s = 0.1}};
-    e = cz_xs_enumerate_split(same, 2, 10, &v, &p);
+    e = cz_xs_enumerate_split(same, 2, 10, 1.0, &v, &p);
     cr_assert_float_eq(e, 2.4, 1e-12);
     cr_assert(v == 2 && p == 2, "%u %u", v, p);
     /* no reply: the fastest vision and prefill */
-    e = cz_xs_enumerate_split(t, 3, 0, &v, &p);
+    e = cz_xs_enumerate_split(t, 3, 0, 1.0, &v, &p);
     cr_assert_float_eq(e, 1.4, 1e-12);
     cr_assert(v == 2 && p == 2);
+}
+
+/* The executor stretches every co-running step by corun_slowdown, and in Eq. 1's ideal
+ * pipeline every step co-runs: the enumeration sees the same table times 1.5, so each
+ * pair's latency is 1.5 times what it was and the best pair does not move. */
+Test(policies, nova_split_with_corun_factor)
+{
+    const cz_xs_split t[] = {
+        {.sms = 2, .vision_s = 1.0, .prefill_s = 0.4, .decode_s = 0.10},
+        {.sms = 4, .vision_s = 1.2, .prefill_s = 0.5, .decode_s = 0.05},
+        {.sms = 6, .vision_s = 2.0, .prefill_s = 0.8, .decode_s = 0.04},
+    };
+    /* E(1, 2) at L = 100, alone: 2.0 + 100 (1.2 x 0.05 + 0.8 x 0.04) / 2.0 = 6.6; at 1.5:
+     * 1.5 x 2.0 + 100 (1.8 x 0.075 + 1.2 x 0.06) / 3.0 = 3.0 + 6.9 = 9.9 */
+    cr_assert_float_eq(cz_xs_ideal_e2e_s(&t[1], &t[2], 100, 1.0), 6.6, 1e-12);
+    cr_assert_float_eq(cz_xs_ideal_e2e_s(&t[1], &t[2], 100, 1.5), 9.9, 1e-12);
+    uint32_t v = 0, p = 0;
+    cr_assert_float_eq(cz_xs_enumerate_split(t, 3, 10, 1.5, &v, &p), 3.3, 1e-12); /* 1.5 x 2.2 */
+    cr_assert(v == 4 && p == 4, "%u %u", v, p);
+    cr_assert_float_eq(cz_xs_enumerate_split(t, 3, 100, 1.5, &v, &p), 9.9, 1e-12);
+    cr_assert(v == 4 && p == 6, "%u %u", v, p);
+}
+
+/* Eq. 6 (section III-D) and Table V. M/D/1 by hand: lambda 0.25 req/s, S = 2 s, rho 0.5:
+ * W = 0.25 x 4 / (2 x 0.5) = 1 s; exponential service (E[S^2] = 2 S^2, M/M/1: rho / (mu -
+ * lambda) = 0.5 / 0.25) doubles it. Table V's "predicted" row is the M/D/1 value
+ * rho S / (2 (1 - rho)) of its own utilisation and processing-time rows: each printed
+ * prediction lies between the formula at the rounded rows' lower and upper ends (+-0.005),
+ * and the M/M/1 value (twice that) lies outside. */
+Test(policies, nova_queueing_md1_table_v)
+{
+    cr_assert_float_eq(cz_xs_mg1_wait_s(0.25, 2.0, 4.0), 1.0, 1e-12);
+    cr_assert_float_eq(cz_xs_mg1_wait_s(0.25, 2.0, 8.0), 2.0, 1e-12);
+    cr_assert(isnan(cz_xs_mg1_wait_s(0.5, 2.0, 4.0)));  /* rho = 1 */
+    cr_assert(isnan(cz_xs_mg1_wait_s(0.6, 2.0, 4.0)));  /* overloaded */
+    cr_assert(isnan(cz_xs_mg1_wait_s(0.0, 2.0, 4.0)));
+    /* Table V at 0.3 to 0.7 req/s: utilisation, processing time (s), predicted delay (s) */
+    const double tab[][3] = {{0.42, 1.39, 0.51}, {0.58, 1.44, 1.00}, {0.72, 1.43, 1.86},
+                             {0.86, 1.42, 4.32}, {0.97, 1.38, 20.99}};
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
+        double lo_rho = tab[i][0] - 0.005, lo_s = tab[i][1] - 0.005;
+        double hi_rho = tab[i][0] + 0.005, hi_s = tab[i][1] + 0.005;
+        double lo = cz_xs_mg1_wait_s(lo_rho / lo_s, lo_s, lo_s * lo_s);
+        double hi = cz_xs_mg1_wait_s(hi_rho / hi_s, hi_s, hi_s * hi_s);
+        cr_assert(lo <= tab[i][2] && tab[i][2] <= hi, "row %zu: %.3f not in [%.3f, %.3f]", i,
+                  tab[i][2], lo, hi);
+        cr_assert(2 * lo > tab[i][2], "row %zu: M/M/1 would match", i);
+    }
 }
 
 /* Metronome's AIMD gateway (002_6a4d0efb28323924.txt, section 4.2) on a scripted series of

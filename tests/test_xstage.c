@@ -25,8 +25,10 @@ typedef struct run {
 
 enum { TEXT = 100, IMAGE = 1602, IN = TEXT + IMAGE };
 
-static cz_status run_config(run *r, const char *scheduler, unsigned requests, unsigned out,
-                            double rate)
+/* Parses the config (CogAgent-9B on an RTX A6000, `requests` Poisson requests of IMAGE
+ * image tokens, TEXT text tokens and `out` output tokens) without running it. */
+static cz_status parse_config(run *r, const char *scheduler, unsigned requests, unsigned out,
+                              double rate)
 {
     char json[1024];
     snprintf(json, sizeof json,
@@ -43,7 +45,13 @@ static cz_status run_config(run *r, const char *scheduler, unsigned requests, un
     cz_metrics_init(&r->m, 0.0, 0);
     r->status = cz_sim_config_parse(j, "test", ".", &r->cfg, &r->wl, &r->err);
     cJSON_Delete(j);
-    if (r->status == CZ_OK)
+    return r->status;
+}
+
+static cz_status run_config(run *r, const char *scheduler, unsigned requests, unsigned out,
+                            double rate)
+{
+    if (parse_config(r, scheduler, requests, out, rate) == CZ_OK)
         r->status = cz_sim_run(&r->cfg, &r->wl, &r->m, &r->st, NULL, NULL, &r->err);
     return r->status;
 }
@@ -201,6 +209,11 @@ Test(xstage, config_and_workload_errors)
          " \"workload\": {\"synthetic\": {\"requests\": 1, \"input_tokens\": 8,"
          " \"output_tokens\": 8}, \"arrivals\": {\"process\": \"poisson\", \"rate_rps\": 1}}}",
          "field 'sm_floor'"},
+        {"{\"model\": \"cogagent-9b\", \"hardware\": \"rtx-a6000\","
+         " \"scheduler\": {\"name\": \"nova\", \"sm_decode_prefill\": 84},"
+         " \"workload\": {\"synthetic\": {\"requests\": 1, \"input_tokens\": 8,"
+         " \"output_tokens\": 8}, \"arrivals\": {\"process\": \"poisson\", \"rate_rps\": 1}}}",
+         "'scheduler.sm_decode_prefill': expected fewer SMs than the GPU's 84"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cJSON *j = cJSON_Parse(bad[i][0]);
@@ -234,12 +247,16 @@ Test(xstage, config_and_workload_errors)
 
 /* Eq. 3 on the cost model: the driver's split is the best pair over every split in units of
  * 2 SMs, for the workload's mean request (here every request: 1,702 input tokens, 40
- * output tokens, a decode step at 20 tokens into the reply). */
+ * output tokens, a decode step at 20 tokens into the reply). Every step of Eq. 1's ideal
+ * pipeline co-runs, so the executor's co-run factor (1.5 here) stretches them all: the
+ * ideal latency is 1.5 times the one alone, and the pair is the same. */
 Test(xstage, enumerated_split_is_the_best_pair)
 {
     run r;
-    cr_assert_eq(run_config(&r, "{\"name\": \"nova\", \"enumerate\": true, \"sm_floor\": 20}", 1,
-                            40, 1.0),
+    cr_assert_eq(run_config(&r,
+                            "{\"name\": \"nova\", \"enumerate\": true, \"sm_floor\": 20,"
+                            " \"corun_slowdown\": 1.5}",
+                            1, 40, 1.0),
                  CZ_OK, "%s", r.err.msg);
     uint32_t S = r.cfg.hw.sms;
     double best = INFINITY;
@@ -258,16 +275,37 @@ Test(xstage, enumerated_split_is_the_best_pair)
     }
     cr_assert_eq(r.cfg.xs.sm_decode_vision, bv);
     cr_assert_eq(r.cfg.xs.sm_decode_prefill, bp);
-    cr_assert_float_eq(r.cfg.xs_ideal_e2e_s, best, 1e-12);
+    cr_assert_float_eq(r.cfg.xs_ideal_e2e_s, 1.5 * best, 1e-12);
+    /* what Eq. 1 saw at the pair, on the SMs alone */
+    NEAR(r.cfg.xs_ideal_vision.vision_s, vision_s(&r, 1.0 - (double)bv / S));
+    NEAR(r.cfg.xs_ideal_prefill.prefill_s, prefill_s(&r, 1.0 - (double)bp / S));
+    NEAR(r.cfg.xs_ideal_vision.decode_s, decode_s(&r, 1, 20, (double)bv / S));
     /* the floor never exceeds the split */
     cr_assert(r.cfg.xs.sm_floor <= bv && r.cfg.xs.sm_floor <= bp);
+    run_free(&r);
+    /* without the factor: the same pair */
+    cr_assert_eq(run_config(&r, "{\"name\": \"nova\", \"enumerate\": true, \"sm_floor\": 20}", 1,
+                            40, 1.0),
+                 CZ_OK, "%s", r.err.msg);
+    cr_assert(r.cfg.xs.sm_decode_vision == bv && r.cfg.xs.sm_decode_prefill == bp);
+    cr_assert_float_eq(r.cfg.xs_ideal_e2e_s, best, 1e-12);
+    run_free(&r);
+    /* the paper's split as given: Eq. 1 at 24 / 30 */
+    cr_assert_eq(run_config(&r, "\"nova\"", 1, 40, 1.0), CZ_OK, "%s", r.err.msg);
+    double tv = vision_s(&r, 60.0 / 84), tp = prefill_s(&r, 54.0 / 84);
+    double e = tv + tp + 40 * (tv * decode_s(&r, 1, 20, 24.0 / 84) +
+                               tp * decode_s(&r, 1, 20, 30.0 / 84)) / (tv + tp);
+    cr_assert_float_eq(r.cfg.xs_ideal_e2e_s, e, 1e-12);
+    cr_assert(e > best); /* worse than the enumerated pair on this cost model */
     run_free(&r);
 }
 
 /* Section III-E: with one physical layer every later layer waits for its weights (the
  * slot is busy until the layer before it ends), so the encode takes T_v + (L - 1) c with c
  * a layer's weights over the link; with two, each load overlaps the layer before it and
- * the encode takes T_v (c is below a layer's compute here). */
+ * the encode takes T_v (c is below a layer's compute here). What stays on the GPU is K
+ * layers of 67,926,784 bf16 parameters and the 226,980,352 outside the layers (Table VI:
+ * 692.1 MiB with K = 2). */
 Test(xstage, vision_weight_offload)
 {
     for (uint32_t K = 1; K <= 2; K++) {
@@ -276,15 +314,14 @@ Test(xstage, vision_weight_offload)
         snprintf(sched, sizeof sched, "{\"name\": \"nova\", \"vision_resident_layers\": %u}", K);
         cr_assert_eq(run_config(&r, sched, 1, 2, 1.0), CZ_OK, "%s", r.err.msg);
         const cz_stage_card *v = &r.cfg.model.stages[r.cfg.model.pipe[0].stage];
-        double c = cz_stage_weight_bytes(v) / v->layers / r.cfg.hw.host_link_Bps;
+        double c = 67926784.0 * 2 / r.cfg.hw.host_link_Bps;
         double tv = vision_s(&r, 1.0);
         cr_assert(c < tv / v->layers);
         double want = K == 1 ? tv + (v->layers - 1) * c : tv;
         cr_assert_float_eq(r.m.req[0].first_sched_s, want, 1e-9, "K %u: %.9f vs %.9f", K,
                            r.m.req[0].first_sched_s, want);
         cr_assert_float_eq(r.st.vision_stall_sum_s, want - tv, 1e-9);
-        cr_assert_float_eq(r.st.vision_resident_bytes, cz_stage_weight_bytes(v) * K / v->layers,
-                           1.0);
+        cr_assert_float_eq(r.st.vision_resident_bytes, (226980352.0 + K * 67926784.0) * 2, 1e-3);
         run_free(&r);
     }
 }
@@ -315,5 +352,82 @@ Test(xstage, corun_slowdown)
     double t0 = vision_s(&r, 1.0) + prefill_s(&r, 1.0);
     NEAR(r.m.req[0].finish_s, t0 + 1.5 * decode_s(&r, 1, 1, 24.0 / 84));
     NEAR(r.m.req[1].first_sched_s, t0 + 1.5 * vision_s(&r, 60.0 / 84));
+    run_free(&r);
+}
+
+/* The weights offload frees go to the LLM's KV: with K = 62 of 63 layers resident, one
+ * layer, 135,853,568 bytes, is 3,316 tokens of 40,960 bytes. With one 16-token block a
+ * request of 3,332 tokens (1,602 image, 1,728 text, 2 out) fits and one of 3,333 does not;
+ * without offload neither does. */
+Test(xstage, offload_frees_kv_for_the_llm)
+{
+    const char *scheds[] = {"{\"name\": \"nova\", \"vision_resident_layers\": 62}",
+                            "\"nova\""};
+    for (int k = 0; k < 2; k++) {
+        for (unsigned text = 1728; text <= 1729; text++) {
+            char json[640];
+            snprintf(json, sizeof json,
+                     "{\"model\": \"cogagent-9b\", \"hardware\": \"rtx-a6000\","
+                     " \"scheduler\": %s, \"server\": {\"kv_blocks\": 1},"
+                     " \"workload\": {\"synthetic\": {\"requests\": 1, \"image_tokens\": 1602,"
+                     " \"input_tokens\": %u, \"output_tokens\": 2},"
+                     " \"arrivals\": {\"process\": \"poisson\", \"rate_rps\": 1}}}",
+                     scheds[k], text);
+            run r;
+            cJSON *j = cJSON_Parse(json);
+            cr_assert(j != NULL);
+            cz_err_clear(&r.err);
+            cz_workload_init(&r.wl);
+            cz_metrics_init(&r.m, 0.0, 0);
+            cr_assert_eq(cz_sim_config_parse(j, "t", ".", &r.cfg, &r.wl, &r.err), CZ_OK, "%s",
+                         r.err.msg);
+            cJSON_Delete(j);
+            cr_assert_eq(cz_sim_run(&r.cfg, &r.wl, &r.m, &r.st, NULL, NULL, &r.err), CZ_OK, "%s",
+                         r.err.msg);
+            uint32_t want = k == 0 && text == 1728 ? CZ_REQ_COMPLETED : CZ_REQ_REJECTED;
+            cr_assert_eq(r.m.req[0].outcome, want, "%s, %u text tokens", scheds[k], text);
+            run_free(&r);
+        }
+    }
+}
+
+/* Table V's quantities on a hand-timed run: requests at 0, 0.5 and 10 s, two output tokens
+ * each. Request 0 runs alone (vision, then prefill: S0 = Tv + Tp on all 84 SMs); request 1
+ * waits for it until t0 = S0 and encodes beside request 0's decode (vision on 60 SMs), then
+ * prefills alone (S1 = Tv(60) + Tp); request 2 finds the GPU idle (S2 = S0). The wait for
+ * the vision worker is (t0 - 0.5) / 3 on average; the arrival rate 2 / 10 s; Eq. 6 on the
+ * mean service, M/D/1 and with the second moment. */
+Test(xstage, vision_queue_service_and_md1)
+{
+    run r;
+    cr_assert_eq(parse_config(&r, "\"nova\"", 3, 2, 1.0), CZ_OK, "%s", r.err.msg);
+    const double at[3] = {0.0, 0.5, 10.0};
+    for (int i = 0; i < 3; i++)
+        r.wl.turns[i].arrival_s = at[i];
+    cr_assert_eq(cz_sim_run(&r.cfg, &r.wl, &r.m, &r.st, NULL, NULL, &r.err), CZ_OK, "%s",
+                 r.err.msg);
+    double s0 = vision_s(&r, 1.0) + prefill_s(&r, 1.0);
+    double s1 = vision_s(&r, 60.0 / 84) + prefill_s(&r, 1.0);
+    NEAR(r.m.req[1].first_sched_s, s0 + vision_s(&r, 60.0 / 84));
+    NEAR(r.st.vision_wait_sum_s, s0 - 0.5);
+    cr_assert_eq(r.st.service_n, 3);
+    NEAR(r.st.service_sum_s, 2 * s0 + s1);
+    NEAR(r.st.service_sq_sum_s2, 2 * s0 * s0 + s1 * s1);
+    NEAR(r.st.arrival_rate_rps, 0.2);
+    /* the summary */
+    cz_summary sum;
+    cz_metrics_summarize(&r.m, &r.cfg.slo, &sum);
+    cJSON *j = cz_summary_json(&sum);
+    cz_sim_summary_json(&r.cfg, &r.m, &r.st, &sum, j);
+    double mean = (2 * s0 + s1) / 3, second = (2 * s0 * s0 + s1 * s1) / 3, rho = 0.2 * mean;
+#define KEY(k) cJSON_GetObjectItemCaseSensitive(j, k)->valuedouble
+    NEAR(KEY("mean_vision_queue_ms"), 1e3 * (s0 - 0.5) / 3);
+    NEAR(KEY("mean_vision_service_ms"), 1e3 * mean);
+    NEAR(KEY("vision_utilization"), rho);
+    NEAR(KEY("md1_vision_queue_ms"), 1e3 * rho * mean / (2 * (1 - rho)));
+    NEAR(KEY("mg1_vision_queue_ms"), 1e3 * 0.2 * second / (2 * (1 - rho)));
+#undef KEY
+    cr_assert(0.2 < rho && rho < 0.25, "rho %f", rho);
+    cJSON_Delete(j);
     run_free(&r);
 }
