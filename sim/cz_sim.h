@@ -99,7 +99,8 @@ typedef struct cz_sim_stats {
     double vision_step_sum_s; /* vision steps' durations, and their waits for weights */
     double vision_stall_sum_s;
     double vision_resident_bytes; /* vision-encoder weights held on the GPU */
-    /* streams under a gateway: admitted and refused sessions, the final cap, and live
+    /* streams under a gateway: admitted and refused sessions, the cap when the last
+     * session arrived (where the controller settled while sessions were offered), and live
      * sessions averaged over time in the second half of the arrivals (from half the last
      * start to the last start) */
     uint64_t streams_admitted, streams_rejected;
