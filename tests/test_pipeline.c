@@ -348,3 +348,35 @@ Test(pipeline, aimd_gateway_measures_the_waiting_step)
     cr_assert_float_eq(num_of(&r, "first_empty_frame_s"), 0.28, EPS);
     run_free(&r);
 }
+
+/* The shipped baseline at the paper's N = 128 (experiments/metronome/unbounded.json):
+ * the pool of 512,000 tokens fills at 128 x (25 + 30) tokens per 2 s, so Eq. 1 gives
+ * t_sat = 512,000 / (128 x 27.5) = 145.45 s; the simulated pool saturates within 1 % of it,
+ * every frame before is returned without waiting (the cliff is memory, not compute), and
+ * the first empty frame comes back after it. */
+Test(pipeline, metronome_unbounded_walls_by_memory)
+{
+    char *path = cz_test_path("experiments/metronome/unbounded.json");
+    cJSON *j;
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_json_load(path, &j, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(cz_json_set_path(j, "workload.streams.count=128", &err), CZ_OK, "%s", err.msg);
+    char *text = cJSON_PrintUnformatted(j);
+    run r;
+    run_config(&r, text);
+    double t_sat = 512000.0 / (128 * 27.5);
+    cr_assert(fabs(r.st.kv_saturated_at_s - t_sat) / t_sat < 0.01, "saturated at %g s, Eq. 1 %g s",
+              r.st.kv_saturated_at_s, t_sat);
+    for (uint64_t i = 0; i < r.m.n_frames; i++)
+        if (r.m.frames[i].tick_s < r.st.kv_saturated_at_s)
+            cr_assert_float_eq(r.m.frames[i].latency_s, 0, 0);
+    double first = num_of(&r, "first_empty_frame_s");
+    cr_assert(first > r.st.kv_saturated_at_s && first < r.st.kv_saturated_at_s + 2 * 2.0,
+              "first empty frame at %g s", first);
+    cr_assert_float_eq(num_of(&r, "deadline_misses"), 0, 0);
+    run_free(&r);
+    cJSON_free(text);
+    cJSON_Delete(j);
+    free(path);
+}
