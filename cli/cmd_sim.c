@@ -97,11 +97,16 @@ static void print_pipeline_lines(const cJSON *s)
                num(s, "streams"), num(s, "streams_completed"), num(s, "streams_rejected"),
                num(s, "streams_unfinished"));
         printf("frames %.0f: served %.0f  empty %.0f  rejected %.0f  unfinished %.0f  latency "
-               "p50 %.1f ms p99 %.1f ms  deadline misses %.0f\n",
+               "p50 %.1f ms p99 %.1f ms  deadline misses %.0f  first empty ",
                num(s, "frames"), num(s, "served_frames"), num(s, "empty_frames"),
                num(s, "rejected_frames"), num(s, "unfinished_frames"),
                num(s, "p50_frame_latency_ms"), num(s, "p99_frame_latency_ms"),
                num(s, "deadline_misses"));
+        double fe = num(s, "first_empty_frame_s");
+        if (isnan(fe))
+            printf("never\n");
+        else
+            printf("at %.2f s\n", fe);
     }
     if (cJSON_GetObjectItemCaseSensitive(s, "mean_vision_queue_ms")) {
         /* a cross-stage run: Nova's queueing figures (Table V) and its stages */

@@ -389,6 +389,7 @@ void cz_frame_summarize(const cz_metrics *m, cz_frame_summary *o)
     o->streams_completed = a->streams_completed;
     o->streams_rejected = a->streams_rejected;
     o->streams_unfinished = a->streams_unfinished;
+    o->first_empty_s = NAN;
     double *lat = cz_xmalloc((m->n_frames ? m->n_frames : 1) * sizeof(double));
     for (uint64_t i = 0; i < m->n_frames; i++) {
         const cz_frame_record *f = &m->frames[i];
@@ -396,6 +397,9 @@ void cz_frame_summarize(const cz_metrics *m, cz_frame_summary *o)
         o->served += !f->empty;
         o->missed += f->missed;
         lat[i] = f->latency_s * 1e3;
+        double back = f->tick_s + f->latency_s;
+        if (f->empty && !(back >= o->first_empty_s))
+            o->first_empty_s = back;
     }
     cz_dist_compute(lat, m->n_frames, &o->latency_ms);
     free(lat);
@@ -467,6 +471,7 @@ void cz_frame_summary_json(cJSON *j, const cz_frame_summary *f)
     cJSON_AddNumberToObject(j, "rejected_frames", (double)f->rejected);
     cJSON_AddNumberToObject(j, "unfinished_frames", (double)f->unfinished);
     cJSON_AddNumberToObject(j, "deadline_misses", (double)f->missed);
+    cz_json_add_num(j, "first_empty_frame_s", f->first_empty_s);
 }
 
 cJSON *cz_stage_summary_json(const cz_stage_summary *st, const char *name)

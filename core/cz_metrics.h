@@ -100,9 +100,10 @@ typedef struct cz_frame_record {
     uint32_t frame;
     uint32_t empty;          /* returned without its tokens (not ready by the wait cap) */
     uint32_t missed;         /* returned after the frame budget */
-    double tick_s;           /* the frame's tick: its input arrives */
+    double tick_s;           /* the tick whose Step returns it: one period after its input
+                                arrived (docs/pipeline.md, "Periodic streams") */
     double done_s;           /* its tokens were all generated (NaN: not by the run's end) */
-    double latency_s;        /* tick to return: min(done, tick + cap) - tick */
+    double latency_s;        /* the Step's wait at tick_s: min(max(done - tick, 0), cap) */
 } cz_frame_record;
 
 /* Service-level objectives for goodput, in ms; 0 = not set (vLLM's --goodput). */
@@ -205,6 +206,8 @@ typedef struct cz_frame_summary {
     uint64_t missed;          /* returned after the frame period (served or empty) */
     uint64_t streams, streams_completed, streams_rejected, streams_unfinished;
     cz_dist latency_ms;       /* over the frames returned (served or empty) */
+    double first_empty_s;     /* when the first empty frame came back (its tick + the
+                                 wait); NaN when none did */
 } cz_frame_summary;
 
 /* Tokens each stage generated and the user heard, and the KV reload on the critical

@@ -130,9 +130,10 @@ typedef struct sim_state {
     /* the session gateway */
     cz_admission adm;
     uint32_t live_streams;
-    double tick_max_lat_s;   /* the slowest frame completed since the last gateway tick */
+    double tick_max_lat_s;   /* the longest Step wait recorded since the last gateway tick */
     double streams_end_s;    /* when the last stream ends */
     double last_start_s;     /* when the last stream starts (arrivals stop) */
+    uint32_t cap_at_last_s;  /* the gateway's cap when the last session arrived */
     double live_since_s;     /* live-session time integral over the second half of the
                                 arrivals, [last_start_s / 2, last_start_s] */
     double live_area;
@@ -961,18 +962,36 @@ static void live_account(sim_state *S, double now)
     S->live_since_s = now;
 }
 
+/* When the worker returns frame f of stream j: at the tick after the one that fed its chunk.
+ * Metronome's worker "returns the tokens produced since the last tick"
+ * (002_6a4d0efb28323924.txt, section 4): the chunk fed at tick f is prefilled and its
+ * reply decoded during the period that follows (section 2: "at frame k the engine must
+ * encode and prefill the new chunk, then decode up to tau output tokens", schedulable
+ * iff that takes at most B), and the Step at tick f + 1 hands the reply back. */
+static double frame_return_s(const cz_stream *sm, uint32_t f)
+{
+    return sm->start_s + (double)(f + 1) * sm->frame_period_s;
+}
+
+/* Records frame f of stream j, whose reply was all out at done_s (NaN: never). Its latency
+ * is the Step's wait at its return tick: none when the reply was out by then (the GPU
+ * work lay in the period before; the paper's 2-5 ms per frame, Table 1, is the Step's own
+ * round trip, which is not modelled), else until it is out. The worker waits at most
+ * `frame_wait_fraction` x B (section 3: 0.8 B) and then returns the frame empty, on time:
+ * the stall is silent. */
 static void frame_record(sim_state *S, uint32_t j, uint32_t f, double done_s)
 {
     const cz_stream *sm = &S->wl->streams[j];
-    double tick = sm->start_s + f * sm->frame_period_s;
+    double ret = frame_return_s(sm, f);
     double cap = S->cfg->frame_wait_fraction * sm->frame_period_s;
-    double lat = isnan(done_s) || done_s - tick > cap ? cap : done_s - tick;
+    bool empty = isnan(done_s) || done_s - ret > cap;
+    double lat = empty ? cap : done_s > ret ? done_s - ret : 0.0;
     cz_frame_record fr = {
         .stream = j,
         .frame = f,
-        .empty = isnan(done_s) || done_s - tick > cap,
+        .empty = empty,
         .missed = lat > sm->frame_period_s,
-        .tick_s = tick,
+        .tick_s = ret,
         .done_s = done_s,
         .latency_s = lat,
     };
@@ -1009,6 +1028,8 @@ static void on_tick(sim_state *S, uint32_t j, uint32_t f, double now)
     bool last = f + 1 == sr->frames;
     if (f == 0) {
         /* a new session at the gateway: refused ones never start, live ones stay */
+        if (now >= S->last_start_s)
+            S->cap_at_last_s = S->adm.cap;
         if (!cz_admission_admit(&S->adm, S->live_streams)) {
             sr->rejected = true;
             return;
@@ -1043,9 +1064,10 @@ static void on_tick(sim_state *S, uint32_t j, uint32_t f, double now)
         cz_evq_push(&S->q, sm->start_s + (f + 1) * sm->frame_period_s, EV_TICK, j, f + 1);
 }
 
-/* The gateway's tick: the batch time it measures is the slowest frame of the last tick,
- * or the age of a frame still pending (at most the worker's wait) when the engine is
- * behind; then AIMD adjusts the cap. */
+/* The gateway's tick: the batch time it measures is the slowest Step since the last
+ * tick (a frame's wait at its return tick), or how long a Step has been waiting for a
+ * reply still not out (at most the worker's wait) when the engine is behind; then AIMD
+ * adjusts the cap (002_6a4d0efb28323924.txt, section 4.2). */
 static void on_admit_tick(sim_state *S, double now)
 {
     double period = S->wl->streams[0].frame_period_s;
@@ -1055,10 +1077,10 @@ static void on_admit_tick(sim_state *S, double now)
         const stream_rt *sr = &S->streams[j];
         if (!sr->live || sr->done >= sr->ticked)
             continue;
-        double age = now - (S->wl->streams[j].start_s + sr->done * period);
+        double age = now - frame_return_s(&S->wl->streams[j], sr->done);
         if (age > cap)
             age = cap;
-        if (!(age <= measured))
+        if (age > 0 && !(age <= measured))
             measured = age;
     }
     cz_admission_tick(&S->adm, measured, period, S->live_streams);
@@ -1168,10 +1190,11 @@ static cz_status account_end(sim_state *S, bool cut, double now, cz_err *err)
             a->frames_rejected += sr->frames;
             continue;
         }
-        /* frames ticked and not returned: empty once their wait expired */
+        /* frames ticked and not returned: empty once their wait at the return tick
+         * expired */
         uint32_t f = sr->done;
         for (; f < sr->ticked; f++) {
-            if (sm->start_s + (f + S->cfg->frame_wait_fraction) * sm->frame_period_s > stop)
+            if (frame_return_s(sm, f) + S->cfg->frame_wait_fraction * sm->frame_period_s > stop)
                 break;
             frame_record(S, j, f, NAN);
         }
@@ -1367,6 +1390,7 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
     }
 
     S.adm = cfg->admission;
+    S.cap_at_last_s = S.adm.cap;
     S.tick_max_lat_s = NAN;
     for (uint32_t j = 0; j < wl->n_streams; j++) {
         double end = wl->streams[j].start_s + wl->streams[j].duration_s;
@@ -1484,7 +1508,7 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
         stats->streams_admitted += S.streams[j].ticked > 0;
         stats->streams_rejected += S.streams[j].rejected;
     }
-    stats->admission_cap = S.adm.cap;
+    stats->admission_cap = S.cap_at_last_s;
     stats->stream_end_blocks = S.n_ended ? (double)S.end_blocks_sum / S.n_ended : NAN;
     stats->live_streams_mean = S.last_start_s > 0 ? S.live_area / (0.5 * S.last_start_s) : NAN;
     if (progress) {

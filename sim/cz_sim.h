@@ -110,7 +110,8 @@ typedef struct cz_sim_stats {
     uint64_t service_n;
     double service_sum_s, service_sq_sum_s2;
     double arrival_rate_rps;
-    /* streams under a gateway: admitted and refused sessions, the final cap, and live
+    /* streams under a gateway: admitted and refused sessions, the cap when the last
+     * session arrived (where the controller settled while sessions were offered), and live
      * sessions averaged over time in the second half of the arrivals (from half the last
      * start to the last start) */
     uint64_t streams_admitted, streams_rejected;

@@ -266,3 +266,170 @@ Test(pipeline, gateway_and_window)
         run_free(&r);
     }
 }
+
+/* ---- periodic streams: Metronome's frame (docs/pipeline.md, "Periodic streams") ----
+ * On tiny-omni's thinker alone every step costs the 10 ms overhead, so a frame of 4 input
+ * tokens and 3 output tokens is a prefill step that samples token 1 and two decode steps:
+ * its reply is out 30 ms after its chunk arrives. The worker returns it at the next tick,
+ * one period later (002_6a4d0efb28323924.txt, section 4: "returns the tokens produced since
+ * the last tick"), waiting at most frame_wait_fraction x B for it (section 3). */
+static const char *tiny_streams(const char *server, const char *admission,
+                                const char *streams, double wait_fraction)
+{
+    static char buf[1536];
+    char *card = cz_test_path("tests/data/pipeline/tiny-omni.json");
+    snprintf(buf, sizeof buf,
+             "{\"model\": \"%s\", \"stage\": \"thinker\", \"hardware\": \"h100-sxm\","
+             " \"cost\": {\"step_overhead_s\": 0.01}, \"server\": {%s}, \"admission\": %s,"
+             " \"client\": {\"frame_wait_fraction\": %g},"
+             " \"workload\": {\"streams\": {\"tokens_in_per_frame\": 4,"
+             "   \"tokens_out_per_frame\": 3, %s}}}",
+             card, server, admission, wait_fraction, streams);
+    free(card);
+    return buf;
+}
+
+static double num_of(const run *r, const char *key)
+{
+    const cJSON *it = cJSON_GetObjectItem(r->summary, key);
+    cr_assert(it != NULL, "no '%s' in the summary", key);
+    return cJSON_IsNumber(it) ? it->valuedouble : NAN;
+}
+
+/* One frame, its reply out at 30 ms. With B = 50 ms the reply is ready before the Step at
+ * 50 ms: latency 0 (the GPU work lay in the period before). With B = 25 ms the Step at
+ * 25 ms waits 5 ms for it (within the 20 ms wait). With B = 10 ms the Step at 10 ms gives
+ * up after its 8 ms wait: the frame comes back empty at 18 ms, counted as the wait, and
+ * on time (no deadline miss). */
+Test(pipeline, stream_frame_is_returned_at_the_next_tick)
+{
+    const double period[] = {0.05, 0.025, 0.01};
+    const double latency[] = {0, 0.005, 0.008};
+    for (int i = 0; i < 3; i++) {
+        char streams[256];
+        snprintf(streams, sizeof streams,
+                 "\"count\": 1, \"frame_period_s\": %g, \"duration_s\": %g", period[i],
+                 period[i]);
+        run r;
+        run_config(&r, tiny_streams("\"kv_blocks\": 64", "{\"policy\": \"none\"}", streams, 0.8));
+        cr_assert_eq(r.m.n_frames, 1);
+        const cz_frame_record *f = &r.m.frames[0];
+        cr_assert_float_eq(f->done_s, 0.03, EPS);
+        cr_assert_float_eq(f->tick_s, period[i], EPS, "returned at the next tick");
+        cr_assert_float_eq(f->latency_s, latency[i], EPS, "B %g: latency %g", period[i],
+                           f->latency_s);
+        cr_assert_eq(f->empty, i == 2);
+        cr_assert_eq(f->missed, 0);
+        cr_assert_float_eq(num_of(&r, "empty_frames"), i == 2, 0);
+        if (i == 2)
+            cr_assert_float_eq(num_of(&r, "first_empty_frame_s"), 0.018, EPS);
+        else
+            cr_assert(isnan(num_of(&r, "first_empty_frame_s")), "null when no frame is empty");
+        run_free(&r);
+    }
+}
+
+/* The wall on a scripted run. Two streams from t = 0, each adding 4 + 3 tokens every
+ * B = 0.1 s to a 140-token pool (1-token blocks): Eq. 1 of section 3.1 with rho0 = 0 and
+ * r = 70 tokens/s / 140 = 0.5 per second and stream gives t_sat = 1 / (2 x 0.5) = 1.0 s.
+ * Step by step: after frame k a stream holds 7k + 6 tokens (its last sampled token has no
+ * KV yet), so the chunks at t = 1.0 s need 2 x 74 > 140 and the pool saturates there.
+ * Until then every reply is out 30-40 ms after its chunk: latency 0. At the wall one
+ * stream is preempted (its KV recomputed later); the other returns frame 10 at 1.03 s and
+ * ends at 1.13 s (frame 11: [1.10, 1.13]), which frees the pool: the preempted one
+ * recomputes its 78 tokens in [1.13, 1.14] and decodes tokens 32, 33 by 1.16 s, 60 ms after
+ * its Step at 1.10 s began to wait. With a 50 ms wait (0.5 B) that frame comes back empty
+ * at 1.15 s, the first and only empty frame; its frame 11 is out at 1.19 s, in time for
+ * the Step at 1.20 s. */
+Test(pipeline, stream_wall_scripted)
+{
+    run r;
+    run_config(&r, tiny_streams("\"kv_blocks\": 140, \"block_tokens\": 1", "{\"policy\": \"none\"}",
+                                "\"count\": 2, \"frame_period_s\": 0.1, \"duration_s\": 1.2,"
+                                " \"stagger\": false",
+                                0.5));
+    cr_assert_float_eq(r.st.kv_saturated_at_s, 1.0, EPS, "saturated at %g",
+                       r.st.kv_saturated_at_s);
+    cr_assert_eq(r.m.n_frames, 24);
+    uint32_t victim = 2;
+    for (uint64_t i = 0; i < r.m.n_frames; i++) {
+        const cz_frame_record *f = &r.m.frames[i];
+        cr_assert_float_eq(f->tick_s, 0.1 * (f->frame + 1), EPS);
+        if (f->empty) {
+            cr_assert_eq(victim, 2, "one empty frame");
+            victim = f->stream;
+            cr_assert_eq(f->frame, 10);
+            cr_assert_float_eq(f->done_s, 1.16, EPS);
+            cr_assert_float_eq(f->latency_s, 0.05, EPS);
+        }
+    }
+    cr_assert(victim < 2);
+    for (uint64_t i = 0; i < r.m.n_frames; i++) {
+        const cz_frame_record *f = &r.m.frames[i];
+        if (f->stream == victim && f->frame == 11)
+            cr_assert_float_eq(f->done_s, 1.19, EPS);
+        if (f->stream != victim || f->frame != 10)
+            cr_assert_float_eq(f->latency_s, 0, 0, "stream %u frame %u", f->stream, f->frame);
+    }
+    cr_assert_float_eq(num_of(&r, "first_empty_frame_s"), 1.15, EPS);
+    cr_assert_float_eq(num_of(&r, "empty_frames"), 1, 0);
+    cr_assert_float_eq(num_of(&r, "deadline_misses"), 0, 0);
+    run_free(&r);
+}
+
+/* The gateway measures the Step that waits. Eight sessions arrive 50 ms apart (B = 0.1 s)
+ * and the server holds two sequences, so session 2 (at 0.10 s) is never scheduled while
+ * sessions 0 and 1 live. Its first Step, at 0.20 s, waits: the gateway's tick at 0.20 s
+ * sees it just begun (age 0) and every returned frame on time, and leaves the cap
+ * unbounded; at 0.30 s it has waited the whole 80 ms, above the 30 ms target (0.3 B), so
+ * the cap drops to floor(0.9 x 7 live) = 6 (session 6 arrived at 0.30 s, before the tick).
+ * Session 7 (0.35 s) is refused; 7 admitted. Live sessions over the second half of the
+ * arrivals [0.175, 0.35]: 4, then 5, 6, 7 from 0.20, 0.25, 0.30 s: mean 1.0 / 0.175. The
+ * first frame to come back empty is session 2's, at 0.20 + 0.08 s. */
+Test(pipeline, aimd_gateway_measures_the_waiting_step)
+{
+    run r;
+    run_config(&r, tiny_streams("\"kv_blocks\": 64, \"max_num_seqs\": 2",
+                                "{\"policy\": \"aimd\", \"target_fraction\": 0.3}",
+                                "\"count\": 8, \"frame_period_s\": 0.1, \"duration_s\": 0.5,"
+                                " \"arrival_spacing_s\": 0.05",
+                                0.8));
+    cr_assert_float_eq(num_of(&r, "sessions_admitted"), 7, 0);
+    cr_assert_float_eq(num_of(&r, "sessions_rejected"), 1, 0);
+    cr_assert_float_eq(num_of(&r, "admission_cap"), 6, 0);
+    cr_assert_float_eq(num_of(&r, "mean_live_sessions"), 1.0 / 0.175, 1e-4);
+    cr_assert_float_eq(num_of(&r, "first_empty_frame_s"), 0.28, EPS);
+    run_free(&r);
+}
+
+/* The shipped baseline at the paper's N = 128 (experiments/metronome/unbounded.json):
+ * the pool of 512,000 tokens fills at 128 x (25 + 30) tokens per 2 s, so Eq. 1 gives
+ * t_sat = 512,000 / (128 x 27.5) = 145.45 s; the simulated pool saturates within 1 % of it,
+ * every frame before is returned without waiting (the cliff is memory, not compute), and
+ * the first empty frame comes back after it. */
+Test(pipeline, metronome_unbounded_walls_by_memory)
+{
+    char *path = cz_test_path("experiments/metronome/unbounded.json");
+    cJSON *j;
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_json_load(path, &j, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(cz_json_set_path(j, "workload.streams.count=128", &err), CZ_OK, "%s", err.msg);
+    char *text = cJSON_PrintUnformatted(j);
+    run r;
+    run_config(&r, text);
+    double t_sat = 512000.0 / (128 * 27.5);
+    cr_assert(fabs(r.st.kv_saturated_at_s - t_sat) / t_sat < 0.01, "saturated at %g s, Eq. 1 %g s",
+              r.st.kv_saturated_at_s, t_sat);
+    for (uint64_t i = 0; i < r.m.n_frames; i++)
+        if (r.m.frames[i].tick_s < r.st.kv_saturated_at_s)
+            cr_assert_float_eq(r.m.frames[i].latency_s, 0, 0);
+    double first = num_of(&r, "first_empty_frame_s");
+    cr_assert(first > r.st.kv_saturated_at_s && first < r.st.kv_saturated_at_s + 2 * 2.0,
+              "first empty frame at %g s", first);
+    cr_assert_float_eq(num_of(&r, "deadline_misses"), 0, 0);
+    run_free(&r);
+    cJSON_free(text);
+    cJSON_Delete(j);
+    free(path);
+}
