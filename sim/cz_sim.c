@@ -220,13 +220,18 @@ double cz_sim_roofline_step_s(const cz_sim_config *cfg, uint32_t p, const cz_bat
     return t;
 }
 
-/* Step time of a batch of encoder or vocoder jobs. */
+/* Step time of a batch of encoder or vocoder jobs. A vocoder conditioned on a reference
+ * clip re-reads its prompt_tokens in every call, beside the job's own tokens
+ * (001_4ea5faaee5602c5d.txt, App. A: CosyVoice's detokenizer "at each iteration receives
+ * both the reference audio tokens and the newly generated audio tokens"). */
 static double jobs_step_s(const sim_state *S, uint32_t p, const cz_job *jobs, uint32_t n)
 {
+    uint64_t prompt = S->cfg->model.pipe[p].prompt_tokens;
     cz_batch_shape shape = {.prefill_seqs = n};
     for (uint32_t i = 0; i < n; i++) {
-        shape.prefill_tokens += jobs[i].tokens;
-        shape.prefill_attn_ctx += (uint64_t)jobs[i].tokens * (jobs[i].tokens + 1) / 2;
+        uint64_t t = jobs[i].tokens + prompt;
+        shape.prefill_tokens += t;
+        shape.prefill_attn_ctx += t * (t + 1) / 2;
     }
     cz_step_cost c;
     cz_cost_step(&S->cfg->model.stages[S->cfg->model.pipe[p].stage], &S->cfg->hw, &S->cfg->cost,

@@ -213,3 +213,30 @@ Test(pipeline, gateway_and_window)
         run_free(&r);
     }
 }
+
+static const char *tts_cfg(const char *card_file, const char *scheduler)
+{
+    static char buf[1024];
+    char *card = cz_test_path(card_file);
+    snprintf(buf, sizeof buf,
+             "{\"model\": \"%s\", \"hardware\": \"h100-sxm\","
+             " \"cost\": {\"step_overhead_s\": 0.01}, \"scheduler\": %s,"
+             " \"server\": {\"kv_blocks\": 64},"
+             " \"workload\": {\"trace\": {\"path\": \"one_turn.jsonl\"}}}",
+             card, scheduler);
+    free(card);
+    return buf;
+}
+
+/* A detokenizer conditioned on a reference clip reads its 3 prompt tokens in every call
+ * (App. A), in 3 passes (tests/data/pipeline/tiny-tts-prompt.json): the first chunk's 2
+ * tokens, queued when the LLM's second step ends at .02, take (2 + 3) x 1 ms of compute
+ * and 3 x 10 ms of per-pass overhead: audio 1 at .02 + .035. */
+Test(pipeline, detokenizer_reads_its_reference_every_call)
+{
+    run r;
+    run_config(&r, tts_cfg("tests/data/pipeline/tiny-tts-prompt.json", "\"fcfs\""));
+    cr_assert_float_eq(r.m.audio[0].first_audio_s, 0.055, EPS, "%g",
+                       r.m.audio[0].first_audio_s);
+    run_free(&r);
+}
