@@ -30,6 +30,13 @@ typedef struct cz_policy_params {
     uint32_t max_new_prefills;/* new requests prefilled per step (1) */
     uint32_t prefill_step_cap;/* requests in a step that holds a prefill (8) */
     bool throughput_mode;     /* section 4.3.3: largest batches, no streaming priorities */
+    /* The GPU execution model of the stages this policy runs (read by the simulator):
+     * VoxServe's asynchronous pipeline (section 3.2.2) runs the LLM's and the
+     * detokenizer's steps on their own device streams, co-running on one GPU; otherwise a
+     * GPU runs one step at a time. On by default for voxserve, off for the others. */
+    bool async_pipeline;
+    double corun_slowdown;    /* co-running steps each take 1 + (k - 1)(c - 1) times their
+                                 time alone with k in flight (sim/cz_streams.h; 2.0) */
     /* BROS (003_4ea0224bc1b7e235.txt) */
     uint32_t base_batch;      /* base batch size (128) */
     double rt_ttft_s;         /* real-time SLOs: first token, and each later token */

@@ -470,6 +470,31 @@ Test(policies, voxserve_detokenizer_rule)
     cr_assert(pos[0] == 0 && pos[1] == 1);
 }
 
+/* VoxServe's stages run its asynchronous pipeline unless told otherwise (section 3.2.2);
+ * the other schedulers run one step at a time; the contention factor is at least 1. */
+Test(policies, async_pipeline_parameters)
+{
+    cz_policy pol;
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_policy_make("voxserve", NULL, "t", &pol, &err), CZ_OK);
+    cr_assert(pol.params.async_pipeline);
+    cr_assert_float_eq(pol.params.corun_slowdown, 2.0, 0);
+    cr_assert_eq(cz_policy_make("fcfs", NULL, "t", &pol, &err), CZ_OK);
+    cr_assert(!pol.params.async_pipeline);
+    cJSON *j = cJSON_Parse("{\"name\": \"voxserve\", \"async_pipeline\": false, "
+                           "\"corun_slowdown\": 1.25}");
+    cr_assert_eq(cz_policy_make("voxserve", j, "t", &pol, &err), CZ_OK, "%s", err.msg);
+    cr_assert(!pol.params.async_pipeline);
+    cr_assert_float_eq(pol.params.corun_slowdown, 1.25, 0);
+    cJSON_Delete(j);
+    j = cJSON_Parse("{\"name\": \"fcfs\", \"corun_slowdown\": 0.5}");
+    cr_assert_eq(cz_policy_make("fcfs", j, "cfg.json: scheduler", &pol, &err), CZ_EINVAL);
+    cr_assert(strstr(err.msg, "cfg.json: scheduler") && strstr(err.msg, "corun_slowdown"), "%s",
+              err.msg);
+    cJSON_Delete(j);
+}
+
 Test(policies, nova_static_split_enumeration)
 {
     /* decode on 2, 4 or 6 SMs; the co-running stage on the rest */
