@@ -84,11 +84,13 @@ typedef struct cz_detok_job {
 /* Orders jobs[0..n) for a detokenizer step: writes the queue positions to run, in order, to
  * pos_out (capacity n) and returns how many, at most max_batch; 0 when no job is urgent,
  * with *wake_s the earliest time one becomes urgent (INFINITY: never without new
- * telemetry). Throughput mode: every job in queue order. `scratch` holds n candidates.
- * Pure; no allocation. */
+ * telemetry). Throughput mode (section 4.3.3): every job in queue order up to max_batch,
+ * but only once max_batch jobs wait or `upstream_idle` (the stage feeding the detokenizer
+ * has nothing left to run); otherwise 0 with *wake_s INFINITY. `scratch` holds n
+ * candidates. Pure; no allocation. */
 uint32_t cz_voxserve_detok_pick(const cz_policy_params *p, const cz_detok_job *jobs, uint32_t n,
-                                double now_s, uint32_t max_batch, cz_cand *scratch,
-                                uint32_t *pos_out, double *wake_s);
+                                double now_s, uint32_t max_batch, bool upstream_idle,
+                                cz_cand *scratch, uint32_t *pos_out, double *wake_s);
 
 /* The defaults of every parameter (documented above). */
 cz_policy_params cz_policy_params_default(void);

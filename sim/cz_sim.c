@@ -324,9 +324,20 @@ static void gpu_wake(sim_state *S, uint32_t gi, double wake, double now)
     }
 }
 
+/* True when no replica of pipeline stage p has a turn open: an autoregressive stage has
+ * nothing left to run. */
+static bool stage_idle(const sim_state *S, uint32_t p)
+{
+    for (uint32_t k = 0; k < S->cfg->place[p].replicas; k++)
+        if (S->reps[S->rep_off[p] + k].open_turns > 0)
+            return false;
+    return true;
+}
+
 /* VoxServe's detokenizer (cz_voxserve_detok_pick): the vocoder replica runs only when an
  * urgent request has a chunk queued, urgent requests first; otherwise the GPU is woken
- * when the first queued chunk becomes urgent. */
+ * when the first queued chunk becomes urgent. In throughput mode it waits for a full batch
+ * or for the LLM feeding it to run out of work (section 4.3.3). */
 static uint32_t detok_schedule(sim_state *S, uint32_t gi, rep_rt *r, double now,
                                uint64_t *tokens)
 {
@@ -351,8 +362,10 @@ static uint32_t detok_schedule(sim_state *S, uint32_t gi, rep_rt *r, double now,
             .q = live ? cz_server_seq(S->reps[st->rep].srv, st->seq) : NULL, .pos = i};
     }
     double wake;
-    uint32_t k = cz_voxserve_detok_pick(&S->cfg->place[r->p].policy.params, r->djobs, n, now,
-                                        r->jq.max_batch, r->dcands, r->dpos, &wake);
+    const cz_policy_params *pp = &S->cfg->place[r->p].policy.params;
+    bool upstream_idle = pp->throughput_mode && stage_idle(S, (uint32_t)from);
+    uint32_t k = cz_voxserve_detok_pick(pp, r->djobs, n, now, r->jq.max_batch, upstream_idle,
+                                        r->dcands, r->dpos, &wake);
     if (k == 0) {
         gpu_wake(S, gi, wake, now);
         return 0;
@@ -1502,6 +1515,7 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
                 a->last_audio_s = pl->chunks ? pl->last_arrival_s : NAN;
                 a->max_underrun_s = pl->max_underrun_s;
                 a->underruns = pl->underruns;
+                a->chunks = pl->chunks;
                 a->continuous = cz_player_continuous(pl);
                 a->end_s = now;
                 turn_ended(&S, ev.arg, now, false);

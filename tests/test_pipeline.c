@@ -268,8 +268,11 @@ Test(pipeline, async_pipeline_hand_timeline)
                            a->first_audio_s);
         cr_assert_float_eq(a->last_audio_s, cases[k].audio[2], EPS, "case %zu: %g", k,
                            a->last_audio_s);
-        /* audio 2 is due by audio 1 + 0.16 s, audio 3 by audio 1 + 0.32 s */
+        cr_assert_eq(a->chunks, 3);
+        /* Eq. 2: audio 2 is due by audio 1 + 0.16 s, audio 3 by audio 1 + 0.32 s */
         cr_assert_eq(a->underruns, 0);
+        cr_assert_float_eq(cJSON_GetObjectItem(r.summary, "streaming_viability")->valuedouble,
+                           1.0, 0);
         run_free(&r);
     }
 }
