@@ -87,10 +87,12 @@ static void print_pipeline_lines(const cJSON *s)
 {
     if (cJSON_GetObjectItemCaseSensitive(s, "spoken_turns"))
         printf("audio: %.0f spoken turns (%.0f barged in)  TTFP p50 %.1f ms p90 %.1f ms p99 %.1f "
-               "ms  RTF median %.3f  continuity %.4f  effective %.4f req/s  audio %.1f s/s\n",
+               "ms  RTF median %.3f  continuity %.4f  viability %.4f  effective %.4f req/s  audio "
+               "%.1f s/s\n",
                num(s, "spoken_turns"), num(s, "barged_turns"), num(s, "p50_audio_ttfp_ms"),
                num(s, "p90_audio_ttfp_ms"), num(s, "p99_audio_ttfp_ms"),
                num(s, "median_audio_rtf"), num(s, "continuity_ok_rate"),
+               num(s, "streaming_viability"),
                num(s, "effective_request_throughput"), num(s, "audio_throughput"));
     if (cJSON_GetObjectItemCaseSensitive(s, "frames")) {
         printf("streams %.0f: completed %.0f  rejected %.0f  unfinished %.0f\n",

@@ -160,19 +160,19 @@ static void value_label(const cJSON *v, char *buf, size_t n)
     }
 }
 
-/* Width of a grid column: its longest label or key, at least 14, at most 48. */
+/* Width of a grid column: its longest label or key, at least 14, at most 64. */
 static int column_width(const cJSON *key)
 {
     int w = (int)strlen(key->string);
     const cJSON *v;
-    char buf[64];
+    char buf[80];
     cJSON_ArrayForEach(v, key)
     {
         value_label(v, buf, sizeof buf);
         if ((int)strlen(buf) > w)
             w = (int)strlen(buf);
     }
-    return w < 14 ? 14 : w > 48 ? 48 : w;
+    return w < 14 ? 14 : w > 64 ? 64 : w;
 }
 
 static void print_value(const cJSON *v)
@@ -313,7 +313,7 @@ int cz_cmd_sweep(int argc, char **argv)
         } else {
             if (!quiet) {
                 for (int k = 0; k < sw.n_keys; k++) {
-                    char label[64];
+                    char label[80];
                     int w = column_width(sw.keys[k]);
                     value_label(cJSON_GetObjectItemCaseSensitive(point, sw.keys[k]->string),
                                 label, sizeof label);

@@ -327,6 +327,7 @@ void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_
     double *ttfp = cz_xmalloc(n * sizeof(double)), *rtf = cz_xmalloc(n * sizeof(double));
     double *dur = cz_xmalloc(n * sizeof(double)), *und = cz_xmalloc(n * sizeof(double));
     size_t n_ttfp = 0, n_ok = 0;
+    double first_sent = INFINITY, last_chunk = -INFINITY;
     for (uint64_t i = 0; i < m->n_audio; i++) {
         const cz_audio_record *a = &m->audio[i];
         o->turns++;
@@ -351,6 +352,11 @@ void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_
             o->longest_playback_s = a->audio_s;
             o->longest_generation_s = gen_s;
         }
+        /* VoxServe's Eq. 2 binds every chunk after the first; a late one is an underrun
+         * event (D_i > 0, threshold 0) */
+        o->paced_chunks += a->chunks > 0 ? a->chunks - 1 : 0;
+        first_sent = fmin(first_sent, a->ready_s);
+        last_chunk = fmax(last_chunk, a->last_audio_s);
         rtf[n_ok] = a->audio_s > 0 ? (a->last_audio_s - a->ready_s) / a->audio_s : NAN;
         dur[n_ok] = a->audio_s;
         und[n_ok] = a->max_underrun_s;
@@ -368,6 +374,12 @@ void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_
     o->audio_throughput = duration_s > 0 ? o->total_audio_s / duration_s : 0.0;
     o->effective_request_throughput = duration_s > 0 ? (double)o->effective / duration_s : 0.0;
     o->continuity_ok_rate = o->completed ? (double)o->continuous / (double)o->completed : 1.0;
+    CZ_ASSERT(o->underrun_events <= o->paced_chunks);
+    o->streaming_viability = o->paced_chunks ? 1.0 - (double)o->underrun_events /
+                                                         (double)o->paced_chunks
+                                             : NAN;
+    o->audio_span_s = o->completed ? last_chunk - first_sent : NAN;
+    o->inverse_rtf = o->audio_span_s > 0 ? o->total_audio_s / o->audio_span_s : NAN;
     cz_dist_compute(ttfp, n_ttfp, &o->ttfp_ms);
     cz_dist_compute(rtf, n_ok, &o->rtf);
     cz_dist_compute(dur, n_ok, &o->duration_s);
@@ -448,6 +460,10 @@ void cz_audio_summary_json(cJSON *j, const cz_audio_summary *a)
     cz_json_add_num(j, "total_audio_duration_s", a->total_audio_s);
     cz_json_add_num(j, "audio_throughput", a->audio_throughput);
     cz_json_add_num(j, "continuity_ok_rate", a->continuity_ok_rate);
+    cz_json_add_num(j, "streaming_viability", a->streaming_viability);
+    cJSON_AddNumberToObject(j, "paced_chunks", (double)a->paced_chunks);
+    cz_json_add_num(j, "audio_span_s", a->audio_span_s);
+    cz_json_add_num(j, "inverse_rtf", a->inverse_rtf);
     cJSON_AddNumberToObject(j, "audio_underrun_events", (double)a->underrun_events);
     cJSON_AddNumberToObject(j, "spoken_turns", (double)a->turns);
     cJSON_AddNumberToObject(j, "barged_turns", (double)a->barged);

@@ -83,7 +83,8 @@ typedef struct cz_audio_record {
     uint32_t turn;
     uint32_t barged;         /* the user barged in */
     uint32_t continuous;     /* vLLM-Omni's continuity verdict */
-    uint32_t underruns;      /* vLLM-Omni's underrun event count */
+    uint32_t underruns;      /* vLLM-Omni's underrun event count: chunks with D_i > 0 */
+    uint32_t chunks;         /* audio chunks received (of a completed turn) */
     double ready_s;          /* the client sent the turn: end of the user's speech */
     double speech_start_s;   /* the user started speaking */
     double first_audio_s;    /* first audio chunk at the client (NaN: none) */
@@ -191,7 +192,14 @@ typedef struct cz_summary {
 /* Spoken-turn and frame summaries (docs/playback.md, docs/metrics.md). */
 typedef struct cz_audio_summary {
     uint64_t turns, completed, barged, continuous, effective, underrun_events;
+    uint64_t paced_chunks;    /* chunks Eq. 2 constrains: every chunk after a turn's first */
     double total_audio_s, audio_throughput, continuity_ok_rate, effective_request_throughput;
+    double streaming_viability; /* VoxServe's Eq. 2 per chunk (threshold 0): the share of
+                                   paced chunks that arrived by the end of the audio before
+                                   them on the never-pausing clock; NaN with none */
+    double audio_span_s;        /* first turn sent to last chunk received, completed turns */
+    double inverse_rtf;         /* total audio / audio_span_s (VoxServe section 4.3.3's
+                                   throughput: generated audio over execution latency) */
     cz_dist ttfp_ms, rtf, duration_s, underrun_s;
     /* generation against playback (LiveServe Figure 15): over completed spoken turns, the
      * seconds from the turn's end of speech to its last audio chunk (generation) and the

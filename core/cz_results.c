@@ -79,6 +79,7 @@ static hid_t audio_type(void)
     F(barged, H5T_NATIVE_UINT32);
     F(continuous, H5T_NATIVE_UINT32);
     F(underruns, H5T_NATIVE_UINT32);
+    F(chunks, H5T_NATIVE_UINT32);
     F(ready_s, H5T_NATIVE_DOUBLE);
     F(speech_start_s, H5T_NATIVE_DOUBLE);
     F(first_audio_s, H5T_NATIVE_DOUBLE);

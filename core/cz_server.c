@@ -663,6 +663,7 @@ uint32_t cz_server_seq_open(cz_server *s, uint64_t session, uint32_t cls, bool p
         .pinned = pinned,
         .speech_start_s = NAN,
         .report_s = NAN,
+        .first_audio_s = NAN,
         .last_token_s = NAN,
         .load_start_s = NAN,
     };
@@ -790,7 +791,7 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, ui
     q->turn_open = true;
     q->turn_ready_s = t_s;
     q->played_s = q->received_s = q->last_chunk_s = 0;
-    q->report_s = NAN;
+    q->report_s = q->first_audio_s = NAN;
     q->input_final = input_final;
     q->turn_generated_base = q->generated;
     q->tokens_in += in_tokens;
@@ -1575,6 +1576,8 @@ void cz_server_on_playback(cz_server *s, double t_s, uint32_t id, double played_
 {
     CZ_ASSERT(id < s->n_seqs && played_s <= received_s + 1e-9);
     cz_seq *q = &s->seqs[id];
+    if (isnan(q->first_audio_s))
+        q->first_audio_s = t_s;
     q->played_s = played_s;
     q->received_s = received_s;
     q->last_chunk_s = last_chunk_s;

@@ -136,6 +136,9 @@ typedef struct cz_seq {
     double received_s;
     double last_chunk_s;    /* seconds in the latest chunk received */
     double report_s;
+    double first_audio_s;   /* the first report of the open turn: its first chunk reached
+                               the client (NaN: none yet); the start of VoxServe's playback
+                               clock, which never pauses (001_4ea5faaee5602c5d.txt, Eq. 2) */
     double turn_ready_s;    /* the open turn arrived (its input was ready) */
     double last_token_s;
     double load_start_s;

@@ -30,6 +30,17 @@ static cz_status get_u32(const cJSON *obj, const char *where, const char *key, b
     return st;
 }
 
+/* An optional integer in [0, max]. Absent: *out untouched. */
+static cz_status get_u32_max(const cJSON *obj, const char *where, const char *key, uint32_t max,
+                             uint32_t *out, cz_err *err)
+{
+    uint64_t v = *out;
+    cz_status st = cz_json_u64(obj, where, key, false, 0, max, &v, err);
+    if (st == CZ_OK)
+        *out = (uint32_t)v;
+    return st;
+}
+
 /* A finite number > 0 (or >= 0 when `allow_zero`). Absent and optional: *out untouched. */
 static cz_status get_pos(const cJSON *obj, const char *where, const char *key, bool required,
                          bool allow_zero, double *out, cz_err *err)
@@ -100,7 +111,7 @@ static const char *const stage_keys[] = {
     "heads",        "kv_heads",       "head_dim",        "intermediate",
     "vocab",        "experts",        "experts_active",  "expert_intermediate",
     "params",       "active_params",  "embed_params",    "tied_embeddings",
-    "flops_per_token", "weight_bytes", "kv_bytes",       "notes",
+    "flops_per_token", "weight_bytes", "kv_bytes",       "notes", "passes",
     "nonlayer_params",
 };
 
@@ -250,6 +261,11 @@ static cz_status parse_stage(const cJSON *j, const char *file, unsigned idx, cz_
                           "%s: field 'nonlayer_params': expected less than params (%.6g), the "
                           "rest being the layers' weights, got %.6g",
                           where, s->params, s->nonlayer_params);
+    s->passes = 1;
+    if ((st = get_u32_max(j, where, "passes", 1000, &s->passes, err)) != CZ_OK)
+        return st;
+    if (s->passes == 0)
+        return cz_err_set(err, CZ_EINVAL, "%s: field 'passes': expected 1 to 1000, got 0", where);
 
     s->weight_bytes = 2;
     s->kv_bytes = 2;
@@ -303,7 +319,7 @@ static cz_status parse_pipeline(const cJSON *p, const char *where, cz_model_card
     static const char *const keys[] = {"stage",          "from",         "io",
                                        "chunk_tokens",   "overlap_tokens", "out_per_in",
                                        "audio_s_per_token", "inner_stage", "inner_steps_per_token",
-                                       "input_tokens"};
+                                       "input_tokens", "prompt_tokens"};
     if (!p) {
         for (uint32_t i = 0; i < m->n_stages; i++) {
             if (m->stages[i].kind == CZ_STAGE_AR) {
@@ -351,6 +367,8 @@ static cz_status parse_pipeline(const cJSON *p, const char *where, cz_model_card
             (st = get_u32(it, ctx, "overlap_tokens", false, 0, &ps->overlap_tokens, err)) !=
                 CZ_OK ||
             (st = get_u32(it, ctx, "input_tokens", false, 0, &ps->input_tokens, err)) != CZ_OK ||
+            (st = get_u32_max(it, ctx, "prompt_tokens", 1u << 20, &ps->prompt_tokens, err)) !=
+                CZ_OK ||
             (st = get_pos(it, ctx, "out_per_in", false, false, &ps->out_per_in, err)) != CZ_OK ||
             (st = get_pos(it, ctx, "audio_s_per_token", kind == CZ_STAGE_VOCODER, false,
                           &ps->audio_s_per_token, err)) != CZ_OK)
@@ -400,6 +418,8 @@ static cz_status parse_pipeline(const cJSON *p, const char *where, cz_model_card
                 why = "an encoder needs \"io\": \"audio\" or \"image\" (what it encodes)";
         } else if (ps->input_tokens > 0) {
             why = "\"input_tokens\" applies to encoders only";
+        } else if (ps->prompt_tokens > 0 && kind != CZ_STAGE_VOCODER) {
+            why = "\"prompt_tokens\" applies to vocoders only";
         } else if (kind == CZ_STAGE_AR) {
             if (ps->io == CZ_IO_NONE)
                 ps->io = n_ar == 0 ? CZ_IO_TEXT : CZ_IO_AUDIO;

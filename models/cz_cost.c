@@ -134,8 +134,11 @@ void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_pa
         linear = 2.0 * cz__stage_body_params(s) * tokens +
                  2.0 * (double)s->vocab * s->hidden * emitting;
     }
+    /* a stage that makes several passes over its tokens (a flow-matching detokenizer's ODE
+     * steps) attends in each; flops_per_token already counts its linear FLOPs per pass */
+    double passes = s->passes ? s->passes : 1;
     double attn_positions = (double)b->prefill_attn_ctx + (double)b->decode_ctx_tokens;
-    double attn = 4.0 * s->layers * (double)s->heads * s->head_dim * attn_positions;
+    double attn = 4.0 * s->layers * (double)s->heads * s->head_dim * attn_positions * passes;
     out->flops = (linear + attn) / tp;
 
     /* Bytes: weights once per step; the KV cache each decode sequence attends to, and for
@@ -148,7 +151,7 @@ void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_pa
         prefill_ctx = (double)b->prefill_attn_ctx / (double)b->prefill_tokens * prefill_seqs;
     double kv = kv_token * ((double)b->decode_ctx_tokens + prefill_ctx + tokens);
     double act = 2.0 * s->layers * (double)s->hidden * tokens * CZ_ACT_BYTES;
-    out->bytes = weights + kv + act;
+    out->bytes = (weights + kv + act) * passes; /* every pass reads them again */
 
     out->compute_s = out->flops / (hw->bf16_flops * p->flops_eff);
     out->memory_s = out->bytes / (hw->hbm_bw_Bps * p->bw_eff);
@@ -158,9 +161,13 @@ void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_pa
     if (p->tp > 1) {
         double payload = tokens * s->hidden * CZ_ACT_BYTES;
         double ring_s = 2.0 * (tp - 1.0) / tp * payload / (hw->interconnect_Bps * p->link_eff);
-        out->comm_s = 2.0 * s->layers * (p->allreduce_latency_s + ring_s);
+        out->comm_s = 2.0 * s->layers * (p->allreduce_latency_s + ring_s) * passes;
     }
-    out->total_s = fmax(out->compute_s, out->memory_s) + out->comm_s + p->step_overhead_s;
+    /* the passes run one after the other, each bound by its own compute or memory and each
+     * paying the per-step overhead (as an inner stage's steps do, docs/cost-model.md) */
+    out->passes = (uint32_t)passes;
+    out->total_s = fmax(out->compute_s, out->memory_s) + out->comm_s +
+                   passes * p->step_overhead_s;
 }
 
 double cz_cost_share_s(const cz_step_cost *c, const cz_cost_params *p, double share)
@@ -169,7 +176,8 @@ double cz_cost_share_s(const cz_step_cost *c, const cz_cost_params *p, double sh
     if (c->total_s == 0.0)
         return 0.0;
     double bw = share < p->bw_sat_sm_fraction ? share / p->bw_sat_sm_fraction : 1.0;
-    return fmax(c->compute_s / share, c->memory_s / bw) + c->comm_s + p->step_overhead_s;
+    double passes = c->passes > 1 ? c->passes : 1;
+    return fmax(c->compute_s / share, c->memory_s / bw) + c->comm_s + passes * p->step_overhead_s;
 }
 
 double cz_cost_host_transfer_s(const cz_hw_card *hw, double bytes)

@@ -55,6 +55,10 @@ typedef struct cz_stage_card {
                                   * tables, position tables, patch embedding, final norms,
                                   * adapters): what stays on the GPU when the layers are
                                   * offloaded (Nova section III-E); 0 = none (default) */
+    uint32_t passes;             /* sequential forward passes one step makes over its tokens
+                                  * (a flow-matching detokenizer's ODE steps), each reading
+                                  * the weights and paying the step overhead; 1 = one pass.
+                                  * flops_per_token counts every pass */
 } cz_stage_card;
 
 /* What a pipeline stage consumes or produces. */
@@ -78,6 +82,8 @@ typedef struct cz_pipe_stage {
     uint32_t io;              /* cz_pipe_io: encoders' input, autoregressive stages' output */
     uint32_t chunk_tokens;    /* upstream tokens per hand-off (default 1; vocoders 25) */
     uint32_t overlap_tokens;  /* vocoder left context re-read per call */
+    uint32_t prompt_tokens;   /* vocoder: tokens of a reference clip every call re-reads
+                                 (zero-shot voice conditioning); 0 none */
     double out_per_in;        /* fed AR stage: tokens it may produce per upstream token (1) */
     double audio_s_per_token; /* vocoder: seconds of audio per input token */
     int32_t inner;            /* stage run inside every step of this one (a code predictor),
@@ -182,7 +188,10 @@ typedef struct cz_step_cost {
     double compute_s;
     double memory_s;
     double comm_s;        /* tensor-parallel all-reduces */
-    double total_s;       /* max(compute, memory) + comm + overhead */
+    double total_s;       /* passes x (max(compute, memory) + comm) / passes + overhead):
+                             max(compute, memory) + comm + overhead for one pass */
+    uint32_t passes;      /* the stage's sequential passes (0 for an empty step; 0 reads as
+                             1 in cz_cost_share_s) */
 } cz_step_cost;
 
 /* Roofline time of one step on one GPU of a tensor-parallel group of p->tp (formulas in

@@ -22,6 +22,8 @@ cz_policy_params cz_policy_params_default(void)
         .max_new_prefills = 1,
         .prefill_step_cap = 8,
         .throughput_mode = false,
+        .async_pipeline = false,
+        .corun_slowdown = 2.0,
         .base_batch = 128,
         .rt_ttft_s = 0.5,
         .rt_tpot_s = 0.1,
@@ -46,6 +48,10 @@ cz_status cz_policy_make(const char *name, const cJSON *params, const char *wher
                           "%s: unknown scheduler '%s' (known: fcfs, fcfs_scan, liveserve, "
                           "voxserve, bros, nova, pf_limit, chunked_prefill)",
                           where, name);
+    /* 001_4ea5faaee5602c5d.txt section 3.2.2: VoxServe runs its LLM and detokenizer steps
+     * as distinct GPU tasks on device streams; the baselines it is compared with run one
+     * step at a time (docs/policies.md) */
+    out->params.async_pipeline = out->ops == &cz_sched_voxserve;
     if (!params)
         return CZ_OK;
     static const char *const keys[] = {"name",           "stages",           "p_safe_s",
@@ -53,7 +59,8 @@ cz_status cz_policy_make(const char *name, const cJSON *params, const char *wher
                                        "pace_horizon_s",
                                        "urgent_window_s",
                                        "max_new_prefills", "prefill_step_cap", "throughput_mode",
-                                       "base_batch",     "rt_ttft_ms",       "rt_tpot_ms"};
+                                       "base_batch",     "rt_ttft_ms",       "rt_tpot_ms",
+                                       "async_pipeline", "corun_slowdown"};
     cz_policy_params *p = &out->params;
     uint64_t v;
     double ms;
@@ -69,7 +76,11 @@ cz_status cz_policy_make(const char *name, const cJSON *params, const char *wher
         (st = cz_json_num(params, where, "urgent_window_s", false, 0, 1e6, &p->urgent_window_s,
                           err)) != CZ_OK ||
         (st = cz_json_bool(params, where, "throughput_mode", false, &p->throughput_mode, err)) !=
-            CZ_OK)
+            CZ_OK ||
+        (st = cz_json_bool(params, where, "async_pipeline", false, &p->async_pipeline, err)) !=
+            CZ_OK ||
+        (st = cz_json_num(params, where, "corun_slowdown", false, 1.0, 100.0, &p->corun_slowdown,
+                          err)) != CZ_OK)
         return st;
     v = p->max_new_prefills;
     if ((st = cz_json_u64(params, where, "max_new_prefills", false, 1, 1u << 20, &v, err)) !=

@@ -35,6 +35,13 @@ typedef struct cz_policy_params {
     uint32_t max_new_prefills;/* new requests prefilled per step (1) */
     uint32_t prefill_step_cap;/* requests in a step that holds a prefill (8) */
     bool throughput_mode;     /* section 4.3.3: largest batches, no streaming priorities */
+    /* The GPU execution model of the stages this policy runs (read by the simulator):
+     * VoxServe's asynchronous pipeline (section 3.2.2) runs the LLM's and the
+     * detokenizer's steps on their own device streams, co-running on one GPU; otherwise a
+     * GPU runs one step at a time. On by default for voxserve, off for the others. */
+    bool async_pipeline;
+    double corun_slowdown;    /* co-running steps each take 1 + (k - 1)(c - 1) times their
+                                 time alone with k in flight (sim/cz_streams.h; 2.0) */
     /* BROS (003_4ea0224bc1b7e235.txt) */
     uint32_t base_batch;      /* base batch size (128) */
     double rt_ttft_s;         /* real-time SLOs: first token, and each later token */
@@ -86,11 +93,13 @@ typedef struct cz_detok_job {
 /* Orders jobs[0..n) for a detokenizer step: writes the queue positions to run, in order, to
  * pos_out (capacity n) and returns how many, at most max_batch; 0 when no job is urgent,
  * with *wake_s the earliest time one becomes urgent (INFINITY: never without new
- * telemetry). Throughput mode: every job in queue order. `scratch` holds n candidates.
- * Pure; no allocation. */
+ * telemetry). Throughput mode (section 4.3.3): every job in queue order up to max_batch,
+ * but only once max_batch jobs wait or `upstream_idle` (the stage feeding the detokenizer
+ * has nothing left to run); otherwise 0 with *wake_s INFINITY. `scratch` holds n
+ * candidates. Pure; no allocation. */
 uint32_t cz_voxserve_detok_pick(const cz_policy_params *p, const cz_detok_job *jobs, uint32_t n,
-                                double now_s, uint32_t max_batch, cz_cand *scratch,
-                                uint32_t *pos_out, double *wake_s);
+                                double now_s, uint32_t max_batch, bool upstream_idle,
+                                cz_cand *scratch, uint32_t *pos_out, double *wake_s);
 
 /* BROS's predicted step time of a batch with these features (step_s above). Pure. */
 double cz_bros_step_s(const cz_policy_params *p, double prefill_tokens, double decode_seqs,

@@ -17,12 +17,14 @@
 #include "cz_playback.h"
 #include "cz_rng.h"
 #include "cz_sim_int.h"
+#include "cz_streams.h"
 
 #define NONE UINT32_MAX
 
 enum {
     EV_ARRIVAL = 1, /* arg: global turn index */
-    EV_STEP_DONE,   /* arg: GPU */
+    EV_STEP_DONE,   /* a step's phase ends (cz_streams); arg: replica, arg2: its GPU's
+                       stream epoch when posted (stale once the epoch moved on: re-posted) */
     EV_XFER_DONE,   /* arg: replica, arg2: sequence * 2 + to_host */
     EV_BARGE_IN,    /* arg: session, arg2: global turn index */
     EV_REPLY_END,   /* arg: session, arg2: global turn index: playback of the reply ends */
@@ -43,6 +45,7 @@ typedef struct deferred_op {
 typedef struct rep_rt {
     uint32_t p;          /* pipeline stage */
     uint32_t gpu;
+    uint32_t stream;     /* its stream on the GPU (its position among the GPU's replicas) */
     cz_server *srv;      /* autoregressive stages */
     cz_jobq jq;          /* encoders and vocoders */
     uint32_t open_turns; /* router load */
@@ -56,11 +59,16 @@ typedef struct rep_rt {
     size_t dcap;
 } rep_rt;
 
+/* A GPU: its replicas' steps run on one stream each (cz_streams). Synchronous, one step
+ * runs at a time; asynchronous (a stage's policy asks for VoxServe's pipeline, section
+ * 3.2.2 of 001_4ea5faaee5602c5d.txt), every replica may have a step in flight and
+ * co-running steps slow each other by the contention factor. */
 typedef struct gpu_rt {
     cz_link link;
     uint32_t *reps;
     uint32_t n_reps, rr;
-    uint32_t running; /* replica whose step is in flight, NONE when idle */
+    bool async;       /* replicas' steps co-run */
+    cz_streams st;    /* the steps in flight */
     double wake_s;    /* the pending EV_WAKE, INFINITY when none */
 } gpu_rt;
 
@@ -221,13 +229,18 @@ double cz_sim_roofline_step_s(const cz_sim_config *cfg, uint32_t p, const cz_bat
     return t;
 }
 
-/* Step time of a batch of encoder or vocoder jobs. */
+/* Step time of a batch of encoder or vocoder jobs. A vocoder conditioned on a reference
+ * clip re-reads its prompt_tokens in every call, beside the job's own tokens
+ * (001_4ea5faaee5602c5d.txt, App. A: CosyVoice's detokenizer "at each iteration receives
+ * both the reference audio tokens and the newly generated audio tokens"). */
 static double jobs_step_s(const sim_state *S, uint32_t p, const cz_job *jobs, uint32_t n)
 {
+    uint64_t prompt = S->cfg->model.pipe[p].prompt_tokens;
     cz_batch_shape shape = {.prefill_seqs = n};
     for (uint32_t i = 0; i < n; i++) {
-        shape.prefill_tokens += jobs[i].tokens;
-        shape.prefill_attn_ctx += (uint64_t)jobs[i].tokens * (jobs[i].tokens + 1) / 2;
+        uint64_t t = jobs[i].tokens + prompt;
+        shape.prefill_tokens += t;
+        shape.prefill_attn_ctx += t * (t + 1) / 2;
     }
     cz_step_cost c;
     cz_cost_step(&S->cfg->model.stages[S->cfg->model.pipe[p].stage], &S->cfg->hw, &S->cfg->cost,
@@ -270,6 +283,34 @@ static void run_xfers(sim_state *S, uint32_t ri, double now)
     }
 }
 
+/* Posts the phase boundary of every step in flight on GPU gi at the time its stream model
+ * gives now (cz_streams_next_s), tagged with the current epoch: those posted before are
+ * stale. */
+static void post_step_ends(sim_state *S, uint32_t gi)
+{
+    gpu_rt *g = &S->gpus[gi];
+    for (uint32_t k = 0; k < g->n_reps; k++) {
+        uint32_t ri = g->reps[k];
+        if (S->reps[ri].busy)
+            cz_evq_push(&S->q, cz_streams_next_s(&g->st, S->reps[ri].stream), EV_STEP_DONE, ri,
+                        (uint32_t)g->st.epoch);
+    }
+}
+
+/* Starts a step of `dur` seconds alone on replica ri's stream. On an asynchronous GPU its
+ * host part, the cost model's per-step overhead (launches, scheduling, sampling), runs on
+ * the host thread and its kernels on the GPU (sim/cz_streams.h); a synchronous GPU runs one
+ * step at a time, so the split changes nothing there. */
+static void step_start(sim_state *S, uint32_t gi, rep_rt *r, double now, double dur)
+{
+    gpu_rt *g = &S->gpus[gi];
+    double host = 0.0;
+    if (g->async && S->cfg->cost_kind == CZ_COST_ROOFLINE)
+        host = fmin(S->cfg->cost.step_overhead_s, dur);
+    r->busy = true;
+    cz_streams_start(&g->st, r->stream, now, host, dur - host);
+}
+
 /* An idle GPU whose stages deferred work asks to be dispatched again at `wake` (at the
  * latest); one pending wake-up per GPU, the earliest. */
 static void gpu_wake(sim_state *S, uint32_t gi, double wake, double now)
@@ -284,9 +325,20 @@ static void gpu_wake(sim_state *S, uint32_t gi, double wake, double now)
     }
 }
 
+/* True when no replica of pipeline stage p has a turn open: an autoregressive stage has
+ * nothing left to run. */
+static bool stage_idle(const sim_state *S, uint32_t p)
+{
+    for (uint32_t k = 0; k < S->cfg->place[p].replicas; k++)
+        if (S->reps[S->rep_off[p] + k].open_turns > 0)
+            return false;
+    return true;
+}
+
 /* VoxServe's detokenizer (cz_voxserve_detok_pick): the vocoder replica runs only when an
  * urgent request has a chunk queued, urgent requests first; otherwise the GPU is woken
- * when the first queued chunk becomes urgent. */
+ * when the first queued chunk becomes urgent. In throughput mode it waits for a full batch
+ * or for the LLM feeding it to run out of work (section 4.3.3). */
 static uint32_t detok_schedule(sim_state *S, uint32_t gi, rep_rt *r, double now,
                                uint64_t *tokens)
 {
@@ -311,8 +363,10 @@ static uint32_t detok_schedule(sim_state *S, uint32_t gi, rep_rt *r, double now,
             .q = live ? cz_server_seq(S->reps[st->rep].srv, st->seq) : NULL, .pos = i};
     }
     double wake;
-    uint32_t k = cz_voxserve_detok_pick(&S->cfg->place[r->p].policy.params, r->djobs, n, now,
-                                        r->jq.max_batch, r->dcands, r->dpos, &wake);
+    const cz_policy_params *pp = &S->cfg->place[r->p].policy.params;
+    bool upstream_idle = pp->throughput_mode && stage_idle(S, (uint32_t)from);
+    uint32_t k = cz_voxserve_detok_pick(pp, r->djobs, n, now, r->jq.max_batch, upstream_idle,
+                                        r->dcands, r->dpos, &wake);
     if (k == 0) {
         gpu_wake(S, gi, wake, now);
         return 0;
@@ -320,16 +374,21 @@ static uint32_t detok_schedule(sim_state *S, uint32_t gi, rep_rt *r, double now,
     return cz_jobq_schedule_picked(&r->jq, r->dpos, k, tokens);
 }
 
-/* An idle GPU asks its replicas for work in turn, starting after the last one served. */
+/* A GPU asks its idle replicas for work in turn, starting after the last one served:
+ * synchronous, only when no step is in flight, and the first that has work runs;
+ * asynchronous, every idle replica that has work starts a step on its stream. */
 static void dispatch(sim_state *S, uint32_t gi, double now)
 {
     gpu_rt *g = &S->gpus[gi];
-    if (g->running != NONE)
+    if (!g->async && g->st.inflight > 0)
         return;
     double wake = INFINITY; /* the earliest look-again a stage's policy asked for */
+    bool started = false;
     for (uint32_t i = 0; i < g->n_reps; i++) {
         uint32_t ri = g->reps[(g->rr + i) % g->n_reps];
         rep_rt *r = &S->reps[ri];
+        if (r->busy)
+            continue;
         double dur = -1;
         if (r->srv) {
             cz_batch b;
@@ -346,14 +405,20 @@ static void dispatch(sim_state *S, uint32_t gi, double now)
                 dur = jobs_step_s(S, r->p, r->jq.batch, n);
         }
         if (dur >= 0) {
-            r->busy = true;
-            g->running = ri;
-            g->rr = (g->rr + i + 1) % g->n_reps;
-            cz_evq_push(&S->q, now + dur, EV_STEP_DONE, gi, 0);
-            return;
+            step_start(S, gi, r, now, dur);
+            started = true;
+            if (!g->async) {
+                g->rr = (g->rr + i + 1) % g->n_reps;
+                break;
+            }
         }
     }
-    gpu_wake(S, gi, wake, now);
+    if (started)
+        post_step_ends(S, gi);
+    /* a synchronous GPU that started a step is dispatched again when it ends; an
+     * asynchronous one may hold a deferring stage beside a step in flight */
+    if (!started || g->async)
+        gpu_wake(S, gi, wake, now);
 }
 
 static void dispatch_all(sim_state *S, double now)
@@ -1226,8 +1291,10 @@ static void sim_state_free(sim_state *S)
         free(S->reps[i].dcands);
         free(S->reps[i].dpos);
     }
-    for (uint32_t g = 0; g < S->cfg->n_gpus; g++)
+    for (uint32_t g = 0; g < S->cfg->n_gpus; g++) {
         free(S->gpus[g].reps);
+        cz_streams_free(&S->gpus[g].st);
+    }
     free(S->reps);
     free(S->gpus);
     cz_evq_free(&S->q);
@@ -1254,9 +1321,11 @@ static void build_replicas(sim_state *S, uint64_t expected)
     }
     S->reps = cz_xcalloc(S->n_reps, sizeof *S->reps);
     S->gpus = cz_xcalloc(cfg->n_gpus, sizeof *S->gpus);
+    double *corun = cz_xmalloc(cfg->n_gpus * sizeof *corun); /* each GPU's contention */
+    for (uint32_t g = 0; g < cfg->n_gpus; g++)
+        corun[g] = 1.0;
     for (uint32_t g = 0; g < cfg->n_gpus; g++) {
         S->gpus[g].reps = cz_xmalloc(S->n_reps * sizeof(uint32_t));
-        S->gpus[g].running = NONE;
         S->gpus[g].wake_s = INFINITY;
         cz_link_init(&S->gpus[g].link, cfg->hw.host_link_Bps, cfg->hw.host_link_latency_s,
                      cfg->hw.host_link_full_duplex);
@@ -1294,9 +1363,22 @@ static void build_replicas(sim_state *S, uint64_t expected)
                                 cfg->place[p].policy.ops == &cz_sched_voxserve;
             }
             gpu_rt *g = &S->gpus[r->gpu];
+            r->stream = g->n_reps;
             g->reps[g->n_reps++] = ri;
+            /* 001_4ea5faaee5602c5d.txt section 3.2.2: a stage run under VoxServe's
+             * asynchronous pipeline puts its GPU's steps on streams that co-run */
+            const cz_policy_params *pp = &cfg->place[p].policy.params;
+            if (pp->async_pipeline) {
+                g->async = true;
+                if (pp->corun_slowdown > corun[r->gpu])
+                    corun[r->gpu] = pp->corun_slowdown;
+            }
         }
     }
+    for (uint32_t g = 0; g < cfg->n_gpus; g++)
+        cz_streams_init(&S->gpus[g].st, S->gpus[g].n_reps ? S->gpus[g].n_reps : 1,
+                        corun[g]);
+    free(corun);
 }
 
 cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics *m,
@@ -1409,6 +1491,10 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
     double now = 0.0;
     bool cut = false; /* the clock stopped at sim.max_time_s with events still due */
     while (cz_evq_pop(&S.q, &ev)) {
+        if (ev.type == EV_STEP_DONE &&
+            (!S.reps[ev.arg].busy ||
+             ev.arg2 != (uint32_t)S.gpus[S.reps[ev.arg].gpu].st.epoch))
+            continue; /* re-posted since: a step started or ended beside it */
         if (ev.t_s > cfg->max_time_s) {
             cut = true;
             break;
@@ -1430,11 +1516,14 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
             break;
         }
         case EV_STEP_DONE: {
-            gpu_rt *g = &S.gpus[ev.arg];
-            uint32_t ri = g->running;
+            uint32_t ri = ev.arg;
             rep_rt *r = &S.reps[ri];
-            g->running = NONE;
-            r->busy = false;
+            gpu_rt *g = &S.gpus[r->gpu];
+            bool ended = cz_streams_boundary(&g->st, r->stream, now);
+            r->busy = !ended;
+            post_step_ends(&S, r->gpu);
+            if (!ended)
+                continue; /* its host part is done; its kernels run */
             if (r->srv)
                 on_ar_done(&S, ri, now);
             else
@@ -1458,6 +1547,7 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
                 a->last_audio_s = pl->chunks ? pl->last_arrival_s : NAN;
                 a->max_underrun_s = pl->max_underrun_s;
                 a->underruns = pl->underruns;
+                a->chunks = pl->chunks;
                 a->continuous = cz_player_continuous(pl);
                 a->end_s = now;
                 turn_ended(&S, ev.arg, now, false);

@@ -6,7 +6,8 @@
  * The driver owns time. Events are arrivals (open-loop turns in time order, fed one at a
  * time; closed-loop turns pushed when the previous reply ends), session starts under a
  * concurrency bound, batch and transfer completions, barge-ins and stream ticks. A GPU
- * runs one step at a time; when idle it asks its stage replicas for work in turn. The
+ * runs one step at a time and, when idle, asks its stage replicas for work in turn; under
+ * VoxServe's asynchronous pipeline its replicas' steps co-run on streams (cz_streams.h). The
  * client side (playback, barge-in, periodic frames) is simulated here too
  * (docs/pipeline.md). */
 #ifndef CZ_SIM_H

@@ -279,6 +279,11 @@ static cJSON *scheduler(rng *r)
         cJSON_AddBoolToObject(s, "throughput_mode", chance(r, 0.3));
         cJSON_AddNumberToObject(s, "urgent_window_s", unif(r) * 3);
     }
+    /* the GPU execution model: any scheduler's stages may run on co-running streams */
+    if (chance(r, 0.4)) {
+        cJSON_AddBoolToObject(s, "async_pipeline", chance(r, 0.6));
+        cJSON_AddNumberToObject(s, "corun_slowdown", 1.0 + unif(r) * 3);
+    }
     return s;
 }
 

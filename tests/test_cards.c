@@ -551,3 +551,45 @@ Test(cards, parse_rules)
                  CZ_EINVAL);
     cr_assert(strstr(err.msg, "'stages'") != NULL, "%s", err.msg);
 }
+
+/* CosyVoice2 as VoxServe's App. A runs it (001_4ea5faaee5602c5d.txt): chunks of 15 new
+ * tokens with 3 of lookahead, every detokenizer call reading the 164-token reference
+ * clip, the flow-matching ODE's 10 Euler steps as 10 passes; and the fields' rules. */
+Test(cards, detokenizer_passes_and_reference_prompt)
+{
+    cz_model_card c = load_model("cosyvoice2");
+    const cz_pipe_stage *v = &c.pipe[1];
+    cr_assert_eq(v->chunk_tokens, 15);
+    cr_assert_eq(v->overlap_tokens, 3);
+    cr_assert_eq(v->prompt_tokens, 164);
+    cr_assert_eq(stage(&c, "token2wav")->passes, 10);
+    cr_assert_eq(stage(&c, "llm")->passes, 1);
+    cr_assert_eq(c.pipe[0].prompt_tokens, 0);
+
+    cz_model_card m;
+    cz_err err;
+    cz_err_clear(&err);
+    const char *base =
+        "{\"name\":\"m\",\"source\":\"s\",\"stages\":["
+        "{\"name\":\"x\",\"kind\":\"ar\",\"layers\":2,\"hidden\":64,\"heads\":4,\"kv_heads\":4,"
+        "\"intermediate\":8,\"vocab\":10,\"params\":1e5},"
+        "{\"name\":\"v\",\"kind\":\"vocoder\",\"layers\":2,\"hidden\":64,\"heads\":4,"
+        "\"kv_heads\":4,\"intermediate\":8,\"vocab\":0,\"params\":1e5%s}],"
+        "\"pipeline\":[{\"stage\":\"x\",\"io\":\"audio\"%s},"
+        "{\"stage\":\"v\",\"from\":\"x\",\"audio_s_per_token\":0.04%s}]}";
+    char text[1024];
+    snprintf(text, sizeof text, base, ",\"passes\":4", "", ",\"prompt_tokens\":7");
+    cr_assert_eq(parse_text(text, &m, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(m.stages[1].passes, 4);
+    cr_assert_eq(m.pipe[1].prompt_tokens, 7);
+    snprintf(text, sizeof text, base, ",\"passes\":0", "", "");
+    cr_assert_eq(parse_text(text, &m, &err), CZ_EINVAL);
+    cr_assert(strstr(err.msg, "stages[1] (v)") && strstr(err.msg, "'passes'"), "%s", err.msg);
+    /* a reference clip is a vocoder's */
+    snprintf(text, sizeof text, base, "", ",\"prompt_tokens\":7", "");
+    cr_assert_eq(parse_text(text, &m, &err), CZ_EINVAL);
+    cr_assert(strstr(err.msg, "pipeline[0]") && strstr(err.msg, "prompt_tokens"), "%s", err.msg);
+    snprintf(text, sizeof text, base, "", "", ",\"prompt_tokens\":2000000");
+    cr_assert_eq(parse_text(text, &m, &err), CZ_EINVAL);
+    cr_assert(strstr(err.msg, "'prompt_tokens'"), "%s", err.msg);
+}

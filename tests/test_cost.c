@@ -386,3 +386,36 @@ Test(cost, sm_share_scales_compute_and_saturating_bandwidth)
     cr_assert(strstr(err.msg, "bw_sat_sm_fraction"), "%s", err.msg);
     cJSON_Delete(j);
 }
+
+/* A stage that makes several passes over its tokens (cosyvoice2's token2wav: 10 Euler
+ * steps of its flow-matching ODE) reads its weights and activations and pays the step
+ * overhead in each pass; flops_per_token (6.7e9) already counts every pass, the attention
+ * is computed in each. One call on 15 new tokens, 3 of lookahead and the 164-token
+ * reference: 182 tokens attending causally, 182 x 183 / 2 = 16,653 positions. Vocoders
+ * hold no KV. */
+Test(cost, passes_of_a_flow_matching_detokenizer)
+{
+    cz_model_card m = model("cosyvoice2");
+    cz_hw_card h = hw("h100-sxm");
+    cz_cost_params p = cz_cost_params_default();
+    const cz_stage_card *s = stage(&m, "token2wav");
+    cr_assert_eq(s->passes, 10);
+    cz_batch_shape b = {.prefill_tokens = 182, .prefill_seqs = 1, .prefill_attn_ctx = 16653};
+    cz_step_cost c;
+    cz_cost_step(s, &h, &p, &b, &c);
+    double flops = 6.7e9 * 182 + 4.0 * 56 * 8 * 64 * 16653 * 10;
+    double bytes = (1.3e8 * 2 + 2.0 * 56 * 256 * 182 * 2) * 10;
+    assert_near(c.flops, flops);
+    assert_near(c.bytes, bytes);
+    assert_near(c.compute_s, flops / (H100_FLOPS * 0.6));
+    assert_near(c.memory_s, bytes / (H100_BW * 0.8));
+    cr_assert_eq(c.passes, 10);
+    /* compute-bound: 2.09 ms of kernels and 10 x 2 ms of per-pass overhead */
+    assert_near(c.total_s, flops / (H100_FLOPS * 0.6) + 10 * 2e-3);
+    assert_near(cz_cost_share_s(&c, &p, 1.0), c.total_s);
+    /* the same card with one pass pays the overhead once */
+    cz_stage_card one = *s;
+    one.passes = 1;
+    cz_cost_step(&one, &h, &p, &b, &c);
+    assert_near(c.total_s, (6.7e9 * 182 + 4.0 * 56 * 8 * 64 * 16653) / (H100_FLOPS * 0.6) + 2e-3);
+}

@@ -433,3 +433,79 @@ Test(pipeline, metronome_unbounded_walls_by_memory)
     cJSON_Delete(j);
     free(path);
 }
+
+static const char *tts_cfg(const char *card_file, const char *scheduler)
+{
+    static char buf[1024];
+    char *card = cz_test_path(card_file);
+    snprintf(buf, sizeof buf,
+             "{\"model\": \"%s\", \"hardware\": \"h100-sxm\","
+             " \"cost\": {\"step_overhead_s\": 0.01}, \"scheduler\": %s,"
+             " \"server\": {\"kv_blocks\": 64},"
+             " \"workload\": {\"trace\": {\"path\": \"one_turn.jsonl\"}}}",
+             card, scheduler);
+    free(card);
+    return buf;
+}
+
+/* VoxServe's asynchronous pipeline (001_4ea5faaee5602c5d.txt section 3.2.2, Figure 5) on
+ * one GPU, by hand (tests/data/pipeline/tiny-tts.json): an LLM step is 10 ms on the host
+ * and 10 ms of kernels, a detokenizer call 10 ms on the host and 20 ms of kernels; one
+ * turn of 6 audio tokens in chunks of 2.
+ *
+ * Synchronous, one step at a time: LLM steps [0, .02] .. [.02, .04] (tokens 1, 2: chunk 1),
+ * detokenizer [.04, .07] (audio 1), LLM [.07, .09] [.09, .11] (chunk 2), detokenizer
+ * [.11, .14], LLM [.14, .16] [.16, .18] (the last chunk), detokenizer [.18, .21].
+ *
+ * Asynchronous with contention 1.5: the LLM's first two steps end at .02 and .04. At .04
+ * LLM step 3 and detokenizer call 1 start together: their host parts share the host thread
+ * (each at half speed) until .06; then both kernels co-run at 1 / 1.5: the LLM's 10 ms end
+ * at .075 (token 3), and the detokenizer, with 10 of its 20 ms done, runs alone to .085
+ * (audio 1). LLM step 4: host [.075, .085] beside the detokenizer's kernels, kernels alone
+ * [.085, .095] (token 4, chunk 2). At .095 LLM step 5 and call 2 repeat the pattern of .04:
+ * token 5 at .13, audio 2 at .14; step 6: host [.13, .14], kernels [.14, .15] (token 6, the
+ * last chunk); call 3 alone: [.15, .18]. */
+Test(pipeline, async_pipeline_hand_timeline)
+{
+    const struct {
+        const char *sched;
+        double audio[3], llm_done;
+    } cases[] = {
+        {"\"fcfs\"", {0.07, 0.14, 0.21}, 0.18},
+        {"{\"name\": \"fcfs\", \"async_pipeline\": true, \"corun_slowdown\": 1.5}",
+         {0.085, 0.14, 0.18}, 0.15},
+    };
+    for (size_t k = 0; k < 2; k++) {
+        run r;
+        run_config(&r, tts_cfg("tests/data/pipeline/tiny-tts.json", cases[k].sched));
+        const cz_req_record *llm = rec_of(&r, 0);
+        cr_assert_eq(llm->output_tokens, 6);
+        cr_assert_float_eq(llm->first_token_s, 0.02, EPS);
+        cr_assert_float_eq(llm->finish_s, cases[k].llm_done, EPS, "case %zu: LLM done at %g", k,
+                           llm->finish_s);
+        const cz_audio_record *a = &r.m.audio[0];
+        cr_assert_float_eq(a->first_audio_s, cases[k].audio[0], EPS, "case %zu: %g", k,
+                           a->first_audio_s);
+        cr_assert_float_eq(a->last_audio_s, cases[k].audio[2], EPS, "case %zu: %g", k,
+                           a->last_audio_s);
+        cr_assert_eq(a->chunks, 3);
+        /* Eq. 2: audio 2 is due by audio 1 + 0.16 s, audio 3 by audio 1 + 0.32 s */
+        cr_assert_eq(a->underruns, 0);
+        cr_assert_float_eq(cJSON_GetObjectItem(r.summary, "streaming_viability")->valuedouble,
+                           1.0, 0);
+        run_free(&r);
+    }
+}
+
+/* A detokenizer conditioned on a reference clip reads its 3 prompt tokens in every call
+ * (App. A), in 3 passes (tests/data/pipeline/tiny-tts-prompt.json): the first chunk's 2
+ * tokens, queued when the LLM's second step ends at .02, take (2 + 3) x 1 ms of compute
+ * and 3 x 10 ms of per-pass overhead: audio 1 at .02 + .035. */
+Test(pipeline, detokenizer_reads_its_reference_every_call)
+{
+    run r;
+    run_config(&r, tts_cfg("tests/data/pipeline/tiny-tts-prompt.json", "\"fcfs\""));
+    cr_assert_float_eq(r.m.audio[0].first_audio_s, 0.055, EPS, "%g",
+                       r.m.audio[0].first_audio_s);
+    run_free(&r);
+}

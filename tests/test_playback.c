@@ -7,6 +7,7 @@
 #include <math.h>
 #include <signal.h>
 
+#include "cz_metrics.h"
 #include "cz_playback.h"
 
 static cz_player fed(const double (*chunks)[2], size_t n)
@@ -239,4 +240,65 @@ Test(playback, heard_before_last_arrival_aborts, .signal = SIGABRT)
     cz_player_init(&p, CZ_PLAYER_THRESHOLD_S);
     cz_player_chunk(&p, 1.0, 0.5);
     (void)cz_player_heard_s(&p, 0.5);
+}
+
+/* A completed turn's record as the simulator fills it at the reply's end. */
+static cz_audio_record record_of(const cz_player *p, double ready_s, uint32_t barged)
+{
+    return (cz_audio_record){.barged = barged, .continuous = cz_player_continuous(p),
+                             .underruns = p->underruns, .chunks = p->chunks,
+                             .ready_s = ready_s, .first_audio_s = p->start_s,
+                             .last_audio_s = p->last_arrival_s, .audio_s = p->audio_s,
+                             .max_underrun_s = p->max_underrun_s};
+}
+
+/* VoxServe's streaming viability (Eq. 2) per chunk with threshold 0, beside vLLM-Omni's
+ * continuity (0.1 s): turn A's third chunk arrives 0.1 s behind the never-pausing clock
+ * (2.3 - 1.0 against 1.2 s received): late for Eq. 2, continuous for vLLM-Omni; turn B's
+ * second chunk arrives exactly when the first ends (D = 0): in time; turn D has one chunk,
+ * which Eq. 2 does not constrain; the barged turn is left out, as for continuity. 2 of 3
+ * paced chunks in time. Throughput: 3.8 s of audio from the first turn sent (0) to the
+ * last chunk (2.5). */
+Test(playback, streaming_viability_per_chunk_and_inverse_rtf)
+{
+    cz_metrics m;
+    cz_metrics_init(&m, 0.0, 0);
+    cz_player a, b, c, d;
+    cz_player_init(&a, CZ_PLAYER_THRESHOLD_S);
+    cz_player_chunk(&a, 1.0, 0.6);
+    cz_player_chunk(&a, 1.5, 0.6);
+    cz_player_chunk(&a, 2.3, 0.6);
+    cz_player_init(&b, CZ_PLAYER_THRESHOLD_S);
+    cz_player_chunk(&b, 2.0, 0.5);
+    cz_player_chunk(&b, 2.5, 0.5);
+    cz_player_init(&c, CZ_PLAYER_THRESHOLD_S);
+    cz_player_chunk(&c, 1.0, 0.1);
+    cz_player_chunk(&c, 3.0, 0.1);
+    cz_player_init(&d, CZ_PLAYER_THRESHOLD_S);
+    cz_player_chunk(&d, 0.4, 1.0);
+    cr_assert_eq(a.underruns, 1);
+    cr_assert(cz_player_continuous(&a));
+    cr_assert_eq(b.underruns, 0);
+    cz_audio_record r[] = {record_of(&a, 0.5, 0), record_of(&b, 1.5, 0),
+                           record_of(&c, 0.8, 1), record_of(&d, 0.0, 0)};
+    for (int i = 0; i < 4; i++)
+        cz_metrics_add_audio(&m, &r[i]);
+    cz_audio_summary s;
+    cz_audio_summarize(&m, NULL, 10.0, &s);
+    cr_assert_eq(s.completed, 3);
+    cr_assert_float_eq(s.continuity_ok_rate, 1.0, 0);
+    cr_assert_eq(s.paced_chunks, 3);
+    cr_assert_eq(s.underrun_events, 1);
+    cr_assert_float_eq(s.streaming_viability, 2.0 / 3.0, 1e-15);
+    cr_assert_float_eq(s.total_audio_s, 3.8, 1e-12);
+    cr_assert_float_eq(s.audio_span_s, 2.5, 1e-15);
+    cr_assert_float_eq(s.inverse_rtf, 3.8 / 2.5, 1e-12);
+    cz_metrics_free(&m);
+    /* no chunk after a first: nothing for Eq. 2 to judge */
+    cz_metrics_init(&m, 0.0, 0);
+    cz_metrics_add_audio(&m, &r[3]);
+    cz_audio_summarize(&m, NULL, 10.0, &s);
+    cr_assert_eq(s.paced_chunks, 0);
+    cr_assert(isnan(s.streaming_viability));
+    cz_metrics_free(&m);
 }

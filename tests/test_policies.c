@@ -9,7 +9,8 @@
 #include "cz_policies.h"
 
 /* A running decode of a turn that has produced `gen` tokens and whose client has received
- * `received` s and played `played` s as of `report`. */
+ * `received` s and played `played` s as of `report`, without a stall (its first chunk
+ * arrived at report - played). */
 static cz_seq playing(uint32_t gen, double received, double played, double report,
                       uint32_t blocks)
 {
@@ -25,6 +26,7 @@ static cz_seq playing(uint32_t gen, double received, double played, double repor
     q.received_s = received;
     q.played_s = played;
     q.report_s = report;
+    q.first_audio_s = received > 0 ? report - played : NAN; /* no stall so far */
     q.last_token_s = report;
     return q;
 }
@@ -513,7 +515,7 @@ Test(policies, voxserve_detokenizer_rule)
     double wake;
     /* queue: s1, none (a cut turn), s0, s2, s3 */
     cz_detok_job jobs[] = {{&s[1], 0}, {NULL, 1}, {&s[0], 2}, {&s[2], 3}, {&s[3], 4}};
-    uint32_t k = cz_voxserve_detok_pick(&p, jobs, 5, 5.0, 64, scratch, pos, &wake);
+    uint32_t k = cz_voxserve_detok_pick(&p, jobs, 5, 5.0, 64, false, scratch, pos, &wake);
     /* startup oldest first (s3, s2), then steady nearest deadline (s0), then the others in
      * queue order (s1), the job without a request last */
     cr_assert_eq(k, 5);
@@ -522,18 +524,118 @@ Test(policies, voxserve_detokenizer_rule)
         cr_assert_eq(pos[i], want[i], "position %u: %u", i, pos[i]);
     cr_assert(isinf(wake));
     /* the batch cap */
-    cr_assert_eq(cz_voxserve_detok_pick(&p, jobs, 5, 5.0, 2, scratch, pos, &wake), 2);
+    cr_assert_eq(cz_voxserve_detok_pick(&p, jobs, 5, 5.0, 2, false, scratch, pos, &wake), 2);
     cr_assert(pos[0] == 4 && pos[1] == 3);
     /* nothing urgent: the detokenizer waits, and is woken when s1's chunk becomes urgent */
     cz_detok_job calm[] = {{&s[1], 0}, {NULL, 1}};
-    cr_assert_eq(cz_voxserve_detok_pick(&p, calm, 2, 5.0, 64, scratch, pos, &wake), 0);
+    cr_assert_eq(cz_voxserve_detok_pick(&p, calm, 2, 5.0, 64, false, scratch, pos, &wake), 0);
     cr_assert_float_eq(wake, 5.5, 1e-12);
-    cr_assert_eq(cz_voxserve_detok_pick(&p, calm, 2, 5.5, 64, scratch, pos, &wake), 2);
+    cr_assert_eq(cz_voxserve_detok_pick(&p, calm, 2, 5.5, 64, false, scratch, pos, &wake), 2);
     cr_assert(pos[0] == 0 && pos[1] == 1);
-    /* throughput mode: everything, in queue order */
+    /* throughput mode (section 4.3.3): the largest batch, in queue order: two chunks of a
+     * possible 64 wait while the LLM still runs; they go once it has nothing left, or
+     * when they fill the batch */
     p.throughput_mode = true;
-    cr_assert_eq(cz_voxserve_detok_pick(&p, calm, 2, 5.0, 64, scratch, pos, &wake), 2);
+    cr_assert_eq(cz_voxserve_detok_pick(&p, calm, 2, 5.0, 64, false, scratch, pos, &wake), 0);
+    cr_assert(isinf(wake));
+    cr_assert_eq(cz_voxserve_detok_pick(&p, calm, 2, 5.0, 64, true, scratch, pos, &wake), 2);
     cr_assert(pos[0] == 0 && pos[1] == 1);
+    cr_assert_eq(cz_voxserve_detok_pick(&p, jobs, 5, 5.0, 3, false, scratch, pos, &wake), 3);
+    cr_assert(pos[0] == 0 && pos[1] == 1 && pos[2] == 2);
+}
+
+/* Section 3.2.1 and Eq. 2: the steady-state deadline runs on a clock started at the first
+ * chunk's arrival that never pauses. The client got its first chunk at 1.0, has received
+ * 10 s, the latest chunk 2 s: that chunk starts at 1 + 10 - 2 = 9 on that clock. At 8.1 it
+ * is 0.9 s away: urgent. The player stalled 0.5 s on the way, so it has played only
+ * 8.1 - 1 - 0.5 = 6.6 s: a pausing clock would put the start 10 - 6.6 - 2 = 1.4 s away,
+ * not urgent, and let a request that fell behind fall further. */
+Test(policies, voxserve_deadline_does_not_pause_at_a_stall)
+{
+    cz_policy_params p = cz_policy_params_default(); /* window 1 s */
+    cz_seq s[2];
+    s[0] = playing(250, 10.0, 6.6, 8.1, 1);
+    s[0].last_chunk_s = 2.0;
+    s[0].first_audio_s = 1.0; /* played 6.6 of the 7.1 s since: a 0.5 s stall */
+    s[1] = playing(250, 10.0, 6.6, 8.1, 1); /* no stall: first chunk at 1.5, start 9.5 */
+    s[1].last_chunk_s = 2.0;
+    cz_sched_ctx ctx = ctx_of(s, 8.1);
+    ctx.running = 2;
+    cz_cand c[2];
+    cands_of(s, 2, c);
+    cz_sched_ops ops = cz_sched_voxserve;
+    ops.state = &p;
+    ops.select(ops.state, &ctx, c, 2);
+    cr_assert_eq(c[0].seq, 0);
+    cr_assert_eq(c[0].group, 2, "0.9 s from its deadline: urgent");
+    cr_assert_float_eq(c[0].key, 0.9, 1e-12);
+    cr_assert_eq(c[1].group, 3, "1.4 s from its deadline: not urgent");
+    /* the detokenizer sees the same deadline: only s0's chunk is urgent, and s1's becomes
+     * urgent at 9.5 - 1 = 8.5 */
+    cz_cand scratch[2];
+    uint32_t pos[2];
+    double wake;
+    cz_detok_job jobs[] = {{&s[1], 0}, {&s[0], 1}};
+    cr_assert_eq(cz_voxserve_detok_pick(&p, jobs, 2, 8.1, 64, false, scratch, pos, &wake), 2);
+    cr_assert(pos[0] == 1 && pos[1] == 0);
+    cz_detok_job calm[] = {{&s[1], 0}};
+    cr_assert_eq(cz_voxserve_detok_pick(&p, calm, 1, 8.1, 64, false, scratch, pos, &wake), 0);
+    cr_assert_float_eq(wake, 8.5, 1e-12);
+}
+
+/* Throughput mode (section 4.3.3) fills the largest batch, new requests first (its
+ * OfflineScheduler prefills before it decodes): two waiting requests of 6 and 8 tokens
+ * and three decodes under a budget of 16 tokens and 5 slots (2 free): both prefills
+ * (14 tokens), then two of the decodes in FCFS order; the third finds no budget. */
+Test(policies, voxserve_throughput_mode_prefills_first)
+{
+    cz_policy_params p = cz_policy_params_default();
+    p.throughput_mode = true;
+    cz_seq s[5];
+    for (int i = 0; i < 3; i++)
+        s[i] = playing(20, 0.0, 0.0, NAN, 2);
+    s[3] = waiting(6, 1.0);
+    s[4] = waiting(8, 2.0);
+    cz_sched_ctx ctx = ctx_of(s, 5.0);
+    ctx.token_budget = 16;
+    ctx.seq_cap = 5;
+    ctx.running = 3;
+    cz_cand c[5];
+    cands_of(s, 5, c);
+    cz_sched_ops ops = cz_sched_voxserve;
+    ops.state = &p;
+    ops.select(ops.state, &ctx, c, 5);
+    const uint32_t order[] = {3, 4, 0, 1, 2};
+    const uint32_t take[] = {6, 8, 1, 1, 0};
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(c[i].seq, order[i], "position %d: %u", i, c[i].seq);
+        cr_assert_eq(c[i].take, take[i], "position %d takes %u", i, c[i].take);
+    }
+}
+
+/* VoxServe's stages run its asynchronous pipeline unless told otherwise (section 3.2.2);
+ * the other schedulers run one step at a time; the contention factor is at least 1. */
+Test(policies, async_pipeline_parameters)
+{
+    cz_policy pol;
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_policy_make("voxserve", NULL, "t", &pol, &err), CZ_OK);
+    cr_assert(pol.params.async_pipeline);
+    cr_assert_float_eq(pol.params.corun_slowdown, 2.0, 0);
+    cr_assert_eq(cz_policy_make("fcfs", NULL, "t", &pol, &err), CZ_OK);
+    cr_assert(!pol.params.async_pipeline);
+    cJSON *j = cJSON_Parse("{\"name\": \"voxserve\", \"async_pipeline\": false, "
+                           "\"corun_slowdown\": 1.25}");
+    cr_assert_eq(cz_policy_make("voxserve", j, "t", &pol, &err), CZ_OK, "%s", err.msg);
+    cr_assert(!pol.params.async_pipeline);
+    cr_assert_float_eq(pol.params.corun_slowdown, 1.25, 0);
+    cJSON_Delete(j);
+    j = cJSON_Parse("{\"name\": \"fcfs\", \"corun_slowdown\": 0.5}");
+    cr_assert_eq(cz_policy_make("fcfs", j, "cfg.json: scheduler", &pol, &err), CZ_EINVAL);
+    cr_assert(strstr(err.msg, "cfg.json: scheduler") && strstr(err.msg, "corun_slowdown"), "%s",
+              err.msg);
+    cJSON_Delete(j);
 }
 
 Test(policies, nova_static_split_enumeration)

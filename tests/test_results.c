@@ -130,7 +130,7 @@ static void fill_junk(cz_metrics *m, unsigned char junk)
     cz_audio_record a;
     memset(&a, junk, sizeof a);
     a.session = 1;
-    a.turn = a.barged = a.continuous = a.underruns = 0;
+    a.turn = a.barged = a.continuous = a.underruns = a.chunks = 0;
     a.ready_s = a.speech_start_s = a.first_audio_s = a.last_audio_s = 1.0;
     a.audio_s = a.heard_s = a.max_underrun_s = a.end_s = 2.0;
     cz_metrics_add_audio(m, &a);
