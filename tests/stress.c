@@ -638,8 +638,13 @@ int main(int argc, char **argv)
                         "[--timeout SEC] [--keep DIR] [--print] [CONFIG.json...]\n");
         return 2;
     }
-    const char *cadenza = argv[1];
-    root = argv[2];
+    /* absolute paths: the configs are written, and the runs started, in a scratch folder */
+    char *cadenza = realpath(argv[1], NULL), *abs_root = realpath(argv[2], NULL);
+    if (!cadenza || !abs_root) {
+        fprintf(stderr, "stress: cannot find %s\n", cadenza ? argv[2] : argv[1]);
+        return 2;
+    }
+    root = abs_root;
     uint64_t seed = 1;
     unsigned count = 200, timeout_s = 60;
     const char *keep = NULL;
@@ -728,6 +733,8 @@ int main(int argc, char **argv)
     if (system(cmd) != 0)
         fprintf(stderr, "stress: could not remove %s\n", dir);
     free(files);
+    free(cadenza);
+    free(abs_root);
     printf("stress: %u runs, %u refused by the config loader (exit 2)\n", t.passed + t.failed,
            t.refused);
     if (t.refused * 10 > t.passed + t.failed) {
