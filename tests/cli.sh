@@ -7,19 +7,7 @@ cz=$1
 root=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-check() { # description, then a command that must succeed
-    local what=$1
-    shift
-    if "$@" >"$tmp/out" 2>"$tmp/err"; then
-        pass=$((pass + 1))
-    else
-        fail=$((fail + 1))
-        echo "FAIL: $what"
-        sed 's/^/  /' "$tmp/out" "$tmp/err" | head -20
-    fi
-}
+. "$(dirname "$0")/check.sh"
 expect_exit() { # code, command...
     local want=$1
     shift
