@@ -46,7 +46,7 @@ static double wall_now(void)
 }
 
 /* A live line on a terminal (4 updates a second), a plain line every 5 s otherwise. */
-static void print_progress(void *ctx, const cz_sim_progress *p)
+static void print_progress(void *ctx, const cz_run_progress *p)
 {
     progress_ctx *c = ctx;
     double now = wall_now();
@@ -157,14 +157,14 @@ static void print_pipeline_lines(const cJSON *s)
 }
 
 cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *base_dir,
-                          bool progress, cz_sim_config *cfg, cz_metrics *m, cz_summary *sum,
-                          cz_sim_stats *stats, cJSON **summary, double *wall_s, cz_err *err)
+                          bool progress, cz_config *cfg, cz_metrics *m, cz_summary *sum,
+                          cz_run_stats *stats, cJSON **summary, double *wall_s, cz_err *err)
 {
     cz_workload wl;
     cz_workload_init(&wl);
     *summary = NULL;
     memset(m, 0, sizeof *m);
-    cz_status st = cz_sim_config_parse(cfg_json, where, base_dir, cfg, &wl, err);
+    cz_status st = cz_config_parse(cfg_json, where, base_dir, cfg, &wl, err);
     if (st == CZ_OK) {
         cz_metrics_init(m, cfg->timeline_interval_s, wl.n_turns);
         progress_ctx pc = {isatty(STDERR_FILENO) == 1, wall_now(), wall_now()};
@@ -175,8 +175,8 @@ cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *
     if (st == CZ_OK) {
         cz_metrics_summarize(m, &cfg->slo, sum);
         cJSON *j = cz_summary_json(sum);
-        cz_sim_summary_json(cfg, m, stats, sum, j);
-        cz_sim_add_theory(cfg, cfg_json, sum, j);
+        cz_run_summary_json(cfg, m, stats, sum, j);
+        cz_run_add_theory(cfg, cfg_json, sum, j);
         cJSON_AddStringToObject(j, "cadenza_version", cz_version());
         cJSON_AddStringToObject(j, "driver", "sim");
         cJSON_AddNumberToObject(j, "seed", (double)cfg->seed);
@@ -261,13 +261,13 @@ int cz_cmd_sim(int argc, char **argv)
     if (st == CZ_OK && out_summary)
         st = cz_out_add(out_summary, &tmp_summary, &err);
 
-    cz_sim_config cfg;
+    cz_config cfg;
     cz_metrics m;
     memset(&m, 0, sizeof m);
     cJSON *summary = NULL;
     int rc = CZ_EXIT_OK;
     cz_summary sum;
-    cz_sim_stats stats;
+    cz_run_stats stats;
     double wall_s = 0;
     if (st == CZ_OK) {
         st = cz_cli_simulate(cfg_json, where, base_dir, show_progress && !quiet, &cfg, &m, &sum,

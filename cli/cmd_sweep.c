@@ -295,11 +295,11 @@ int cz_cmd_sweep(int argc, char **argv)
         }
         char where[512];
         snprintf(where, sizeof where, "%s (point %llu)", path, (unsigned long long)pt + 1);
-        cz_sim_config c;
+        cz_config c;
         cz_metrics m;
         memset(&m, 0, sizeof m);
         cz_summary sum;
-        cz_sim_stats stats;
+        cz_run_stats stats;
         cJSON *summary = NULL;
         double wall_s = 0;
         if (st == CZ_OK) {

@@ -22,8 +22,8 @@ int cz_cmd_trace(int argc, char **argv);
  * cz_metrics_free), *sum and *summary (the JSON summary with the config, seed and version;
  * caller deletes) are filled and *wall_s is the simulation's wall time. */
 cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *base_dir,
-                          bool progress, cz_sim_config *cfg, cz_metrics *m, cz_summary *sum,
-                          cz_sim_stats *stats, cJSON **summary, double *wall_s, cz_err *err);
+                          bool progress, cz_config *cfg, cz_metrics *m, cz_summary *sum,
+                          cz_run_stats *stats, cJSON **summary, double *wall_s, cz_err *err);
 
 /* The folder of `path` ("." when it has none); caller frees. */
 char *cz_cli_dir_of(const char *path);

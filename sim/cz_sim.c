@@ -1,233 +1,52 @@
-/* cz_sim.c - the simulator's run: the pipeline of a model card on its GPUs, the client
- * (playback, barge-in) and periodic streams, driven by the event queue (cz_sim.h,
- * docs/pipeline.md). */
+/* cz_sim.c - the discrete-event driver of the deployment runtime (cz_sim.h): time is an
+ * event queue, a step takes the cost model's time (under the model of co-running streams,
+ * cz_streams.h), a KV transfer the modelled host link's (cz_link.h). */
 #include "cz_sim.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <gsl/gsl_rng.h>
 
+#include "cz_deploy.h"
 #include "cz_evq.h"
-#include "cz_jobq.h"
-#include "cz_json.h"
 #include "cz_link.h"
-#include "cz_playback.h"
 #include "cz_rng.h"
 #include "cz_sim_int.h"
 #include "cz_streams.h"
 
 #define NONE UINT32_MAX
 
+/* Event types past the runtime's timers (cz_timer_kind, which keep their own numbers). */
 enum {
-    EV_ARRIVAL = 1, /* arg: global turn index */
-    EV_STEP_DONE,   /* a step's phase ends (cz_streams); arg: replica, arg2: its GPU's
-                       stream epoch when posted (stale once the epoch moved on: re-posted) */
-    EV_XFER_DONE,   /* arg: replica, arg2: sequence * 2 + to_host */
-    EV_BARGE_IN,    /* arg: session, arg2: global turn index */
-    EV_REPLY_END,   /* arg: session, arg2: global turn index: playback of the reply ends */
-    EV_TICK,        /* arg: stream, arg2: frame */
-    EV_SPEECH,      /* arg: global turn index: the user starts speaking it */
-    EV_WAKE,        /* arg: GPU: a deferred job becomes due (VoxServe's detokenizer) */
-    EV_ADMIT        /* the session gateway's tick (Metronome's AIMD) */
+    EV_STEP_DONE = 100, /* a step's phase ends (cz_streams); arg: replica, arg2: its GPU's
+                           stream epoch when posted (stale once the epoch moved on) */
+    EV_XFER_DONE        /* arg: replica, arg2: sequence * 2 + to_host */
 };
 
-/* An operation on a replica's serving core that must wait for its batch to end. */
-typedef struct deferred_op {
-    uint32_t kind; /* 0 feed, 1 abort */
-    uint32_t seq, session;
-    uint32_t in, out; /* feed: tokens; abort: out = tokens to keep */
-    bool final;
-} deferred_op;
-
-typedef struct rep_rt {
-    uint32_t p;          /* pipeline stage */
-    uint32_t gpu;
-    uint32_t stream;     /* its stream on the GPU (its position among the GPU's replicas) */
-    cz_server *srv;      /* autoregressive stages */
-    cz_jobq jq;          /* encoders and vocoders */
-    uint32_t open_turns; /* router load */
-    bool busy;           /* its batch is in flight */
-    deferred_op *ops;
-    uint32_t n_ops, cap_ops;
-    bool detok_rule;     /* a vocoder under VoxServe: cz_voxserve_detok_pick orders it */
-    cz_detok_job *djobs; /* its scratch, capacity dcap */
-    cz_cand *dcands;
-    uint32_t *dpos;
-    size_t dcap;
-} rep_rt;
-
-/* A GPU: its replicas' steps run on one stream each (cz_streams). Synchronous, one step
- * runs at a time; asynchronous (a stage's policy asks for VoxServe's pipeline, section
- * 3.2.2 of 001_4ea5faaee5602c5d.txt), every replica may have a step in flight and
- * co-running steps slow each other by the contention factor. */
-typedef struct gpu_rt {
+typedef struct sim_gpu {
     cz_link link;
-    uint32_t *reps;
-    uint32_t n_reps, rr;
-    bool async;       /* replicas' steps co-run */
-    cz_streams st;    /* the steps in flight */
-    double wake_s;    /* the pending EV_WAKE, INFINITY when none */
-} gpu_rt;
-
-/* A session's progress; per pipeline stage state lives in sim_state.sp. */
-typedef struct ses_rt {
-    uint32_t arrived, submitted, ended;
-    uint32_t g;           /* global index of the open turn, NONE when none */
-    uint32_t blocked;     /* barge-in aborts still waiting for a batch to end */
-    uint32_t outstanding; /* encoder jobs, open stage turns and vocoder jobs of the turn */
-    uint32_t enc_pending;
-    bool barged, generated; /* the open turn was cut; its generation is complete */
-    uint32_t refused;     /* a stage refused the open turn: CZ_REQ_REJECTED (the first
-                             autoregressive stage) or CZ_REQ_FAILED (a later one); 0 none */
-    uint32_t refused_at;  /* the autoregressive stage that refused it */
-    uint64_t rec0;        /* the open turn's record at the first AR stage (UINT64_MAX none) */
-    double ready_s;
-    uint64_t audio_rec;
-} ses_rt;
-
-/* A session's state at one pipeline stage. */
-typedef struct ses_stage {
-    uint32_t rep;    /* replica serving it, NONE before routing */
-    uint32_t seq;    /* its sequence there (AR stages), NONE when none */
-    uint32_t gen;    /* tokens generated in the open turn, as last reported */
-    uint32_t fed;    /* tokens of output allowed to this stage so far (a fed AR stage) */
-    uint32_t handed; /* upstream tokens handed to this stage so far (a vocoder) */
-    uint32_t target; /* output tokens of the open turn at this stage */
-    bool open, done; /* its turn started; finished */
-} ses_stage;
-
-typedef struct stream_rt {
-    uint32_t rep, seq;
-    uint32_t frames, ticked, done;
-    bool live, rejected;  /* admitted and not yet ended; refused (by the gateway, or its
-                             first frame can never fit the KV pool) */
-    bool failed;          /* its context outgrew the pool: later frames come back empty */
-} stream_rt;
+    cz_streams st;   /* the steps in flight */
+    uint32_t *reps;  /* its replicas, by slot */
+    uint32_t n_reps;
+    bool async;
+} sim_gpu;
 
 typedef struct sim_state {
-    const cz_sim_config *cfg;
-    const cz_workload *wl;
-    cz_metrics *m;
+    const cz_config *cfg;
+    cz_deploy *d;
     cz_evq q;
-    uint32_t n_pipe;
-    uint32_t first_ar;     /* pipeline index of the first AR stage */
-    int32_t voc;           /* pipeline index of the vocoder, -1 none */
-    uint32_t ar_ord[CZ_MAX_STAGES]; /* AR ordinal of each pipeline stage */
-    rep_rt *reps;
+    sim_gpu *gpus;
     uint32_t n_reps;
-    uint32_t rep_off[CZ_MAX_STAGES]; /* first replica of each stage */
-    gpu_rt *gpus;
-    double kv_bytes_per_token[CZ_MAX_STAGES];
-    uint32_t *turn_session;
-    ses_rt *ses;
-    ses_stage *sp;         /* n_sessions x n_pipe */
-    cz_player *players;    /* per session, audio pipelines */
-    stream_rt *streams;
-    uint32_t *initial;
-    uint32_t n_initial, next_initial;
-    uint32_t *bounded;
-    uint32_t n_bounded, next_bounded;
+    uint32_t *rep_gpu, *rep_slot;
+    bool *busy;            /* per replica: a step in flight */
     double *service_s;     /* per sequence: the open turn's service time (CZ_COST_SERVICE) */
     uint32_t *service_life;
     gsl_rng *rng;
-    uint64_t arrived, finished;
-    uint8_t *turn_out;     /* per workload turn: its outcome once decided (0: open) */
-    /* the session gateway */
-    cz_admission adm;
-    uint32_t live_streams;
-    double tick_max_lat_s;   /* the longest Step wait recorded since the last gateway tick */
-    double streams_end_s;    /* when the last stream ends */
-    double last_start_s;     /* when the last stream starts (arrivals stop) */
-    uint32_t cap_at_last_s;  /* the gateway's cap when the last session arrived */
-    double live_since_s;     /* live-session time integral over the second half of the
-                                arrivals, [last_start_s / 2, last_start_s] */
-    double live_area;
-    uint64_t end_blocks_sum;  /* KV blocks sessions held when they ended */
-    uint32_t n_ended;
 } sim_state;
 
-static ses_stage *SP(sim_state *S, uint32_t si, uint32_t p)
-{
-    return &S->sp[(size_t)si * S->n_pipe + p];
-}
-
-/* Turn g of session si ends in `outcome` at `now`: recorded once (a second outcome for
- * one turn is a bug). */
-static void turn_outcome(sim_state *S, uint32_t si, uint32_t g, uint32_t outcome,
-                         uint32_t stage, double now)
-{
-    CZ_ASSERT(g < S->wl->n_turns && S->turn_out[g] == 0);
-    S->turn_out[g] = (uint8_t)outcome;
-    const ses_rt *ss = &S->ses[si];
-    cz_turn_record t = {
-        .session = si,
-        .req = ss->g == g ? ss->rec0 : UINT64_MAX,
-        .end_s = now,
-        .turn = g - S->wl->sessions[si].turn_off,
-        .cls = (uint32_t)S->wl->sessions[si].cls,
-        .outcome = outcome,
-        .stage = stage,
-    };
-    cz_metrics_add_turn(S->m, &t);
-}
-
-/* ---- sorting the arrivals ---- */
-
-/* Sort key: arrival time, then index, so equal times keep workload order. */
-typedef struct sort_key {
-    double t_s;
-    uint32_t idx;
-} sort_key;
-
-static int cmp_key(const void *a, const void *b)
-{
-    const sort_key *x = a, *y = b;
-    if (x->t_s != y->t_s)
-        return x->t_s < y->t_s ? -1 : 1;
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
-/* Sorts ids[0..n) by times[k] (the arrival of ids[k]). */
-void cz__sort_by_time(uint32_t *ids, const double *times, uint32_t n)
-{
-    sort_key *k = cz_xmalloc((n ? n : 1) * sizeof *k);
-    for (uint32_t i = 0; i < n; i++)
-        k[i] = (sort_key){times[i], ids[i]};
-    qsort(k, n, sizeof *k, cmp_key);
-    for (uint32_t i = 0; i < n; i++)
-        ids[i] = k[i].idx;
-    free(k);
-}
-
 /* ---- step costs ---- */
-
-double cz_sim_roofline_step_s(const cz_sim_config *cfg, uint32_t p, const cz_batch *b)
-{
-    const cz_pipe_stage *ps = &cfg->model.pipe[p];
-    cz_batch_shape shape = {
-        .prefill_tokens = b->prefill_tokens,
-        .prefill_seqs = b->prefill_seqs,
-        .prefill_attn_ctx = b->prefill_attn_ctx,
-        .decode_seqs = b->decode_seqs,
-        .decode_ctx_tokens = b->decode_ctx_tokens,
-    };
-    cz_step_cost c;
-    cz_cost_step(&cfg->model.stages[ps->stage], &cfg->hw, &cfg->cost, &shape, &c);
-    double t = c.total_s;
-    if (ps->inner >= 0) {
-        /* the inner stage (a code predictor) runs inner_steps sequential small steps for
-         * the tokens this step emits, with a context of at most inner_steps */
-        uint32_t emitted = b->decode_seqs + b->prefill_seqs;
-        cz_batch_shape in = {.decode_seqs = emitted,
-                             .decode_ctx_tokens = (uint64_t)emitted * ps->inner_steps};
-        cz_cost_step(&cfg->model.stages[ps->inner], &cfg->hw, &cfg->cost, &in, &c);
-        t += ps->inner_steps * c.total_s;
-    }
-    return t;
-}
 
 /* Step time of a batch of encoder or vocoder jobs. A vocoder conditioned on a reference
  * clip re-reads its prompt_tokens in every call, beside the job's own tokens
@@ -248,39 +67,41 @@ static double jobs_step_s(const sim_state *S, uint32_t p, const cz_job *jobs, ui
     return c.total_s;
 }
 
-static double service_share(sim_state *S, uint32_t seq, uint32_t tokens)
+static double service_share(const sim_state *S, uint32_t seq, uint32_t tokens)
 {
     return S->service_s[seq] * (double)tokens / (double)S->service_life[seq];
 }
 
-static double ar_step_s(sim_state *S, const rep_rt *r, const cz_batch *b)
+static double ar_step_s(const sim_state *S, const cz_deploy_step *st)
 {
+    const cz_batch *b = st->batch;
     if (S->cfg->cost_kind == CZ_COST_ROOFLINE)
-        return cz_sim_roofline_step_s(S->cfg, r->p, b);
+        return cz_config_roofline_step_s(S->cfg, st->p, b);
     double t = 0.0;
     for (uint32_t k = 0; k < b->n_items; k++)
         t += service_share(S, b->items[k].seq, b->items[k].tokens);
-    for (uint32_t id = cz_server_decode_first(r->srv); id != NONE;
-         id = cz_server_decode_next(r->srv, id))
+    for (uint32_t id = cz_server_decode_first(st->srv); id != NONE;
+         id = cz_server_decode_next(st->srv, id))
         t += service_share(S, id, 1);
     return t;
 }
 
-/* ---- dispatch ---- */
+/* ---- the driver's table ---- */
 
-/* Hands the transfers replica `ri` asked for to its GPU's host link. */
-static void run_xfers(sim_state *S, uint32_t ri, double now)
+/* Starts a step alone on its replica's stream. On an asynchronous GPU its host part, the
+ * cost model's per-step overhead (launches, scheduling, sampling), runs on the host thread
+ * and its kernels on the GPU (cz_streams.h); a synchronous GPU runs one step at a time, so
+ * the split changes nothing there. */
+static void drv_step(void *ctx, const cz_deploy_step *st, double now)
 {
-    rep_rt *r = &S->reps[ri];
-    if (!r->srv)
-        return;
-    uint32_t n;
-    const cz_xfer *x = cz_server_take_xfers(r->srv, &n);
-    for (uint32_t i = 0; i < n; i++) {
-        double bytes = x[i].tokens * S->kv_bytes_per_token[r->p];
-        double done = cz_link_submit(&S->gpus[r->gpu].link, now, bytes, x[i].to_host);
-        cz_evq_push(&S->q, done, EV_XFER_DONE, ri, x[i].seq * 2 + (x[i].to_host ? 1 : 0));
-    }
+    sim_state *S = ctx;
+    double dur = st->srv ? ar_step_s(S, st) : jobs_step_s(S, st->p, st->jobs, st->n_jobs);
+    sim_gpu *g = &S->gpus[st->gpu];
+    double host = 0.0;
+    if (g->async && S->cfg->cost_kind == CZ_COST_ROOFLINE)
+        host = fmin(S->cfg->cost.step_overhead_s, dur);
+    S->busy[st->rep] = true;
+    cz_streams_start(&g->st, S->rep_slot[st->rep], now, host, dur - host);
 }
 
 /* Posts the phase boundary of every step in flight on GPU gi at the time its stream model
@@ -288,1212 +109,150 @@ static void run_xfers(sim_state *S, uint32_t ri, double now)
  * stale. */
 static void post_step_ends(sim_state *S, uint32_t gi)
 {
-    gpu_rt *g = &S->gpus[gi];
+    sim_gpu *g = &S->gpus[gi];
     for (uint32_t k = 0; k < g->n_reps; k++) {
         uint32_t ri = g->reps[k];
-        if (S->reps[ri].busy)
-            cz_evq_push(&S->q, cz_streams_next_s(&g->st, S->reps[ri].stream), EV_STEP_DONE, ri,
+        if (S->busy[ri])
+            cz_evq_push(&S->q, cz_streams_next_s(&g->st, k), EV_STEP_DONE, ri,
                         (uint32_t)g->st.epoch);
     }
 }
 
-/* Starts a step of `dur` seconds alone on replica ri's stream. On an asynchronous GPU its
- * host part, the cost model's per-step overhead (launches, scheduling, sampling), runs on
- * the host thread and its kernels on the GPU (sim/cz_streams.h); a synchronous GPU runs one
- * step at a time, so the split changes nothing there. */
-static void step_start(sim_state *S, uint32_t gi, rep_rt *r, double now, double dur)
+static void drv_launched(void *ctx, uint32_t gpu, double now)
 {
-    gpu_rt *g = &S->gpus[gi];
-    double host = 0.0;
-    if (g->async && S->cfg->cost_kind == CZ_COST_ROOFLINE)
-        host = fmin(S->cfg->cost.step_overhead_s, dur);
-    r->busy = true;
-    cz_streams_start(&g->st, r->stream, now, host, dur - host);
+    (void)now;
+    post_step_ends(ctx, gpu);
 }
 
-/* An idle GPU whose stages deferred work asks to be dispatched again at `wake` (at the
- * latest); one pending wake-up per GPU, the earliest. */
-static void gpu_wake(sim_state *S, uint32_t gi, double wake, double now)
+static void drv_xfer(void *ctx, uint32_t rep, uint32_t gpu, const cz_xfer *x, double bytes,
+                     double now)
 {
-    gpu_rt *g = &S->gpus[gi];
-    if (!(wake < INFINITY))
+    sim_state *S = ctx;
+    double done = cz_link_submit(&S->gpus[gpu].link, now, bytes, x->to_host);
+    cz_evq_push(&S->q, done, EV_XFER_DONE, rep, x->seq * 2 + (x->to_host ? 1 : 0));
+}
+
+static double drv_xfer_eta(void *ctx, uint32_t gpu, double bytes, bool to_host, double now)
+{
+    sim_state *S = ctx;
+    return cz_link_eta(&S->gpus[gpu].link, now, bytes, to_host);
+}
+
+static void drv_timer(void *ctx, double t, uint32_t kind, uint32_t a, uint32_t b)
+{
+    sim_state *S = ctx;
+    cz_evq_push(&S->q, t, kind, a, b);
+}
+
+/* Cost kind "service": each turn carries a service time drawn from the config's
+ * distribution, spread over the tokens it computes (docs/validation.md). */
+static void drv_turn_opened(void *ctx, uint32_t rep, uint32_t seq, uint64_t rec, uint32_t in,
+                            uint32_t out)
+{
+    sim_state *S = ctx;
+    (void)rep;
+    if (S->cfg->cost_kind != CZ_COST_SERVICE)
         return;
-    wake = fmax(wake, now + 1e-9);
-    if (wake < g->wake_s) {
-        g->wake_s = wake;
-        cz_evq_push(&S->q, wake, EV_WAKE, gi, 0);
-    }
-}
-
-/* True when no replica of pipeline stage p has a turn open: an autoregressive stage has
- * nothing left to run. */
-static bool stage_idle(const sim_state *S, uint32_t p)
-{
-    for (uint32_t k = 0; k < S->cfg->place[p].replicas; k++)
-        if (S->reps[S->rep_off[p] + k].open_turns > 0)
-            return false;
-    return true;
-}
-
-/* VoxServe's detokenizer (cz_voxserve_detok_pick): the vocoder replica runs only when an
- * urgent request has a chunk queued, urgent requests first; otherwise the GPU is woken
- * when the first queued chunk becomes urgent. In throughput mode it waits for a full batch
- * or for the LLM feeding it to run out of work (section 4.3.3). */
-static uint32_t detok_schedule(sim_state *S, uint32_t gi, rep_rt *r, double now,
-                               uint64_t *tokens)
-{
-    uint32_t n = cz_jobq_len(&r->jq);
-    if (n == 0)
-        return 0;
-    if (n > r->dcap) {
-        size_t cap = r->dcap;
-        cz_grow((void **)&r->djobs, &cap, n, sizeof *r->djobs);
-        cap = r->dcap;
-        cz_grow((void **)&r->dcands, &cap, n, sizeof *r->dcands);
-        cap = r->dcap;
-        cz_grow((void **)&r->dpos, &cap, n, sizeof *r->dpos);
-        r->dcap = cap;
-    }
-    int32_t from = S->cfg->model.pipe[r->p].from;
-    for (uint32_t i = 0; i < n; i++) {
-        const cz_job *j = cz_jobq_peek(&r->jq, i);
-        const ses_stage *st = SP(S, j->owner, (uint32_t)from);
-        bool live = S->ses[j->owner].g == j->tag && st->seq != NONE;
-        r->djobs[i] = (cz_detok_job){
-            .q = live ? cz_server_seq(S->reps[st->rep].srv, st->seq) : NULL, .pos = i};
-    }
-    double wake;
-    const cz_policy_params *pp = &S->cfg->place[r->p].policy.params;
-    bool upstream_idle = pp->throughput_mode && stage_idle(S, (uint32_t)from);
-    uint32_t k = cz_voxserve_detok_pick(pp, r->djobs, n, now, r->jq.max_batch, upstream_idle,
-                                        r->dcands, r->dpos, &wake);
-    if (k == 0) {
-        gpu_wake(S, gi, wake, now);
-        return 0;
-    }
-    return cz_jobq_schedule_picked(&r->jq, r->dpos, k, tokens);
-}
-
-/* A GPU asks its idle replicas for work in turn, starting after the last one served:
- * synchronous, only when no step is in flight, and the first that has work runs;
- * asynchronous, every idle replica that has work starts a step on its stream. */
-static void dispatch(sim_state *S, uint32_t gi, double now)
-{
-    gpu_rt *g = &S->gpus[gi];
-    if (!g->async && g->st.inflight > 0)
-        return;
-    double wake = INFINITY; /* the earliest look-again a stage's policy asked for */
-    bool started = false;
-    for (uint32_t i = 0; i < g->n_reps; i++) {
-        uint32_t ri = g->reps[(g->rr + i) % g->n_reps];
-        rep_rt *r = &S->reps[ri];
-        if (r->busy)
-            continue;
-        double dur = -1;
-        if (r->srv) {
-            cz_batch b;
-            if (cz_server_schedule(r->srv, now, &b))
-                dur = ar_step_s(S, r, &b);
-            else
-                wake = fmin(wake, cz_server_wake_at(r->srv));
-            run_xfers(S, ri, now);
-        } else {
-            uint64_t tokens;
-            uint32_t n = r->detok_rule ? detok_schedule(S, gi, r, now, &tokens)
-                                       : cz_jobq_schedule(&r->jq, &tokens);
-            if (n)
-                dur = jobs_step_s(S, r->p, r->jq.batch, n);
-        }
-        if (dur >= 0) {
-            step_start(S, gi, r, now, dur);
-            started = true;
-            if (!g->async) {
-                g->rr = (g->rr + i + 1) % g->n_reps;
-                break;
-            }
-        }
-    }
-    if (started)
-        post_step_ends(S, gi);
-    /* a synchronous GPU that started a step is dispatched again when it ends; an
-     * asynchronous one may hold a deferring stage beside a step in flight */
-    if (!started || g->async)
-        gpu_wake(S, gi, wake, now);
-}
-
-static void dispatch_all(sim_state *S, double now)
-{
-    for (uint32_t gi = 0; gi < S->cfg->n_gpus; gi++)
-        dispatch(S, gi, now);
-}
-
-/* ---- routing ---- */
-
-static uint32_t route(sim_state *S, uint32_t si, uint32_t p, uint32_t g)
-{
-    const cz_stage_place *pl = &S->cfg->place[p];
-    uint32_t base = S->rep_off[p];
-    ses_stage *st = SP(S, si, p);
-    if (pl->replicas == 1)
-        return base;
-    if (S->cfg->router == CZ_ROUTER_SESSION && st->rep != NONE)
-        return st->rep;
-    if (S->cfg->router == CZ_ROUTER_RANDOM) {
-        cz_rng_reseed(S->rng, S->cfg->seed, CZ_RNG_ROUTER, (uint64_t)g * CZ_MAX_STAGES + p);
-        return base + (uint32_t)gsl_rng_uniform_int(S->rng, pl->replicas);
-    }
-    uint32_t best = base;
-    for (uint32_t r = 1; r < pl->replicas; r++)
-        if (S->reps[base + r].open_turns < S->reps[best].open_turns)
-            best = base + r;
-    return best;
-}
-
-/* The sequence of session `si` at AR stage `p` on the replica the router picks; a
- * session moved to another replica leaves its KV behind. */
-static uint32_t stage_seq(sim_state *S, uint32_t si, uint32_t p, uint32_t g)
-{
-    ses_stage *st = SP(S, si, p);
-    uint32_t ri = route(S, si, p, g);
-    if (st->rep != ri && st->seq != NONE) {
-        cz_server_seq_close(S->reps[st->rep].srv, st->seq);
-        st->seq = NONE;
-    }
-    st->rep = ri;
-    if (st->seq == NONE)
-        st->seq = cz_server_seq_open(S->reps[ri].srv, si, (uint32_t)S->wl->sessions[si].cls, false);
-    return st->seq;
-}
-
-/* ---- deferred operations ---- */
-
-static void op_apply(sim_state *S, rep_rt *r, const deferred_op *op, double now);
-
-static void op_submit(sim_state *S, uint32_t ri, deferred_op op, double now)
-{
-    rep_rt *r = &S->reps[ri];
-    if (!r->busy) {
-        op_apply(S, r, &op, now);
-        run_xfers(S, ri, now);
-        return;
-    }
-    if (r->n_ops + 1 > r->cap_ops) {
-        size_t cap = r->cap_ops;
-        cz_grow((void **)&r->ops, &cap, r->n_ops + 1, sizeof *r->ops);
-        r->cap_ops = (uint32_t)cap;
-    }
-    r->ops[r->n_ops++] = op;
-}
-
-/* ---- turns ---- */
-
-static void turn_ended(sim_state *S, uint32_t si, double now, bool barged);
-static void submit_next(sim_state *S, uint32_t si, double now);
-static void generation_complete(sim_state *S, uint32_t si, double now);
-
-static bool stage_is_ar(const sim_state *S, uint32_t p)
-{
-    return S->cfg->model.stages[S->cfg->model.pipe[p].stage].kind == CZ_STAGE_AR;
-}
-
-static uint32_t turn_in_tokens(const cz_turn *t)
-{
-    uint32_t in = cz_turn_in_tokens(t);
-    return in ? in : 1;
-}
-
-/* Output tokens of the turn at AR stage p: text or audio tokens (at least 1: an engine
- * cannot serve a zero-token reply). */
-static uint32_t stage_out_tokens(const sim_state *S, uint32_t p, const cz_turn *t)
-{
-    uint32_t out = S->cfg->model.pipe[p].io == CZ_IO_AUDIO ? t->out_audio_tokens
-                                                            : t->out_text_tokens;
-    return out ? out : 1;
-}
-
-/* Asks AR stage p of the session to report when its next hand-off to a downstream stage
- * is due. */
-static void ask_next_report(sim_state *S, uint32_t si, uint32_t p)
-{
-    ses_stage *st = SP(S, si, p);
-    uint32_t next = NONE;
-    for (uint32_t d = p + 1; d < S->n_pipe; d++) {
-        const cz_pipe_stage *ds = &S->cfg->model.pipe[d];
-        if (ds->from != (int32_t)p)
-            continue;
-        uint32_t at = stage_is_ar(S, d) ? st->gen + ds->chunk_tokens
-                                        : SP(S, si, d)->handed + ds->chunk_tokens;
-        if (at < next)
-            next = at;
-    }
-    if (next == NONE || next >= st->target)
-        return;
-    rep_rt *r = &S->reps[st->rep];
-    const cz_seq *q = cz_server_seq(r->srv, st->seq);
-    cz_server_notify_at(r->srv, st->seq, q->turn_generated_base + next);
-}
-
-/* Starts the turn at AR stage p: the first AR stage gets the whole input; a fed one
- * starts with the input embeddings and the output its upstream allows so far. */
-static void stage_start(sim_state *S, uint32_t si, uint32_t p, uint32_t out, bool final,
-                        double now)
-{
-    ses_rt *ss = &S->ses[si];
-    const cz_turn *t = &S->wl->turns[ss->g];
-    ses_stage *st = SP(S, si, p);
-    uint32_t seq = st->seq;
-    rep_rt *r = &S->reps[st->rep];
-    uint32_t k = ss->g - S->wl->sessions[si].turn_off;
-    uint32_t in = turn_in_tokens(t);
-    uint64_t rec =
-        cz_server_turn(r->srv, ss->ready_s, seq, k, S->ar_ord[p], in, out, st->target, final);
-    st->open = true;
-    st->gen = 0;
-    st->fed = out;
-    if (S->cfg->cost_kind == CZ_COST_SERVICE) {
-        cz_rng_reseed(S->rng, S->cfg->seed, CZ_RNG_SERVICE, rec);
-        S->service_s[seq] = cz_distspec_draw(&S->cfg->service, S->rng);
-        S->service_life[seq] = in + out - 1;
-    }
-    if (S->m->req[rec].outcome == CZ_REQ_REJECTED) {
-        /* the turn cannot be served: nothing flows to the later stages; refused by the
-         * first stage it is rejected, by a later one (after work was done) it failed */
-        if (p == S->first_ar)
-            ss->rec0 = rec;
-        if (!ss->refused) {
-            ss->refused = p == S->first_ar ? CZ_REQ_REJECTED : CZ_REQ_FAILED;
-            ss->refused_at = S->ar_ord[p];
-        }
-        st->open = false;
-        for (uint32_t d = p; d < S->n_pipe; d++)
-            SP(S, si, d)->done = true;
-        if (ss->outstanding == 0 && !ss->generated)
-            generation_complete(S, si, now);
-        return;
-    }
-    if (p == S->first_ar)
-        ss->rec0 = rec;
-    r->open_turns++;
-    ss->outstanding++;
-    run_xfers(S, st->rep, now);
-    ask_next_report(S, si, p);
-}
-
-/* The turn's generation is complete (every stage done): the reply ends when its audio
- * has played, or now for text. */
-static void generation_complete(sim_state *S, uint32_t si, double now)
-{
-    ses_rt *ss = &S->ses[si];
-    ss->generated = true;
-    if (S->voc < 0) {
-        turn_ended(S, si, now, false);
-        return;
-    }
-    const cz_player *pl = &S->players[si];
-    double end = pl->chunks ? cz_player_end_s(pl) : now;
-    cz_evq_push(&S->q, end > now ? end : now, EV_REPLY_END, si, ss->g);
-}
-
-/* Stage p of the session's open turn made progress (a report or its end): hand tokens
- * to the stages it feeds. */
-static void stage_progress(sim_state *S, uint32_t si, uint32_t p, double now, bool done)
-{
-    ses_rt *ss = &S->ses[si];
-    ses_stage *st = SP(S, si, p);
-    const cz_turn *t = &S->wl->turns[ss->g];
-    if (stage_is_ar(S, p) && st->seq != NONE && st->open) {
-        rep_rt *r = &S->reps[st->rep];
-        const cz_seq *q = cz_server_seq(r->srv, st->seq);
-        st->gen = q->generated - q->turn_generated_base;
-    }
-    for (uint32_t d = p + 1; d < S->n_pipe; d++) {
-        const cz_pipe_stage *ds = &S->cfg->model.pipe[d];
-        if (ds->from != (int32_t)p)
-            continue;
-        ses_stage *dst = SP(S, si, d);
-        if (stage_is_ar(S, d)) {
-            uint32_t total = stage_out_tokens(S, d, t);
-            double want = floor(st->gen * ds->out_per_in);
-            uint32_t allowed = done || want >= total ? total : (uint32_t)want;
-            if (!dst->open && !dst->done) {
-                if (allowed == 0 && !done)
-                    continue;
-                stage_seq(S, si, d, ss->g);
-                dst->target = total;
-                stage_start(S, si, d, allowed, done, now);
-            } else if (dst->open && (allowed > dst->fed || done)) {
-                deferred_op op = {0, dst->seq, si, 0, allowed - dst->fed, done};
-                dst->fed = allowed;
-                op_submit(S, dst->rep, op, now);
-            }
-        } else {
-            /* a vocoder: every chunk_tokens tokens (the rest at the end) become audio */
-            rep_rt *vr = &S->reps[dst->rep];
-            while (st->gen >= dst->handed + ds->chunk_tokens ||
-                   (done && st->gen > dst->handed)) {
-                uint32_t n = st->gen - dst->handed;
-                if (n > ds->chunk_tokens)
-                    n = ds->chunk_tokens;
-                uint32_t ctx = dst->handed < ds->overlap_tokens ? dst->handed : ds->overlap_tokens;
-                cz_job job = {si, n + ctx, ss->g, n * ds->audio_s_per_token};
-                cz_jobq_push(&vr->jq, &job);
-                dst->handed += n;
-                ss->outstanding++;
-            }
-        }
-    }
-    if (done) {
-        if (st->open) {
-            st->open = false;
-            st->done = true;
-            S->reps[st->rep].open_turns--;
-            ss->outstanding--;
-        }
-    } else if (stage_is_ar(S, p)) {
-        ask_next_report(S, si, p);
-    }
-    if (ss->outstanding == 0 && !ss->generated)
-        generation_complete(S, si, now);
-}
-
-/* Starts the session's next arrived turn when its sequences are free. A turn that
- * arrives while the previous one is still served waits for it; its latencies count from
- * its own arrival. */
-static void submit_next(sim_state *S, uint32_t si, double now)
-{
-    ses_rt *ss = &S->ses[si];
-    const cz_session *ses = &S->wl->sessions[si];
-    if (ss->submitted >= ss->arrived || ss->g != NONE || ss->blocked)
-        return;
-    for (uint32_t p = 0; p < S->n_pipe; p++) {
-        ses_stage *st = SP(S, si, p);
-        if (st->seq != NONE &&
-            cz_server_seq(S->reps[st->rep].srv, st->seq)->state != CZ_SEQ_IDLE)
-            return; /* a KV load still landing after a barge-in */
-    }
-    uint32_t k = ss->submitted++;
-    uint32_t g = ses->turn_off + k;
-    const cz_turn *t = &S->wl->turns[g];
-    ss->g = g;
-    ss->barged = ss->generated = false;
-    ss->refused = ss->refused_at = 0;
-    ss->rec0 = UINT64_MAX;
-    ss->outstanding = ss->enc_pending = 0;
-    double arrival = k == 0 || ses->timing == CZ_TIMING_OPEN ? t->arrival_s : now;
-    if (k == 0 && S->wl->concurrency > 0 && now > arrival)
-        arrival = now; /* it waited for a slot: sent when it got one */
-    ss->ready_s = arrival;
-    for (uint32_t p = 0; p < S->n_pipe; p++) {
-        ses_stage *st = SP(S, si, p);
-        st->open = st->done = false;
-        st->gen = st->fed = st->handed = 0;
-        if (!stage_is_ar(S, p))
-            st->rep = route(S, si, p, g);
-    }
-    stage_seq(S, si, S->first_ar, g);
-    if (S->voc >= 0) {
-        cz_player_init(&S->players[si], S->cfg->continuity_threshold_s);
-        cz_audio_record a = {.session = si, .turn = k, .ready_s = arrival,
-                             .speech_start_s = arrival - t->speech_s, .first_audio_s = NAN,
-                             .last_audio_s = NAN, .end_s = NAN};
-        ss->audio_rec = cz_metrics_add_audio(S->m, &a);
-    }
-    for (uint32_t p = 0; p < S->first_ar; p++) {
-        const cz_pipe_stage *ps = &S->cfg->model.pipe[p];
-        uint32_t tokens = ps->io == CZ_IO_AUDIO ? t->in_audio_tokens : t->in_image_tokens;
-        if (tokens == 0)
-            continue;
-        if (ps->input_tokens)
-            tokens = ps->input_tokens;
-        cz_job job = {si, tokens, g, 0};
-        cz_jobq_push(&S->reps[SP(S, si, p)->rep].jq, &job);
-        ss->outstanding++;
-        ss->enc_pending++;
-    }
-    if (ss->enc_pending == 0) {
-        SP(S, si, S->first_ar)->target = stage_out_tokens(S, S->first_ar, t);
-        stage_start(S, si, S->first_ar, SP(S, si, S->first_ar)->target, true, now);
-    }
-}
-
-/* Schedules turn g's arrival (its input ready) at t_s, and the voice activity of its
- * speech start speech_s before, or now if that has passed. */
-static void push_turn(sim_state *S, uint32_t g, double t_s, double now)
-{
-    double speech = S->wl->turns[g].speech_s;
-    if (speech > 0)
-        cz_evq_push(&S->q, t_s - speech > now ? t_s - speech : now, EV_SPEECH, g, 0);
-    cz_evq_push(&S->q, t_s, EV_ARRIVAL, g, 0);
-}
-
-static void push_next_initial(sim_state *S, double now)
-{
-    if (S->next_initial < S->n_initial) {
-        uint32_t g = S->initial[S->next_initial++];
-        push_turn(S, g, S->wl->turns[g].arrival_s, now);
-    }
-}
-
-/* The user starts speaking turn g: the voice activity reaches the session's sequence at
- * the first autoregressive stage (for interaction-aware policies: LiveServe §5.2 preloads
- * KV on it). */
-/* The user starts speaking turn g: the voice-activity signal reaches the first
- * autoregressive stage; with preload on (LiveServe section 5.2) every autoregressive stage
- * holding the session's offloaded KV may start reloading it, when the load would land by
- * the end of the speech under the link's current queue. */
-static void on_speech(sim_state *S, uint32_t g, double now)
-{
-    uint32_t si = S->turn_session[g];
-    for (uint32_t p = 0; p < S->n_pipe; p++) {
-        ses_stage *st = SP(S, si, p);
-        if (!stage_is_ar(S, p) || st->seq == NONE)
-            continue;
-        rep_rt *r = &S->reps[st->rep];
-        uint32_t tokens = cz_server_preload_tokens(r->srv, st->seq);
-        if (tokens == 0) {
-            cz_server_on_speech_start(r->srv, now, st->seq);
-            continue;
-        }
-        /* the deployment does not know when the user will stop speaking: it estimates when
-         * the turn reaches this stage from what it has observed (the oracle, the true end
-         * of speech, is an option) */
-        cz_server_on_speech_start(r->srv, now, st->seq);
-        double needed_at = S->cfg->place[p].server.preload_oracle
-                               ? now + S->wl->turns[g].speech_s
-                               : cz_server_speech_end_estimate(r->srv, st->seq, now);
-        double eta = cz_link_eta(&S->gpus[r->gpu].link, now,
-                                 tokens * S->kv_bytes_per_token[p], false);
-        cz_server_preload(r->srv, now, st->seq, cz_preload_admit(eta, needed_at), needed_at);
-        run_xfers(S, st->rep, now);
-    }
-}
-
-static void start_bounded_session(sim_state *S, double now)
-{
-    if (S->next_bounded >= S->n_bounded)
-        return;
-    const cz_session *ses = &S->wl->sessions[S->bounded[S->next_bounded++]];
-    double t = S->wl->turns[ses->turn_off].arrival_s;
-    push_turn(S, ses->turn_off, t > now ? t : now, now);
-}
-
-/* Frees the session's sequences once its last turn has ended and nothing is pending. */
-static void maybe_close(sim_state *S, uint32_t si)
-{
-    ses_rt *ss = &S->ses[si];
-    if (ss->ended < S->wl->sessions[si].n_turns || ss->blocked)
-        return;
-    for (uint32_t p = 0; p < S->n_pipe; p++) {
-        ses_stage *st = SP(S, si, p);
-        if (st->seq == NONE)
-            continue;
-        cz_server *srv = S->reps[st->rep].srv;
-        if (cz_server_seq(srv, st->seq)->state != CZ_SEQ_IDLE)
-            return; /* closed when its KV load lands */
-    }
-    for (uint32_t p = 0; p < S->n_pipe; p++) {
-        ses_stage *st = SP(S, si, p);
-        if (st->seq != NONE) {
-            cz_server_seq_close(S->reps[st->rep].srv, st->seq);
-            st->seq = NONE;
-        }
-    }
-}
-
-/* The reply to the session's open turn ended at `now` (played out, or cut by the user
- * barging in): schedule what follows. */
-static void turn_ended(sim_state *S, uint32_t si, double now, bool barged)
-{
-    ses_rt *ss = &S->ses[si];
-    const cz_session *ses = &S->wl->sessions[si];
-    uint32_t g = ss->g;
-    turn_outcome(S, si, g,
-                 barged ? CZ_REQ_ABORTED : ss->refused ? ss->refused : CZ_REQ_COMPLETED,
-                 barged ? 0 : ss->refused_at, now);
-    ss->g = NONE;
-    ss->ended++;
-    S->finished++;
-    if (ss->ended == ses->n_turns) {
-        maybe_close(S, si);
-        if (S->wl->concurrency > 0)
-            start_bounded_session(S, now);
-        return;
-    }
-    if (ses->timing == CZ_TIMING_CLOSED) {
-        /* the user's next utterance: after the think time, or at once after a barge-in
-         * (the interruption is the start of the next turn) */
-        const cz_turn *next = &S->wl->turns[g + 1];
-        double speech_start = barged ? now : now + S->wl->turns[g].think_s;
-        push_turn(S, g + 1, speech_start + next->speech_s, now);
-    } else {
-        submit_next(S, si, now);
-    }
-}
-
-static void on_arrival(sim_state *S, double now, uint32_t g)
-{
-    uint32_t si = S->turn_session[g];
-    const cz_session *ses = &S->wl->sessions[si];
-    S->ses[si].arrived++;
-    S->arrived++;
-    submit_next(S, si, now);
-    /* the next of the pre-timed arrivals (not a turn a slot or a reply end released) */
-    if ((ses->timing == CZ_TIMING_OPEN && g != ses->turn_off) ||
-        (g == ses->turn_off && S->wl->concurrency == 0))
-        push_next_initial(S, now);
-}
-
-/* ---- barge-in ---- */
-
-static void op_apply(sim_state *S, rep_rt *r, const deferred_op *op, double now)
-{
-    if (op->kind == 0) {
-        /* a feed queued behind one that failed the turn, or before a barge-in (whose
-         * abort follows it), has nothing left to feed */
-        if (op->session == NONE) {
-            uint64_t who = cz_server_seq(r->srv, op->seq)->session;
-            if (S->streams[who - S->wl->n_sessions].failed)
-                return;
-        } else if (!SP(S, op->session, r->p)->open) {
-            CZ_ASSERT(S->ses[op->session].refused == CZ_REQ_FAILED ||
-                      S->ses[op->session].barged || S->ses[op->session].g == NONE);
-            return;
-        }
-        cz_feed_result fr = cz_server_feed(r->srv, now, op->seq, op->in, op->out, op->final);
-        if (fr == CZ_FEED_OK)
-            return;
-        if (op->session == NONE) {
-            /* a stream whose context outgrew the pool: no more frames are served (they
-             * come back empty) */
-            uint64_t who = cz_server_seq(r->srv, op->seq)->session;
-            CZ_ASSERT(fr == CZ_FEED_FAILED && who >= S->wl->n_sessions);
-            S->streams[who - S->wl->n_sessions].failed = true;
-            return;
-        }
-        /* the final feed completed a stalled turn (as a turn_done of a batch), or the
-         * turn's context outgrew the stage: it ends there and fails */
-        ses_rt *fs = &S->ses[op->session];
-        ses_stage *st = SP(S, op->session, r->p);
-        if (fs->g == NONE || fs->barged || !st->open || st->seq != op->seq)
-            return;
-        if (fr == CZ_FEED_FAILED && !fs->refused) {
-            fs->refused = CZ_REQ_FAILED;
-            fs->refused_at = S->ar_ord[r->p];
-        }
-        stage_progress(S, op->session, r->p, now, true);
-        return;
-    }
-    cz_server_abort(r->srv, now, op->seq, op->out);
-    ses_rt *ss = &S->ses[op->session];
-    ss->blocked--;
-    if (ss->blocked == 0) {
-        submit_next(S, op->session, now);
-        maybe_close(S, op->session);
-    }
-}
-
-static void on_barge_in(sim_state *S, uint32_t si, uint32_t g, double now)
-{
-    ses_rt *ss = &S->ses[si];
-    if (ss->g != g || ss->barged)
-        return;
-    const cz_player *pl = &S->players[si];
-    double heard_s = cz_player_heard_s(pl, now);
-    if (ss->generated && heard_s >= pl->audio_s)
-        return; /* the whole reply had already played */
-    ss->barged = true;
-    cz_audio_record *a = &S->m->audio[ss->audio_rec];
-    a->barged = 1;
-    a->heard_s = heard_s;
-    a->end_s = now;
-    a->audio_s = pl->audio_s;
-    a->last_audio_s = pl->last_arrival_s;
-    /* what was heard, stage by stage from the vocoder up: audio tokens played, and the
-     * upstream tokens they were conditioned on */
-    uint32_t heard[CZ_MAX_STAGES] = {0};
-    const cz_pipe_stage *vs = &S->cfg->model.pipe[S->voc];
-    uint32_t p = (uint32_t)vs->from;
-    heard[p] = (uint32_t)floor(heard_s / vs->audio_s_per_token + 1e-9);
-    while (S->cfg->model.pipe[p].from >= 0 && stage_is_ar(S, (uint32_t)S->cfg->model.pipe[p].from)) {
-        uint32_t up = (uint32_t)S->cfg->model.pipe[p].from;
-        heard[up] = (uint32_t)ceil(heard[p] / S->cfg->model.pipe[p].out_per_in);
-        p = up;
-    }
-    for (uint32_t q = 0; q < S->n_pipe; q++) {
-        ses_stage *st = SP(S, si, q);
-        if (stage_is_ar(S, q)) {
-            if (st->seq == NONE || (!st->open && !st->done))
-                continue;
-            if (st->open) {
-                st->open = false;
-                S->reps[st->rep].open_turns--;
-            }
-            deferred_op op = {1, st->seq, si, 0, heard[q], false};
-            ss->blocked++;
-            op_submit(S, st->rep, op, now);
-        } else if (st->rep != NONE) {
-            cz_jobq_cancel(&S->reps[st->rep].jq, si);
-        }
-    }
-    turn_ended(S, si, now, true);
-}
-
-/* ---- completions ---- */
-
-static void on_jobs_done(sim_state *S, rep_rt *r, double now)
-{
-    uint32_t n;
-    const cz_job *jobs = cz_jobq_done(&r->jq, &n);
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t si = jobs[i].owner;
-        ses_rt *ss = &S->ses[si];
-        if (ss->g != jobs[i].tag || ss->barged)
-            continue; /* the turn was cut: its audio is dropped */
-        ss->outstanding--;
-        if ((int32_t)r->p == S->voc) {
-            cz_player *pl = &S->players[si];
-            bool first = pl->chunks == 0;
-            cz_player_chunk(pl, now, jobs[i].audio_s);
-            /* the client reports its playback to every autoregressive stage of the
-             * session (LiveServe's interaction plane) */
-            for (uint32_t q = 0; q < S->n_pipe; q++) {
-                ses_stage *st = SP(S, si, q);
-                if (st->seq != NONE)
-                    cz_server_on_playback(S->reps[st->rep].srv, now, st->seq,
-                                          cz_player_heard_s(pl, now), pl->audio_s,
-                                          jobs[i].audio_s);
-            }
-            cz_audio_record *a = &S->m->audio[ss->audio_rec];
-            if (first) {
-                a->first_audio_s = now;
-                double bi = S->wl->turns[ss->g].barge_in_s;
-                if (bi >= 0)
-                    cz_evq_push(&S->q, now + bi, EV_BARGE_IN, si, ss->g);
-            }
-            if (ss->outstanding == 0 && !ss->generated)
-                generation_complete(S, si, now);
-        } else if (--ss->enc_pending == 0) {
-            const cz_turn *t = &S->wl->turns[ss->g];
-            SP(S, si, S->first_ar)->target = stage_out_tokens(S, S->first_ar, t);
-            stage_start(S, si, S->first_ar, SP(S, si, S->first_ar)->target, true, now);
-        }
-    }
-}
-
-static void frame_done(sim_state *S, uint32_t j, double now);
-
-static void on_ar_done(sim_state *S, uint32_t ri, double now)
-{
-    rep_rt *r = &S->reps[ri];
-    cz_step_events ev;
-    cz_server_on_batch_done(r->srv, now, &ev);
-    /* copy: handling the events can call back into this server */
-    uint32_t n_ms = ev.n_milestone, n_td = ev.n_turn_done;
-    uint32_t ids[2 * 1024];
-    uint32_t *ms = n_ms + n_td <= 2048 ? ids : cz_xmalloc((n_ms + n_td) * sizeof *ms);
-    memcpy(ms, ev.milestone, n_ms * sizeof *ms);
-    memcpy(ms + n_ms, ev.turn_done, n_td * sizeof *ms);
-    for (uint32_t i = 0; i < n_ms + n_td; i++) {
-        bool done = i >= n_ms;
-        const cz_seq *q = cz_server_seq(r->srv, ms[i]);
-        uint64_t who = q->session;
-        if (who >= S->wl->n_sessions) {
-            if (!done)
-                frame_done(S, (uint32_t)(who - S->wl->n_sessions), now);
-            continue;
-        }
-        uint32_t si = (uint32_t)who;
-        ses_rt *ss = &S->ses[si];
-        ses_stage *st = SP(S, si, r->p);
-        if (ss->g == NONE || ss->barged || !st->open || st->seq != ms[i])
-            continue;
-        if (done || !st->done)
-            stage_progress(S, si, r->p, now, done);
-    }
-    if (ms != ids)
-        free(ms);
-}
-
-/* ---- periodic streams ---- */
-
-/* Live sessions changed at `now`: accumulates the second half's live-time integral. */
-static void live_account(sim_state *S, double now)
-{
-    double half = 0.5 * S->last_start_s;
-    double from = S->live_since_s > half ? S->live_since_s : half;
-    double to = now < S->last_start_s ? now : S->last_start_s;
-    if (to > from)
-        S->live_area += (to - from) * S->live_streams;
-    S->live_since_s = now;
-}
-
-/* When the worker returns frame f of stream j: at the tick after the one that fed its chunk.
- * Metronome's worker "returns the tokens produced since the last tick"
- * (002_6a4d0efb28323924.txt, section 4): the chunk fed at tick f is prefilled and its
- * reply decoded during the period that follows (section 2: "at frame k the engine must
- * encode and prefill the new chunk, then decode up to tau output tokens", schedulable
- * iff that takes at most B), and the Step at tick f + 1 hands the reply back. */
-static double frame_return_s(const cz_stream *sm, uint32_t f)
-{
-    return sm->start_s + (double)(f + 1) * sm->frame_period_s;
-}
-
-/* Records frame f of stream j, whose reply was all out at done_s (NaN: never). Its latency
- * is the Step's wait at its return tick: none when the reply was out by then (the GPU
- * work lay in the period before; the paper's 2-5 ms per frame, Table 1, is the Step's own
- * round trip, which is not modelled), else until it is out. The worker waits at most
- * `frame_wait_fraction` x B (section 3: 0.8 B) and then returns the frame empty, on time:
- * the stall is silent. */
-static void frame_record(sim_state *S, uint32_t j, uint32_t f, double done_s)
-{
-    const cz_stream *sm = &S->wl->streams[j];
-    double ret = frame_return_s(sm, f);
-    double cap = S->cfg->frame_wait_fraction * sm->frame_period_s;
-    bool empty = isnan(done_s) || done_s - ret > cap;
-    double lat = empty ? cap : done_s > ret ? done_s - ret : 0.0;
-    cz_frame_record fr = {
-        .stream = j,
-        .frame = f,
-        .empty = empty,
-        .missed = lat > sm->frame_period_s,
-        .tick_s = ret,
-        .done_s = done_s,
-        .latency_s = lat,
-    };
-    cz_metrics_add_frame(S->m, &fr);
-    if (!(lat <= S->tick_max_lat_s))
-        S->tick_max_lat_s = lat;
-}
-
-static void frame_done(sim_state *S, uint32_t j, double now)
-{
-    stream_rt *sr = &S->streams[j];
-    const cz_stream *sm = &S->wl->streams[j];
-    frame_record(S, j, sr->done++, now);
-    if (sr->done == sr->frames) {
-        /* the session ends: its resident request goes, and with it its KV */
-        live_account(S, now);
-        sr->live = false;
-        S->live_streams--;
-        S->end_blocks_sum += cz_server_seq(S->reps[sr->rep].srv, sr->seq)->blocks;
-        S->n_ended++;
-        cz_server_seq_close(S->reps[sr->rep].srv, sr->seq);
-        return;
-    }
-    if (sr->done < sr->ticked && !sr->failed)
-        cz_server_notify_at(S->reps[sr->rep].srv, sr->seq,
-                            (sr->done + 1) * sm->tokens_out_per_frame);
-}
-
-static void on_tick(sim_state *S, uint32_t j, uint32_t f, double now)
-{
-    stream_rt *sr = &S->streams[j];
-    const cz_stream *sm = &S->wl->streams[j];
-    rep_rt *r = &S->reps[sr->rep];
-    bool last = f + 1 == sr->frames;
-    if (f == 0) {
-        /* a new session at the gateway: refused ones never start, live ones stay */
-        if (now >= S->last_start_s)
-            S->cap_at_last_s = S->adm.cap;
-        if (!cz_admission_admit(&S->adm, S->live_streams)) {
-            sr->rejected = true;
-            return;
-        }
-        live_account(S, now);
-        sr->live = true;
-        S->live_streams++;
-        /* a resident request grows frame by frame with no bound known up front (the
-         * Metronome cliff): only its first frame is checked */
-        uint64_t rec = cz_server_turn(r->srv, now, sr->seq, 0, S->ar_ord[S->first_ar],
-                                      sm->tokens_in_per_frame, sm->tokens_out_per_frame, 0, last);
-        S->m->req[rec].stream = 1;
-        if (S->m->req[rec].outcome == CZ_REQ_REJECTED) {
-            /* even its first frame can never fit the pool: the session is refused */
-            live_account(S, now);
-            sr->live = false;
-            S->live_streams--;
-            sr->rejected = true;
-            return;
-        }
-    } else if (!sr->failed) {
-        deferred_op op = {0, sr->seq, NONE, sm->tokens_in_per_frame, sm->tokens_out_per_frame,
-                          last};
-        op_submit(S, sr->rep, op, now);
-    }
-    sr->ticked++;
-    /* the oldest frame not yet done is reported when its tokens are all out; asking
-     * before a deferred feed lands is fine: a report beyond the budget waits for it */
-    if (sr->done + 1 == sr->ticked && !sr->failed)
-        cz_server_notify_at(r->srv, sr->seq, sr->ticked * sm->tokens_out_per_frame);
-    if (!last)
-        cz_evq_push(&S->q, sm->start_s + (f + 1) * sm->frame_period_s, EV_TICK, j, f + 1);
-}
-
-/* The gateway's tick: the batch time it measures is the slowest Step since the last
- * tick (a frame's wait at its return tick), or how long a Step has been waiting for a
- * reply still not out (at most the worker's wait) when the engine is behind; then AIMD
- * adjusts the cap (002_6a4d0efb28323924.txt, section 4.2). */
-static void on_admit_tick(sim_state *S, double now)
-{
-    double period = S->wl->streams[0].frame_period_s;
-    double cap = S->cfg->frame_wait_fraction * period;
-    double measured = S->tick_max_lat_s;
-    for (uint32_t j = 0; j < S->wl->n_streams; j++) {
-        const stream_rt *sr = &S->streams[j];
-        if (!sr->live || sr->done >= sr->ticked)
-            continue;
-        double age = now - frame_return_s(&S->wl->streams[j], sr->done);
-        if (age > cap)
-            age = cap;
-        if (age > 0 && !(age <= measured))
-            measured = age;
-    }
-    cz_admission_tick(&S->adm, measured, period, S->live_streams);
-    S->tick_max_lat_s = NAN;
-    if (now + period < S->streams_end_s)
-        cz_evq_push(&S->q, now + period, EV_ADMIT, 0, 0);
-}
-
-/* ---- the end of a run: every turn and frame accounted for ---- */
-
-static const char *seq_state_name(uint32_t state)
-{
-    static const char *const names[] = {"idle", "waiting", "loading", "running", "stalled",
-                                        "closed"};
-    return state < CZ_ARRAY_LEN(names) ? names[state] : "unknown";
-}
-
-/* Describes where turn g of session si is stuck, for the error of a run that drained with
- * it open: each stage's replica and state, or what the turn is waiting for. */
-static void describe_stuck(sim_state *S, uint32_t si, uint32_t g, char *buf, size_t n)
-{
-    const ses_rt *ss = &S->ses[si];
-    const cz_session *ses = &S->wl->sessions[si];
-    size_t used = 0;
-#define ADD(...)                                                                              \
-    do {                                                                                      \
-        int w_ = snprintf(buf + used, used < n ? n - used : 0, __VA_ARGS__);                  \
-        if (w_ > 0)                                                                           \
-            used += (size_t)w_;                                                               \
-    } while (0)
-    ADD("session '%s' turn %u of %u", cz_workload_session_name(S->wl, ses),
-        g - ses->turn_off, ses->n_turns);
-    if (ss->g != g) {
-        if (ss->g != NONE)
-            ADD(" never started: turn %u of the session is still open", ss->g - ses->turn_off);
-        else if (ss->blocked)
-            ADD(" never started: %u barge-in aborts still wait for a batch to end",
-                ss->blocked);
-        else
-            ADD(" never started (arrived turns %u, submitted %u, ended %u)", ss->arrived,
-                ss->submitted, ss->ended);
-        return;
-    }
-    ADD(" is open (%u stage jobs outstanding%s):", ss->outstanding,
-        ss->generated ? ", generation complete, reply not ended" : "");
-    for (uint32_t p = 0; p < S->n_pipe; p++) {
-        const ses_stage *st = SP(S, si, p);
-        const char *name = S->cfg->model.stages[S->cfg->model.pipe[p].stage].name;
-        if (!stage_is_ar(S, p)) {
-            if (st->rep != NONE)
-                ADD(" %s: replica %u, %u jobs queued;", name, st->rep - S->rep_off[p],
-                    cz_jobq_len(&S->reps[st->rep].jq));
-            continue;
-        }
-        if (st->seq == NONE) {
-            ADD(" %s: not started;", name);
-            continue;
-        }
-        cz_server *srv = S->reps[st->rep].srv;
-        const cz_seq *q = cz_server_seq(srv, st->seq);
-        ADD(" %s: replica %u, sequence %s%s, generated %u of %u (fed %u), %u KV blocks, pool "
-            "%u used (%u idle), %u running, %u waiting;",
-            name, st->rep - S->rep_off[p], seq_state_name(q->state),
-            st->open ? "" : st->done ? " (stage done)" : " (stage not open)", st->gen,
-            st->target, st->fed, q->blocks, cz_server_kv_used(srv), cz_server_kv_idle(srv),
-            cz_server_running(srv), cz_server_waiting(srv));
-    }
-#undef ADD
-}
-
-/* Gives every turn and frame its outcome at the end of the run. Cut by the clock
- * (`cut`), what is still open is unfinished and a frame whose wait had expired came back
- * empty; drained, a turn still open is a bug (CZ_EINTERNAL naming where it is stuck) and
- * a pending frame comes back empty (its wait expires with nothing left to happen). */
-static cz_status account_end(sim_state *S, bool cut, double now, cz_err *err)
-{
-    const cz_workload *wl = S->wl;
-    double stop = cut ? S->cfg->max_time_s : INFINITY;
-    uint64_t stuck = 0;
-    char where[CZ_ERR_MSG_MAX] = "";
-    for (uint32_t si = 0; si < wl->n_sessions; si++) {
-        const cz_session *ses = &wl->sessions[si];
-        for (uint32_t k = 0; k < ses->n_turns; k++) {
-            uint32_t g = ses->turn_off + k;
-            if (S->turn_out[g])
-                continue;
-            if (!cut) {
-                if (stuck++ == 0)
-                    describe_stuck(S, si, g, where, sizeof where);
-                continue;
-            }
-            turn_outcome(S, si, g, CZ_REQ_UNFINISHED, 0, stop);
-        }
-    }
-    if (stuck)
-        return cz_err_set(err, CZ_EINTERNAL,
-                          "the simulation ran out of events at t = %.6f s with %llu of %llu "
-                          "requests unaccounted for (a bug in cadenza, please report it with "
-                          "the config): %s",
-                          now, (unsigned long long)stuck, (unsigned long long)wl->n_turns, where);
-    cz_accounting *a = &S->m->acct;
-    for (uint32_t j = 0; j < wl->n_streams; j++) {
-        const cz_stream *sm = &wl->streams[j];
-        stream_rt *sr = &S->streams[j];
-        if (sr->rejected) {
-            a->streams_rejected++;
-            a->frames_rejected += sr->frames;
-            continue;
-        }
-        /* frames ticked and not returned: empty once their wait at the return tick
-         * expired */
-        uint32_t f = sr->done;
-        for (; f < sr->ticked; f++) {
-            if (frame_return_s(sm, f) + S->cfg->frame_wait_fraction * sm->frame_period_s > stop)
-                break;
-            frame_record(S, j, f, NAN);
-        }
-        if (f == sr->frames) {
-            a->streams_completed++;
-            continue;
-        }
-        if (!cut)
-            return cz_err_set(err, CZ_EINTERNAL,
-                              "the simulation ran out of events at t = %.6f s with stream %u "
-                              "at frame %u of %u (ticked %u): a bug in cadenza",
-                              now, j, f, sr->frames, sr->ticked);
-        a->streams_unfinished++;
-        a->frames_unfinished += sr->frames - f;
-    }
-    return CZ_OK;
+    cz_rng_reseed(S->rng, S->cfg->seed, CZ_RNG_SERVICE, rec);
+    S->service_s[seq] = cz_distspec_draw(&S->cfg->service, S->rng);
+    S->service_life[seq] = in + out - 1;
 }
 
 /* ---- the run ---- */
 
 static void sim_state_free(sim_state *S)
 {
-    for (uint32_t i = 0; i < S->n_reps; i++) {
-        cz_server_free(S->reps[i].srv);
-        if (!S->reps[i].srv)
-            cz_jobq_free(&S->reps[i].jq);
-        free(S->reps[i].ops);
-        free(S->reps[i].djobs);
-        free(S->reps[i].dcands);
-        free(S->reps[i].dpos);
-    }
-    for (uint32_t g = 0; g < S->cfg->n_gpus; g++) {
+    for (uint32_t g = 0; S->gpus && g < S->cfg->n_gpus; g++) {
         free(S->gpus[g].reps);
         cz_streams_free(&S->gpus[g].st);
     }
-    free(S->reps);
     free(S->gpus);
-    cz_evq_free(&S->q);
-    free(S->turn_session);
-    free(S->ses);
-    free(S->sp);
-    free(S->players);
-    free(S->streams);
-    free(S->initial);
-    free(S->bounded);
+    free(S->rep_gpu);
+    free(S->rep_slot);
+    free(S->busy);
     free(S->service_s);
     free(S->service_life);
-    free(S->turn_out);
     if (S->rng)
         gsl_rng_free(S->rng);
+    cz_evq_free(&S->q);
+    cz_deploy_free(S->d);
 }
 
-static void build_replicas(sim_state *S, uint64_t expected)
+/* The GPUs: a host link each, and a stream per replica whose co-running steps slow each
+ * other by the largest contention factor the GPU's asynchronous stages ask for. */
+static void build_gpus(sim_state *S)
 {
-    const cz_sim_config *cfg = S->cfg;
-    for (uint32_t p = 0; p < S->n_pipe; p++) {
-        S->rep_off[p] = S->n_reps;
-        S->n_reps += cfg->place[p].replicas;
-    }
-    S->reps = cz_xcalloc(S->n_reps, sizeof *S->reps);
+    const cz_config *cfg = S->cfg;
+    S->n_reps = cz_deploy_replicas(S->d);
     S->gpus = cz_xcalloc(cfg->n_gpus, sizeof *S->gpus);
-    double *corun = cz_xmalloc(cfg->n_gpus * sizeof *corun); /* each GPU's contention */
-    for (uint32_t g = 0; g < cfg->n_gpus; g++)
-        corun[g] = 1.0;
+    S->rep_gpu = cz_xmalloc(S->n_reps * sizeof *S->rep_gpu);
+    S->rep_slot = cz_xmalloc(S->n_reps * sizeof *S->rep_slot);
+    S->busy = cz_xcalloc(S->n_reps, sizeof *S->busy);
+    double *corun = cz_xmalloc(cfg->n_gpus * sizeof *corun);
     for (uint32_t g = 0; g < cfg->n_gpus; g++) {
+        corun[g] = 1.0;
         S->gpus[g].reps = cz_xmalloc(S->n_reps * sizeof(uint32_t));
-        S->gpus[g].wake_s = INFINITY;
+        S->gpus[g].async = cz_deploy_gpu_async(S->d, g);
         cz_link_init(&S->gpus[g].link, cfg->hw.host_link_Bps, cfg->hw.host_link_latency_s,
                      cfg->hw.host_link_full_duplex);
     }
-    uint32_t ord = 0;
-    for (uint32_t p = 0; p < S->n_pipe; p++) {
-        const cz_pipe_stage *ps = &cfg->model.pipe[p];
-        const cz_stage_card *card = &cfg->model.stages[ps->stage];
-        S->ar_ord[p] = card->kind == CZ_STAGE_AR ? ord++ : NONE;
-        S->kv_bytes_per_token[p] =
-            card->kind == CZ_STAGE_AR
-                ? cz_stage_kv_bytes_per_token_gpu(card, cfg->cost.tp ? cfg->cost.tp : 1)
-                : 0;
-        for (uint32_t k = 0; k < cfg->place[p].replicas; k++) {
-            uint32_t ri = S->rep_off[p] + k;
-            rep_rt *r = &S->reps[ri];
-            r->p = p;
-            r->gpu = cfg->place[p].gpus[k];
-            if (card->kind == CZ_STAGE_AR) {
-                cz_server_config sc = cfg->place[p].server;
-                sc.timeline_stage = S->ar_ord[p];
-                sc.timeline_replica = k;
-                cz_sched_ops ops = cz_policy_ops(&cfg->place[p].policy);
-                if ((sc.kv_window_tokens || sc.kv_bidirectional) && !ops.select) {
-                    /* a windowed pool frees blocks as windows slide, and bidirectional
-                     * blocks pick victims by class: FCFS runs on the ordering path (the
-                     * same decisions, docs/policies.md) */
-                    ops = cz_sched_fcfs_scan;
-                    ops.state = &cfg->place[p].policy.params;
-                }
-                r->srv = cz_server_create(&sc, &ops, S->m, expected);
-            } else {
-                cz_jobq_init(&r->jq, cfg->place[p].max_batch, cfg->place[p].max_tokens);
-                r->detok_rule = card->kind == CZ_STAGE_VOCODER &&
-                                cfg->place[p].policy.ops == &cz_sched_voxserve;
-            }
-            gpu_rt *g = &S->gpus[r->gpu];
-            r->stream = g->n_reps;
-            g->reps[g->n_reps++] = ri;
-            /* 001_4ea5faaee5602c5d.txt section 3.2.2: a stage run under VoxServe's
-             * asynchronous pipeline puts its GPU's steps on streams that co-run */
-            const cz_policy_params *pp = &cfg->place[p].policy.params;
-            if (pp->async_pipeline) {
-                g->async = true;
-                if (pp->corun_slowdown > corun[r->gpu])
-                    corun[r->gpu] = pp->corun_slowdown;
-            }
-        }
+    for (uint32_t ri = 0; ri < S->n_reps; ri++) {
+        cz_deploy_replica r = cz_deploy_replica_at(S->d, ri);
+        sim_gpu *g = &S->gpus[r.gpu];
+        CZ_ASSERT(r.slot == g->n_reps);
+        g->reps[g->n_reps++] = ri;
+        S->rep_gpu[ri] = r.gpu;
+        S->rep_slot[ri] = r.slot;
+        /* 001_4ea5faaee5602c5d.txt section 3.2.2: steps on the streams of VoxServe's
+         * asynchronous pipeline contend for the GPU */
+        const cz_policy_params *pp = &cfg->place[r.p].policy.params;
+        if (pp->async_pipeline && pp->corun_slowdown > corun[r.gpu])
+            corun[r.gpu] = pp->corun_slowdown;
     }
     for (uint32_t g = 0; g < cfg->n_gpus; g++)
-        cz_streams_init(&S->gpus[g].st, S->gpus[g].n_reps ? S->gpus[g].n_reps : 1,
-                        corun[g]);
+        cz_streams_init(&S->gpus[g].st, S->gpus[g].n_reps ? S->gpus[g].n_reps : 1, corun[g]);
     free(corun);
 }
 
-cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics *m,
-                     cz_sim_stats *stats, cz_sim_progress_fn progress, void *progress_ctx,
+cz_status cz_sim_run(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
+                     cz_run_stats *stats, cz_run_progress_fn progress, void *progress_ctx,
                      cz_err *err)
 {
-    sim_state S;
-    memset(&S, 0, sizeof S);
     memset(stats, 0, sizeof *stats);
     if (cfg->cross_stage)
         return cz__xstage_run(cfg, wl, m, stats, progress, progress_ctx, err);
+    sim_state S;
+    memset(&S, 0, sizeof S);
     S.cfg = cfg;
-    S.wl = wl;
-    S.m = m;
-    S.n_pipe = cfg->model.n_pipe;
-    S.voc = -1;
-    S.first_ar = NONE;
-    for (uint32_t p = 0; p < S.n_pipe; p++) {
-        cz_stage_kind kind = cfg->model.stages[cfg->model.pipe[p].stage].kind;
-        if (kind == CZ_STAGE_AR && S.first_ar == NONE)
-            S.first_ar = p;
-        if (kind == CZ_STAGE_VOCODER)
-            S.voc = (int32_t)p;
-    }
-    CZ_ASSERT(S.first_ar != NONE);
-    if (wl->n_turns == 0 && wl->n_streams == 0)
-        return cz_err_set(err, CZ_EINVAL, "workload has no requests and no streams");
-    if (cfg->cost_kind == CZ_COST_SERVICE && S.n_pipe != 1)
-        return cz_err_set(err, CZ_EINVAL,
-                          "cost kind \"service\" needs a single-stage model (set \"stage\"); "
-                          "model '%s' has a %u-stage pipeline",
-                          cfg->model.name, S.n_pipe);
-    build_replicas(&S, wl->n_sessions + wl->n_streams);
+    cz_driver drv = {
+        .ctx = &S,
+        .step = drv_step,
+        .launched = drv_launched,
+        .xfer = drv_xfer,
+        .xfer_eta = drv_xfer_eta,
+        .timer = drv_timer,
+        .turn_opened = drv_turn_opened,
+    };
+    cz_status st = cz_deploy_create(cfg, wl, m, &drv, &S.d, err);
+    if (st != CZ_OK)
+        return st;
+    build_gpus(&S);
     cz_evq_init(&S.q, (size_t)wl->n_sessions + wl->n_streams + 16);
-    S.rng = cz_rng_new(cfg->seed, CZ_RNG_ROUTER, 0);
-    uint32_t n_ses = wl->n_sessions ? wl->n_sessions : 1;
-    S.turn_session = cz_xmalloc((wl->n_turns ? wl->n_turns : 1) * sizeof *S.turn_session);
-    S.turn_out = cz_xcalloc(wl->n_turns ? wl->n_turns : 1, 1);
-    m->acct.requests = wl->n_turns;
-    m->acct.streams = wl->n_streams;
-    S.ses = cz_xcalloc(n_ses, sizeof *S.ses);
-    S.sp = cz_xmalloc((size_t)n_ses * S.n_pipe * sizeof *S.sp);
-    if (S.voc >= 0)
-        S.players = cz_xcalloc(n_ses, sizeof *S.players);
-    S.initial = cz_xmalloc((wl->n_turns ? wl->n_turns : 1) * sizeof *S.initial);
-    S.bounded = cz_xmalloc(n_ses * sizeof *S.bounded);
-    for (size_t i = 0; i < (size_t)n_ses * S.n_pipe; i++)
-        S.sp[i] = (ses_stage){.rep = NONE, .seq = NONE};
-    for (uint32_t si = 0; si < wl->n_sessions; si++) {
-        const cz_session *ses = &wl->sessions[si];
-        S.ses[si].g = NONE;
-        for (uint32_t k = 0; k < ses->n_turns; k++)
-            S.turn_session[ses->turn_off + k] = si;
-        if (ses->n_turns == 0)
-            continue;
-        /* under a concurrency bound every session's first turn waits for a slot (closed
-         * loops, or open arrivals under vLLM's --max-concurrency); an open session's later
-         * turns arrive at their own times */
-        if (wl->concurrency > 0)
-            S.bounded[S.n_bounded++] = si;
-        else
-            S.initial[S.n_initial++] = ses->turn_off;
-        for (uint32_t k = 1; ses->timing == CZ_TIMING_OPEN && k < ses->n_turns; k++)
-            S.initial[S.n_initial++] = ses->turn_off + k;
-    }
-    double *times = cz_xmalloc((wl->n_turns ? wl->n_turns : 1) * sizeof *times);
-    for (uint32_t i = 0; i < S.n_initial; i++)
-        times[i] = wl->turns[S.initial[i]].arrival_s;
-    cz__sort_by_time(S.initial, times, S.n_initial);
-    for (uint32_t i = 0; i < S.n_bounded; i++)
-        times[i] = wl->turns[wl->sessions[S.bounded[i]].turn_off].arrival_s;
-    cz__sort_by_time(S.bounded, times, S.n_bounded);
-    free(times);
+    S.rng = cz_rng_new(cfg->seed, CZ_RNG_SERVICE, 0);
     if (cfg->cost_kind == CZ_COST_SERVICE) {
-        size_t n = (size_t)n_ses + wl->n_streams;
+        size_t n = (size_t)(wl->n_sessions ? wl->n_sessions : 1) + wl->n_streams;
         S.service_s = cz_xmalloc(n * sizeof *S.service_s);
         S.service_life = cz_xmalloc(n * sizeof *S.service_life);
     }
-    S.streams = cz_xcalloc(wl->n_streams ? wl->n_streams : 1, sizeof *S.streams);
-    for (uint32_t j = 0; j < wl->n_streams; j++) {
-        const cz_stream *sm = &wl->streams[j];
-        stream_rt *sr = &S.streams[j];
-        uint32_t base = S.rep_off[S.first_ar], n = cfg->place[S.first_ar].replicas;
-        sr->rep = base + j % n;
-        sr->seq = cz_server_seq_open(S.reps[sr->rep].srv, (uint64_t)wl->n_sessions + j,
-                                     (uint32_t)sm->cls, true);
-        sr->frames = (uint32_t)floor(sm->duration_s / sm->frame_period_s + 1e-9);
-        m->acct.frames += sr->frames;
-        if (sr->frames > 0)
-            cz_evq_push(&S.q, sm->start_s, EV_TICK, j, 0);
-    }
-
-    S.adm = cfg->admission;
-    S.cap_at_last_s = S.adm.cap;
-    S.tick_max_lat_s = NAN;
-    for (uint32_t j = 0; j < wl->n_streams; j++) {
-        double end = wl->streams[j].start_s + wl->streams[j].duration_s;
-        if (end > S.streams_end_s)
-            S.streams_end_s = end;
-        if (wl->streams[j].start_s > S.last_start_s)
-            S.last_start_s = wl->streams[j].start_s;
-    }
-    if (S.adm.kind == CZ_ADMIT_AIMD)
-        cz_evq_push(&S.q, wl->streams[0].frame_period_s, EV_ADMIT, 0, 0);
-    push_next_initial(&S, 0.0);
-    for (uint32_t i = 0; i < wl->concurrency && S.next_bounded < S.n_bounded; i++)
-        start_bounded_session(&S, 0.0);
+    cz_deploy_start(S.d);
 
     cz_event ev;
     double now = 0.0;
     bool cut = false; /* the clock stopped at sim.max_time_s with events still due */
+    uint64_t arrived, finished;
     while (cz_evq_pop(&S.q, &ev)) {
         if (ev.type == EV_STEP_DONE &&
-            (!S.reps[ev.arg].busy ||
-             ev.arg2 != (uint32_t)S.gpus[S.reps[ev.arg].gpu].st.epoch))
+            (!S.busy[ev.arg] || ev.arg2 != (uint32_t)S.gpus[S.rep_gpu[ev.arg]].st.epoch))
             continue; /* re-posted since: a step started or ended beside it */
         if (ev.t_s > cfg->max_time_s) {
             cut = true;
@@ -1501,220 +260,34 @@ cz_status cz_sim_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics
         }
         now = ev.t_s;
         stats->events++;
-        switch (ev.type) {
-        case EV_ARRIVAL: on_arrival(&S, now, ev.arg); break;
-        case EV_XFER_DONE: {
-            rep_rt *r = &S.reps[ev.arg];
-            uint32_t seq = ev.arg2 / 2;
-            cz_server_on_xfer_done(r->srv, now, seq, ev.arg2 % 2 == 1);
-            uint64_t who = cz_server_seq(r->srv, seq)->session;
-            if (who < wl->n_sessions) {
-                submit_next(&S, (uint32_t)who, now);
-                maybe_close(&S, (uint32_t)who);
-            }
-            run_xfers(&S, ev.arg, now);
-            break;
-        }
-        case EV_STEP_DONE: {
-            uint32_t ri = ev.arg;
-            rep_rt *r = &S.reps[ri];
-            gpu_rt *g = &S.gpus[r->gpu];
-            bool ended = cz_streams_boundary(&g->st, r->stream, now);
-            r->busy = !ended;
-            post_step_ends(&S, r->gpu);
+        if (ev.type == EV_XFER_DONE) {
+            cz_deploy_xfer_done(S.d, ev.arg, ev.arg2 / 2, ev.arg2 % 2 == 1, now);
+        } else if (ev.type == EV_STEP_DONE) {
+            uint32_t ri = ev.arg, gi = S.rep_gpu[ri];
+            bool ended = cz_streams_boundary(&S.gpus[gi].st, S.rep_slot[ri], now);
+            S.busy[ri] = !ended;
+            post_step_ends(&S, gi);
             if (!ended)
                 continue; /* its host part is done; its kernels run */
-            if (r->srv)
-                on_ar_done(&S, ri, now);
-            else
-                on_jobs_done(&S, r, now);
-            /* operations that waited for the batch to end */
-            for (uint32_t i = 0; i < r->n_ops; i++)
-                op_apply(&S, r, &r->ops[i], now);
-            r->n_ops = 0;
-            if (r->srv)
-                run_xfers(&S, ri, now);
-            break;
+            cz_deploy_step_done(S.d, ri, now);
+        } else {
+            cz_deploy_timer(S.d, now, ev.type, ev.arg, ev.arg2);
         }
-        case EV_BARGE_IN: on_barge_in(&S, ev.arg, ev.arg2, now); break;
-        case EV_REPLY_END: {
-            ses_rt *ss = &S.ses[ev.arg];
-            if (ss->g == ev.arg2 && !ss->barged) {
-                const cz_player *pl = &S.players[ev.arg];
-                cz_audio_record *a = &m->audio[ss->audio_rec];
-                a->audio_s = pl->audio_s;
-                a->heard_s = pl->audio_s;
-                a->last_audio_s = pl->chunks ? pl->last_arrival_s : NAN;
-                a->max_underrun_s = pl->max_underrun_s;
-                a->underruns = pl->underruns;
-                a->chunks = pl->chunks;
-                a->continuous = cz_player_continuous(pl);
-                a->end_s = now;
-                turn_ended(&S, ev.arg, now, false);
-            }
-            break;
-        }
-        case EV_TICK: on_tick(&S, ev.arg, ev.arg2, now); break;
-        case EV_SPEECH: on_speech(&S, ev.arg, now); break;
-        case EV_ADMIT: on_admit_tick(&S, now); break;
-        case EV_WAKE:
-            if (S.gpus[ev.arg].wake_s <= now)
-                S.gpus[ev.arg].wake_s = INFINITY;
-            break;
-        default: CZ_ASSERT(0 && "unknown event");
-        }
-        dispatch_all(&S, now);
         if (progress && (stats->events & 0xFFFF) == 0) {
-            cz_sim_progress pr = {now, stats->events, S.arrived, S.finished, wl->n_turns, false};
+            cz_deploy_counts(S.d, &arrived, &finished);
+            cz_run_progress pr = {now, stats->events, arrived, finished, wl->n_turns, false};
             progress(progress_ctx, &pr);
         }
     }
-    stats->kv_saturated_at_s = NAN;
-    for (uint32_t i = 0; i < S.n_reps; i++) {
-        if (!S.reps[i].srv)
-            continue;
-        cz_preload_stats pl;
-        cz_server_preload_stats(S.reps[i].srv, &pl);
-        stats->preload.started += pl.started;
-        stats->preload.hits += pl.hits;
-        stats->preload.late += pl.late;
-        stats->preload.skips += pl.skips;
-        stats->preload.cancels += pl.cancels;
-        stats->preload.fallbacks += pl.fallbacks;
-        uint64_t ow, owt;
-        cz_server_overwrites(S.reps[i].srv, &ow, &owt);
-        stats->overwrites += ow;
-        stats->overwrite_tokens += owt;
-        cz_server_finalize(S.reps[i].srv);
-        double t = cz_server_saturated_at(S.reps[i].srv);
-        if (!isnan(t) && !(t >= stats->kv_saturated_at_s))
-            stats->kv_saturated_at_s = t;
-    }
-    cz_status st = account_end(&S, cut, now, err);
-    stats->arrivals = S.arrived;
+    st = cz_deploy_finish(S.d, cut, now, stats, err);
     stats->sim_time_s = now;
-    live_account(&S, now);
-    for (uint32_t j = 0; j < wl->n_streams; j++) {
-        stats->streams_admitted += S.streams[j].ticked > 0;
-        stats->streams_rejected += S.streams[j].rejected;
-    }
-    stats->admission_cap = S.cap_at_last_s;
-    stats->stream_end_blocks = S.n_ended ? (double)S.end_blocks_sum / S.n_ended : NAN;
-    stats->live_streams_mean = S.last_start_s > 0 ? S.live_area / (0.5 * S.last_start_s) : NAN;
     if (progress) {
-        cz_sim_progress pr = {now, stats->events, S.arrived, S.finished, wl->n_turns, true};
+        cz_deploy_counts(S.d, &arrived, &finished);
+        cz_run_progress pr = {now, stats->events, arrived, finished, wl->n_turns, true};
         progress(progress_ctx, &pr);
     }
     sim_state_free(&S);
     if (st == CZ_OK)
         st = cz_metrics_check(m, err);
     return st;
-}
-
-/* ---- summary ---- */
-
-void cz_sim_summary_json(const cz_sim_config *cfg, const cz_metrics *m, const cz_sim_stats *st,
-                         const cz_summary *sum, cJSON *summary)
-{
-    if (m->n_audio) {
-        cz_audio_summary a;
-        cz_audio_summarize(m, &cfg->slo, sum->duration_s, &a);
-        cz_audio_summary_json(summary, &a);
-    }
-    if (m->acct.streams) {
-        cz_frame_summary f;
-        cz_frame_summarize(m, &f);
-        cz_frame_summary_json(summary, &f);
-    }
-    if (m->acct.streams)
-        cz_json_add_num(summary, "mean_stream_kv_blocks", st->stream_end_blocks);
-    bool preload = false, bidi = false;
-    for (uint32_t p = 0; p < cfg->model.n_pipe; p++) {
-        preload = preload || cfg->place[p].server.kv_preload;
-        bidi = bidi || cfg->place[p].server.kv_bidirectional;
-    }
-    if (bidi) {
-        cJSON_AddNumberToObject(summary, "kv_overwrites", (double)st->overwrites);
-        cJSON_AddNumberToObject(summary, "kv_checkpointed_tokens", (double)st->overwrite_tokens);
-    }
-    if (preload) {
-        /* LiveServe section 5.2's counters, over every autoregressive replica */
-        cJSON *pl = cJSON_AddObjectToObject(summary, "kv_preload");
-        CZ_ASSERT(pl != NULL);
-        cJSON_AddNumberToObject(pl, "started", (double)st->preload.started);
-        cJSON_AddNumberToObject(pl, "hits", (double)st->preload.hits);
-        cJSON_AddNumberToObject(pl, "late", (double)st->preload.late);
-        cJSON_AddNumberToObject(pl, "skips", (double)st->preload.skips);
-        cJSON_AddNumberToObject(pl, "cancels", (double)st->preload.cancels);
-        cJSON_AddNumberToObject(pl, "fallbacks", (double)st->preload.fallbacks);
-    }
-    if (cfg->admission.kind != CZ_ADMIT_ALL) {
-        /* the gateway: refused sessions got "server_overloaded" */
-        cJSON_AddNumberToObject(summary, "sessions_admitted", (double)st->streams_admitted);
-        cJSON_AddNumberToObject(summary, "sessions_rejected", (double)st->streams_rejected);
-        cz_json_add_num(summary, "admission_cap",
-                        st->admission_cap == UINT32_MAX ? NAN : (double)st->admission_cap);
-        cz_json_add_num(summary, "mean_live_sessions", st->live_streams_mean);
-    }
-    uint64_t gen = 0, heard = 0;
-    cJSON *stages = cJSON_CreateArray();
-    CZ_ASSERT(stages != NULL);
-    uint32_t ord = 0;
-    for (uint32_t p = 0; p < cfg->model.n_pipe; p++) {
-        const cz_stage_card *card = &cfg->model.stages[cfg->model.pipe[p].stage];
-        if (card->kind != CZ_STAGE_AR)
-            continue;
-        cz_stage_summary ss;
-        cz_stage_summarize(m, ord++, &ss);
-        gen += ss.generated_tokens;
-        heard += ss.heard_tokens;
-        cJSON_AddItemToArray(stages, cz_stage_summary_json(&ss, card->name));
-    }
-    cJSON_AddNumberToObject(summary, "generated_tokens", (double)gen);
-    cJSON_AddNumberToObject(summary, "heard_tokens", (double)heard);
-    cz_json_add_num(summary, "waste_ratio", gen ? 1.0 - (double)heard / (double)gen : 0.0);
-    cz_json_add_num(summary, "kv_pool_saturated_at_s", st->kv_saturated_at_s);
-    cJSON_AddItemToObject(summary, "stages", stages);
-    if (cfg->cross_stage)
-        cz__xstage_summary_json(cfg, st, summary);
-    /* a mixed real-time / best-effort run: the request metrics of each class */
-    bool has[2] = {false, false};
-    for (uint64_t i = 0; i < m->n_req; i++)
-        if (m->req[i].stage == 0 && !m->req[i].stream && m->req[i].cls < 2)
-            has[m->req[i].cls] = true;
-    if (has[0] && has[1]) {
-        cJSON *classes = cJSON_AddObjectToObject(summary, "classes");
-        static const char *const names[2] = {"rt", "be"};
-        for (uint32_t c = 0; c < 2; c++) {
-            cz_summary cs;
-            cz_metrics_summarize_class(m, &cfg->slo, c, &cs);
-            cJSON_AddItemToObject(classes, names[c], cz_summary_json(&cs));
-        }
-    }
-}
-
-bool cz_sim_add_theory(const cz_sim_config *cfg, const cJSON *cfg_json, const cz_summary *sum,
-                       cJSON *summary)
-{
-    if (cfg->cost_kind != CZ_COST_SERVICE || cfg->place[0].server.max_num_seqs != 1)
-        return false;
-    const cJSON *w = cJSON_GetObjectItemCaseSensitive(cfg_json, "workload");
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(w, "arrivals");
-    const cJSON *proc = cJSON_GetObjectItemCaseSensitive(a, "process");
-    const cJSON *rate = cJSON_GetObjectItemCaseSensitive(a, "rate_rps");
-    if (!cJSON_IsString(proc) || strcmp(proc->valuestring, "poisson") != 0 ||
-        !cJSON_IsNumber(rate))
-        return false;
-    double lambda = rate->valuedouble;
-    double rho = lambda * cz_distspec_mean(&cfg->service);
-    if (!(rho < 1.0))
-        return false;
-    double wq_s = lambda * cz_distspec_second_moment(&cfg->service) / (2.0 * (1.0 - rho));
-    cJSON *th = cJSON_AddObjectToObject(summary, "queueing_theory");
-    cJSON_AddStringToObject(th, "model",
-                            cfg->service.kind == CZ_DIST_EXPONENTIAL ? "M/M/1" : "M/G/1");
-    cz_json_add_num(th, "rho", rho);
-    cz_json_add_num(th, "mean_queue_wait_ms", wq_s * 1e3);
-    cz_json_add_num(th, "relative_error", (sum->queue_wait_ms.mean - wq_s * 1e3) / (wq_s * 1e3));
-    return true;
 }

@@ -17,6 +17,7 @@
 
 #include "cz_evq.h"
 #include "cz_json.h"
+#include "cz_deploy.h"
 #include "cz_sim_int.h"
 
 #define NONE UINT32_MAX
@@ -43,10 +44,10 @@ typedef struct xs_fifo {
 } xs_fifo;
 
 typedef struct xs_state {
-    const cz_sim_config *cfg;
+    const cz_config *cfg;
     const cz_workload *wl;
     cz_metrics *m;
-    cz_sim_stats *st;
+    cz_run_stats *st;
     cz_evq q;
     uint32_t llm;         /* pipeline index of the LLM stage */
     xs_req *r;
@@ -158,7 +159,7 @@ static void first_sched(xs_state *S, uint32_t i, double now)
  * encode) over the host link, one copy at a time; a layer whose weights have not landed
  * waits (the condition of Eq. 8 fails). Returns the encode's duration. */
 static double vision_pass(xs_state *S, uint32_t image, double share, double factor, double now,
-                          cz_sim_stats *st)
+                          cz_run_stats *st)
 {
     const cz_model_card *mc = &S->cfg->model;
     uint32_t K = S->cfg->xs.vision_resident_layers, L = S->vis_layers, l = 0;
@@ -166,8 +167,8 @@ static double vision_pass(xs_state *S, uint32_t image, double share, double fact
     for (uint32_t p = 0; p < S->llm; p++) {
         const cz_stage_card *card = &mc->stages[mc->pipe[p].stage];
         uint32_t fixed = mc->pipe[p].input_tokens;
-        cz_batch_shape b = cz__prefill_shape(0, fixed ? fixed : image);
-        double stage_s = cz__stage_share_s(S->cfg, p, &b, share) * factor;
+        cz_batch_shape b = cz_prefill_shape(0, fixed ? fixed : image);
+        double stage_s = cz_config_stage_share_s(S->cfg, p, &b, share) * factor;
         if (K == 0 || K >= L) {
             t += stage_s;
             continue;
@@ -195,7 +196,7 @@ static double vision_pass(xs_state *S, uint32_t image, double share, double fact
     return t - now;
 }
 
-static void start_excl(xs_state *S, cz_xs_work w, double now, cz_sim_stats *st)
+static void start_excl(xs_state *S, cz_xs_work w, double now, cz_run_stats *st)
 {
     const cz_xs_policy *xs = &S->cfg->xs;
     bool others_decode = S->n_ready + S->n_batch > 0;
@@ -224,8 +225,8 @@ static void start_excl(xs_state *S, cz_xs_work w, double now, cz_sim_stats *st)
         S->excl_req = i;
         first_sched(S, i, now);
         S->kv_used += q->in + q->out;
-        cz_batch_shape b = cz__prefill_shape(0, q->in);
-        dur = cz__stage_share_s(S->cfg, S->llm, &b, share) * factor;
+        cz_batch_shape b = cz_prefill_shape(0, q->in);
+        dur = cz_config_stage_share_s(S->cfg, S->llm, &b, share) * factor;
         q->service_s += dur;
         tokens = q->in;
     } else {
@@ -253,7 +254,7 @@ static void start_excl(xs_state *S, cz_xs_work w, double now, cz_sim_stats *st)
                 first_sched(S, i, now);
             }
             uint32_t chunk = q->in - q->prefilled < budget ? q->in - q->prefilled : budget;
-            cz_batch_shape c = cz__prefill_shape(q->prefilled, chunk);
+            cz_batch_shape c = cz_prefill_shape(q->prefilled, chunk);
             b.prefill_tokens += c.prefill_tokens;
             b.prefill_attn_ctx += c.prefill_attn_ctx;
             b.prefill_seqs++;
@@ -261,7 +262,7 @@ static void start_excl(xs_state *S, cz_xs_work w, double now, cz_sim_stats *st)
             S->hyb_tok[S->n_hyb++] = chunk;
             budget -= chunk;
         }
-        dur = cz__stage_share_s(S->cfg, S->llm, &b, 1.0);
+        dur = cz_config_stage_share_s(S->cfg, S->llm, &b, 1.0);
         tokens = S->cfg->xs.token_budget - budget;
         if (S->n_batch) {
             st->decode_steps++;
@@ -275,7 +276,7 @@ static void start_excl(xs_state *S, cz_xs_work w, double now, cz_sim_stats *st)
     cz_evq_push(&S->q, now + dur, XE_EXCL_DONE, 0, 0);
 }
 
-static void start_decode(xs_state *S, double now, cz_sim_stats *st)
+static void start_decode(xs_state *S, double now, cz_run_stats *st)
 {
     const cz_xs_policy *xs = &S->cfg->xs;
     double share = 1.0, factor = 1.0;
@@ -302,11 +303,11 @@ static void start_decode(xs_state *S, double now, cz_sim_stats *st)
     st->decode_share_sum += share;
     S->m->steps++;
     timeline(S, now, b.decode_seqs);
-    double dur = cz__stage_share_s(S->cfg, S->llm, &b, share) * factor;
+    double dur = cz_config_stage_share_s(S->cfg, S->llm, &b, share) * factor;
     cz_evq_push(&S->q, now + dur, XE_DECODE_DONE, 0, 0);
 }
 
-static void decide(xs_state *S, double now, cz_sim_stats *st)
+static void decide(xs_state *S, double now, cz_run_stats *st)
 {
     for (;;) {
         uint32_t pw = fifo_len(&S->prefill);
@@ -406,8 +407,8 @@ static void on_arrival(xs_state *S, double now)
                     XE_ARRIVAL, 0, 0);
 }
 
-cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_metrics *m,
-                         cz_sim_stats *stats, cz_sim_progress_fn progress, void *progress_ctx,
+cz_status cz__xstage_run(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
+                         cz_run_stats *stats, cz_run_progress_fn progress, void *progress_ctx,
                          cz_err *err)
 {
     if (wl->n_streams > 0 || wl->concurrency > 0)
@@ -489,7 +490,7 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
     double *times = cz_xmalloc(n1 * sizeof *times);
     for (uint32_t g = 0; g < S.n; g++)
         times[g] = wl->turns[g].arrival_s;
-    cz__sort_by_time(S.order, times, S.n);
+    cz_sort_by_time(S.order, times, S.n);
     free(times);
     cz_evq_init(&S.q, 16);
     if (S.n > 0)
@@ -518,7 +519,7 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
         }
         decide(&S, now, stats);
         if (progress && (stats->events & 0xFFFF) == 0) {
-            cz_sim_progress pr = {now, stats->events, S.next_arrival, S.finished, S.n, false};
+            cz_run_progress pr = {now, stats->events, S.next_arrival, S.finished, S.n, false};
             progress(progress_ctx, &pr);
         }
     }
@@ -553,7 +554,7 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
     stats->sim_time_s = now;
     stats->kv_saturated_at_s = NAN;
     if (progress) {
-        cz_sim_progress pr = {now, stats->events, S.next_arrival, S.finished, S.n, true};
+        cz_run_progress pr = {now, stats->events, S.next_arrival, S.finished, S.n, true};
         progress(progress_ctx, &pr);
     }
     cz_evq_free(&S.q);
@@ -572,54 +573,4 @@ cz_status cz__xstage_run(const cz_sim_config *cfg, const cz_workload *wl, cz_met
     if (st == CZ_OK)
         st = cz_metrics_check(m, err);
     return st;
-}
-
-void cz__xstage_summary_json(const cz_sim_config *cfg, const cz_sim_stats *st, cJSON *summary)
-{
-    /* Nova's figures: the wait for the vision worker (its queueing delay, Table V), the
-     * mean decode batch (Figure 12) and decode's mean SM share */
-    cz_json_add_num(summary, "mean_vision_queue_ms",
-                    st->vision_starts ? 1e3 * st->vision_wait_sum_s / st->vision_starts : NAN);
-    /* Table V's other rows, measured the same way: the processing time S (a request's
-     * vision step and whole prefill step), the utilisation lambda S, and Eq. 6's
-     * prediction from them, deterministic (M/D/1, as Table V's "predicted" row) and with
-     * the measured second moment of S (M/G/1); lambda is the run's arrival rate. The
-     * baselines' service is reported too; their vision queue also waits for decode steps
-     * (PF-Limit) or hybrid steps (chunked prefill, whose prefill is not one step: no S),
-     * so Eq. 6 is Nova's only */
-    double n = st->service_n ? (double)st->service_n : NAN;
-    double s1 = st->service_sum_s / n, s2 = st->service_sq_sum_s2 / n;
-    double lambda = st->arrival_rate_rps;
-    cz_json_add_num(summary, "arrival_rate_rps", lambda);
-    cz_json_add_num(summary, "mean_vision_service_ms", 1e3 * s1);
-    cz_json_add_num(summary, "vision_utilization", lambda * s1);
-    bool nova = cfg->xs.kind == CZ_XS_NOVA; /* Eq. 6 models Nova's vision queue */
-    cz_json_add_num(summary, "md1_vision_queue_ms",
-                    nova ? 1e3 * cz_xs_mg1_wait_s(lambda, s1, s1 * s1) : NAN);
-    cz_json_add_num(summary, "mg1_vision_queue_ms",
-                    nova ? 1e3 * cz_xs_mg1_wait_s(lambda, s1, s2) : NAN);
-    cz_json_add_num(summary, "mean_decode_batch",
-                    st->decode_steps ? (double)st->decode_seq_steps / st->decode_steps : NAN);
-    cz_json_add_num(summary, "mean_decode_sm_share",
-                    st->decode_steps ? st->decode_share_sum / st->decode_steps : NAN);
-    double nv = st->vision_starts ? (double)st->vision_starts : NAN;
-    cz_json_add_num(summary, "mean_vision_step_ms", 1e3 * st->vision_step_sum_s / nv);
-    cz_json_add_num(summary, "mean_vision_stall_ms", 1e3 * st->vision_stall_sum_s / nv);
-    cz_json_add_num(summary, "vision_weights_resident_gb", st->vision_resident_bytes / 1e9);
-    if (nova) {
-        /* the split decode starts from beside each stage (Eq. 3 when enumerated), Eq. 1
-         * there, and the latencies Eq. 1 saw (co-run factor included) */
-        cJSON_AddNumberToObject(summary, "sm_decode_vision", cfg->xs.sm_decode_vision);
-        cJSON_AddNumberToObject(summary, "sm_decode_prefill", cfg->xs.sm_decode_prefill);
-        cz_json_add_num(summary, "ideal_e2e_ms", 1e3 * cfg->xs_ideal_e2e_s);
-        bool ideal = !isnan(cfg->xs_ideal_e2e_s);
-        double k = 1e3 * cfg->xs.corun_slowdown;
-        cz_json_add_num(summary, "ideal_vision_ms", ideal ? k * cfg->xs_ideal_vision.vision_s : NAN);
-        cz_json_add_num(summary, "ideal_prefill_ms",
-                        ideal ? k * cfg->xs_ideal_prefill.prefill_s : NAN);
-        cz_json_add_num(summary, "ideal_decode_beside_vision_ms",
-                        ideal ? k * cfg->xs_ideal_vision.decode_s : NAN);
-        cz_json_add_num(summary, "ideal_decode_beside_prefill_ms",
-                        ideal ? k * cfg->xs_ideal_prefill.decode_s : NAN);
-    }
 }

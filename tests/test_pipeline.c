@@ -15,10 +15,10 @@
 
 
 typedef struct run {
-    cz_sim_config cfg;
+    cz_config cfg;
     cz_workload wl;
     cz_metrics m;
-    cz_sim_stats st;
+    cz_run_stats st;
     cz_summary sum;
     cJSON *summary;
 } run;
@@ -31,14 +31,14 @@ static void run_config(run *r, const char *json)
     cz_err err;
     cz_err_clear(&err);
     cz_workload_init(&r->wl);
-    cr_assert_eq(cz_sim_config_parse(j, "test", dir, &r->cfg, &r->wl, &err), CZ_OK, "%s",
+    cr_assert_eq(cz_config_parse(j, "test", dir, &r->cfg, &r->wl, &err), CZ_OK, "%s",
                  err.msg);
     cz_metrics_init(&r->m, 0.0, 0);
     cr_assert_eq(cz_sim_run(&r->cfg, &r->wl, &r->m, &r->st, NULL, NULL, &err), CZ_OK, "%s",
                  err.msg);
     cz_metrics_summarize(&r->m, &r->cfg.slo, &r->sum);
     r->summary = cz_summary_json(&r->sum);
-    cz_sim_summary_json(&r->cfg, &r->m, &r->st, &r->sum, r->summary);
+    cz_run_summary_json(&r->cfg, &r->m, &r->st, &r->sum, r->summary);
     cJSON_Delete(j);
     free(dir);
 }
@@ -166,12 +166,12 @@ Test(pipeline, audio_lengths_follow_the_card)
                  card, audio);
         cJSON *j = cJSON_Parse(json);
         cr_assert(j != NULL);
-        cz_sim_config cfg;
+        cz_config cfg;
         cz_workload wl;
         cz_workload_init(&wl);
         cz_err err;
         cz_err_clear(&err);
-        cz_status st = cz_sim_config_parse(j, "t.json", ".", &cfg, &wl, &err);
+        cz_status st = cz_config_parse(j, "t.json", ".", &cfg, &wl, &err);
         if (k < 2) {
             cr_assert_eq(st, CZ_OK, "%s", err.msg);
             cr_assert_eq(wl.turns[0].out_audio_tokens, 10);

@@ -25,19 +25,19 @@ static void run_validation(const char *rel, unsigned requests, double *sim_ms, d
     snprintf(set, sizeof set, "workload.synthetic.requests=%u", requests);
     cr_assert_eq(cz_json_set_path(j, set, &err), CZ_OK, "%s", err.msg);
     char *dir = cz_test_path("experiments/validation");
-    cz_sim_config cfg;
+    cz_config cfg;
     cz_workload wl;
     cz_workload_init(&wl);
-    cr_assert_eq(cz_sim_config_parse(j, path, dir, &cfg, &wl, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(cz_config_parse(j, path, dir, &cfg, &wl, &err), CZ_OK, "%s", err.msg);
     cz_metrics m;
     cz_metrics_init(&m, cfg.timeline_interval_s, wl.n_turns);
-    cz_sim_stats st;
+    cz_run_stats st;
     cr_assert_eq(cz_sim_run(&cfg, &wl, &m, &st, NULL, NULL, &err), CZ_OK, "%s", err.msg);
     cz_summary sum;
     cz_metrics_summarize(&m, &cfg.slo, &sum);
     cr_assert_eq(sum.completed, requests);
     cJSON *sj = cz_summary_json(&sum);
-    cr_assert(cz_sim_add_theory(&cfg, j, &sum, sj));
+    cr_assert(cz_run_add_theory(&cfg, j, &sum, sj));
     *sim_ms = sum.queue_wait_ms.mean;
     *pred_ms = cJSON_GetObjectItem(cJSON_GetObjectItem(sj, "queueing_theory"),
                                    "mean_queue_wait_ms")->valuedouble;
@@ -91,19 +91,19 @@ static void run_nova_table_v(unsigned requests, double rate, const char *schedul
     cr_assert_eq(cz_json_set_path(j, set, &err), CZ_OK, "%s", err.msg);
     snprintf(set, sizeof set, "scheduler=%s", scheduler);
     cr_assert_eq(cz_json_set_path(j, set, &err), CZ_OK, "%s", err.msg);
-    cz_sim_config cfg;
+    cz_config cfg;
     cz_workload wl;
     cz_workload_init(&wl);
-    cr_assert_eq(cz_sim_config_parse(j, path, ".", &cfg, &wl, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(cz_config_parse(j, path, ".", &cfg, &wl, &err), CZ_OK, "%s", err.msg);
     cz_metrics m;
     cz_metrics_init(&m, cfg.timeline_interval_s, wl.n_turns);
-    cz_sim_stats st;
+    cz_run_stats st;
     cr_assert_eq(cz_sim_run(&cfg, &wl, &m, &st, NULL, NULL, &err), CZ_OK, "%s", err.msg);
     cz_summary sum;
     cz_metrics_summarize(&m, &cfg.slo, &sum);
     cr_assert_eq(sum.completed, requests);
     cJSON *sj = cz_summary_json(&sum);
-    cz_sim_summary_json(&cfg, &m, &st, &sum, sj);
+    cz_run_summary_json(&cfg, &m, &st, &sum, sj);
     *wait_ms = cJSON_GetObjectItem(sj, "mean_vision_queue_ms")->valuedouble;
     *md1_ms = cJSON_GetObjectItem(sj, "md1_vision_queue_ms")->valuedouble;
     cJSON_Delete(sj);
@@ -140,13 +140,13 @@ static char *run_default_summary(const char *set)
     if (set)
         cr_assert_eq(cz_json_set_path(j, set, &err), CZ_OK);
     char *dir = cz_test_path("experiments");
-    cz_sim_config cfg;
+    cz_config cfg;
     cz_workload wl;
     cz_workload_init(&wl);
-    cr_assert_eq(cz_sim_config_parse(j, path, dir, &cfg, &wl, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(cz_config_parse(j, path, dir, &cfg, &wl, &err), CZ_OK, "%s", err.msg);
     cz_metrics m;
     cz_metrics_init(&m, cfg.timeline_interval_s, wl.n_turns);
-    cz_sim_stats st;
+    cz_run_stats st;
     cr_assert_eq(cz_sim_run(&cfg, &wl, &m, &st, NULL, NULL, &err), CZ_OK, "%s", err.msg);
     cz_summary sum;
     cz_metrics_summarize(&m, &cfg.slo, &sum);
@@ -190,12 +190,12 @@ Test(sim, config_errors_name_the_field)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cJSON *j = cJSON_Parse(bad[i][0]);
         cr_assert(j != NULL);
-        cz_sim_config cfg;
+        cz_config cfg;
         cz_workload wl;
         cz_workload_init(&wl);
         cz_err err;
         cz_err_clear(&err);
-        cr_assert_neq(cz_sim_config_parse(j, "bad.json", ".", &cfg, &wl, &err), CZ_OK);
+        cr_assert_neq(cz_config_parse(j, "bad.json", ".", &cfg, &wl, &err), CZ_OK);
         cr_assert(strstr(err.msg, "bad.json") != NULL, "message: %s", err.msg);
         cr_assert(strstr(err.msg, bad[i][1]) != NULL, "message: %s", err.msg);
         cz_workload_free(&wl);
@@ -214,12 +214,12 @@ Test(sim, scheduler_parameters_per_stage)
                            " \"workload\": {\"synthetic\": {\"requests\": 1, \"input_tokens\": 5,"
                            "   \"output_tokens\": 5}, \"arrivals\": {\"process\": \"poisson\","
                            "   \"rate_rps\": 1}}}");
-    cz_sim_config cfg;
+    cz_config cfg;
     cz_workload wl;
     cz_workload_init(&wl);
     cz_err err;
     cz_err_clear(&err);
-    cr_assert_eq(cz_sim_config_parse(j, "t.json", ".", &cfg, &wl, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(cz_config_parse(j, "t.json", ".", &cfg, &wl, &err), CZ_OK, "%s", err.msg);
     /* pipeline: audio_encoder, thinker, talker, code2wav */
     const cz_policy_params *th = &cfg.place[1].policy.params, *tk = &cfg.place[2].policy.params;
     cr_assert_float_eq(th->p_safe_s, 2.0, 0);
@@ -246,15 +246,15 @@ Test(sim, max_concurrency_holds_arrivals_for_a_slot)
         " \"rate_rps\": 1e9, \"max_concurrency\": 1}}}";
     cJSON *j = cJSON_Parse(json);
     cr_assert(j != NULL);
-    cz_sim_config cfg;
+    cz_config cfg;
     cz_workload wl;
     cz_workload_init(&wl);
     cz_err err;
     cz_err_clear(&err);
-    cr_assert_eq(cz_sim_config_parse(j, "t.json", ".", &cfg, &wl, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(cz_config_parse(j, "t.json", ".", &cfg, &wl, &err), CZ_OK, "%s", err.msg);
     cz_metrics m;
     cz_metrics_init(&m, 0.0, 0);
-    cz_sim_stats st;
+    cz_run_stats st;
     cr_assert_eq(cz_sim_run(&cfg, &wl, &m, &st, NULL, NULL, &err), CZ_OK, "%s", err.msg);
     cr_assert_eq(m.n_req, 3);
     for (uint64_t i = 0; i < 3; i++) {
@@ -283,19 +283,19 @@ Test(sim, bros_step_model_fit)
                  " \"rate_rps\": 1}}}",
                  models[k], k ? 4 : 1);
         cJSON *j = cJSON_Parse(json);
-        cz_sim_config cfg;
+        cz_config cfg;
         cz_workload wl;
         cz_workload_init(&wl);
         cz_err err;
         cz_err_clear(&err);
-        cr_assert_eq(cz_sim_config_parse(j, "t.json", ".", &cfg, &wl, &err), CZ_OK, "%s",
+        cr_assert_eq(cz_config_parse(j, "t.json", ".", &cfg, &wl, &err), CZ_OK, "%s",
                      err.msg);
         const cz_policy_params *pp = &cfg.place[0].policy.params;
-        cz_batch b[CZ__STEP_FIT_SHAPES];
-        uint32_t n = cz__step_fit_shapes(b);
+        cz_batch b[CZ_STEP_FIT_SHAPES];
+        uint32_t n = cz_config_step_fit_shapes(b);
         double sum = 0, worst = 0;
         for (uint32_t i = 0; i < n; i++) {
-            double real = cz_sim_roofline_step_s(&cfg, 0, &b[i]);
+            double real = cz_config_roofline_step_s(&cfg, 0, &b[i]);
             double pred = cz_bros_step_s(pp, (double)b[i].prefill_tokens, b[i].decode_seqs,
                                          (double)b[i].decode_ctx_tokens,
                                          (double)b[i].prefill_attn_ctx);

@@ -15,10 +15,10 @@
 #include "test_util.h"
 
 typedef struct run {
-    cz_sim_config cfg;
+    cz_config cfg;
     cz_workload wl;
     cz_metrics m;
-    cz_sim_stats st;
+    cz_run_stats st;
     cz_status status;
     cz_err err;
 } run;
@@ -43,7 +43,7 @@ static cz_status parse_config(run *r, const char *scheduler, unsigned requests, 
     cz_err_clear(&r->err);
     cz_workload_init(&r->wl);
     cz_metrics_init(&r->m, 0.0, 0);
-    r->status = cz_sim_config_parse(j, "test", ".", &r->cfg, &r->wl, &r->err);
+    r->status = cz_config_parse(j, "test", ".", &r->cfg, &r->wl, &r->err);
     cJSON_Delete(j);
     return r->status;
 }
@@ -194,7 +194,7 @@ Test(xstage, pf_limit_runs_one_worker_at_a_time)
 Test(xstage, config_and_workload_errors)
 {
     cz_err err;
-    cz_sim_config cfg;
+    cz_config cfg;
     cz_workload wl;
     const char *bad[][2] = {
         {"{\"model\": \"qwen3-omni\", \"scheduler\": \"nova\","
@@ -220,7 +220,7 @@ Test(xstage, config_and_workload_errors)
         cr_assert(j != NULL);
         cz_err_clear(&err);
         cz_workload_init(&wl);
-        cr_assert_eq(cz_sim_config_parse(j, "bad.json", ".", &cfg, &wl, &err), CZ_EINVAL,
+        cr_assert_eq(cz_config_parse(j, "bad.json", ".", &cfg, &wl, &err), CZ_EINVAL,
                      "case %zu", i);
         cr_assert(strstr(err.msg, "bad.json") && strstr(err.msg, bad[i][1]), "case %zu: %s", i,
                   err.msg);
@@ -234,10 +234,10 @@ Test(xstage, config_and_workload_errors)
                            " \"arrivals\": {\"process\": \"closed_loop\", \"concurrency\": 1}}}");
     cz_err_clear(&err);
     cz_workload_init(&wl);
-    cr_assert_eq(cz_sim_config_parse(j, "c.json", ".", &cfg, &wl, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(cz_config_parse(j, "c.json", ".", &cfg, &wl, &err), CZ_OK, "%s", err.msg);
     cz_metrics m;
     cz_metrics_init(&m, 0.0, 0);
-    cz_sim_stats st;
+    cz_run_stats st;
     cr_assert_eq(cz_sim_run(&cfg, &wl, &m, &st, NULL, NULL, &err), CZ_EINVAL);
     cr_assert(strstr(err.msg, "open-loop"), "%s", err.msg);
     cz_metrics_free(&m);
@@ -379,7 +379,7 @@ Test(xstage, offload_frees_kv_for_the_llm)
             cz_err_clear(&r.err);
             cz_workload_init(&r.wl);
             cz_metrics_init(&r.m, 0.0, 0);
-            cr_assert_eq(cz_sim_config_parse(j, "t", ".", &r.cfg, &r.wl, &r.err), CZ_OK, "%s",
+            cr_assert_eq(cz_config_parse(j, "t", ".", &r.cfg, &r.wl, &r.err), CZ_OK, "%s",
                          r.err.msg);
             cJSON_Delete(j);
             cr_assert_eq(cz_sim_run(&r.cfg, &r.wl, &r.m, &r.st, NULL, NULL, &r.err), CZ_OK, "%s",
@@ -418,7 +418,7 @@ Test(xstage, vision_queue_service_and_md1)
     cz_summary sum;
     cz_metrics_summarize(&r.m, &r.cfg.slo, &sum);
     cJSON *j = cz_summary_json(&sum);
-    cz_sim_summary_json(&r.cfg, &r.m, &r.st, &sum, j);
+    cz_run_summary_json(&r.cfg, &r.m, &r.st, &sum, j);
     double mean = (2 * s0 + s1) / 3, second = (2 * s0 * s0 + s1 * s1) / 3, rho = 0.2 * mean;
 #define KEY(k) cJSON_GetObjectItemCaseSensitive(j, k)->valuedouble
     NEAR(KEY("mean_vision_queue_ms"), 1e3 * (s0 - 0.5) / 3);

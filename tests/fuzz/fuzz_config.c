@@ -1,5 +1,5 @@
 /* fuzz_config.c - libFuzzer harness for the experiment config loader: the input is parsed
- * as JSON (cz_json_parse) and then as an experiment config (cz_sim_config_parse, relative
+ * as JSON (cz_json_parse) and then as an experiment config (cz_config_parse, relative
  * paths against the source tree's experiments/), which builds its workload. Configs asking
  * for more than 4,096 synthetic requests or streams are skipped (an allocation, not a bug).
  * Half the mutations edit the parsed JSON (cz_fuzz_mutate_json), half are libFuzzer's own
@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cz_status st = cz_json_parse(text, "fuzz.json", &cfg, &err);
     cz_fuzz_check_err("cz_json_parse", st, &err);
     if (st == CZ_OK && cz_fuzz_config_bounded(cfg, 4096)) {
-        cz_sim_config c;
+        cz_config c;
         cz_workload wl;
         cz_workload_init(&wl);
         cz_fuzz_config_parse(cfg, &c, &wl);

@@ -2,7 +2,7 @@
  * into at most four assignments, applied in order with cz_json_set_path to a copy of the
  * built-in default experiment (experiments/default.json, read once) as `cadenza sim`
  * does, stopping at the first that fails; the result is then parsed as an experiment
- * config (cz_sim_config_parse). Configs asking for more than 4,096 synthetic requests or
+ * config (cz_config_parse). Configs asking for more than 4,096 synthetic requests or
  * streams are skipped (an allocation, not a bug). */
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         line = nl ? nl + 1 : NULL;
     }
     if (st == CZ_OK && cz_fuzz_config_bounded(cfg, 4096)) {
-        cz_sim_config c;
+        cz_config c;
         cz_workload wl;
         cz_workload_init(&wl);
         cz_fuzz_config_parse(cfg, &c, &wl);

@@ -1,5 +1,5 @@
 /* fuzz_sim.c - libFuzzer harness for a short simulation: the input is parsed as an
- * experiment config (cz_json_parse, cz_sim_config_parse) and, when its workload and its
+ * experiment config (cz_json_parse, cz_config_parse) and, when its workload and its
  * servers are small enough to run in milliseconds, simulated by cz_sim_run and summarised.
  * A run that returns CZ_EINTERNAL (the simulator lost or stuck a request: a bug) aborts;
  * every other failure status is an expected rejection of bad input.
@@ -59,7 +59,7 @@ static bool small_workload(const cz_workload *w)
     return tokens <= CZ_FUZZ_SIM_TOKENS;
 }
 
-static bool small_servers(const cz_sim_config *c)
+static bool small_servers(const cz_config *c)
 {
     for (uint32_t p = 0; p < c->model.n_pipe; p++) {
         const cz_stage_place *pl = &c->place[p];
@@ -71,11 +71,11 @@ static bool small_servers(const cz_sim_config *c)
     return true;
 }
 
-static void simulate(const cz_sim_config *cfg, const cz_workload *wl)
+static void simulate(const cz_config *cfg, const cz_workload *wl)
 {
     cz_metrics m;
     cz_metrics_init(&m, cfg->timeline_interval_s, wl->n_turns);
-    cz_sim_stats stats;
+    cz_run_stats stats;
     memset(&stats, 0, sizeof stats);
     cz_err err;
     cz_err_clear(&err);
@@ -89,7 +89,7 @@ static void simulate(const cz_sim_config *cfg, const cz_workload *wl)
         cJSON *j = cz_summary_json(&sum);
         if (!j)
             cz_fuzz_fail("cz_summary_json", "returned NULL");
-        cz_sim_summary_json(cfg, &m, &stats, &sum, j);
+        cz_run_summary_json(cfg, &m, &stats, &sum, j);
         cJSON_Delete(j);
     }
     cz_metrics_free(&m);
@@ -103,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cz_err_clear(&err);
     if (cz_json_parse(text, "fuzz.json", &json, &err) == CZ_OK &&
         cz_fuzz_config_bounded(json, CZ_FUZZ_SIM_TURNS)) {
-        cz_sim_config cfg;
+        cz_config cfg;
         cz_workload wl;
         cz_workload_init(&wl);
         if (cz_fuzz_config_parse(json, &cfg, &wl) == CZ_OK && small_workload(&wl) &&

@@ -206,12 +206,12 @@ void cz_fuzz_check_err(const char *what, cz_status st, const cz_err *err)
         cz_fuzz_fail(what, "failed without a message");
 }
 
-cz_status cz_fuzz_config_parse(const cJSON *cfg, cz_sim_config *c, cz_workload *wl)
+cz_status cz_fuzz_config_parse(const cJSON *cfg, cz_config *c, cz_workload *wl)
 {
     cz_err err;
     cz_err_clear(&err);
-    cz_status st = cz_sim_config_parse(cfg, "fuzz.json", cz_fuzz_base_dir(), c, wl, &err);
-    cz_fuzz_check_err("cz_sim_config_parse", st, &err);
+    cz_status st = cz_config_parse(cfg, "fuzz.json", cz_fuzz_base_dir(), c, wl, &err);
+    cz_fuzz_check_err("cz_config_parse", st, &err);
     return st;
 }
 

@@ -61,11 +61,11 @@ bool cz_fuzz_config_bounded(const cJSON *cfg, double max_generated);
  * `err` with a message. Aborts naming `what` otherwise; does nothing on CZ_OK. */
 void cz_fuzz_check_err(const char *what, cz_status st, const cz_err *err);
 
-/* Parses `cfg` as an experiment config (cz_sim_config_parse, named "fuzz.json", relative
+/* Parses `cfg` as an experiment config (cz_config_parse, named "fuzz.json", relative
  * paths against cz_fuzz_base_dir()) into *c and *wl (initialised by the caller, freed by
  * it whatever the outcome). A failure must carry its status and a message in the error
  * (the contract of cz_err); otherwise the harness aborts. Returns the parser's status. */
-cz_status cz_fuzz_config_parse(const cJSON *cfg, cz_sim_config *c, cz_workload *wl);
+cz_status cz_fuzz_config_parse(const cJSON *cfg, cz_config *c, cz_workload *wl);
 
 /* Structure-aware mutation of a JSON input, for the config harnesses' custom mutators:
  * half the time, and whenever the input is not JSON, libFuzzer's own byte mutation;

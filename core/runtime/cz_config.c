@@ -1,7 +1,6 @@
-/* cz_config.c - experiment configs for the simulator (cz_sim.h); every key is in
+/* cz_config.c - experiment configs (cz_config.h) for both drivers; every key is in
  * docs/config.md. */
-#include "cz_sim.h"
-#include "cz_sim_int.h"
+#include "cz_config.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -135,7 +134,7 @@ static cz_status parse_server_fields(const cJSON *j, const char *ctx, cz_server_
     return CZ_OK;
 }
 
-static cz_status parse_server(const cJSON *j, const char *where, cz_sim_config *c,
+static cz_status parse_server(const cJSON *j, const char *where, cz_config *c,
                               cz_server_config *srv, cz_err *err)
 {
     static const char *const keys[] = {"max_num_seqs",    "max_num_batched_tokens",
@@ -161,7 +160,7 @@ static cz_status parse_server(const cJSON *j, const char *where, cz_sim_config *
 
 /* The "pipeline" object: per stage name, its replicas, their GPUs, and serving settings
  * that differ from "server". */
-static cz_status parse_placement(const cJSON *j, const char *where, cz_sim_config *c,
+static cz_status parse_placement(const cJSON *j, const char *where, cz_config *c,
                                  cz_err *err)
 {
     static const char *const keys[] = {"replicas",     "gpus",         "max_num_seqs",
@@ -232,7 +231,7 @@ static cz_status parse_placement(const cJSON *j, const char *where, cz_sim_confi
     return CZ_OK;
 }
 
-static cz_status parse_cost(const cJSON *j, const char *where, cz_sim_config *c, cz_err *err)
+static cz_status parse_cost(const cJSON *j, const char *where, cz_config *c, cz_err *err)
 {
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s: cost", where);
@@ -283,8 +282,8 @@ static cz_status parse_slo(const cJSON *j, const char *where, cz_slo *slo, cz_er
 /* The batch shapes BROS's step model is fitted on: decode batches of 1 to 256 sequences at
  * 128 to 8,192 tokens of context each, prefill chunks of 16 to 8,192 tokens over cached
  * prefixes of 0 to 4,096, and mixed steps (docs/policies.md). Returns how many it wrote
- * (at most CZ__STEP_FIT_SHAPES). */
-uint32_t cz__step_fit_shapes(cz_batch *out)
+ * (at most CZ_STEP_FIT_SHAPES). */
+uint32_t cz_config_step_fit_shapes(cz_batch *out)
 {
     static const uint32_t seqs[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
     static const uint32_t ctxs[] = {128, 512, 2048, 8192};
@@ -298,30 +297,30 @@ uint32_t cz__step_fit_shapes(cz_batch *out)
                                   .total_tokens = seqs[i]};
     for (size_t i = 0; i < CZ_ARRAY_LEN(chunks); i++)
         for (size_t j = 0; j < CZ_ARRAY_LEN(cached); j++) {
-            cz_batch_shape sh = cz__prefill_shape(cached[j], chunks[i]);
+            cz_batch_shape sh = cz_prefill_shape(cached[j], chunks[i]);
             out[n++] = (cz_batch){.prefill_tokens = sh.prefill_tokens, .prefill_seqs = 1,
                                   .prefill_attn_ctx = sh.prefill_attn_ctx,
                                   .total_tokens = chunks[i]};
         }
     for (uint32_t d = 8; d <= 64; d *= 8)
         for (uint32_t t = 256; t <= 2048; t *= 8) {
-            cz_batch_shape sh = cz__prefill_shape(0, t);
+            cz_batch_shape sh = cz_prefill_shape(0, t);
             out[n++] = (cz_batch){.decode_seqs = d, .decode_ctx_tokens = (uint64_t)d * 1024,
                                   .prefill_tokens = t, .prefill_seqs = 1,
                                   .prefill_attn_ctx = sh.prefill_attn_ctx,
                                   .total_tokens = d + t};
         }
-    CZ_ASSERT(n <= CZ__STEP_FIT_SHAPES);
+    CZ_ASSERT(n <= CZ_STEP_FIT_SHAPES);
     return n;
 }
 
 /* BROS's iteration-latency model (003_4ea0224bc1b7e235.txt: a linear cost model over input
  * and context lengths), fitted by least squares (GSL) to the stage's step times
- * (cz_sim_roofline_step_s, inner stages included) on cz__step_fit_shapes. */
-static void fit_step_model(const cz_sim_config *c, uint32_t p, cz_policy_params *out)
+ * (cz_config_roofline_step_s, inner stages included) on cz_config_step_fit_shapes. */
+static void fit_step_model(const cz_config *c, uint32_t p, cz_policy_params *out)
 {
-    cz_batch b[CZ__STEP_FIT_SHAPES];
-    uint32_t n = cz__step_fit_shapes(b);
+    cz_batch b[CZ_STEP_FIT_SHAPES];
+    uint32_t n = cz_config_step_fit_shapes(b);
     gsl_matrix *X = gsl_matrix_alloc(n, 5), *cov = gsl_matrix_alloc(5, 5);
     gsl_vector *y = gsl_vector_alloc(n), *coef = gsl_vector_alloc(5);
     gsl_multifit_linear_workspace *w = gsl_multifit_linear_alloc(n, 5);
@@ -332,7 +331,7 @@ static void fit_step_model(const cz_sim_config *c, uint32_t p, cz_policy_params 
         gsl_matrix_set(X, i, 2, (double)b[i].decode_seqs);
         gsl_matrix_set(X, i, 3, (double)b[i].decode_ctx_tokens);
         gsl_matrix_set(X, i, 4, (double)b[i].prefill_attn_ctx);
-        gsl_vector_set(y, i, cz_sim_roofline_step_s(c, p, &b[i]));
+        gsl_vector_set(y, i, cz_config_roofline_step_s(c, p, &b[i]));
     }
     double chisq;
     gsl_set_error_handler_off();
@@ -349,7 +348,7 @@ static void fit_step_model(const cz_sim_config *c, uint32_t p, cz_policy_params 
 
 /* A cross-stage scheduler runs a vision-language model on one GPU: encoders, then one
  * autoregressive stage without an inner stage, one replica each, all on GPU 0. */
-static cz_status check_cross_stage(const cz_sim_config *c, const char *where, cz_err *err)
+static cz_status check_cross_stage(const cz_config *c, const char *where, cz_err *err)
 {
     uint32_t n_ar = 0;
     for (uint32_t p = 0; p < c->model.n_pipe; p++) {
@@ -396,7 +395,7 @@ static cz_status check_cross_stage(const cz_sim_config *c, const char *where, cz
     return CZ_OK;
 }
 
-double cz__stage_share_s(const cz_sim_config *c, uint32_t p, const cz_batch_shape *b,
+double cz_config_stage_share_s(const cz_config *c, uint32_t p, const cz_batch_shape *b,
                          double share)
 {
     cz_step_cost cost;
@@ -404,7 +403,7 @@ double cz__stage_share_s(const cz_sim_config *c, uint32_t p, const cz_batch_shap
     return cz_cost_share_s(&cost, &c->cost, share);
 }
 
-cz_batch_shape cz__prefill_shape(uint64_t start, uint64_t tokens)
+cz_batch_shape cz_prefill_shape(uint64_t start, uint64_t tokens)
 {
     cz_batch_shape b = {.prefill_tokens = tokens, .prefill_seqs = 1};
     b.prefill_attn_ctx = tokens * start + tokens * (tokens + 1) / 2;
@@ -416,7 +415,7 @@ cz_batch_shape cz__prefill_shape(uint64_t start, uint64_t tokens)
  * the GPU's SMs, the vision encode (every encoder in turn) and the prefill on the others,
  * and one decode step of one request at the middle of its reply on the d SMs. Times on
  * their SMs alone: cz_xs_ideal_e2e_s applies the co-run factor. 0 < d < sms. */
-static cz_xs_split split_at(const cz_sim_config *c, double img, double in, double out,
+static cz_xs_split split_at(const cz_config *c, double img, double in, double out,
                             uint32_t d)
 {
     uint32_t llm = c->model.n_pipe - 1;
@@ -425,14 +424,14 @@ static cz_xs_split split_at(const cz_sim_config *c, double img, double in, doubl
     for (uint32_t p = 0; p < llm && img > 0; p++) {
         uint64_t t = c->model.pipe[p].input_tokens ? c->model.pipe[p].input_tokens
                                                    : (uint64_t)llround(img);
-        cz_batch_shape b = cz__prefill_shape(0, t);
-        sp.vision_s += cz__stage_share_s(c, p, &b, 1.0 - f);
+        cz_batch_shape b = cz_prefill_shape(0, t);
+        sp.vision_s += cz_config_stage_share_s(c, p, &b, 1.0 - f);
     }
     uint64_t t = in >= 1 ? (uint64_t)llround(in) : 1; /* the executor prefills >= 1 token */
-    cz_batch_shape b = cz__prefill_shape(0, t);
-    sp.prefill_s = cz__stage_share_s(c, llm, &b, 1.0 - f);
+    cz_batch_shape b = cz_prefill_shape(0, t);
+    sp.prefill_s = cz_config_stage_share_s(c, llm, &b, 1.0 - f);
     cz_batch_shape dec = {.decode_seqs = 1, .decode_ctx_tokens = t + (uint64_t)(out / 2)};
-    sp.decode_s = cz__stage_share_s(c, llm, &dec, f);
+    sp.decode_s = cz_config_stage_share_s(c, llm, &dec, f);
     return sp;
 }
 
@@ -440,7 +439,7 @@ static cz_xs_split split_at(const cz_sim_config *c, double img, double in, doubl
  * split in units of sm_granularity when `enumerate` is set (sets sm_decode_vision /
  * sm_decode_prefill, lowering sm_floor to them when needed), then Eq. 1 at the split decode
  * starts from, recorded with the latencies it saw there. Needs requests. */
-static cz_status nova_split(cz_sim_config *c, const cz_workload *wl, const char *where,
+static cz_status nova_split(cz_config *c, const cz_workload *wl, const char *where,
                             cz_err *err)
 {
     uint32_t S = c->hw.sms, g = c->xs.sm_granularity;
@@ -483,7 +482,7 @@ static cz_status nova_split(cz_sim_config *c, const cz_workload *wl, const char 
 /* "scheduler": a name, or {"name", parameters..., "stages": {stage: {parameters}}}; the
  * same scheduler runs every autoregressive stage, each with its own parameters and the
  * driver's telemetry (audio seconds per token of the stage). */
-static cz_status parse_scheduler(const cJSON *cfg, const char *where, cz_sim_config *c,
+static cz_status parse_scheduler(const cJSON *cfg, const char *where, cz_config *c,
                                  cz_err *err)
 {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(cfg, "scheduler");
@@ -566,7 +565,7 @@ static cz_status parse_scheduler(const cJSON *cfg, const char *where, cz_sim_con
  * workload's `audio.tokens_per_text_token` and `audio.seconds_per_audio_token` default to
  * the card's (in a copy of the workload object, *out, which the caller deletes; NULL when
  * nothing was added) and must equal them when given. */
-static cz_status reconcile_audio(const cz_sim_config *c, const cJSON *wobj, const char *where,
+static cz_status reconcile_audio(const cz_config *c, const cJSON *wobj, const char *where,
                                  cJSON **out, cz_err *err)
 {
     *out = NULL;
@@ -620,7 +619,7 @@ static cz_status reconcile_audio(const cz_sim_config *c, const cJSON *wobj, cons
  * (hbm_bytes x gpu_memory_utilization) less the weights of every replica placed on it
  * (inner stages included; tensor parallelism divides them) is shared equally by the
  * autoregressive replicas on that GPU. */
-static cz_status derive_kv_blocks(cz_sim_config *c, const char *where, cz_err *err)
+static cz_status derive_kv_blocks(cz_config *c, const char *where, cz_err *err)
 {
     double tp = c->cost.tp ? c->cost.tp : 1;
     for (uint32_t gpu = 0; gpu < c->n_gpus; gpu++) {
@@ -661,8 +660,8 @@ static cz_status derive_kv_blocks(cz_sim_config *c, const char *where, cz_err *e
     return CZ_OK;
 }
 
-cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *base_dir,
-                              cz_sim_config *c, cz_workload *wl, cz_err *err)
+cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_dir,
+                              cz_config *c, cz_workload *wl, cz_err *err)
 {
     static const char *const keys[] = {"name",     "description", "seed",      "workload",
                                        "model",    "stage",       "hardware",  "cost",
@@ -831,3 +830,27 @@ cz_status cz_sim_config_parse(const cJSON *cfg, const char *where, const char *b
     return CZ_OK;
 }
 
+double cz_config_roofline_step_s(const cz_config *cfg, uint32_t p, const cz_batch *b)
+{
+    const cz_pipe_stage *ps = &cfg->model.pipe[p];
+    cz_batch_shape shape = {
+        .prefill_tokens = b->prefill_tokens,
+        .prefill_seqs = b->prefill_seqs,
+        .prefill_attn_ctx = b->prefill_attn_ctx,
+        .decode_seqs = b->decode_seqs,
+        .decode_ctx_tokens = b->decode_ctx_tokens,
+    };
+    cz_step_cost c;
+    cz_cost_step(&cfg->model.stages[ps->stage], &cfg->hw, &cfg->cost, &shape, &c);
+    double t = c.total_s;
+    if (ps->inner >= 0) {
+        /* the inner stage (a code predictor) runs inner_steps sequential small steps for
+         * the tokens this step emits, with a context of at most inner_steps */
+        uint32_t emitted = b->decode_seqs + b->prefill_seqs;
+        cz_batch_shape in = {.decode_seqs = emitted,
+                             .decode_ctx_tokens = (uint64_t)emitted * ps->inner_steps};
+        cz_cost_step(&cfg->model.stages[ps->inner], &cfg->hw, &cfg->cost, &in, &c);
+        t += ps->inner_steps * c.total_s;
+    }
+    return t;
+}

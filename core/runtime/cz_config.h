@@ -1,0 +1,107 @@
+/* cz_config.h - an experiment config as both drivers read it (docs/config.md): the model
+ * card's pipeline placed on GPUs (replicas, routers, the serving core's settings and the
+ * scheduler of each stage), the hardware card, the cost model's parameters, the session
+ * gateway, the client's thresholds and SLOs. The workload named by the config is built
+ * while parsing it. The roofline helpers below are the cost model of a pipeline stage as
+ * the config places it, shared by the simulator and by the policies the parser derives
+ * from it (BROS's step model, Nova's split). */
+#ifndef CZ_CONFIG_H
+#define CZ_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "cz_base.h"
+#include "cz_distspec.h"
+#include "cz_metrics.h"
+#include "cz_models.h"
+#include "cz_policies.h"
+#include "cz_server.h"
+#include "cz_workload.h"
+
+#define CZ_MAX_REPLICAS 64
+
+typedef enum cz_cost_kind {
+    CZ_COST_ROOFLINE = 0, /* step time from the roofline of the model stage on the hardware */
+    CZ_COST_SERVICE       /* each request carries a service time drawn from a distribution;
+                             a step costs the shares of the requests it advances (queueing
+                             validation, docs/validation.md) */
+} cz_cost_kind;
+
+/* How a session's turns are spread over a stage's data-parallel replicas. */
+typedef enum cz_router {
+    CZ_ROUTER_SESSION = 0, /* least loaded at the session's first turn, then sticky (its
+                              multi-turn KV stays where it was) */
+    CZ_ROUTER_LEAST_LOADED,/* the replica with the fewest open turns, at every turn */
+    CZ_ROUTER_RANDOM       /* uniformly at random, at every turn */
+} cz_router;
+
+/* Placement of one pipeline stage. */
+typedef struct cz_stage_place {
+    cz_policy policy;               /* its scheduler (autoregressive stages) */
+    uint32_t replicas;
+    uint32_t gpus[CZ_MAX_REPLICAS]; /* GPU of each replica; stages on one GPU time-share it */
+    cz_server_config server;        /* autoregressive stages */
+    uint32_t max_batch, max_tokens; /* encoders and vocoders: jobs and tokens per step */
+} cz_stage_place;
+
+/* A parsed experiment config (docs/config.md). */
+typedef struct cz_config {
+    char name[128];
+    uint64_t seed;
+    cz_cost_kind cost_kind;
+    cz_model_card model;      /* its pipeline is what runs */
+    cz_hw_card hw;
+    cz_cost_params cost;
+    cz_distspec service;      /* CZ_COST_SERVICE */
+    cz_stage_place place[CZ_MAX_STAGES]; /* per pipeline stage */
+    uint32_t n_gpus;
+    uint32_t router;          /* cz_router */
+    double gpu_memory_utilization;
+    char scheduler[32];       /* the scheduler's name (every stage runs the same one) */
+    cz_admission admission;   /* the gateway for periodic sessions (streams) */
+    bool cross_stage;         /* a cross-stage scheduler (cz_xs_policy) runs the GPU */
+    cz_xs_policy xs;
+    double xs_ideal_e2e_s;    /* Nova's partition: Eq. 1 at the split decode starts from
+                                 (enumerated or given), co-run factor included (NaN: not
+                                 a partitioned Nova run) */
+    cz_xs_split xs_ideal_vision;  /* what Eq. 1 sees there for the workload's mean request:
+                                     decode on sm_decode_vision SMs beside vision on the rest */
+    cz_xs_split xs_ideal_prefill; /* ... decode on sm_decode_prefill SMs beside prefill */
+    cz_slo slo;
+    double continuity_threshold_s; /* client: largest playback deficit still continuous */
+    double frame_wait_fraction;    /* streams: a tick returns empty when its tokens are not
+                                      ready by this fraction of the frame period (0.8) */
+    double max_time_s;        /* stop the clock here (requests in flight count as failed) */
+    double timeline_interval_s;
+} cz_config;
+
+/* Parses an experiment config. `where` names it in messages (the file name),
+ * `base_dir` resolves the workload's relative paths. The workload is built into *wl
+ * (initialised by the caller). KV pools left unsized are derived per GPU from the
+ * hardware card: (hbm_bytes x gpu_memory_utilization - weights placed on the GPU) shared
+ * equally by the autoregressive replicas on it (docs/config.md). */
+cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_dir,
+                              cz_config *out, cz_workload *wl, cz_err *err);
+
+/* Step time of an autoregressive batch of pipeline stage `p` under the roofline, its inner
+ * stage (a code predictor) included. */
+double cz_config_roofline_step_s(const cz_config *cfg, uint32_t p, const cz_batch *b);
+
+/* Roofline time of one step of pipeline stage p with shape b on a fraction `share` of the
+ * GPU's SMs (cz_cost_step, then cz_cost_share_s). */
+double cz_config_stage_share_s(const cz_config *cfg, uint32_t p, const cz_batch_shape *b,
+                               double share);
+
+/* The shape of one prefill chunk of `tokens` after `start` tokens of context: its tokens
+ * attend to everything before them and to each other. */
+cz_batch_shape cz_prefill_shape(uint64_t start, uint64_t tokens);
+
+/* The batch shapes BROS's step-latency model is fitted on; out holds CZ_STEP_FIT_SHAPES.
+ * Returns how many. */
+#define CZ_STEP_FIT_SHAPES 64
+uint32_t cz_config_step_fit_shapes(cz_batch *out);
+
+#endif

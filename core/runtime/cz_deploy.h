@@ -1,0 +1,132 @@
+/* cz_deploy.h - the deployment runtime: everything between a workload and the serving core
+ * that both drivers share (docs/architecture.md).
+ *
+ * It holds the model card's pipeline placed on devices: stage replicas (a serving core,
+ * cz_server.h, per autoregressive replica; a batching queue, cz_jobq.h, per encoder and
+ * vocoder replica), routers, chunk forwarding between stages, the client (speech, voice
+ * activity, playback at real-time rate, barge-in), periodic streams and their ticks, the
+ * session gateway, operations deferred until a replica's batch ends, and the accounting of
+ * every turn and frame. Like the core it is reactive: it never reads a clock and never
+ * sleeps. A driver supplies time and execution through a `cz_driver` table: it runs the
+ * steps the runtime starts on its devices, moves the KV bytes it asks for, fires its
+ * timers, and reports each back at its own time. The discrete-event simulator
+ * (sim/cz_sim.h) and the real engine (engine/) are two drivers of this one runtime.
+ *
+ * A device runs its replicas' steps one at a time, asking its idle replicas for work in
+ * turn (round robin); a device whose stage runs VoxServe's asynchronous pipeline
+ * (001_4ea5faaee5602c5d.txt, section 3.2.2) lets every replica keep a step in flight.
+ *
+ * Deterministic: the runtime's own random choices (the random router) come from streams
+ * seeded by the config's seed; everything else follows from the calls the driver makes
+ * and their order. */
+#ifndef CZ_DEPLOY_H
+#define CZ_DEPLOY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cz_config.h"
+#include "cz_jobq.h"
+#include "cz_run.h"
+#include "cz_server.h"
+
+/* The runtime's timers; a driver fires them with cz_deploy_timer and never reads their
+ * arguments. */
+typedef enum cz_timer_kind {
+    CZ_TIMER_ARRIVAL = 1, /* a: global turn index: its input is ready */
+    CZ_TIMER_BARGE_IN,    /* a: session, b: global turn index */
+    CZ_TIMER_REPLY_END,   /* a: session, b: global turn index: the reply has played */
+    CZ_TIMER_TICK,        /* a: stream, b: frame */
+    CZ_TIMER_SPEECH,      /* a: global turn index: the user starts speaking it */
+    CZ_TIMER_WAKE,        /* a: device: deferred work becomes due */
+    CZ_TIMER_ADMIT        /* the session gateway's tick (Metronome's AIMD) */
+} cz_timer_kind;
+
+/* A step the runtime starts on one replica. For an autoregressive replica `srv` holds the
+ * batch `batch` (server-owned, valid until cz_deploy_step_done; the decode set is walked
+ * with cz_server_decode_first/_next); for an encoder or vocoder replica `jobs[0..n_jobs)`
+ * are its jobs (`job_tokens` tokens in all) and `srv` is NULL. */
+typedef struct cz_deploy_step {
+    uint32_t rep;   /* replica id (0 .. cz_deploy_replicas) */
+    uint32_t p;     /* its pipeline stage */
+    uint32_t gpu;   /* its device */
+    cz_server *srv;
+    const cz_batch *batch;
+    const cz_job *jobs;
+    uint32_t n_jobs;
+    uint64_t job_tokens;
+} cz_deploy_step;
+
+/* What a driver does for the runtime. Every callback is made from inside a cz_deploy_*
+ * call, at that call's `now`. */
+typedef struct cz_driver {
+    void *ctx;
+    /* Runs step `s` on its device from `now`; the driver reports its end with
+     * cz_deploy_step_done. The step's contents must be taken before returning. */
+    void (*step)(void *ctx, const cz_deploy_step *s, double now);
+    /* Every step the runtime starts on device `gpu` at `now` has been handed over. */
+    void (*launched)(void *ctx, uint32_t gpu, double now);
+    /* Moves `bytes` of KV of sequence x->seq of replica `rep` over device `gpu`'s host link
+     * (x->to_host: device to host); reported with cz_deploy_xfer_done. */
+    void (*xfer)(void *ctx, uint32_t rep, uint32_t gpu, const cz_xfer *x, double bytes,
+                 double now);
+    /* When a transfer of `bytes` over device `gpu`'s host link, submitted now, would
+     * complete (the preload admission check); submits nothing. */
+    double (*xfer_eta)(void *ctx, uint32_t gpu, double bytes, bool to_host, double now);
+    /* Calls cz_deploy_timer(kind, a, b) at time t (>= now). */
+    void (*timer)(void *ctx, double t, uint32_t kind, uint32_t a, uint32_t b);
+    /* A turn opened on sequence `seq` of replica `rep` with metrics record `rec`, `in`
+     * input tokens and `out` output tokens allowed so far (may be NULL). */
+    void (*turn_opened)(void *ctx, uint32_t rep, uint32_t seq, uint64_t rec, uint32_t in,
+                        uint32_t out);
+} cz_driver;
+
+typedef struct cz_deploy cz_deploy;
+
+/* A replica's place, for drivers. */
+typedef struct cz_deploy_replica {
+    uint32_t p;        /* pipeline stage */
+    uint32_t gpu;      /* its device */
+    uint32_t slot;     /* its position among the device's replicas (a stream) */
+    cz_server *srv;    /* autoregressive stages; NULL for encoders and vocoders */
+} cz_deploy_replica;
+
+/* Builds the deployment of `cfg` for workload `wl` (both must outlive it), recording into
+ * `m` (initialised by the caller), driven by `drv` (copied). Fails with CZ_EINVAL when the
+ * workload is empty or the config's cost kind "service" meets a multi-stage pipeline. A
+ * config with a cross-stage scheduler has no deployment runtime (asserted). */
+cz_status cz_deploy_create(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
+                           const cz_driver *drv, cz_deploy **out, cz_err *err);
+void cz_deploy_free(cz_deploy *d);
+
+/* Starts the run at time 0: the first arrivals, stream ticks and gateway ticks become
+ * timers. */
+void cz_deploy_start(cz_deploy *d);
+
+/* The driver's reports, each at its time `now` (non-decreasing over calls): a timer fired,
+ * the step in flight on replica `rep` ended, a transfer of sequence `seq` of replica `rep`
+ * completed. Each handles what follows and then starts the work its devices can take. */
+void cz_deploy_timer(cz_deploy *d, double now, uint32_t kind, uint32_t a, uint32_t b);
+void cz_deploy_step_done(cz_deploy *d, uint32_t rep, double now);
+void cz_deploy_xfer_done(cz_deploy *d, uint32_t rep, uint32_t seq, bool to_host, double now);
+
+/* Ends the run at `now`: `cut` when the driver stopped its clock (max_time_s) with work
+ * left, which then counts as unfinished. Fills `stats` (the driver's counters, events and
+ * sim_time_s, are the driver's to set) and gives every turn and frame its outcome; a turn
+ * still open after a run that drained is CZ_EINTERNAL naming where it is stuck. */
+cz_status cz_deploy_finish(cz_deploy *d, bool cut, double now, cz_run_stats *stats,
+                           cz_err *err);
+
+/* Replicas and devices, for drivers. */
+uint32_t cz_deploy_replicas(const cz_deploy *d);
+cz_deploy_replica cz_deploy_replica_at(const cz_deploy *d, uint32_t rep);
+/* Whether device `gpu` lets its replicas' steps co-run (asynchronous pipeline). */
+bool cz_deploy_gpu_async(const cz_deploy *d, uint32_t gpu);
+/* Requests arrived and ended so far (progress lines). */
+void cz_deploy_counts(const cz_deploy *d, uint64_t *arrived, uint64_t *finished);
+
+/* Sorts ids[0..n) by times[i] (the time of ids[i]), ties by id. Allocates a scratch
+ * array (load time only). */
+void cz_sort_by_time(uint32_t *ids, const double *times, uint32_t n);
+
+#endif

@@ -1,0 +1,166 @@
+/* cz_run.c - the pipeline-level keys of a run's summary (cz_run.h), for either driver. */
+#include "cz_run.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "cz_json.h"
+
+/* A cross-stage run's keys (docs/pipeline.md, "Cross-stage execution"): Nova's queueing
+ * figures (Table V), decode batch and SM share, the vision step, its offload stall and the
+ * weights kept, and for Nova's partition the split and Eq. 1 there. */
+static void xstage_summary_json(const cz_config *cfg, const cz_run_stats *st, cJSON *summary)
+{
+    /* Nova's figures: the wait for the vision worker (its queueing delay, Table V), the
+     * mean decode batch (Figure 12) and decode's mean SM share */
+    cz_json_add_num(summary, "mean_vision_queue_ms",
+                    st->vision_starts ? 1e3 * st->vision_wait_sum_s / st->vision_starts : NAN);
+    /* Table V's other rows, measured the same way: the processing time S (a request's
+     * vision step and whole prefill step), the utilisation lambda S, and Eq. 6's
+     * prediction from them, deterministic (M/D/1, as Table V's "predicted" row) and with
+     * the measured second moment of S (M/G/1); lambda is the run's arrival rate. The
+     * baselines' service is reported too; their vision queue also waits for decode steps
+     * (PF-Limit) or hybrid steps (chunked prefill, whose prefill is not one step: no S),
+     * so Eq. 6 is Nova's only */
+    double n = st->service_n ? (double)st->service_n : NAN;
+    double s1 = st->service_sum_s / n, s2 = st->service_sq_sum_s2 / n;
+    double lambda = st->arrival_rate_rps;
+    cz_json_add_num(summary, "arrival_rate_rps", lambda);
+    cz_json_add_num(summary, "mean_vision_service_ms", 1e3 * s1);
+    cz_json_add_num(summary, "vision_utilization", lambda * s1);
+    bool nova = cfg->xs.kind == CZ_XS_NOVA; /* Eq. 6 models Nova's vision queue */
+    cz_json_add_num(summary, "md1_vision_queue_ms",
+                    nova ? 1e3 * cz_xs_mg1_wait_s(lambda, s1, s1 * s1) : NAN);
+    cz_json_add_num(summary, "mg1_vision_queue_ms",
+                    nova ? 1e3 * cz_xs_mg1_wait_s(lambda, s1, s2) : NAN);
+    cz_json_add_num(summary, "mean_decode_batch",
+                    st->decode_steps ? (double)st->decode_seq_steps / st->decode_steps : NAN);
+    cz_json_add_num(summary, "mean_decode_sm_share",
+                    st->decode_steps ? st->decode_share_sum / st->decode_steps : NAN);
+    double nv = st->vision_starts ? (double)st->vision_starts : NAN;
+    cz_json_add_num(summary, "mean_vision_step_ms", 1e3 * st->vision_step_sum_s / nv);
+    cz_json_add_num(summary, "mean_vision_stall_ms", 1e3 * st->vision_stall_sum_s / nv);
+    cz_json_add_num(summary, "vision_weights_resident_gb", st->vision_resident_bytes / 1e9);
+    if (nova) {
+        /* the split decode starts from beside each stage (Eq. 3 when enumerated), Eq. 1
+         * there, and the latencies Eq. 1 saw (co-run factor included) */
+        cJSON_AddNumberToObject(summary, "sm_decode_vision", cfg->xs.sm_decode_vision);
+        cJSON_AddNumberToObject(summary, "sm_decode_prefill", cfg->xs.sm_decode_prefill);
+        cz_json_add_num(summary, "ideal_e2e_ms", 1e3 * cfg->xs_ideal_e2e_s);
+        bool ideal = !isnan(cfg->xs_ideal_e2e_s);
+        double k = 1e3 * cfg->xs.corun_slowdown;
+        cz_json_add_num(summary, "ideal_vision_ms", ideal ? k * cfg->xs_ideal_vision.vision_s : NAN);
+        cz_json_add_num(summary, "ideal_prefill_ms",
+                        ideal ? k * cfg->xs_ideal_prefill.prefill_s : NAN);
+        cz_json_add_num(summary, "ideal_decode_beside_vision_ms",
+                        ideal ? k * cfg->xs_ideal_vision.decode_s : NAN);
+        cz_json_add_num(summary, "ideal_decode_beside_prefill_ms",
+                        ideal ? k * cfg->xs_ideal_prefill.decode_s : NAN);
+    }
+}
+
+void cz_run_summary_json(const cz_config *cfg, const cz_metrics *m, const cz_run_stats *st,
+                         const cz_summary *sum, cJSON *summary)
+{
+    if (m->n_audio) {
+        cz_audio_summary a;
+        cz_audio_summarize(m, &cfg->slo, sum->duration_s, &a);
+        cz_audio_summary_json(summary, &a);
+    }
+    if (m->acct.streams) {
+        cz_frame_summary f;
+        cz_frame_summarize(m, &f);
+        cz_frame_summary_json(summary, &f);
+    }
+    if (m->acct.streams)
+        cz_json_add_num(summary, "mean_stream_kv_blocks", st->stream_end_blocks);
+    bool preload = false, bidi = false;
+    for (uint32_t p = 0; p < cfg->model.n_pipe; p++) {
+        preload = preload || cfg->place[p].server.kv_preload;
+        bidi = bidi || cfg->place[p].server.kv_bidirectional;
+    }
+    if (bidi) {
+        cJSON_AddNumberToObject(summary, "kv_overwrites", (double)st->overwrites);
+        cJSON_AddNumberToObject(summary, "kv_checkpointed_tokens", (double)st->overwrite_tokens);
+    }
+    if (preload) {
+        /* LiveServe section 5.2's counters, over every autoregressive replica */
+        cJSON *pl = cJSON_AddObjectToObject(summary, "kv_preload");
+        CZ_ASSERT(pl != NULL);
+        cJSON_AddNumberToObject(pl, "started", (double)st->preload.started);
+        cJSON_AddNumberToObject(pl, "hits", (double)st->preload.hits);
+        cJSON_AddNumberToObject(pl, "late", (double)st->preload.late);
+        cJSON_AddNumberToObject(pl, "skips", (double)st->preload.skips);
+        cJSON_AddNumberToObject(pl, "cancels", (double)st->preload.cancels);
+        cJSON_AddNumberToObject(pl, "fallbacks", (double)st->preload.fallbacks);
+    }
+    if (cfg->admission.kind != CZ_ADMIT_ALL) {
+        /* the gateway: refused sessions got "server_overloaded" */
+        cJSON_AddNumberToObject(summary, "sessions_admitted", (double)st->streams_admitted);
+        cJSON_AddNumberToObject(summary, "sessions_rejected", (double)st->streams_rejected);
+        cz_json_add_num(summary, "admission_cap",
+                        st->admission_cap == UINT32_MAX ? NAN : (double)st->admission_cap);
+        cz_json_add_num(summary, "mean_live_sessions", st->live_streams_mean);
+    }
+    uint64_t gen = 0, heard = 0;
+    cJSON *stages = cJSON_CreateArray();
+    CZ_ASSERT(stages != NULL);
+    uint32_t ord = 0;
+    for (uint32_t p = 0; p < cfg->model.n_pipe; p++) {
+        const cz_stage_card *card = &cfg->model.stages[cfg->model.pipe[p].stage];
+        if (card->kind != CZ_STAGE_AR)
+            continue;
+        cz_stage_summary ss;
+        cz_stage_summarize(m, ord++, &ss);
+        gen += ss.generated_tokens;
+        heard += ss.heard_tokens;
+        cJSON_AddItemToArray(stages, cz_stage_summary_json(&ss, card->name));
+    }
+    cJSON_AddNumberToObject(summary, "generated_tokens", (double)gen);
+    cJSON_AddNumberToObject(summary, "heard_tokens", (double)heard);
+    cz_json_add_num(summary, "waste_ratio", gen ? 1.0 - (double)heard / (double)gen : 0.0);
+    cz_json_add_num(summary, "kv_pool_saturated_at_s", st->kv_saturated_at_s);
+    cJSON_AddItemToObject(summary, "stages", stages);
+    if (cfg->cross_stage)
+        xstage_summary_json(cfg, st, summary);
+    /* a mixed real-time / best-effort run: the request metrics of each class */
+    bool has[2] = {false, false};
+    for (uint64_t i = 0; i < m->n_req; i++)
+        if (m->req[i].stage == 0 && !m->req[i].stream && m->req[i].cls < 2)
+            has[m->req[i].cls] = true;
+    if (has[0] && has[1]) {
+        cJSON *classes = cJSON_AddObjectToObject(summary, "classes");
+        static const char *const names[2] = {"rt", "be"};
+        for (uint32_t c = 0; c < 2; c++) {
+            cz_summary cs;
+            cz_metrics_summarize_class(m, &cfg->slo, c, &cs);
+            cJSON_AddItemToObject(classes, names[c], cz_summary_json(&cs));
+        }
+    }
+}
+
+bool cz_run_add_theory(const cz_config *cfg, const cJSON *cfg_json, const cz_summary *sum,
+                       cJSON *summary)
+{
+    if (cfg->cost_kind != CZ_COST_SERVICE || cfg->place[0].server.max_num_seqs != 1)
+        return false;
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(cfg_json, "workload");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(w, "arrivals");
+    const cJSON *proc = cJSON_GetObjectItemCaseSensitive(a, "process");
+    const cJSON *rate = cJSON_GetObjectItemCaseSensitive(a, "rate_rps");
+    if (!cJSON_IsString(proc) || strcmp(proc->valuestring, "poisson") != 0 ||
+        !cJSON_IsNumber(rate))
+        return false;
+    double lambda = rate->valuedouble;
+    double rho = lambda * cz_distspec_mean(&cfg->service);
+    if (!(rho < 1.0))
+        return false;
+    double wq_s = lambda * cz_distspec_second_moment(&cfg->service) / (2.0 * (1.0 - rho));
+    cJSON *th = cJSON_AddObjectToObject(summary, "queueing_theory");
+    cJSON_AddStringToObject(th, "model",
+                            cfg->service.kind == CZ_DIST_EXPONENTIAL ? "M/M/1" : "M/G/1");
+    cz_json_add_num(th, "rho", rho);
+    cz_json_add_num(th, "mean_queue_wait_ms", wq_s * 1e3);
+    cz_json_add_num(th, "relative_error", (sum->queue_wait_ms.mean - wq_s * 1e3) / (wq_s * 1e3));
+    return true;
+}
