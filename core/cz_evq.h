@@ -1,4 +1,5 @@
-/* cz_evq.h - the discrete-event queue: a binary min-heap keyed on (time, sequence).
+/* cz_evq.h - an event queue: a binary min-heap keyed on (time, sequence) (the simulator's
+ * events, the engine's timers).
  *
  * The sequence number is assigned at push, so events at equal times fire in insertion
  * order and runs are deterministic (as libuv's timer heap does). Events are small values
