@@ -147,8 +147,9 @@ typedef struct cz_kernels {
     /* Attention without a cache over a varlen batch: sequence b is rows [cu[b], cu[b+1])
      * of q (rows, heads, head_dim), k and v (rows, kv_heads, head_dim), row strides ld_q
      * and ld_kv. Bidirectional (causal false: encoders) or causal, optionally within a
-     * window of `window` positions (0: none; a vocoder's sliding-window transformer).
-     * out (rows, heads, head_dim), row stride ld_o. */
+     * window of `window` positions (0: none; a vocoder's sliding-window transformer):
+     * query i of a sequence attends to its keys j with i - window < j <= i when causal,
+     * |i - j| < window when not. out (rows, heads, head_dim), row stride ld_o. */
     void (*attn_dense)(cz_kctx *k, float *out, uint32_t ld_o, const float *q, uint32_t ld_q,
                        const float *kk, const float *v, uint32_t ld_kv, const int32_t *cu,
                        uint32_t n_seqs, uint32_t heads, uint32_t kv_heads, uint32_t head_dim,
@@ -192,17 +193,43 @@ typedef struct cz_kernels {
 
     /* Samples ids[b] from softmax(logits row b / temperature) restricted to the top_k most
      * likely ids (0: all) and then to the smallest set of them whose probability reaches
-     * top_p (1: all). The uniform draw of row b is cz_kernel_uniform(seed, counter[b]), so
-     * both backends sample the same id. temperature 0 is argmax. logits are not
-     * modified. */
+     * top_p (1: all); "most likely" orders by probability, ties to the lower id. The kept
+     * ids are then walked in increasing id order and the first whose cumulative
+     * probability exceeds u x (their total) is drawn, u = cz_kernel_uniform(seed,
+     * counter[b]), so both backends sample the same id (up to float rounding at the
+     * boundaries). temperature 0 is argmax. logits are not modified; vocab is at most the
+     * reserve's max_dim. */
     void (*sample)(cz_kctx *k, int32_t *ids, const float *logits, uint32_t rows,
                    uint32_t vocab, float temperature, uint32_t top_k, float top_p,
                    uint64_t seed, const uint64_t *counter);
 } cz_kernels;
 
-/* The counter-based uniform draw in [0, 1) both backends use for sampling (a SplitMix64
- * finalizer of seed and counter; 24 bits of mantissa). Pure. */
+/* The counter-based uniform draw in [0, 1) both backends use for sampling: with mix()
+ * SplitMix64's finalizer and g = 0x9E3779B97F4A7C15, x = mix(mix(seed + g) + g x
+ * (counter + 1)) and u = (x >> 40) x 2^-24 (24 bits of mantissa). Pure. */
 float cz_kernel_uniform(uint64_t seed, uint64_t counter);
+
+/* Rotary frequencies: Hugging Face's rope_theta and rope_scaling. */
+typedef enum cz_rope_kind {
+    CZ_ROPE_DEFAULT = 0, /* inv_freq[j] = theta^(-2j / head_dim) */
+    CZ_ROPE_LLAMA3 = 1   /* HF _compute_llama3_parameters over the default frequencies */
+} cz_rope_kind;
+
+typedef struct cz_rope_scaling {
+    cz_rope_kind kind;
+    double factor;                  /* llama3: rope_scaling.factor (8 for Llama 3.1) */
+    double low_freq_factor;         /* llama3: 1 */
+    double high_freq_factor;        /* llama3: 4 */
+    uint32_t original_max_position; /* llama3: original_max_position_embeddings (8192) */
+} cz_rope_scaling;
+
+/* Fills inv_freq (head_dim / 2), the table `rope` reads, from theta and the scaling
+ * (NULL: none), computed in double and rounded once. Host memory: a CUDA caller uploads
+ * it. Returns CZ_EINVAL (err filled) for an odd head_dim or one above 512, theta <= 1,
+ * or llama3 factors that are not factor >= 1, high_freq_factor > low_freq_factor > 0
+ * and original_max_position > 0. */
+cz_status cz_rope_inv_freq(float *inv_freq, uint32_t head_dim, double theta,
+                           const cz_rope_scaling *scaling, cz_err *err);
 
 /* The CPU backend's table. */
 const cz_kernels *cz_kernels_cpu(void);
@@ -214,13 +241,25 @@ typedef struct cz_kreserve {
     uint32_t max_ctx;      /* positions one query attends over */
     uint32_t max_heads;    /* query heads */
     uint32_t max_dim;      /* widest row (hidden, 2 x intermediate, vocab, conv length) */
-    uint32_t max_experts;  /* routed experts of a MoE layer */
+    uint32_t max_experts;  /* routed experts of a MoE layer (0: no MoE layer) */
+    uint32_t max_moe_dim;  /* widest row inside a MoE layer: max(hidden, 2 x inter,
+                              2 x shared_inter) (0: max_dim) */
 } cz_kreserve;
 
+/* Widest head rope, attn_paged and attn_dense serve (their per-thread tiles are sized at
+ * creation; a wider head is asserted). */
+#define CZ_KMAX_HEAD_DIM 512u
+
 /* A CPU context running ops on `threads` threads (>= 1: the calling thread and threads - 1
- * workers); OpenBLAS gets the same count. Fails with CZ_EINVAL on threads == 0 or a
- * thread that cannot start. */
+ * workers, created here, once). The pool splits each op's work (a GEMM's output columns)
+ * and each thread calls OpenBLAS on its own share, so OpenBLAS is set to one thread
+ * (openblas_set_num_threads(1), a process-wide setting) and never competes with the pool
+ * for the cores. Each thread gets 4 MiB of scratch (GEMM panels, attention tiles,
+ * sampling candidates); cz_kctx_reserve grows it. Fails with CZ_EINVAL on threads == 0 or
+ * a thread that cannot start. */
 cz_status cz_kctx_cpu_create(uint32_t threads, cz_kctx **out, cz_err *err);
+/* The number of online CPUs (at least 1): the default thread count. */
+uint32_t cz_kctx_cpu_default_threads(void);
 /* Grows the context's scratch to serve shapes up to *r (idempotent; the only place ops'
  * scratch is allocated). */
 void cz_kctx_reserve(cz_kctx *k, const cz_kreserve *r);

@@ -1,0 +1,63 @@
+/* conv_transpose1d.c - transposed 1-D convolution of one channels-first sequence
+ * (PyTorch's ConvTranspose1d, vocoders' upsampling): for a tile of input positions,
+ * cols (cout x ksize, L) = w^T . x[:, tile] by cblas_sgemm into the context's panel, then
+ * col2im adds each column into the outputs it lands on (one output channel per item, so
+ * the sums' order is fixed). */
+#include <string.h>
+
+#include <cblas.h>
+
+#include "cz_kernels_cpu.h"
+
+typedef struct {
+    float *out;
+    const float *bias;
+    uint32_t cout, ks, stride, pad_l, lout;
+    const float *cols;
+    uint32_t l0, nl;
+} ct_job;
+
+static void init_range(void *p, size_t b, size_t e, uint32_t tid)
+{
+    const ct_job *j = p;
+    for (size_t co = b; co < e; co++)
+        for (uint32_t l = 0; l < j->lout; l++)
+            j->out[co * j->lout + l] = j->bias ? j->bias[co] : 0.0f;
+}
+
+static void col2im_range(void *p, size_t b, size_t e, uint32_t tid)
+{
+    const ct_job *j = p;
+    for (size_t co = b; co < e; co++) {
+        float *o = j->out + co * j->lout;
+        for (uint32_t kk = 0; kk < j->ks; kk++) {
+            const float *c = j->cols + (co * j->ks + kk) * j->nl;
+            for (uint32_t l = 0; l < j->nl; l++) {
+                int64_t at = (int64_t)(j->l0 + l) * j->stride + kk - j->pad_l;
+                if (at >= 0 && at < j->lout)
+                    o[at] += c[l];
+            }
+        }
+    }
+}
+
+void cz_cpu_conv_transpose1d(cz_kctx *k, float *out, const float *x, const float *w,
+                             const float *bias, uint32_t cin, uint32_t cout, uint32_t len,
+                             uint32_t ksize, uint32_t stride, uint32_t pad_l, uint32_t pad_r)
+{
+    CZ_ASSERT(ksize >= 1 && stride >= 1 && len >= 1);
+    uint64_t full = (uint64_t)(len - 1) * stride + ksize;
+    CZ_ASSERT(full > (uint64_t)pad_l + pad_r);
+    uint32_t lout = (uint32_t)(full - pad_l - pad_r), rows = cout * ksize;
+    CZ_ASSERT(rows <= CZ__PANEL_FLOATS);
+    ct_job j = {out, bias, cout, ksize, stride, pad_l, lout, k->panel, 0, 0};
+    cz__kpar(k, cout, 1, 1 + 16384 / lout, init_range, &j);
+    uint32_t tile = CZ__PANEL_FLOATS / rows;
+    for (uint32_t l0 = 0; l0 < len; l0 += tile) {
+        j.l0 = l0;
+        j.nl = len - l0 < tile ? len - l0 : tile;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rows, (int)j.nl, (int)cin,
+                    1.0f, w, (int)rows, x + l0, (int)len, 0.0f, k->panel, (int)j.nl);
+        cz__kpar(k, cout, 1, 1 + 16384 / ((size_t)j.nl * ksize), col2im_range, &j);
+    }
+}

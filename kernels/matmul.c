@@ -1,0 +1,185 @@
+/* matmul.c - out (m, n) = x (m, kd) . w^T + bias for w (n, kd) of float32, bfloat16 or
+ * float16.
+ *
+ * Few rows (decode, m <= CZ__GEMV_M_*): a GEMV-style kernel streams each row of w once
+ * for all m rows of x, widening 16-bit weights in registers (bfloat16 is a 16-bit shift,
+ * float16 a shift and one multiply), the rows of w split across the threads; the speed
+ * is that of reading w from memory. Many rows (prefill): float32 weights go to
+ * cblas_sgemm; 16-bit weights are widened a panel of rows at a time into the context's
+ * float32 panel (the threads widen it together) and each panel goes to cblas_sgemm, so
+ * the widening is paid once per weight for all m rows. */
+#include <string.h>
+
+#include <cblas.h>
+
+#include "cz_kernels_cpu.h"
+
+/* Largest m served by the GEMV kernel, per weight dtype (measured: tests/bench_kernels). */
+#define CZ__GEMV_M_F32 4u
+#define CZ__GEMV_M_16 8u
+
+typedef struct {
+    float *out;
+    const float *x;
+    const void *w;
+    cz_dtype dt;
+    const float *bias;
+    uint32_t m, n, kd;
+    float *panel;
+    uint32_t j0;
+} mm_job;
+
+/* Eight weights of row w from element i, widened. */
+static inline __attribute__((always_inline)) void load8(const void *w, cz_dtype dt, uint32_t i,
+                                                        cz__v4f *w0, cz__v4f *w1)
+{
+    if (dt == CZ_F32) {
+        memcpy(w0, (const float *)w + i, 16);
+        memcpy(w1, (const float *)w + i + 4, 16);
+        return;
+    }
+    const cz__v8h z = {0};
+    cz__v8h h;
+    memcpy(&h, (const uint16_t *)w + i, 16);
+    if (dt == CZ_BF16) {
+        cz__v8h lo = __builtin_shufflevector(z, h, 0, 8, 1, 9, 2, 10, 3, 11);
+        cz__v8h hi = __builtin_shufflevector(z, h, 4, 12, 5, 13, 6, 14, 7, 15);
+        memcpy(w0, &lo, 16);
+        memcpy(w1, &hi, 16);
+        return;
+    }
+    /* float16: F. Giesen's half_to_float_fast5, 4 lanes at a time */
+    cz__v8h lo = __builtin_shufflevector(h, z, 0, 8, 1, 9, 2, 10, 3, 11);
+    cz__v8h hi = __builtin_shufflevector(h, z, 4, 12, 5, 13, 6, 14, 7, 15);
+    cz__v4u u[2];
+    memcpy(&u[0], &lo, 16);
+    memcpy(&u[1], &hi, 16);
+    cz__v4f f[2];
+    for (int t = 0; t < 2; t++) {
+        cz__v4u em = (u[t] & 0x7fff) << 13, r;
+        memcpy(&f[t], &em, 16);
+        f[t] *= 0x1p112f;
+        memcpy(&r, &f[t], 16);
+        r |= (cz__v4u)(f[t] >= 65536.0f) & (255u << 23);
+        r |= (u[t] & 0x8000) << 16;
+        memcpy(&f[t], &r, 16);
+    }
+    *w0 = f[0];
+    *w1 = f[1];
+}
+
+static inline __attribute__((always_inline)) float widen1(const void *w, cz_dtype dt, uint32_t i)
+{
+    if (dt == CZ_F32)
+        return ((const float *)w)[i];
+    uint16_t h = ((const uint16_t *)w)[i];
+    return dt == CZ_BF16 ? cz_bf16_to_f32(h) : cz_f16_to_f32(h);
+}
+
+/* res[r] = w . x_r for r < mr, x_r = x + r * kd. Inlined with constant dt and mr. */
+static inline __attribute__((always_inline)) void dot_rows(const void *w, cz_dtype dt,
+                                                           const float *x, uint32_t kd, int mr,
+                                                           float *res)
+{
+    cz__v4f a0[4] = {{0}}, a1[4] = {{0}};
+    uint32_t i = 0;
+    for (; i + 8 <= kd; i += 8) {
+        cz__v4f w0, w1;
+        load8(w, dt, i, &w0, &w1);
+        for (int r = 0; r < mr; r++) {
+            cz__v4f x0, x1;
+            memcpy(&x0, x + (size_t)r * kd + i, 16);
+            memcpy(&x1, x + (size_t)r * kd + i + 4, 16);
+            a0[r] += w0 * x0;
+            a1[r] += w1 * x1;
+        }
+    }
+    for (int r = 0; r < mr; r++) {
+        cz__v4f s = a0[r] + a1[r];
+        res[r] = (s[0] + s[2]) + (s[1] + s[3]);
+    }
+    for (; i < kd; i++) {
+        float wi = widen1(w, dt, i);
+        for (int r = 0; r < mr; r++)
+            res[r] += wi * x[(size_t)r * kd + i];
+    }
+}
+
+static inline __attribute__((always_inline)) void gemv_dt(const mm_job *j, cz_dtype dt,
+                                                          size_t b, size_t e)
+{
+    size_t row = (size_t)j->kd * cz_dtype_size(dt);
+    for (size_t c = b; c < e; c++) {
+        const void *w = (const char *)j->w + c * row;
+        float bias = j->bias ? j->bias[c] : 0.0f;
+        for (uint32_t r0 = 0; r0 < j->m; r0 += 4) {
+            float res[4];
+            const float *x = j->x + (size_t)r0 * j->kd;
+            switch (j->m - r0 >= 4 ? 4 : j->m - r0) {
+            case 1: dot_rows(w, dt, x, j->kd, 1, res); break;
+            case 2: dot_rows(w, dt, x, j->kd, 2, res); break;
+            case 3: dot_rows(w, dt, x, j->kd, 3, res); break;
+            default: dot_rows(w, dt, x, j->kd, 4, res); break;
+            }
+            for (uint32_t r = 0; r < 4 && r0 + r < j->m; r++)
+                j->out[(size_t)(r0 + r) * j->n + c] = res[r] + bias;
+        }
+    }
+}
+
+static void gemv_range(void *p, size_t b, size_t e, uint32_t tid)
+{
+    const mm_job *j = p;
+    switch (j->dt) {
+    case CZ_F32: gemv_dt(j, CZ_F32, b, e); break;
+    case CZ_BF16: gemv_dt(j, CZ_BF16, b, e); break;
+    case CZ_F16: gemv_dt(j, CZ_F16, b, e); break;
+    }
+}
+
+/* Widens rows [b, e) of the current panel (rows j0 + b .. of w). */
+static void widen_range(void *p, size_t b, size_t e, uint32_t tid)
+{
+    const mm_job *j = p;
+    size_t row = (size_t)j->kd * cz_dtype_size(j->dt);
+    cz__widen(j->panel + b * j->kd, (const char *)j->w + (j->j0 + b) * row, j->dt,
+              (e - b) * j->kd);
+}
+
+static void bias_range(void *p, size_t b, size_t e, uint32_t tid)
+{
+    const mm_job *j = p;
+    for (size_t r = b; r < e; r++)
+        for (uint32_t c = 0; c < j->n; c++)
+            j->out[r * j->n + c] += j->bias[c];
+}
+
+void cz_cpu_matmul(cz_kctx *k, float *out, const float *x, const void *w, cz_dtype dt,
+                   const float *bias, uint32_t m, uint32_t n, uint32_t kd)
+{
+    if (!m || !n)
+        return;
+    mm_job j = {out, x, w, dt, bias, m, n, kd, k->panel, 0};
+    if (m <= (dt == CZ_F32 ? CZ__GEMV_M_F32 : CZ__GEMV_M_16) || !kd) {
+        cz__kpar(k, n, 16, 1 + 32768 / ((size_t)kd * m + 1), gemv_range, &j);
+        return;
+    }
+    if (dt == CZ_F32) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)kd, 1.0f, x,
+                    (int)kd, w, (int)kd, 0.0f, out, (int)n);
+    } else {
+        CZ_ASSERT(kd <= CZ__PANEL_FLOATS);
+        uint32_t rows = CZ__PANEL_FLOATS / kd;
+        if (rows >= 32)
+            rows -= rows % 16;
+        for (uint32_t j0 = 0; j0 < n; j0 += rows) {
+            uint32_t pn = n - j0 < rows ? n - j0 : rows;
+            j.j0 = j0;
+            cz__kpar(k, pn, 8, 1 + 32768 / kd, widen_range, &j);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)pn, (int)kd, 1.0f,
+                        x, (int)kd, k->panel, (int)kd, 0.0f, out + j0, (int)n);
+        }
+    }
+    if (bias)
+        cz__kpar(k, m, 1, 1 + 32768 / n, bias_range, &j);
+}
