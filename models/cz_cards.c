@@ -113,6 +113,12 @@ static const char *const stage_keys[] = {
     "params",       "active_params",  "embed_params",    "tied_embeddings",
     "flops_per_token", "weight_bytes", "kv_bytes",       "notes", "passes",
     "nonlayer_params",
+    /* architecture (cz_stage_arch, docs/models.md) */
+    "rope_theta",   "rope_scaling",   "norm",            "norm_eps",
+    "activation",   "qkv_bias",       "o_bias",          "qk_norm",
+    "shared_expert_intermediate",     "norm_topk_prob",  "window",
+    "codebooks",    "codebook_size",  "upsample_rates",  "decoder_dim",
+    "input_dim",    "downsample",     "output_dim",
 };
 
 static const char *const model_keys[] = {"name", "source", "notes", "stages", "pipeline"};
@@ -150,6 +156,265 @@ static cz_status parse_kind(const cJSON *j, const char *where, cz_stage_kind *ou
                       "%s: field 'kind': expected one of \"ar\", \"encoder\", \"vocoder\", "
                       "got \"%s\"",
                       where, k);
+}
+
+/* ---- architecture fields (cz_stage_arch) --------------------------------------------- */
+
+/* Largest width, rate or count an architecture field accepts: far beyond any model, small
+ * enough that products of a few of them stay exact in doubles and sizes in size_t. */
+#define CZ_ARCH_DIM_MAX (1u << 24)
+
+cz_stage_arch cz_stage_arch_default(cz_stage_kind kind, uint32_t hidden, uint32_t intermediate,
+                                    uint32_t experts)
+{
+    bool enc = kind == CZ_STAGE_ENCODER;
+    cz_stage_arch a = {
+        .rope_theta = 10000.0,
+        .rope_type = CZ_ROPE_DEFAULT,
+        .rope_factor = 1.0,
+        .rope_low_freq_factor = 1.0,
+        .rope_high_freq_factor = 4.0,
+        .rope_original_max_pos = 8192,
+        .norm = enc ? CZ_NORM_LAYER : CZ_NORM_RMS,
+        .norm_eps = enc ? 1e-5 : 1e-6,
+        .act = enc ? CZ_ACT_GELU : CZ_ACT_SILU,
+        .qkv_bias = enc,
+        .o_bias = enc,
+        .qk_norm = false,
+        .shared_expert_intermediate = experts > 0 ? intermediate : 0,
+        .norm_topk_prob = true,
+        .window = 0,
+        .codebooks = 1,
+        .codebook_size = 1024,
+        .n_upsample = 0,
+        .decoder_dim = hidden,
+        .input_dim = hidden,
+        .downsample = 1,
+        .output_dim = 0,
+    };
+    return a;
+}
+
+uint32_t cz_stage_samples_per_token(const cz_stage_card *s)
+{
+    CZ_ASSERT(s != NULL);
+    if (s->kind != CZ_STAGE_VOCODER)
+        return 0;
+    uint32_t n = 1;
+    for (uint32_t i = 0; i < s->arch.n_upsample; i++)
+        n *= s->arch.upsample_rates[i];
+    return n;
+}
+
+/* A field that only a stage of kind `only` may carry. */
+static cz_status kind_only(const cJSON *j, const char *where, const char *key, cz_stage_kind kind,
+                           cz_stage_kind only, cz_err *err)
+{
+    if (kind == only || !cJSON_GetObjectItemCaseSensitive(j, key))
+        return CZ_OK;
+    return cz_err_field(err, CZ_EINVAL, where, key, "only allowed for %s \"%s\" stage",
+                        only == CZ_STAGE_AR ? "an" : "a", cz_stage_kind_name(only));
+}
+
+/* One of `n` spellings, stored as its index. Absent: *out untouched. */
+static cz_status get_enum(const cJSON *j, const char *where, const char *key,
+                          const char *const *names, unsigned n, unsigned *out, cz_err *err)
+{
+    const char *v = NULL;
+    cz_status st = cz_json_str(j, where, key, false, &v, err);
+    if (st != CZ_OK || !v)
+        return st;
+    for (unsigned i = 0; i < n; i++) {
+        if (strcmp(v, names[i]) == 0) {
+            *out = i;
+            return CZ_OK;
+        }
+    }
+    char want[128] = "";
+    for (unsigned i = 0; i < n; i++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s\"%s\"",
+                 i == 0 ? "" : i + 1 == n ? " or " : ", ", names[i]);
+    return cz_err_field(err, CZ_EINVAL, where, key, "expected %s, got \"%s\"", want, v);
+}
+
+/* "rope_scaling": {"type": "default" | "linear" | "llama3", "factor",
+ * "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}. */
+static cz_status parse_rope_scaling(const cJSON *j, const char *where, cz_stage_arch *a,
+                                    cz_err *err)
+{
+    static const char *const keys[] = {"type", "factor", "low_freq_factor", "high_freq_factor",
+                                       "original_max_position_embeddings"};
+    static const char *const types[] = {"default", "linear", "llama3"};
+    const cJSON *rs = NULL;
+    cz_status st = cz_json_obj(j, where, "rope_scaling", false, &rs, err);
+    if (st != CZ_OK || !rs)
+        return st;
+    char ctx[CZ_ERR_MSG_MAX / 2 + 16];
+    snprintf(ctx, sizeof ctx, "%s: rope_scaling", where);
+    if ((st = cz_json_check_keys(rs, ctx, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK)
+        return st;
+    unsigned type = 0;
+    if (!cJSON_GetObjectItemCaseSensitive(rs, "type"))
+        return cz_err_set(err, CZ_EINVAL, "%s: missing field 'type' (\"linear\" or \"llama3\")",
+                          ctx);
+    if ((st = get_enum(rs, ctx, "type", types, CZ_ARRAY_LEN(types), &type, err)) != CZ_OK)
+        return st;
+    a->rope_type = (cz_rope_type)type;
+    uint64_t orig = a->rope_original_max_pos;
+    if ((st = cz_json_num(rs, ctx, "factor", a->rope_type != CZ_ROPE_DEFAULT, 1.0, 1e6,
+                          &a->rope_factor, err)) != CZ_OK)
+        return st;
+    if (a->rope_type != CZ_ROPE_LLAMA3) {
+        static const char *const l3[] = {"low_freq_factor", "high_freq_factor",
+                                         "original_max_position_embeddings"};
+        for (size_t i = 0; i < CZ_ARRAY_LEN(l3); i++)
+            if (cJSON_GetObjectItemCaseSensitive(rs, l3[i]))
+                return cz_err_field(err, CZ_EINVAL, ctx, l3[i],
+                                    "only allowed with \"type\": \"llama3\"");
+        if (a->rope_type == CZ_ROPE_DEFAULT)
+            a->rope_factor = 1.0;
+        return CZ_OK;
+    }
+    if ((st = cz_json_num(rs, ctx, "low_freq_factor", false, 1e-6, 1e6,
+                          &a->rope_low_freq_factor, err)) != CZ_OK ||
+        (st = cz_json_num(rs, ctx, "high_freq_factor", false, 1e-6, 1e6,
+                          &a->rope_high_freq_factor, err)) != CZ_OK ||
+        (st = cz_json_u64(rs, ctx, "original_max_position_embeddings", false, 1,
+                          CZ_ARCH_DIM_MAX, &orig, err)) != CZ_OK)
+        return st;
+    a->rope_original_max_pos = (uint32_t)orig;
+    if (a->rope_high_freq_factor <= a->rope_low_freq_factor)
+        return cz_err_field(err, CZ_EINVAL, ctx, "high_freq_factor",
+                            "expected more than low_freq_factor (%g), got %g",
+                            a->rope_low_freq_factor, a->rope_high_freq_factor);
+    return CZ_OK;
+}
+
+/* "upsample_rates": an array of 0 to CZ_UPSAMPLE_MAX integers in [1, 64]. */
+static cz_status parse_upsample(const cJSON *j, const char *where, cz_stage_arch *a, cz_err *err)
+{
+    const cJSON *ur = cJSON_GetObjectItemCaseSensitive(j, "upsample_rates");
+    if (!ur)
+        return CZ_OK;
+    int n = cJSON_IsArray(ur) ? cJSON_GetArraySize(ur) : -1;
+    if (n < 0 || n > CZ_UPSAMPLE_MAX)
+        return cz_err_field(err, CZ_EINVAL, where, "upsample_rates",
+                            "expected an array of at most %d integers in [1, 64]",
+                            CZ_UPSAMPLE_MAX);
+    const cJSON *it;
+    uint32_t k = 0;
+    double total = 1.0;
+    cJSON_ArrayForEach(it, ur)
+    {
+        double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
+        if (!cJSON_IsNumber(it) || v != floor(v) || v < 1.0 || v > 64.0)
+            return cz_err_field(err, CZ_EINVAL, where, "upsample_rates",
+                                "element %u: expected an integer in [1, 64]", k);
+        a->upsample_rates[k++] = (uint32_t)v;
+        total *= v;
+    }
+    if (total > 65536.0)
+        return cz_err_field(err, CZ_EINVAL, where, "upsample_rates",
+                            "expected at most 65536 samples per token in all, got %.0f", total);
+    a->n_upsample = k;
+    return CZ_OK;
+}
+
+/* The optional architecture fields of stage *s (its dimensions already parsed). */
+static cz_status parse_arch(const cJSON *j, const char *where, cz_stage_card *s, cz_err *err)
+{
+    static const char *const norms[] = {"rms", "layer"};
+    static const char *const acts[] = {"silu", "gelu"};
+    cz_stage_arch *a = &s->arch;
+    *a = cz_stage_arch_default(s->kind, s->hidden, s->intermediate, s->experts);
+    static const char *const vocoder_only[] = {"window", "codebooks", "codebook_size",
+                                               "upsample_rates", "decoder_dim"};
+    static const char *const encoder_only[] = {"input_dim", "downsample", "output_dim"};
+    static const char *const ar_only[] = {"rope_scaling"};
+    cz_status st;
+    for (size_t i = 0; i < CZ_ARRAY_LEN(vocoder_only); i++)
+        if ((st = kind_only(j, where, vocoder_only[i], s->kind, CZ_STAGE_VOCODER, err)) != CZ_OK)
+            return st;
+    for (size_t i = 0; i < CZ_ARRAY_LEN(encoder_only); i++)
+        if ((st = kind_only(j, where, encoder_only[i], s->kind, CZ_STAGE_ENCODER, err)) != CZ_OK)
+            return st;
+    for (size_t i = 0; i < CZ_ARRAY_LEN(ar_only); i++)
+        if ((st = kind_only(j, where, ar_only[i], s->kind, CZ_STAGE_AR, err)) != CZ_OK)
+            return st;
+    if (s->experts == 0) {
+        static const char *const moe_only[] = {"shared_expert_intermediate", "norm_topk_prob"};
+        for (size_t i = 0; i < CZ_ARRAY_LEN(moe_only); i++)
+            if (cJSON_GetObjectItemCaseSensitive(j, moe_only[i]))
+                return cz_err_field(err, CZ_EINVAL, where, moe_only[i],
+                                    "only allowed with 'experts' > 0 (a mixture-of-experts "
+                                    "stage)");
+    }
+
+    unsigned norm = a->norm, act = a->act;
+    if ((st = cz_json_num(j, where, "rope_theta", false, 1.0, 1e12, &a->rope_theta, err)) !=
+            CZ_OK ||
+        (st = parse_rope_scaling(j, where, a, err)) != CZ_OK ||
+        (st = get_enum(j, where, "norm", norms, CZ_ARRAY_LEN(norms), &norm, err)) != CZ_OK ||
+        (st = get_enum(j, where, "activation", acts, CZ_ARRAY_LEN(acts), &act, err)) != CZ_OK)
+        return st;
+    a->norm = (cz_norm_kind)norm;
+    a->act = (cz_act_kind)act;
+    if (a->norm == CZ_NORM_LAYER)
+        a->norm_eps = 1e-5;
+    else
+        a->norm_eps = 1e-6;
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "norm_eps");
+    if (eps && (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0.0 && eps->valuedouble < 1.0)))
+        return cz_err_field(err, CZ_EINVAL, where, "norm_eps", "expected a number in (0, 1)");
+    if (eps)
+        a->norm_eps = eps->valuedouble;
+    if ((st = cz_json_bool(j, where, "qkv_bias", false, &a->qkv_bias, err)) != CZ_OK ||
+        (st = cz_json_bool(j, where, "o_bias", false, &a->o_bias, err)) != CZ_OK ||
+        (st = cz_json_bool(j, where, "qk_norm", false, &a->qk_norm, err)) != CZ_OK ||
+        (st = cz_json_bool(j, where, "norm_topk_prob", false, &a->norm_topk_prob, err)) != CZ_OK)
+        return st;
+    if (s->experts > 0 && a->act != CZ_ACT_SILU)
+        return cz_err_field(err, CZ_EINVAL, where, "activation",
+                            "expected \"silu\" for a mixture-of-experts stage (its experts are "
+                            "gated MLPs), got \"gelu\"");
+    if (s->experts > 0 &&
+        (st = get_u32_max(j, where, "shared_expert_intermediate", CZ_ARCH_DIM_MAX,
+                          &a->shared_expert_intermediate, err)) != CZ_OK)
+        return st;
+
+    if (s->kind == CZ_STAGE_VOCODER) {
+        if ((st = get_u32_max(j, where, "window", CZ_ARCH_DIM_MAX, &a->window, err)) != CZ_OK ||
+            (st = get_u32(j, where, "codebooks", false, 1, &a->codebooks, err)) != CZ_OK ||
+            (st = get_u32(j, where, "codebook_size", false, 1, &a->codebook_size, err)) !=
+                CZ_OK ||
+            (st = get_u32(j, where, "decoder_dim", false, 1, &a->decoder_dim, err)) != CZ_OK ||
+            (st = parse_upsample(j, where, a, err)) != CZ_OK)
+            return st;
+        if (a->codebooks > 64 || a->codebook_size > CZ_ARCH_DIM_MAX ||
+            a->decoder_dim > CZ_ARCH_DIM_MAX)
+            return cz_err_field(err, CZ_EINVAL, where,
+                                a->codebooks > 64 ? "codebooks"
+                                : a->codebook_size > CZ_ARCH_DIM_MAX ? "codebook_size"
+                                                                     : "decoder_dim",
+                                "expected at most %u", a->codebooks > 64 ? 64u : CZ_ARCH_DIM_MAX);
+        if ((a->decoder_dim >> a->n_upsample) == 0)
+            return cz_err_field(err, CZ_EINVAL, where, "decoder_dim",
+                                "expected at least 2^%u (each of the %u upsampling stages halves "
+                                "the channels), got %u",
+                                a->n_upsample, a->n_upsample, a->decoder_dim);
+    }
+    if (s->kind == CZ_STAGE_ENCODER) {
+        if ((st = get_u32(j, where, "input_dim", false, 1, &a->input_dim, err)) != CZ_OK ||
+            (st = get_u32(j, where, "downsample", false, 1, &a->downsample, err)) != CZ_OK ||
+            (st = get_u32_max(j, where, "output_dim", CZ_ARCH_DIM_MAX, &a->output_dim, err)) !=
+                CZ_OK)
+            return st;
+        if (a->input_dim > CZ_ARCH_DIM_MAX || a->downsample > 64)
+            return cz_err_field(err, CZ_EINVAL, where,
+                                a->downsample > 64 ? "downsample" : "input_dim",
+                                "expected at most %u", a->downsample > 64 ? 64u : CZ_ARCH_DIM_MAX);
+    }
+    return CZ_OK;
 }
 
 /* Parses stage `idx` of a model card into *s. `file` names the card in messages. */
@@ -301,7 +566,7 @@ static cz_status parse_stage(const cJSON *j, const char *file, unsigned idx, cz_
                               "parameters, got %.6g",
                               where, s->experts, s->experts * e, s->params);
     }
-    return CZ_OK;
+    return parse_arch(j, where, s, err);
 }
 
 static int stage_index(const cz_model_card *m, const char *name)

@@ -26,6 +26,63 @@ typedef enum cz_stage_kind {
     CZ_STAGE_VOCODER     /* codec / vocoder / detokenizer invoked per chunk */
 } cz_stage_kind;
 
+/* Rotary position embedding's frequency scaling (HF `rope_scaling.rope_type`). */
+typedef enum cz_rope_type {
+    CZ_ROPE_DEFAULT = 0, /* inv_freq = theta^(-2j / head_dim) */
+    CZ_ROPE_LINEAR,      /* inv_freq / factor */
+    CZ_ROPE_LLAMA3       /* Llama 3.1's: low frequencies / factor, high kept, smooth between */
+} cz_rope_type;
+
+/* Normalisation layers of a stage. */
+typedef enum cz_norm_kind {
+    CZ_NORM_RMS = 0, /* RMSNorm with a weight (Llama, Qwen) */
+    CZ_NORM_LAYER    /* LayerNorm with a weight and a bias (Whisper-style encoders) */
+} cz_norm_kind;
+
+/* Feed-forward block of a stage. */
+typedef enum cz_act_kind {
+    CZ_ACT_SILU = 0, /* gated: down(silu(gate x) * up x) (SwiGLU; every MoE expert) */
+    CZ_ACT_GELU      /* plain: fc2(gelu(fc1 x + b1)) + b2, with biases (encoders) */
+} cz_act_kind;
+
+/* Most upsampling stages of a vocoder's convolutional decoder. */
+#define CZ_UPSAMPLE_MAX 8
+
+/* What the forward pass of a stage needs beyond the roofline's dimensions: the optional
+ * architecture fields of a stage card, each with a documented default (docs/models.md), so
+ * a card written for the simulator alone still describes a network the engine can build.
+ * The cost model reads none of them. */
+typedef struct cz_stage_arch {
+    double rope_theta;               /* RoPE base (default 10000) */
+    cz_rope_type rope_type;          /* default CZ_ROPE_DEFAULT */
+    double rope_factor;              /* linear and llama3 scaling factor (1 when none) */
+    double rope_low_freq_factor;     /* llama3 (default 1) */
+    double rope_high_freq_factor;    /* llama3 (default 4) */
+    uint32_t rope_original_max_pos;  /* llama3 original_max_position_embeddings (8192) */
+    cz_norm_kind norm;               /* default rms; layer for encoders */
+    double norm_eps;                 /* default 1e-6 (rms) / 1e-5 (layer) */
+    cz_act_kind act;                 /* default silu; gelu for encoders */
+    bool qkv_bias;                   /* q, k and v projections have biases (Qwen2; encoders) */
+    bool o_bias;                     /* the output projection has a bias (encoders) */
+    bool qk_norm;                    /* RMSNorm per head on q and k before RoPE (Qwen3) */
+    uint32_t shared_expert_intermediate; /* MoE: shared expert width, 0 = none; with a
+                                      * sigmoid gate (Qwen2-MoE, Qwen3-Omni's talker) */
+    bool norm_topk_prob;             /* MoE: renormalise the top-k routing weights (true) */
+    /* vocoders */
+    uint32_t window;                 /* sliding window of the causal transformer (0: none) */
+    uint32_t codebooks;              /* code streams per frame, their embeddings averaged (1) */
+    uint32_t codebook_size;          /* entries per codebook (1024) */
+    uint32_t n_upsample;             /* upsampling stages of the conv decoder (0) */
+    uint32_t upsample_rates[CZ_UPSAMPLE_MAX]; /* samples per input position of each stage */
+    uint32_t decoder_dim;            /* conv decoder's input channels, halved by every stage
+                                      * (default hidden) */
+    /* encoders */
+    uint32_t input_dim;              /* features per input frame (mel bins, patch values);
+                                      * default hidden */
+    uint32_t downsample;             /* input frames per token, folded by a strided conv (1) */
+    uint32_t output_dim;             /* output projection width (0: none) */
+} cz_stage_arch;
+
 /* One stage of a model pipeline. Transformer dimensions follow the HF config names. */
 typedef struct cz_stage_card {
     char name[CZ_NAME_MAX];
@@ -59,6 +116,7 @@ typedef struct cz_stage_card {
                                   * (a flow-matching detokenizer's ODE steps), each reading
                                   * the weights and paying the step overhead; 1 = one pass.
                                   * flops_per_token counts every pass */
+    cz_stage_arch arch;          /* the forward pass's details (optional card fields) */
 } cz_stage_card;
 
 /* What a pipeline stage consumes or produces. */
@@ -131,6 +189,14 @@ cz_status cz_model_card_parse(const cJSON *j, const char *where, cz_model_card *
 cz_status cz_hw_card_parse(const cJSON *j, const char *where, cz_hw_card *out, cz_err *err);
 /* Stage by name, or NULL. */
 const cz_stage_card *cz_model_card_stage(const cz_model_card *m, const char *stage);
+/* The architecture defaults of a stage of `kind` with `hidden` and `intermediate` (and
+ * `experts`: a MoE stage's shared expert defaults to its intermediate), as
+ * docs/models.md lists them: what a card that names no architecture field gets. */
+cz_stage_arch cz_stage_arch_default(cz_stage_kind kind, uint32_t hidden, uint32_t intermediate,
+                                    uint32_t experts);
+/* Samples (or output frames) a vocoder stage produces per input token: the product of its
+ * upsampling rates (1 without upsampling). 0 for other stages. */
+uint32_t cz_stage_samples_per_token(const cz_stage_card *s);
 /* "ar", "encoder" or "vocoder" (the card's spelling). Never NULL. */
 const char *cz_stage_kind_name(cz_stage_kind kind);
 

@@ -593,3 +593,159 @@ Test(cards, detokenizer_passes_and_reference_prompt)
     cr_assert_eq(parse_text(text, &m, &err), CZ_EINVAL);
     cr_assert(strstr(err.msg, "'prompt_tokens'"), "%s", err.msg);
 }
+
+/* ---- architecture fields (docs/models.md) ---------------------------------------------- */
+
+/* A card without architecture fields gets the documented defaults, per stage kind. */
+Test(cards, arch_defaults)
+{
+    cz_model_card m = load_model("qwen3-omni");
+    const cz_stage_card *enc = stage(&m, "audio_encoder");
+    cr_assert_eq(enc->arch.norm, CZ_NORM_LAYER);
+    cr_assert_eq(enc->arch.act, CZ_ACT_GELU);
+    cr_assert(enc->arch.qkv_bias && enc->arch.o_bias && !enc->arch.qk_norm);
+    cr_assert_eq(enc->arch.norm_eps, 1e-5);
+    cr_assert_eq(enc->arch.input_dim, 1280);
+    cr_assert_eq(enc->arch.downsample, 1);
+    cr_assert_eq(enc->arch.output_dim, 0);
+    const cz_stage_card *th = stage(&m, "thinker");
+    cr_assert_eq(th->arch.norm, CZ_NORM_RMS);
+    cr_assert_eq(th->arch.act, CZ_ACT_SILU);
+    cr_assert_eq(th->arch.norm_eps, 1e-6);
+    cr_assert_eq(th->arch.rope_theta, 10000.0);
+    cr_assert_eq(th->arch.rope_type, CZ_ROPE_DEFAULT);
+    cr_assert(!th->arch.qkv_bias && !th->arch.o_bias && th->arch.norm_topk_prob);
+    cr_assert_eq(th->arch.shared_expert_intermediate, 0);
+    /* the talker's card gives its shared expert as intermediate */
+    cr_assert_eq(stage(&m, "talker")->arch.shared_expert_intermediate, 768);
+    cr_assert_eq(stage(&m, "code_predictor")->arch.shared_expert_intermediate, 0);
+    const cz_stage_card *voc = stage(&m, "code2wav");
+    cr_assert_eq(voc->arch.window, 0);
+    cr_assert_eq(voc->arch.codebooks, 1);
+    cr_assert_eq(voc->arch.codebook_size, 1024);
+    cr_assert_eq(voc->arch.n_upsample, 0);
+    cr_assert_eq(voc->arch.decoder_dim, 1024);
+    cr_assert_eq(cz_stage_samples_per_token(voc), 1);
+    cr_assert_eq(cz_stage_samples_per_token(th), 0);
+}
+
+/* A dense decoder stage to serve, beside an encoder or a vocoder under test. */
+#define AR_STAGE                                                                             \
+    "{\"name\":\"lm\",\"kind\":\"ar\",\"layers\":2,\"hidden\":64,\"heads\":4,"               \
+    "\"kv_heads\":4,\"intermediate\":128,\"vocab\":10,\"params\":1e6}"
+
+Test(cards, arch_fields_parse)
+{
+    cz_model_card m;
+    cz_err err;
+    cz_err_clear(&err);
+    const char *llama =
+        "{\"name\":\"m\",\"source\":\"s\",\"stages\":[{\"name\":\"x\",\"kind\":\"ar\","
+        "\"layers\":2,\"hidden\":64,\"heads\":4,\"kv_heads\":2,\"intermediate\":128,"
+        "\"vocab\":10,\"params\":1e6,\"rope_theta\":500000,\"norm_eps\":1e-5,"
+        "\"qkv_bias\":true,\"qk_norm\":true,\"rope_scaling\":{\"type\":\"llama3\","
+        "\"factor\":32,\"low_freq_factor\":1,\"high_freq_factor\":4,"
+        "\"original_max_position_embeddings\":8192}}]}";
+    cr_assert_eq(parse_text(llama, &m, &err), CZ_OK, "%s", err.msg);
+    const cz_stage_arch *a = &m.stages[0].arch;
+    cr_assert_eq(a->rope_theta, 500000.0);
+    cr_assert_eq(a->rope_type, CZ_ROPE_LLAMA3);
+    cr_assert_eq(a->rope_factor, 32.0);
+    cr_assert_eq(a->rope_original_max_pos, 8192);
+    cr_assert_eq(a->norm_eps, 1e-5);
+    cr_assert(a->qkv_bias && a->qk_norm && !a->o_bias);
+
+    const char *voc =
+        "{\"name\":\"m\",\"source\":\"s\",\"stages\":[{\"name\":\"x\",\"kind\":\"vocoder\","
+        "\"layers\":2,\"hidden\":64,\"heads\":4,\"kv_heads\":4,\"intermediate\":128,"
+        "\"vocab\":0,\"params\":1e6,\"window\":72,\"codebooks\":16,\"codebook_size\":2048,"
+        "\"upsample_rates\":[2,2,8,5,4,3],\"decoder_dim\":256,\"norm\":\"layer\","
+        "\"activation\":\"gelu\"}," AR_STAGE "]}";
+    cr_assert_eq(parse_text(voc, &m, &err), CZ_OK, "%s", err.msg);
+    a = &m.stages[0].arch;
+    cr_assert_eq(a->window, 72);
+    cr_assert_eq(a->codebooks, 16);
+    cr_assert_eq(a->codebook_size, 2048);
+    cr_assert_eq(a->n_upsample, 6);
+    cr_assert_eq(cz_stage_samples_per_token(&m.stages[0]), 1920);
+    cr_assert_eq(a->norm, CZ_NORM_LAYER);
+    cr_assert_eq(a->norm_eps, 1e-5);
+    cr_assert_eq(a->act, CZ_ACT_GELU);
+
+    const char *enc =
+        "{\"name\":\"m\",\"source\":\"s\",\"stages\":[{\"name\":\"x\",\"kind\":\"encoder\","
+        "\"layers\":2,\"hidden\":64,\"heads\":4,\"kv_heads\":4,\"intermediate\":128,"
+        "\"vocab\":0,\"params\":1e6,\"input_dim\":128,\"downsample\":8,\"output_dim\":96,"
+        "\"qkv_bias\":false}," AR_STAGE "]}";
+    cr_assert_eq(parse_text(enc, &m, &err), CZ_OK, "%s", err.msg);
+    a = &m.stages[0].arch;
+    cr_assert_eq(a->input_dim, 128);
+    cr_assert_eq(a->downsample, 8);
+    cr_assert_eq(a->output_dim, 96);
+    cr_assert(!a->qkv_bias && a->o_bias);
+}
+
+/* Each bad architecture value names the file, the stage and the field. */
+Test(cards, arch_fields_bad)
+{
+    static const struct {
+        const char *text, *field;
+    } cases[] = {
+        {"\"kind\":\"ar\",\"vocab\":10,\"norm\":\"batch\"", "'norm'"},
+        {"\"kind\":\"ar\",\"vocab\":10,\"activation\":\"relu\"", "'activation'"},
+        {"\"kind\":\"ar\",\"vocab\":10,\"rope_theta\":0", "'rope_theta'"},
+        {"\"kind\":\"ar\",\"vocab\":10,\"norm_eps\":1.5", "'norm_eps'"},
+        {"\"kind\":\"ar\",\"vocab\":10,\"qk_norm\":1", "'qk_norm'"},
+        {"\"kind\":\"ar\",\"vocab\":10,\"window\":4", "'window'"},
+        {"\"kind\":\"ar\",\"vocab\":10,\"input_dim\":4", "'input_dim'"},
+        {"\"kind\":\"ar\",\"vocab\":10,\"shared_expert_intermediate\":4",
+         "'shared_expert_intermediate'"},
+        {"\"kind\":\"ar\",\"vocab\":10,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4}",
+         "'type'"},
+        {"\"kind\":\"ar\",\"vocab\":10,\"rope_scaling\":{\"factor\":4}", "'type'"},
+        {"\"kind\":\"ar\",\"vocab\":10,\"rope_scaling\":{\"type\":\"linear\"}", "'factor'"},
+        {"\"kind\":\"ar\",\"vocab\":10,\"rope_scaling\":{\"type\":\"linear\",\"factor\":2,"
+         "\"low_freq_factor\":1}",
+         "'low_freq_factor'"},
+        {"\"kind\":\"ar\",\"vocab\":10,\"rope_scaling\":{\"type\":\"llama3\",\"factor\":8,"
+         "\"low_freq_factor\":4,\"high_freq_factor\":1}",
+         "'high_freq_factor'"},
+        {"\"kind\":\"encoder\",\"vocab\":0,\"rope_scaling\":{\"type\":\"linear\",\"factor\":2}",
+         "'rope_scaling'"},
+        {"\"kind\":\"vocoder\",\"vocab\":0,\"upsample_rates\":[2,0]", "'upsample_rates'"},
+        {"\"kind\":\"vocoder\",\"vocab\":0,\"upsample_rates\":[2,2,2,2,2,2,2,2,2]",
+         "'upsample_rates'"},
+        {"\"kind\":\"vocoder\",\"vocab\":0,\"upsample_rates\":[8,8],\"decoder_dim\":2",
+         "'decoder_dim'"},
+        {"\"kind\":\"vocoder\",\"vocab\":0,\"codebooks\":0", "'codebooks'"},
+        {"\"kind\":\"vocoder\",\"vocab\":0,\"codebooks\":65", "'codebooks'"},
+        {"\"kind\":\"encoder\",\"vocab\":0,\"downsample\":0", "'downsample'"},
+        {"\"kind\":\"encoder\",\"vocab\":0,\"window\":3", "'window'"},
+    };
+    for (size_t i = 0; i < CZ_ARRAY_LEN(cases); i++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "{\"name\":\"m\",\"source\":\"s\",\"stages\":[{\"name\":\"x\",%s,"
+                 "\"layers\":2,\"hidden\":64,\"heads\":4,\"kv_heads\":2,\"intermediate\":128,"
+                 "\"params\":1e6}]}",
+                 cases[i].text);
+        cz_model_card m;
+        cz_err err;
+        cz_err_clear(&err);
+        cr_assert_eq(parse_text(text, &m, &err), CZ_EINVAL, "case %zu passed: %s", i,
+                     cases[i].text);
+        cr_assert(strstr(err.msg, "inline.json") && strstr(err.msg, "stages[0] (x)") &&
+                      strstr(err.msg, cases[i].field),
+                  "case %zu: %s", i, err.msg);
+    }
+    /* MoE stages: gated experts only */
+    const char *moe_gelu =
+        "{\"name\":\"m\",\"source\":\"s\",\"stages\":[{\"name\":\"x\",\"kind\":\"ar\","
+        "\"layers\":2,\"hidden\":64,\"heads\":4,\"kv_heads\":4,\"intermediate\":0,\"vocab\":10,"
+        "\"experts\":4,\"experts_active\":2,\"expert_intermediate\":32,\"params\":1e5,"
+        "\"active_params\":5e4,\"activation\":\"gelu\"}]}";
+    cz_model_card m;
+    cz_err err;
+    cr_assert_eq(parse_text(moe_gelu, &m, &err), CZ_EINVAL);
+    cr_assert(strstr(err.msg, "'activation'") != NULL, "%s", err.msg);
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer harness of a -Dfuzz=enabled build for SECONDS each, on a scratch
 # copy of its corpus (tests/fuzz/corpus/<name>/, so the repository's corpus never grows),
-# with its dictionary (tests/fuzz/dict/: traces.dict for the readers, config.dict, set.dict),
+# with its dictionary (tests/fuzz/dict/: traces.dict for the readers, config.dict, set.dict,
+# safetensors.dict),
 # a 10 s limit per input and a 2 GiB memory limit. Prints one line per harness: executions, executions per second and
 # the result. A crash, sanitizer report, leak, timeout or out-of-memory is a failure: the
 # reproducer is kept under ARTIFACTS/<name>/ (default BUILD_DIR/fuzz-artifacts) with the
@@ -9,7 +10,8 @@
 # failed or did not run; the last line reads "N passed, N failed".
 #
 # usage: tests/fuzz/run.sh BUILD_DIR SECONDS [NAME...]      (docs/testing.md)
-#   NAME: sharegpt burstgpt azure mooncake cadenza trace_auto config set sim (default all)
+#   NAME: sharegpt burstgpt azure mooncake cadenza trace_auto config set sim safetensors
+#         (default all)
 #   CZ_FUZZ_ARTIFACTS=DIR  where reproducers and logs go
 #   CZ_FUZZ_RSS_MB=N       memory limit per harness in MiB (default 2048)
 set -u
@@ -23,7 +25,7 @@ seconds=$2
 shift 2
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
-    names=(sharegpt burstgpt azure mooncake cadenza trace_auto config set sim)
+    names=(sharegpt burstgpt azure mooncake cadenza trace_auto config set sim safetensors)
 fi
 artifacts=${CZ_FUZZ_ARTIFACTS:-$build/fuzz-artifacts}
 rss_mb=${CZ_FUZZ_RSS_MB:-2048}
@@ -58,6 +60,7 @@ for name in "${names[@]}"; do
     case $name in
         config | sim) dict=config ;;
         set) dict=set ;;
+        safetensors) dict=safetensors ;;
         *) dict=traces ;;
     esac
     dict=("-dict=$here/dict/$dict.dict")
