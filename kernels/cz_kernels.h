@@ -209,28 +209,6 @@ typedef struct cz_kernels {
  * (counter + 1)) and u = (x >> 40) x 2^-24 (24 bits of mantissa). Pure. */
 float cz_kernel_uniform(uint64_t seed, uint64_t counter);
 
-/* Rotary frequencies: Hugging Face's rope_theta and rope_scaling. */
-typedef enum cz_rope_kind {
-    CZ_ROPE_DEFAULT = 0, /* inv_freq[j] = theta^(-2j / head_dim) */
-    CZ_ROPE_LLAMA3 = 1   /* HF _compute_llama3_parameters over the default frequencies */
-} cz_rope_kind;
-
-typedef struct cz_rope_scaling {
-    cz_rope_kind kind;
-    double factor;                  /* llama3: rope_scaling.factor (8 for Llama 3.1) */
-    double low_freq_factor;         /* llama3: 1 */
-    double high_freq_factor;        /* llama3: 4 */
-    uint32_t original_max_position; /* llama3: original_max_position_embeddings (8192) */
-} cz_rope_scaling;
-
-/* Fills inv_freq (head_dim / 2), the table `rope` reads, from theta and the scaling
- * (NULL: none), computed in double and rounded once. Host memory: a CUDA caller uploads
- * it. Returns CZ_EINVAL (err filled) for an odd head_dim or one above 512, theta <= 1,
- * or llama3 factors that are not factor >= 1, high_freq_factor > low_freq_factor > 0
- * and original_max_position > 0. */
-cz_status cz_rope_inv_freq(float *inv_freq, uint32_t head_dim, double theta,
-                           const cz_rope_scaling *scaling, cz_err *err);
-
 /* The CPU backend's table. */
 const cz_kernels *cz_kernels_cpu(void);
 
