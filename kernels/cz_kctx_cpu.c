@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cblas.h>
 
@@ -334,6 +335,12 @@ cz_status cz_kctx_cpu_create(uint32_t threads, cz_kctx **out, cz_err *err)
     }
     *out = k;
     return CZ_OK;
+}
+
+uint32_t cz_kctx_cpu_default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n >= 1 ? (uint32_t)n : 1u;
 }
 
 static void *regrow(void *p, size_t bytes)
