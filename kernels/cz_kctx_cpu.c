@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cblas.h>
 
@@ -280,6 +281,12 @@ static void stop_workers(cz_kctx *k)
     for (uint32_t i = 0; i < k->started; i++)
         pthread_join(k->workers[i], NULL);
     k->started = 0;
+}
+
+uint32_t cz_kctx_cpu_default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n >= 1 && n <= 4096 ? (uint32_t)n : 1u;
 }
 
 cz_status cz_kctx_cpu_create(uint32_t threads, cz_kctx **out, cz_err *err)
