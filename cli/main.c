@@ -20,6 +20,8 @@ static const char usage[] =
     "  sweep SWEEP.json       run an experiment over a grid of overrides, one row a point\n"
     "  trace info FILE        statistics of a trace (requests, sessions, rate, burstiness)\n"
     "  trace convert FILE     convert a trace to cadenza's session JSONL format\n"
+    "  generate               run a decoder on the CPU: greedy continuation of a prompt\n"
+    "                         from a Hugging Face checkpoint or a card's random weights\n"
     "\n"
     "options:\n"
     "  -h, --help             this help; `cadenza <command> --help` for a command's\n"
@@ -102,6 +104,8 @@ int main(int argc, char **argv)
         return cz_cmd_sweep(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0)
         return cz_cmd_trace(argc - 1, argv + 1);
+    if (strcmp(cmd, "generate") == 0)
+        return cz_cmd_generate(argc - 1, argv + 1);
     fprintf(stderr, "cadenza: unknown command '%s'\n\n%s", cmd, usage);
     return CZ_EXIT_USAGE;
 }

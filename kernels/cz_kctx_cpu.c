@@ -7,6 +7,7 @@
  * (back-to-back ops of a forward pass find them awake) and then block on a condition
  * variable; the caller runs its own share, then waits the same way for the others. */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +109,7 @@ static unsigned wait_job(cz_kctx *k, unsigned seen)
                 t0 = t;
             else if (t - t0 > CZ__SPIN_NS)
                 break;
+            sched_yield(); /* a descheduled thread of this job may need the core */
         }
     }
     /* sleepers is raised before gen is read again (both sequentially consistent) and the
@@ -157,6 +159,7 @@ static void run_job(cz_kctx *k)
         cpu_relax();
         if (i % 64 == 0) {
             int64_t t = now_ns();
+            sched_yield(); /* a descheduled worker may need this core to finish */
             if (!t0) {
                 t0 = t;
             } else if (t - t0 > CZ__SPIN_NS) {
@@ -283,6 +286,12 @@ static void stop_workers(cz_kctx *k)
     k->started = 0;
 }
 
+uint32_t cz_kctx_cpu_default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n >= 1 && n <= 4096 ? (uint32_t)n : 1u;
+}
+
 cz_status cz_kctx_cpu_create(uint32_t threads, cz_kctx **out, cz_err *err)
 {
     *out = NULL;
@@ -335,12 +344,6 @@ cz_status cz_kctx_cpu_create(uint32_t threads, cz_kctx **out, cz_err *err)
     }
     *out = k;
     return CZ_OK;
-}
-
-uint32_t cz_kctx_cpu_default_threads(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n >= 1 ? (uint32_t)n : 1u;
 }
 
 static void *regrow(void *p, size_t bytes)

@@ -197,5 +197,26 @@ check "an output that is a pipe is written in place, not renamed over" bash -c \
      timeout 20 '$cz' trace convert '$root/traces/data/burstgpt3/BurstGPT_3_head.csv' -o '$tmp/sig/fifo' >/dev/null;
      rc=\$?; wait; [ \$rc -eq 0 ] && [ -p '$tmp/sig/fifo' ] && grep -q cadenza-sessions '$tmp/sig/from_fifo' &&
      [ -z \"\$(ls -A '$tmp/sig' | grep tmp)\" ]"
+
+# generate: a card's random weights, on the CPU
+check "generate --help" "$cz" generate --help
+check "generate: greedy ids on one line, deterministic for a seed" bash -c \
+    "'$cz' generate --model tiny-llama --tokens 1,2,3 --max-tokens 5 --seed 7 --threads 1 >'$tmp/g1' &&
+     '$cz' generate --model tiny-llama --tokens 1,2,3 --max-tokens 5 --seed 7 --threads 2 >'$tmp/g2' &&
+     cmp '$tmp/g1' '$tmp/g2' && grep -Eq '^[0-9]+( [0-9]+){4}\$' '$tmp/g1'"
+check "generate --json and raw --logits (N x vocab float32)" bash -c \
+    "'$cz' generate --model tiny-llama --tokens 5 --max-tokens 3 --json --logits '$tmp/l.bin' >'$tmp/g.json' &&
+     grep -Eq '^\{\"tokens\": \[[0-9]+, [0-9]+, [0-9]+\]\}\$' '$tmp/g.json' &&
+     [ \$(stat -c %s '$tmp/l.bin') -eq \$((3 * 4096 * 4)) ]"
+check "generate: a token beyond the vocabulary exits 2 naming it" bash -c \
+    "'$cz' generate --model tiny-llama --tokens 1,4096 --max-tokens 2 --logits '$tmp/v.npy' 2>'$tmp/v.err';
+     [ \$? -eq 2 ] && grep -q 'token 1 is 4096' '$tmp/v.err' && [ ! -e '$tmp/v.npy' ]"
+check "generate: bad flags exit 2" bash -c \
+    "for a in '--tokens 1' '--model tiny-llama --tokens 1,,2 --max-tokens 1' \
+              '--model tiny-llama --tokens 1 --max-tokens 0' '--model tiny-llama --tokens 1 --max-tokens 1 --dtype f8' \
+              '--model tiny-llama --tokens 1 --max-tokens 1 --threads 0' '--model tiny-llama --tokens 1 --max-tokens 1 --bogus'; do
+         '$cz' generate \$a >/dev/null 2>&1; [ \$? -eq 2 ] || exit 1; done"
+check "generate: an unknown card exits 2" expect_exit 2 "$cz" generate --model no-such-card --tokens 1 --max-tokens 1
+check "generate: a folder without config.json exits 2" expect_exit 2 "$cz" generate --model "$tmp" --tokens 1 --max-tokens 1
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
