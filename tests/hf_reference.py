@@ -119,7 +119,8 @@ def build(cfg, seed, dt, dt_of=None):
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         m.norm(p + "input_layernorm.weight", H, pick(p + "input_layernorm.weight"))
-        m.norm(p + "post_attention_layernorm.weight", H, pick(p + "post_attention_layernorm.weight"))
+        n2 = p + "post_attention_layernorm.weight"
+        m.norm(n2, H, pick(n2))
         for proj, out in (("q", nh * hd), ("k", nkv * hd), ("v", nkv * hd)):
             n = p + f"self_attn.{proj}_proj.weight"
             m.linear(n, out, H, pick(n))
@@ -263,7 +264,8 @@ def forward(m, tokens):
                     wt = wt / wt.sum()
                 for e, we in zip(top, wt):
                     q_ = p + f"mlp.experts.{e}."
-                    a = silu(h[t] @ w[q_ + "gate_proj.weight"].T) * (h[t] @ w[q_ + "up_proj.weight"].T)
+                    a = (silu(h[t] @ w[q_ + "gate_proj.weight"].T) *
+                         (h[t] @ w[q_ + "up_proj.weight"].T))
                     y[t] += we * (a @ w[q_ + "down_proj.weight"].T)
         else:
             a = silu(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T)
