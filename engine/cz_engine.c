@@ -753,6 +753,27 @@ static void alloc_step(eng_step *st, uint32_t tokens, uint32_t seqs, uint32_t sa
     st->counter = cz_xmalloc(samples * sizeof *st->counter);
 }
 
+/* The longest job an encoder or vocoder stage `p` can be given: a vocoder's chunk and the
+ * context it re-reads; an encoder's fixed token count or the workload's longest input of
+ * its modality. */
+static uint64_t job_tokens_max(const eng *E, uint32_t p)
+{
+    const cz_pipe_stage *ps = &E->cfg->model.pipe[p];
+    const cz_stage_card *c = &E->cfg->model.stages[ps->stage];
+    if (c->kind == CZ_STAGE_VOCODER)
+        return (uint64_t)ps->chunk_tokens + ps->overlap_tokens;
+    if (ps->input_tokens)
+        return ps->input_tokens;
+    uint64_t most = 1;
+    for (uint32_t i = 0; i < E->wl->n_turns; i++) {
+        const cz_turn *t = &E->wl->turns[i];
+        uint64_t n = ps->io == CZ_IO_IMAGE ? t->in_image_tokens : t->in_audio_tokens;
+        if (n > most)
+            most = n;
+    }
+    return most;
+}
+
 static cz_status load_replicas(eng *E, cz_err *err)
 {
     const cz_config *cfg = E->cfg;
@@ -777,11 +798,17 @@ static cz_status load_replicas(eng *E, cz_err *err)
         if (ps->inner >= 0 && !(r->inner = net_for(E, dr.gpu, (uint32_t)ps->inner, err, &st)))
             return st;
         if (!r->srv) {
-            uint32_t mt = cfg->place[dr.p].max_tokens ? cfg->place[dr.p].max_tokens : 8192;
-            uint32_t mb = cfg->place[dr.p].max_batch ? cfg->place[dr.p].max_batch : 64;
-            cz_net_reserve(r->net, mt * (c->arch.downsample ? c->arch.downsample : 1) +
-                                       mb * ps->prompt_tokens,
-                           mb, mt + ps->prompt_tokens);
+            /* the largest step its queue can form: max_batch jobs of the longest job, within
+             * max_tokens (whose default, unbounded in effect, must not size buffers) */
+            uint64_t job = job_tokens_max(E, dr.p);
+            uint64_t mb = cfg->place[dr.p].max_batch ? cfg->place[dr.p].max_batch : 64;
+            uint64_t mt = mb * job;
+            if (cfg->place[dr.p].max_tokens && cfg->place[dr.p].max_tokens < mt)
+                mt = cfg->place[dr.p].max_tokens;
+            uint64_t ds = c->kind == CZ_STAGE_ENCODER && c->arch.downsample ? c->arch.downsample
+                                                                            : 1;
+            cz_net_reserve(r->net, (uint32_t)(mt * ds + mb * ps->prompt_tokens), (uint32_t)mb,
+                           (uint32_t)(job * ds + ps->prompt_tokens));
             continue;
         }
         const cz_server_config *sc = &cfg->place[dr.p].server;
