@@ -90,6 +90,10 @@ void cz__kpar_dyn(cz_kctx *k, size_t n, size_t chunk, cz__kfn fn, void *arg);
  * even). */
 void cz__widen(float *dst, const void *src, cz_dtype dt, size_t n);
 void cz__narrow(void *dst, const float *src, cz_dtype dt, size_t n);
+/* Row-major C (m, n) = op(A) . op(B) + beta x C with op(A) (m, kd), op(B) (kd, n) (ta,
+ * tb: the operand is stored transposed), on the calling thread's OpenBLAS (cz_blas.c). */
+void cz__sgemm(bool ta, bool tb, uint32_t m, uint32_t n, uint32_t kd, const float *a,
+               uint32_t lda, const float *b, uint32_t ldb, float beta, float *c, uint32_t ldc);
 /* Sum of a[i] x b[i] (4-lane partial sums). */
 float cz__dot(const float *a, const float *b, uint32_t n);
 /* y[i] += a x x[i]. */
