@@ -3,8 +3,9 @@
  *
  * Few rows (decode, m <= CZ__GEMV_M_*): a GEMV-style kernel streams each row of w once
  * for all m rows of x, widening 16-bit weights in registers (bfloat16 is a 16-bit shift,
- * float16 a shift and one multiply), the rows of w split across the threads; the speed
- * is that of reading w from memory. Many rows (prefill): float32 weights go to
+ * float16 a shift and one multiply), the rows of w split across the threads; at m = 1
+ * four rows of w go together, sharing the loads of x, with eight independent sums. The
+ * speed is that of reading w from memory. Many rows (prefill): float32 weights go to
  * OpenBLAS's sgemm; 16-bit weights are widened a panel of rows at a time into the context's
  * float32 panel (the threads widen it together) and each panel goes to sgemm, so
  * the widening is paid once per weight for all m rows. */
@@ -103,10 +104,47 @@ static inline __attribute__((always_inline)) void dot_rows(const void *w, cz_dty
     }
 }
 
+/* res[c] = w_c . x for the four rows w_c = w + c * row (m = 1): the rows share each load
+ * of x and their eight accumulators hide the adds' latency. Each row's sum is formed
+ * exactly as dot_rows forms it, so a row's result does not depend on its group. */
+static inline __attribute__((always_inline)) void dot4_rows(const char *w, size_t row,
+                                                            cz_dtype dt, const float *x,
+                                                            uint32_t kd, float *res)
+{
+    cz__v4f a0[4] = {{0}}, a1[4] = {{0}};
+    uint32_t i = 0;
+    for (; i + 8 <= kd; i += 8) {
+        cz__v4f x0, x1;
+        memcpy(&x0, x + i, 16);
+        memcpy(&x1, x + i + 4, 16);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            cz__v4f w0, w1;
+            load8(w + c * row, dt, i, &w0, &w1);
+            a0[c] += w0 * x0;
+            a1[c] += w1 * x1;
+        }
+    }
+    for (int c = 0; c < 4; c++) {
+        cz__v4f s = a0[c] + a1[c];
+        res[c] = (s[0] + s[2]) + (s[1] + s[3]);
+    }
+    for (; i < kd; i++)
+        for (int c = 0; c < 4; c++)
+            res[c] += widen1(w + c * row, dt, i) * x[i];
+}
+
 static inline __attribute__((always_inline)) void gemv_dt(const mm_job *j, cz_dtype dt,
                                                           size_t b, size_t e)
 {
     size_t row = (size_t)j->kd * cz_dtype_size(dt);
+    if (j->m == 1)
+        for (; b + 4 <= e; b += 4) {
+            float res[4];
+            dot4_rows((const char *)j->w + b * row, row, dt, j->x, j->kd, res);
+            for (int c = 0; c < 4; c++)
+                j->out[b + c] = res[c] + (j->bias ? j->bias[b + c] : 0.0f);
+        }
     for (size_t c = b; c < e; c++) {
         const void *w = (const char *)j->w + c * row;
         float bias = j->bias ? j->bias[c] : 0.0f;
