@@ -159,8 +159,6 @@ void cz__attn_begin(cz__attn_tile *a, const float *q, size_t ld_q, float scale);
  * value row v + i * ld (float32). Only keys kept for a query count for it. */
 void cz__attn_chunk(cz__attn_tile *a, const float *kc, const float *vc, size_t ld, int64_t t0,
                     uint32_t nt);
-/* Whether key position t is kept for a query at position p. */
-bool cz__attn_kept(const cz__attn_tile *a, int64_t t, int64_t p);
 /* Writes query (r, h)'s output to out + r * ld_o + h * hd. */
 void cz__attn_end(cz__attn_tile *a, float *out, size_t ld_o);
 
