@@ -20,9 +20,11 @@ typedef uint16_t cz__v8h __attribute__((vector_size(16)));
  * sequence's keys, which are read CZ__ATT_KT at a time. */
 #define CZ__ATT_QT 64u
 #define CZ__ATT_KT 64u
-/* The shared float32 panel: bf16/f16 weights widened for sgemm, conv's im2col tiles
- * (floats; 4 MiB). */
+/* The shared float32 panel: conv's im2col tiles and transposed conv's columns (floats;
+ * 4 MiB). */
 #define CZ__PANEL_FLOATS (1u << 20)
+/* Each thread's float32 GEMM panel: bf16/f16 weights widened for sgemm (floats; 4 MiB). */
+#define CZ__TPANEL_FLOATS (1u << 20)
 
 /* A range [begin, end) of a parallel loop, run by thread `tid` (0 is the caller). */
 typedef void (*cz__kfn)(void *arg, size_t begin, size_t end, uint32_t tid);
@@ -35,6 +37,7 @@ typedef struct cz__kthread {
     float *m, *l;   /* (CZ__ATT_QT) running max and sum of the online softmax */
     float *s;       /* (CZ__ATT_QT, CZ__ATT_KT) scores of one key chunk */
     float *kw, *vw; /* (CZ__ATT_KT, CZ_KMAX_HEAD_DIM) a key chunk widened to float32 */
+    float *panel;   /* (CZ__TPANEL_FLOATS) rows of a 16-bit weight widened for sgemm */
     /* a vocabulary row for sampling, sized by the reserve's max_dim */
     float *row;     /* (max_dim) */
     int32_t *idx;   /* (max_dim) */

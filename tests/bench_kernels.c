@@ -88,7 +88,8 @@ static double time_gemv(cz_kctx *k, cz_dtype dt, uint32_t n, uint32_t kd, const 
     return best;
 }
 
-/* OpenBLAS's sgemm on float32 weights: out (m, n) = x (m, kd) . w^T. */
+/* OpenBLAS's sgemm on float32 weights: out (m, n) = x (m, kd) . w^T, on OpenBLAS's own
+ * threads (the caller sets their number). */
 static void ref_sgemm(float *out, const float *x, const float *w, uint32_t m, uint32_t n,
                       uint32_t kd)
 {
@@ -187,9 +188,11 @@ int main(int argc, char **argv)
             for (int r = 0; r < reps; r++) {
                 double t0 = now_s();
                 K->matmul(k, out, x, wb, CZ_BF16, NULL, m, n, kd);
+                openblas_set_num_threads((int)threads);
                 double t1 = now_s();
                 ref_sgemm(out, x, wf, m, n, kd);
                 double t2 = now_s();
+                openblas_set_num_threads(1); /* the kernels' setting (cz_kctx_cpu_create) */
                 if (r > 0 || reps == 2) {
                     tb = fmin(tb, t1 - t0);
                     tf = fmin(tf, t2 - t1);
