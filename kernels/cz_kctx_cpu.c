@@ -321,12 +321,14 @@ cz_status cz_kctx_cpu_create(uint32_t threads, cz_kctx **out, cz_err *err)
         s->s = alloc_aligned((size_t)CZ__ATT_QT * CZ__ATT_KT * sizeof(float));
         s->kw = alloc_aligned((size_t)CZ__ATT_KT * CZ_KMAX_HEAD_DIM * sizeof(float));
         s->vw = alloc_aligned((size_t)CZ__ATT_KT * CZ_KMAX_HEAD_DIM * sizeof(float));
+        s->panel = alloc_aligned((size_t)CZ__TPANEL_FLOATS * sizeof(float));
     }
     k->panel = alloc_aligned((size_t)CZ__PANEL_FLOATS * sizeof(float));
 
-    /* OpenBLAS's thread count is a process-wide setting (the one exception to "no hidden
-     * globals"): the last context created sets it for every context of the process. */
-    openblas_set_num_threads((int)threads);
+    /* The pool splits every GEMM and each thread calls OpenBLAS on its share, so OpenBLAS
+     * runs on the calling thread alone (a process-wide setting, the one exception to "no
+     * hidden globals"; the same for every context). */
+    openblas_set_num_threads(1);
 
     if (threads > 1) {
         k->workers = cz_xcalloc(threads - 1, sizeof *k->workers);
@@ -404,6 +406,7 @@ void cz_kctx_free(cz_kctx *k)
         free(s->s);
         free(s->kw);
         free(s->vw);
+        free(s->panel);
         free(s->row);
         free(s->idx);
     }

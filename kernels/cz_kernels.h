@@ -92,7 +92,7 @@ typedef struct cz_kernels {
                       float eps, uint32_t rows, uint32_t dim);
 
     /* out (m, n) = x (m, kd) . w^T + bias, w (n, kd) of dtype dt, bias (n) float32 or NULL.
-     * Float32 weights go to cblas_sgemm; bf16 and f16 weights are widened (Debian's
+     * Float32 weights go to OpenBLAS's sgemm; bf16 and f16 weights are widened (Debian's
      * OpenBLAS has no bf16 GEMM). */
     void (*matmul)(cz_kctx *k, float *out, const float *x, const void *w, cz_dtype dt,
                    const float *bias, uint32_t m, uint32_t n, uint32_t kd);

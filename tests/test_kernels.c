@@ -882,7 +882,8 @@ Test(kernels, attn_paged)
         {8, 2, 8, 32, 32, 4},  /* GQA 4, a window across blocks, sinks inside block 0 */
         {4, 1, 8, 16, 6, 9},   /* MQA, sinks over three blocks and wider than the window */
         {16, 2, 2, 8, 1, 0},   /* a window of one: each query sees only itself */
-        {4, 2, 6, 20, 300, 2}  /* a window longer than every sequence: all kept */
+        {4, 2, 6, 20, 300, 2}, /* a window longer than every sequence: all kept */
+        {8, 1, 2, 38, 5, 2}    /* a head_dim that is not a multiple of 4 */
     };
     for (size_t c = 0; c < CZ_ARRAY_LEN(cfgs); c++)
         for (size_t d = 0; d < 3; d++)
