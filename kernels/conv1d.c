@@ -1,10 +1,8 @@
 /* conv1d.c - 1-D convolution of one channels-first sequence (PyTorch's Conv1d with
  * explicit left/right padding). Wide channel groups go through im2col tiles in the
- * context's panel and cblas_sgemm (out_g = w_g (cout/g, cin/g x ksize) . cols); narrow
+ * context's panel and cz__sgemm (out_g = w_g (cout/g, cin/g x ksize) . cols); narrow
  * groups (depthwise, tiny kernels) run direct loops, one output channel per item. */
 #include <string.h>
-
-#include <cblas.h>
 
 #include "cz_kernels_cpu.h"
 
@@ -97,9 +95,9 @@ void cz_cpu_conv1d(cz_kctx *k, float *out, const float *x, const float *w, const
             j.l0 = l0;
             j.nl = lout - l0 < tile ? lout - l0 : tile;
             cz__kpar(k, kdim, 1, 1 + 16384 / j.nl, im2col_range, &j);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)cog, (int)j.nl,
-                        (int)kdim, 1.0f, w + (size_t)g * cog * kdim, (int)kdim, k->panel,
-                        (int)j.nl, 0.0f, out + (size_t)g * cog * lout + l0, (int)lout);
+            cz__sgemm(false, false, (int)cog, (int)j.nl, (int)kdim, 1.0f,
+                      w + (size_t)g * cog * kdim, (int)kdim, k->panel, (int)j.nl, 0.0f,
+                      out + (size_t)g * cog * lout + l0, (int)lout);
         }
     if (bias)
         cz__kpar(k, cout, 1, 1 + 16384 / lout, bias_range, &j);

@@ -1,11 +1,9 @@
 /* conv_transpose1d.c - transposed 1-D convolution of one channels-first sequence
  * (PyTorch's ConvTranspose1d, vocoders' upsampling): for a tile of input positions,
- * cols (cout x ksize, L) = w^T . x[:, tile] by cblas_sgemm into the context's panel, then
+ * cols (cout x ksize, L) = w^T . x[:, tile] by cz__sgemm into the context's panel, then
  * col2im adds each column into the outputs it lands on (one output channel per item, so
  * the sums' order is fixed). */
 #include <string.h>
-
-#include <cblas.h>
 
 #include "cz_kernels_cpu.h"
 
@@ -56,8 +54,8 @@ void cz_cpu_conv_transpose1d(cz_kctx *k, float *out, const float *x, const float
     for (uint32_t l0 = 0; l0 < len; l0 += tile) {
         j.l0 = l0;
         j.nl = len - l0 < tile ? len - l0 : tile;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rows, (int)j.nl, (int)cin,
-                    1.0f, w, (int)rows, x + l0, (int)len, 0.0f, k->panel, (int)j.nl);
+        cz__sgemm(true, false, (int)rows, (int)j.nl, (int)cin, 1.0f, w, (int)rows, x + l0,
+                  (int)len, 0.0f, k->panel, (int)j.nl);
         cz__kpar(k, cout, 1, 1 + 16384 / ((size_t)j.nl * ksize), col2im_range, &j);
     }
 }

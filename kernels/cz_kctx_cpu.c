@@ -283,6 +283,19 @@ static void stop_workers(cz_kctx *k)
     k->started = 0;
 }
 
+/* OpenBLAS's Fortran GEMM (column-major; the BLAS reference interface). */
+void sgemm_(const char *ta, const char *tb, const int *m, const int *n, const int *k,
+            const float *alpha, const float *a, const int *lda, const float *b, const int *ldb,
+            const float *beta, float *c, const int *ldc);
+
+void cz__sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
+               const float *b, int ldb, float beta, float *c, int ldc)
+{
+    /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
+    const char ca = ta ? 'T' : 'N', cb = tb ? 'T' : 'N';
+    sgemm_(&cb, &ca, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
+}
+
 uint32_t cz_kctx_cpu_default_threads(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -86,6 +86,15 @@ void cz__kpar(cz_kctx *k, size_t n, size_t grain, size_t min_items, cz__kfn fn, 
  * free (uneven work: attention tiles). */
 void cz__kpar_dyn(cz_kctx *k, size_t n, size_t chunk, cz__kfn fn, void *arg);
 
+/* Row-major single-precision GEMM, C (m, n) = alpha op(A) op(B) + beta C, op the transpose
+ * when ta / tb: cblas_sgemm's contract through OpenBLAS's Fortran sgemm_. The kernels call
+ * this, not cblas_sgemm, because a program that also links GSL (the cadenza binary) gets
+ * GSL's reference CBLAS first in its link order, and GSL's fits must keep it: there
+ * cblas_sgemm would bind to the reference loops, and a prefill would run two orders of
+ * magnitude slower. */
+void cz__sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
+               const float *b, int ldb, float beta, float *c, int ldc);
+
 /* Widens n elements of dtype dt to float32 / narrows float32 to dt (round to nearest
  * even). */
 void cz__widen(float *dst, const void *src, cz_dtype dt, size_t n);

@@ -4,13 +4,11 @@
  * Few rows (decode, m <= CZ__GEMV_M_*): a GEMV-style kernel streams each row of w once
  * for all m rows of x, widening 16-bit weights in registers (bfloat16 is a 16-bit shift,
  * float16 a shift and one multiply), the rows of w split across the threads; the speed
- * is that of reading w from memory. Many rows (prefill): float32 weights go to
- * cblas_sgemm; 16-bit weights are widened a panel of rows at a time into the context's
- * float32 panel (the threads widen it together) and each panel goes to cblas_sgemm, so
+ * is that of reading w from memory. Many rows (prefill): float32 weights go to OpenBLAS's
+ * GEMM (cz__sgemm); 16-bit weights are widened a panel of rows at a time into the context's
+ * float32 panel (the threads widen it together) and each panel goes to cz__sgemm, so
  * the widening is paid once per weight for all m rows. */
 #include <string.h>
-
-#include <cblas.h>
 
 #include "cz_kernels_cpu.h"
 
@@ -165,8 +163,8 @@ void cz_cpu_matmul(cz_kctx *k, float *out, const float *x, const void *w, cz_dty
         return;
     }
     if (dt == CZ_F32) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)kd, 1.0f, x,
-                    (int)kd, w, (int)kd, 0.0f, out, (int)n);
+        cz__sgemm(false, true, (int)m, (int)n, (int)kd, 1.0f, x, (int)kd, w, (int)kd, 0.0f, out,
+                  (int)n);
     } else {
         CZ_ASSERT(kd <= CZ__PANEL_FLOATS);
         uint32_t rows = CZ__PANEL_FLOATS / kd;
@@ -176,8 +174,8 @@ void cz_cpu_matmul(cz_kctx *k, float *out, const float *x, const void *w, cz_dty
             uint32_t pn = n - j0 < rows ? n - j0 : rows;
             j.j0 = j0;
             cz__kpar(k, pn, 8, 1 + 32768 / kd, widen_range, &j);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)pn, (int)kd, 1.0f,
-                        x, (int)kd, k->panel, (int)kd, 0.0f, out + j0, (int)n);
+            cz__sgemm(false, true, (int)m, (int)pn, (int)kd, 1.0f, x, (int)kd, k->panel,
+                      (int)kd, 0.0f, out + j0, (int)n);
         }
     }
     if (bias)
