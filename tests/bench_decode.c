@@ -10,6 +10,11 @@
  *    bytes per step = the net's weight bytes + the KV of the context read by attention,
  *    the resulting GB/s and its share of the triad's.
  *
+ * 3. tiny-omni's pipeline (random bf16 weights) at one conversation: the compute time of
+ *    one second of speech in and out (100 mel frames encoded, 3.6 thinker tokens, 12.5
+ *    talker tokens each with 3 code-predictor steps, 25 code frames vocoded, the chunks'
+ *    overlap included), as a real-time factor: below 1 keeps up.
+ *
  * Usage: bench_decode [--quick] (meson benchmark decode_bandwidth). --quick uses smaller
  * arrays and fewer steps. Prints a table; exits 0. */
 #include <pthread.h>
@@ -177,6 +182,121 @@ static result decode_run(const char *card, uint32_t threads, uint32_t prompt, ui
     return r;
 }
 
+/* ---- tiny-omni at one conversation ---- */
+
+/* Median seconds of `reps` calls of fn. */
+typedef void (*stage_fn)(void *arg);
+
+static double median_of(stage_fn fn, void *arg, int reps)
+{
+    double t[64];
+    CZ_ASSERT(reps > 0 && reps <= 64);
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_s();
+        fn(arg);
+        t[r] = now_s() - t0;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    return t[reps / 2];
+}
+
+typedef struct omni {
+    cz_net *net;
+    cz_kv_pool *kv;
+    int32_t tok, pos, qsl[2], len, row, bt[64];
+    int64_t slot;
+    uint32_t frames;
+} omni;
+
+static void omni_encode(void *p)
+{
+    omni *o = p;
+    cz_net_encode(o->net, &o->frames, 1, 1);
+}
+
+static void omni_vocode(void *p)
+{
+    omni *o = p;
+    cz_net_vocode(o->net, &o->frames, 1, 1);
+}
+
+static void omni_inner(void *p)
+{
+    omni *o = p;
+    cz_net_inner(o->net, 1, o->frames);
+}
+
+/* One decode step at position o->pos (the cache before it is whatever was written). */
+static void omni_decode(void *p)
+{
+    omni *o = p;
+    o->qsl[0] = 0;
+    o->qsl[1] = 1;
+    o->len = o->pos + 1;
+    o->row = 0;
+    o->slot = o->pos;
+    cz_step_batch b = {.n_seqs = 1, .n_tokens = 1, .max_blocks = 64, .tokens = &o->tok,
+                       .positions = &o->pos, .qsl = o->qsl, .seq_lens = &o->len,
+                       .block_table = o->bt, .slots = &o->slot, .sample_rows = &o->row,
+                       .n_samples = 1};
+    int32_t id;
+    cz_net_decode(o->net, o->kv, &b, NULL, &id, NULL);
+    o->tok = id;
+}
+
+static void tiny_omni(uint32_t threads, int reps)
+{
+    cz_err err;
+    cz_model_card m;
+    cz_kctx *k = NULL;
+    if (cz_model_card_load("tiny-omni", &m, &err) != CZ_OK ||
+        cz_kctx_cpu_create(threads, &k, &err) != CZ_OK) {
+        fprintf(stderr, "bench_decode: %s\n", err.msg);
+        exit(1);
+    }
+    const char *names[] = {"audio_encoder", "thinker", "talker", "code_predictor", "code2wav"};
+    omni o[5];
+    memset(o, 0, sizeof o);
+    cz_net_source src = {.checkpoint = NULL, .seed = 1, .dtype = CZ_BF16};
+    for (int i = 0; i < 5; i++) {
+        const cz_stage_card *s = cz_model_card_stage(&m, names[i]);
+        CZ_ASSERT(s != NULL);
+        if (cz_net_create(k, s, &src, &o[i].net, &err) != CZ_OK ||
+            (s->kind == CZ_STAGE_AR &&
+             cz_kv_pool_create(k, s, 64, BT, CZ_BF16, &o[i].kv, &err) != CZ_OK)) {
+            fprintf(stderr, "bench_decode: %s\n", err.msg);
+            exit(1);
+        }
+        for (int j = 0; j < 64; j++)
+            o[i].bt[j] = j;
+        o[i].pos = 200; /* a turn's context: 200 positions (their KV left as drawn) */
+    }
+    cz_net_reserve(o[0].net, 128, 1, 128);
+    cz_net_reserve(o[1].net, 1, 1, 64 * BT);
+    cz_net_reserve(o[2].net, 1, 1, 64 * BT);
+    cz_net_reserve(o[3].net, 1, 1, 3);
+    cz_net_reserve(o[4].net, 64, 1, 64);
+    o[0].frames = 100; /* 1 s of 100 Hz mel frames */
+    o[3].frames = 3;   /* the 3 residual codebooks */
+    o[4].frames = 50;  /* a 25-frame chunk with 25 of overlap: 2 s of speech */
+    double enc = median_of(omni_encode, &o[0], reps);
+    double th = median_of(omni_decode, &o[1], reps);
+    double tk = median_of(omni_decode, &o[2], reps);
+    double cp = median_of(omni_inner, &o[3], reps);
+    double voc = median_of(omni_vocode, &o[4], reps) / 2.0;
+    double per_s = enc + 3.6 * th + 12.5 * (tk + cp) + voc;
+    printf("\ntiny-omni, %u threads, compute per second of speech (batch 1):\n", threads);
+    printf("  encoder 100 frames %.3f ms | thinker 3.6 x %.3f ms | talker 12.5 x (%.3f + code "
+           "predictor %.3f) ms | code2wav %.3f ms\n",
+           enc * 1e3, th * 1e3, tk * 1e3, cp * 1e3, voc * 1e3);
+    printf("  %.1f ms per second: real-time factor %.3f\n", per_s * 1e3, per_s);
+    for (int i = 0; i < 5; i++) {
+        cz_kv_pool_free(o[i].kv);
+        cz_net_free(o[i].net);
+    }
+    cz_kctx_free(k);
+}
+
 int main(int argc, char **argv)
 {
     bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -198,5 +318,6 @@ int main(int argc, char **argv)
     }
     printf("\nbytes per step = weights + the context's KV; a model whose weights fit in the "
            "caches can pass 100 %%.\n");
+    tiny_omni(threads, quick ? 5 : 31);
     return 0;
 }
