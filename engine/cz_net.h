@@ -35,11 +35,15 @@ typedef struct cz_net_source {
 typedef struct cz_net cz_net;
 
 /* Builds the net of `card` on context `k` (weights uploaded to its memory). Random weights
- * are drawn N(0, 1/fan_in) for projections and tables, norms' weights 1, so activations
- * keep their scale through any depth. A checkpoint's tensors must match the card's
- * dimensions and be F32, BF16 or F16: errors name the file, the tensor and what was
- * expected (CZ_EINVAL / CZ_ENOTFOUND / CZ_EFORMAT). Only autoregressive stages load from
- * checkpoints; encoders and vocoders take random weights. */
+ * are drawn N(0, 1/fan_in) for projections and tables, norms' weights 1, biases 0, so
+ * activations keep their scale through any depth; they are a pure function of the seed
+ * (docs/models.md, "Engine"). A checkpoint's tensors must match the card's dimensions and
+ * be F32, BF16 or F16: errors name the file, the tensor and what was expected (CZ_EINVAL /
+ * CZ_ENOTFOUND / CZ_EFORMAT, CZ_EIO when a file cannot be read). Only autoregressive
+ * stages load from checkpoints; encoders and vocoders take random weights (src->checkpoint
+ * is not read for them). CZ_EINVAL, naming the stage, for a card the forward pass cannot
+ * run (an odd head_dim or one above CZ_KMAX_HEAD_DIM, no feed-forward width). On failure
+ * nothing is left allocated and *out is untouched. */
 cz_status cz_net_create(cz_kctx *k, const cz_stage_card *card, const cz_net_source *src,
                         cz_net **out, cz_err *err);
 void cz_net_free(cz_net *n);
@@ -49,8 +53,12 @@ const cz_stage_card *cz_net_card(const cz_net *n);
 size_t cz_net_weight_bytes(const cz_net *n);
 
 /* Largest step a net must run without allocating: tokens (rows) in one step, sequences in
- * one step, and the longest context one query attends over. Idempotent; grows only. Also
- * reserves the context's scratch (cz_kctx_reserve). */
+ * one step, and the longest context one query attends over (all >= 1). For an encoder the
+ * tokens are input frames (of one sequence and of the step), for a vocoder code frames.
+ * A decoder reserved with max_ctx at most 64 also gets the dense cache cz_net_inner runs
+ * over (an inner stage's reserve: frames per step, frames per step, steps per frame).
+ * Idempotent; grows only (a growth reallocates the activations: call it at load, not
+ * between steps). Also reserves the context's scratch (cz_kctx_reserve). */
 void cz_net_reserve(cz_net *n, uint32_t max_tokens, uint32_t max_seqs, uint32_t max_ctx);
 
 /* One step of a decoder over the paged cache, vLLM V1's flattened varlen batch: sequence b
@@ -80,23 +88,32 @@ typedef struct cz_sampling {
 
 /* Runs step `b` of a decoder stage: embeds, runs every layer (writing the new K/V rows to
  * `kv` at the slots), and samples out_ids[i] for row b->sample_rows[i]. When `logits` is
- * not NULL the sampled rows' logits are copied to it (n_samples, vocab) in host memory. */
+ * not NULL the sampled rows' logits are copied to it (n_samples, vocab) in host memory.
+ * b's arrays and out_ids are host memory, copied to and from the backend once a step.
+ * `s` NULL or a temperature of 0 is greedy; the sampled rows go through the LM head
+ * max_seqs at a time. The step must fit the reserve (n_tokens <= max_tokens, n_seqs <=
+ * max_seqs, n_seqs x max_blocks <= max_seqs x max_ctx) and `kv` be a pool of this stage;
+ * token ids at or above the vocabulary and a step beyond the reserve are CZ_ASSERT
+ * failures. Allocates nothing. */
 void cz_net_decode(cz_net *n, const cz_kv_pool *kv, const cz_step_batch *b,
                    const cz_sampling *s, int32_t *out_ids, float *logits);
 
 /* An encoder step: sequences of lens[0..n_seqs) input frames each (synthetic features
  * drawn from `seed`), encoded bidirectionally. Returns the output tokens produced in all
- * (frames / downsample, per sequence rounded up). */
+ * (frames / downsample, per sequence rounded up). Each sequence's frames and the step's
+ * tokens must fit max_tokens, n_seqs max_seqs (asserted). Allocates nothing. */
 uint64_t cz_net_encode(cz_net *n, const uint32_t *lens, uint32_t n_seqs, uint64_t seed);
 
 /* A vocoder step: sequences of lens[0..n_seqs) code frames each (ids drawn from `seed`),
  * through the sliding-window transformer and the upsampling stack. Returns the samples
- * produced in all. */
+ * produced in all (frames x cz_stage_samples_per_token). The step's frames must fit
+ * max_tokens, n_seqs max_seqs (asserted). Allocates nothing. */
 uint64_t cz_net_vocode(cz_net *n, const uint32_t *lens, uint32_t n_seqs, uint64_t seed);
 
 /* A code predictor (an inner stage): for each of `rows` frames, `steps` sequential decode
  * steps over a context that grows from 1 to steps positions (its own small dense cache),
- * greedy. */
+ * greedy, all rows in one batch a step. Needs a reserve with max_ctx at most 64, rows <=
+ * max_seqs and max_tokens, steps <= max_ctx (asserted). Allocates nothing. */
 void cz_net_inner(cz_net *n, uint32_t rows, uint32_t steps);
 
 #endif
