@@ -107,14 +107,13 @@ static void print_engine_lines(const cz_metrics *m, const cz_config *cfg,
                                const cz_run_stats *stats, double wall_s)
 {
     uint64_t n = m->n_step_rows;
-    double kernel = 0, build = 0, pred = 0, span = 0;
+    double kernel = 0, build = 0, pred = 0;
     double *over = cz_xmalloc((n ? n : 1) * sizeof *over);
     for (uint64_t i = 0; i < n; i++) {
         const cz_step_record *r = &m->step_rows[i];
         kernel += r->kernel_s;
         build += r->build_s;
         pred += r->predicted_s;
-        span += r->end_s - r->start_s;
         over[i] = (r->end_s - r->start_s) - r->kernel_s + r->build_s;
     }
     qsort(over, n, sizeof *over, cmp_double);
@@ -126,7 +125,6 @@ static void print_engine_lines(const cz_metrics *m, const cz_config *cfg,
             n ? build / (double)n * 1e3 : 0.0, n ? over[n / 2] * 1e3 : 0.0,
             n ? over[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] * 1e3 : 0.0, cfg->hw.name,
             pred, wall_s);
-    (void)span;
     free(over);
 }
 

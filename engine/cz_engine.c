@@ -58,7 +58,6 @@ typedef struct eng_step {
     int64_t *slots;
     uint64_t *counter;      /* per sampled row: its draw's counter (temperature > 0) */
     uint32_t *row_seq;      /* per sequence of the batch: the core's id */
-    uint32_t *row_tokens;   /* per sequence: tokens in the step */
     uint32_t *sample_seq;   /* per sampled row: the core's sequence id */
     uint32_t *sample_pos;   /* per sampled row: the position the sampled id takes */
     uint32_t cap_tokens, cap_seqs, cap_table;
@@ -146,8 +145,6 @@ typedef struct eng {
     uint64_t copies_inflight;
     uint64_t step_seed;
     cz_sampling sampling;
-    cz_status fail;           /* the first error a callback met (the run stops) */
-    cz_err fail_err;
 } eng;
 
 static double clock_s(const eng *E)
@@ -343,8 +340,7 @@ static int32_t token_at(eng *E, eng_rep *r, uint32_t seq, uint64_t session, uint
 static void token_set(eng_rep *r, uint32_t seq, uint32_t pos, int32_t id)
 {
     eng_toks *t = &r->toks[seq];
-    if (pos > t->valid)
-        return; /* the context moved on without it (cannot happen: asserted by the caller) */
+    CZ_ASSERT(pos <= t->valid); /* the step read every position before it */
     if (pos >= t->cap) {
         size_t cap = t->cap;
         cz_grow((void **)&t->ids, &cap, (size_t)pos + 1, sizeof *t->ids);
@@ -365,7 +361,6 @@ static void add_row_seq(eng *E, eng_rep *r, eng_step *st, uint32_t seq, uint32_t
     CZ_ASSERT(b->n_seqs < st->cap_seqs && b->n_tokens + n <= st->cap_tokens);
     uint32_t bi = b->n_seqs++;
     st->row_seq[bi] = seq;
-    st->row_tokens[bi] = n;
     st->qsl[bi] = (int32_t)b->n_tokens;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t pos = start + i, row = b->n_tokens++;
@@ -690,7 +685,8 @@ static void copy_finished(eng *E, eng_copy *c, double now)
 
 /* ---- loading ---- */
 
-static cz_status load_nets(eng *E, uint32_t threads_total, cz_err *err)
+/* One kernel context per device, the threads split evenly among them. */
+static cz_status make_devices(eng *E, uint32_t threads_total, cz_err *err)
 {
     const cz_config *cfg = E->cfg;
     E->n_devs = cfg->n_gpus;
@@ -745,7 +741,6 @@ static void alloc_step(eng_step *st, uint32_t tokens, uint32_t seqs, uint32_t sa
     st->qsl = cz_xmalloc((seqs + 1) * sizeof *st->qsl);
     st->seq_lens = cz_xmalloc(seqs * sizeof *st->seq_lens);
     st->row_seq = cz_xmalloc(seqs * sizeof *st->row_seq);
-    st->row_tokens = cz_xmalloc(seqs * sizeof *st->row_tokens);
     st->sample_rows = cz_xmalloc(samples * sizeof *st->sample_rows);
     st->sample_seq = cz_xmalloc(samples * sizeof *st->sample_seq);
     st->sample_pos = cz_xmalloc(samples * sizeof *st->sample_pos);
@@ -900,7 +895,6 @@ static void free_step(eng_step *st)
     free(st->qsl);
     free(st->seq_lens);
     free(st->row_seq);
-    free(st->row_tokens);
     free(st->sample_rows);
     free(st->sample_seq);
     free(st->sample_pos);
@@ -1033,7 +1027,7 @@ cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics 
         threads = cz_kctx_cpu_default_threads();
     cz_status st = cz_deploy_create(cfg, wl, m, &drv, &E.d, err);
     if (st == CZ_OK)
-        st = load_nets(&E, threads, err);
+        st = make_devices(&E, threads, err);
     if (st == CZ_OK)
         st = load_replicas(&E, err);
     if (st == CZ_OK) {

@@ -102,18 +102,14 @@ static bool span_has(kv_span s, uint32_t j)
 static kv_span wanted(const cz_kvmap *m, const cz_seq *q, bool decoding, uint32_t inflight,
                       uint32_t *core)
 {
-    kv_span none = {0, 0, 0};
     if (inflight == 0) {
         *core = q->blocks;
-        if (q->blocks == 0)
-            return none;
-        if (m->window == 0)
+        if (q->blocks == 0 || m->window == 0)
             return (kv_span){0, 0, q->blocks};
+        /* before the window engages a sequence holds a prefix, like any (a loading one's
+         * reaches past what it has computed) */
         kv_span s = kept(m, q->computed);
-        /* a loading or preloading sequence holds blocks for KV not yet computed here */
-        if (span_count(s) != q->blocks && s.sink_hi == 0)
-            s.hi = q->blocks;
-        return s;
+        return s.sink_hi ? s : (kv_span){0, 0, q->blocks};
     }
     /* in a step: prefill chunks hold their blocks in q->blocks; decode members' new
      * blocks are in the pool's count only */

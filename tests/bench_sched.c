@@ -8,30 +8,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "alloc_count.h"
 #include "cz_policies.h"
 
-static unsigned long allocations;
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t s);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t s);
-void *__wrap_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n)
-{
-    allocations++;
-    return __real_malloc(n);
-}
-void *__wrap_calloc(size_t n, size_t s)
-{
-    allocations++;
-    return __real_calloc(n, s);
-}
-void *__wrap_realloc(void *p, size_t n)
-{
-    allocations++;
-    return __real_realloc(p, n);
-}
 
 static double now_s(void)
 {
@@ -98,11 +77,11 @@ int main(void)
             unsigned long allocs = 0;
             for (int r = 0; r < reps; r++) {
                 memcpy(c, tmpl, n * sizeof *c);
-                unsigned long a0 = allocations;
+                unsigned long a0 = cz_test_allocations();
                 double t0 = now_s();
                 op.select(op.state, &ctx, c, n);
                 double dt = now_s() - t0;
-                allocs += allocations - a0;
+                allocs += cz_test_allocations() - a0;
                 if (dt < best)
                     best = dt;
             }

@@ -7,37 +7,13 @@
  * realloc wrapped, so a test counts what the ops allocate after the reserve (nothing). */
 #include <criterion/criterion.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_count.h"
 #include "cz_kernels.h"
 
-/* ---- allocation counter (the executable is linked with -Wl,--wrap=malloc ...) ---- */
-
-static atomic_ulong allocations;
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t s);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t s);
-void *__wrap_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n)
-{
-    atomic_fetch_add(&allocations, 1);
-    return __real_malloc(n);
-}
-void *__wrap_calloc(size_t n, size_t s)
-{
-    atomic_fetch_add(&allocations, 1);
-    return __real_calloc(n, s);
-}
-void *__wrap_realloc(void *p, size_t n)
-{
-    atomic_fetch_add(&allocations, 1);
-    return __real_realloc(p, n);
-}
 
 /* ---- tolerances (NMSE) per op ----
  * Inputs of every reference are the exact values the kernel sees (16-bit weights and KV
@@ -1574,7 +1550,7 @@ Test(kernels, no_allocation_after_reserve)
 
     cz_kctx *k = mk(2);
     const cz_kernels *K = cz_kctx_ops(k);
-    unsigned long before = atomic_load(&allocations);
+    unsigned long before = cz_test_allocations();
     K->embed(k, out, wb, CZ_BF16, ids, m, kd);
     K->rmsnorm(k, out, x, vec, 1e-6f, m, kd);
     K->layernorm(k, out, x, vec, vec, 1e-5f, m, kd);
@@ -1600,7 +1576,7 @@ Test(kernels, no_allocation_after_reserve)
     K->argmax(k, ids, logits, m, vocab);
     K->sample(k, ids, logits, m, vocab, 0.8f, 50, 0.9f, 3, ctr);
     K->sample(k, ids, logits, m, vocab, 1.0f, 0, 1.0f, 3, ctr);
-    unsigned long after = atomic_load(&allocations);
+    unsigned long after = cz_test_allocations();
     cr_assert_eq(after, before, "the ops allocated %lu times after the reserve", after - before);
     cz_kctx_free(k);
     free(x);

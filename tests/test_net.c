@@ -9,37 +9,13 @@
  * tests/hf_reference.py. */
 #include <criterion/criterion.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_count.h"
 #include "cz_net.h"
 #include "cz_net_int.h"
 
-/* ---- allocation counter (the executable is linked with -Wl,--wrap=malloc ...) ---- */
-
-static atomic_ulong allocations;
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t s);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t s);
-void *__wrap_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n)
-{
-    atomic_fetch_add(&allocations, 1);
-    return __real_malloc(n);
-}
-void *__wrap_calloc(size_t n, size_t s)
-{
-    atomic_fetch_add(&allocations, 1);
-    return __real_calloc(n, s);
-}
-void *__wrap_realloc(void *p, size_t n)
-{
-    atomic_fetch_add(&allocations, 1);
-    return __real_realloc(p, n);
-}
 
 /* Logits that went through different summation orders (a GEMV against a GEMM, a batch
  * against one sequence) agree to float32 rounding: max |a - b| within this fraction of
@@ -509,7 +485,7 @@ Test(net, no_allocation_after_reserve)
     uint64_t ctr[1] = {1};
     cz_sampling hot = {.temperature = 0.8f, .top_k = 50, .top_p = 0.9f, .seed = 3, .counter = ctr};
     uint32_t frames[2] = {100, 17}, codes[2] = {25, 5};
-    unsigned long before = atomic_load(&allocations);
+    unsigned long before = cz_test_allocations();
     cz_net_decode(n, kv, build(&st, 1, tk, &cached, &q, tb, 0, 0), NULL, ids, lg);
     cached = 40;
     toks[40] = ids[0];
@@ -519,8 +495,8 @@ Test(net, no_allocation_after_reserve)
     cz_net_encode(enc, frames, 2, 5);
     cz_net_vocode(voc, codes, 2, 5);
     cz_net_inner(cp, 4, 3);
-    cr_assert_eq(atomic_load(&allocations), before, "a step allocated %lu times",
-                 atomic_load(&allocations) - before);
+    cr_assert_eq(cz_test_allocations(), before, "a step allocated %lu times",
+                 cz_test_allocations() - before);
     cz_kv_pool_free(kv);
     cz_kv_pool_free(kv2);
     cz_net_free(n);
