@@ -139,6 +139,23 @@ static void fill_junk(cz_metrics *m, unsigned char junk)
     fr.stream = fr.frame = fr.empty = fr.missed = 1;
     fr.tick_s = fr.done_s = fr.latency_s = 0.25;
     cz_metrics_add_frame(m, &fr);
+    cz_step_record st;
+    memset(&st, junk, sizeof st);
+    st.start_s = 1.0;
+    st.end_s = 1.5;
+    st.build_s = 1e-5;
+    st.kernel_s = 0.4;
+    st.predicted_s = 0.3;
+    st.prefill_tokens = 64;
+    st.prefill_attn_ctx = 2080;
+    st.decode_ctx_tokens = 900;
+    st.replica = 2;
+    st.stage = 1;
+    st.prefill_seqs = 1;
+    st.decode_seqs = 9;
+    st.sampled = 10;
+    st.device = 0;
+    cz_metrics_add_step(m, &st);
 }
 
 /* What reaches the file is the fields and nothing else: every table is stored without
@@ -147,7 +164,8 @@ static void fill_junk(cz_metrics *m, unsigned char junk)
  * as uninitialised when they were written). */
 Test(results, tables_store_no_padding)
 {
-    static const char *const tables[] = {"requests", "timeline", "itl", "audio", "frames"};
+    static const char *const tables[] = {"requests", "timeline", "itl", "audio", "frames",
+                                         "steps"};
     unsigned char *bytes[2][CZ_ARRAY_LEN(tables)];
     size_t sizes[2][CZ_ARRAY_LEN(tables)];
     for (int k = 0; k < 2; k++) {
@@ -231,6 +249,45 @@ Test(results, turns_carry_their_outcomes)
     cr_assert(H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, back) >= 0);
     cr_assert(back[0][0] == 7 && back[0][1] == CZ_REQ_COMPLETED);
     cr_assert(back[1][0] == 8 && back[1][1] == CZ_REQ_REJECTED);
+    H5Tclose(t);
+    H5Dclose(ds);
+    H5Fclose(f);
+    remove(path);
+    cz_metrics_free(&m);
+}
+
+/* The engine's /steps rows read back by name: the shape, the times and the prediction. */
+Test(results, steps_read_back)
+{
+    cz_metrics m;
+    fill_junk(&m, 0x3C);
+    char path[] = "/tmp/cz_test_results_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_results_write_h5(path, &m, "{}", "{}", 1, &err), CZ_OK, "%s", err.msg);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t ds = H5Dopen2(f, "steps", H5P_DEFAULT);
+    cr_assert(ds >= 0);
+    hid_t t = H5Tcreate(H5T_COMPOUND, 2 * sizeof(double) + 2 * sizeof(uint64_t));
+    H5Tinsert(t, "kernel_s", 0, H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "predicted_s", sizeof(double), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "decode_seqs", 2 * sizeof(double), H5T_NATIVE_UINT64);
+    H5Tinsert(t, "prefill_attn_ctx", 2 * sizeof(double) + sizeof(uint64_t), H5T_NATIVE_UINT64);
+    struct {
+        double kernel_s, predicted_s;
+        uint64_t decode_seqs, prefill_attn_ctx;
+    } back;
+    hid_t sp = H5Dget_space(ds);
+    cr_assert_eq(H5Sget_simple_extent_npoints(sp), 1);
+    H5Sclose(sp);
+    cr_assert(H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, &back) >= 0);
+    cr_assert_float_eq(back.kernel_s, 0.4, 1e-15);
+    cr_assert_float_eq(back.predicted_s, 0.3, 1e-15);
+    cr_assert_eq(back.decode_seqs, 9);
+    cr_assert_eq(back.prefill_attn_ctx, 2080);
     H5Tclose(t);
     H5Dclose(ds);
     H5Fclose(f);
