@@ -55,8 +55,8 @@ static void fold_range(const ap_job *j, cz__attn_tile *a, uint32_t b, uint32_t g
         uint32_t nc = hi - c0 + 1 < chunk ? (uint32_t)(hi - c0 + 1) : chunk;
         for (uint32_t i = 0; i < nc; i++) {
             size_t at = row_at(j, b, g, c0 + i);
-            cz__widen(a->t->kw + i * w, kb + at, kv->dt, w);
-            cz__widen(a->t->vw + i * w, vb + at, kv->dt, w);
+            cz__widen_fast(a->t->kw + i * w, kb + at, kv->dt, w, a->avx2);
+            cz__widen_fast(a->t->vw + i * w, vb + at, kv->dt, w, a->avx2);
         }
         cz__attn_chunk(a, a->t->kw, a->t->vw, w, c0, nc);
     }

@@ -46,7 +46,7 @@ typedef struct cz__kthread {
 struct cz_kctx {
     const cz_kernels *ops;
     uint32_t threads;
-    bool avx2;                 /* the CPU has AVX2 and FMA: attention's inner loops use them */
+    bool avx2;                 /* the CPU has AVX2 and FMA: attention and bf16 widening use them */
     pthread_t *workers;        /* (threads - 1) */
     struct cz__kworker *wargs; /* (threads - 1) */
     uint32_t started;          /* workers running */
@@ -99,6 +99,9 @@ void cz__kpar_dyn(cz_kctx *k, size_t n, size_t chunk, cz__kfn fn, void *arg);
 /* Widens n elements of dtype dt to float32 / narrows float32 to dt (round to nearest
  * even). */
 void cz__widen(float *dst, const void *src, cz_dtype dt, size_t n);
+/* cz__widen, bfloat16 eight lanes at a time in AVX2 when avx2 (cz_kctx.avx2); the same
+ * values. */
+void cz__widen_fast(float *dst, const void *src, cz_dtype dt, size_t n, bool avx2);
 void cz__narrow(void *dst, const float *src, cz_dtype dt, size_t n);
 /* Row-major C (m, n) = op(A) . op(B) + beta x C with op(A) (m, kd), op(B) (kd, n) (ta,
  * tb: the operand is stored transposed), on the calling thread's OpenBLAS (cz_blas.c). */

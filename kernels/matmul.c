@@ -189,7 +189,7 @@ static void gemm_range(void *p, size_t b, size_t e, uint32_t tid)
         size_t rows = CZ__TPANEL_FLOATS / kd;
         for (size_t c0 = b; c0 < e; c0 += rows) {
             size_t pn = e - c0 < rows ? e - c0 : rows;
-            cz__widen(panel, (const char *)j->w + c0 * row, j->dt, pn * kd);
+            cz__widen_fast(panel, (const char *)j->w + c0 * row, j->dt, pn * kd, j->k->avx2);
             cz__sgemm(false, true, m, (uint32_t)pn, kd, j->x, kd, panel, kd, 0.0f, j->out + c0, n);
         }
     }
