@@ -46,7 +46,8 @@ typedef struct cz__kthread {
 struct cz_kctx {
     const cz_kernels *ops;
     uint32_t threads;
-    bool avx2;                 /* the CPU has AVX2 and FMA: attention and bf16 widening use them */
+    bool avx2;                 /* the CPU has AVX2 and FMA: attention, the decode GEMV and
+                                  bf16 widening use them */
     pthread_t *workers;        /* (threads - 1) */
     struct cz__kworker *wargs; /* (threads - 1) */
     uint32_t started;          /* workers running */

@@ -3,8 +3,8 @@
  * op on several shapes, compared by normalized mean squared error (NMSE = sum (out -
  * ref)^2 / sum ref^2) with a tolerance per op, and exactly where exact is right (lookups,
  * copies, slots, ties, dtype conversions, sampled ids). Every op runs on one and on two
- * threads, whose results must agree; attention also with its AVX2 loops turned off, so
- * the portable ones are checked on any machine. The executable is linked with malloc, calloc and
+ * threads, whose results must agree; attention and the decode GEMV also with their AVX2
+ * loops turned off, so the portable ones are checked on any machine. The executable is linked with malloc, calloc and
  * realloc wrapped, so a test counts what the ops allocate after the reserve (nothing). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -608,9 +608,10 @@ Test(kernels, matmul)
 {
     /* m, n, kd: decode rows (GEMV kernel), odd sizes, prefill rows (sgemm, panels),
      * and a kd so wide that n spans several panels */
-    static const uint32_t shapes[][3] = {{1, 37, 129}, {2, 64, 256}, {3, 5, 7}, {4, 19, 33},
-                                         {5, 100, 200}, {8, 33, 70}, {9, 40, 64},
-                                         {64, 130, 300}, {200, 24, 72}, {9, 72, 16384}};
+    static const uint32_t shapes[][3] = {{1, 37, 129}, {1, 64, 2048}, {2, 64, 256},
+                                         {3, 5, 7}, {4, 19, 33}, {5, 100, 200}, {8, 33, 70},
+                                         {9, 40, 64}, {64, 130, 300}, {200, 24, 72},
+                                         {9, 72, 16384}};
     uint64_t s = 8;
     for (size_t c = 0; c < CZ_ARRAY_LEN(shapes); c++) {
         uint32_t m = shapes[c][0], n = shapes[c][1], kd = shapes[c][2];
@@ -630,6 +631,14 @@ Test(kernels, matmul)
             char what[96];
             snprintf(what, sizeof what, "matmul %s m %u n %u kd %u", cz_dtype_name(DTS[d]), m, n, kd);
             check2(what, o[0], o[1], ref, (size_t)m * n, TOL_MATMUL);
+            if (m == 1) { /* the decode GEMV has AVX2 loops: the portable ones too */
+                cz_kctx *kp = mk(2);
+                cz__kctx_cpu_set_avx2(kp, false);
+                cz_kctx_ops(kp)->matmul(kp, o[0], x, w, DTS[d], bias, m, n, kd);
+                double e = nmse(o[0], ref, (size_t)m * n);
+                cr_assert(e <= TOL_MATMUL, "%s: portable loops: NMSE %.3g", what, e);
+                cz_kctx_free(kp);
+            }
             free(o[0]);
             free(o[1]);
             free(w);
