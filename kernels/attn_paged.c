@@ -41,7 +41,8 @@ static size_t row_at(const ap_job *j, uint32_t b, uint32_t g, int64_t t)
 
 /* Folds positions [lo, hi] of sequence b, KV heads [g, g + nkv), into the tile: chunks of
  * positions gathered from their blocks (and widened) into the thread's key and value
- * buffers, each position's nkv heads side by side, so a chunk spans blocks. */
+ * buffers, each position's nkv heads side by side, so a chunk spans blocks. The next
+ * chunk's rows are prefetched first (its blocks are anywhere in the pool). */
 static void fold_range(const ap_job *j, cz__attn_tile *a, uint32_t b, uint32_t g, uint32_t nkv,
                        int64_t lo, int64_t hi)
 {
@@ -51,8 +52,16 @@ static void fold_range(const ap_job *j, cz__attn_tile *a, uint32_t b, uint32_t g
     if (chunk > CZ__ATT_KT)
         chunk = CZ__ATT_KT;
     const char *kb = kv->k, *vb = kv->v;
+    size_t bytes = w * cz_dtype_size(kv->dt);
     for (int64_t c0 = lo; c0 <= hi; c0 += chunk) {
         uint32_t nc = hi - c0 + 1 < chunk ? (uint32_t)(hi - c0 + 1) : chunk;
+        for (int64_t t = c0 + chunk; t <= hi && t < c0 + 2 * chunk; t++) {
+            size_t at = row_at(j, b, g, t);
+            for (size_t l = 0; l < bytes; l += 64) {
+                __builtin_prefetch(kb + at + l);
+                __builtin_prefetch(vb + at + l);
+            }
+        }
         for (uint32_t i = 0; i < nc; i++) {
             size_t at = row_at(j, b, g, c0 + i);
             cz__widen_fast(a->t->kw + i * w, kb + at, kv->dt, w, a->avx2);
