@@ -5,9 +5,8 @@
  * for all m rows of x, widening 16-bit weights in registers (bfloat16 is a 16-bit shift,
  * float16 a shift and one multiply), the rows of w split across the threads; at m = 1
  * four rows of w go together, sharing the loads of x, with eight independent sums (on a
- * CPU with AVX2 and FMA, float32 and bfloat16 rows go eight at a time, eight lanes wide:
- * more rows in flight keep more of memory's bandwidth busy). The speed is that of
- * reading w from memory. Many rows (prefill): the threads split the
+ * CPU with AVX2 and FMA, float32 and bfloat16 weights go eight lanes wide, see
+ * gemv1_avx2). The speed is that of reading w from memory. Many rows (prefill): the threads split the
  * output columns and each calls OpenBLAS's sgemm (single-threaded) on its share: float32
  * weights as they are, 16-bit weights widened into the thread's panel a panel of rows at
  * a time, so each weight is widened once for all m rows and one thread's widening
@@ -172,6 +171,17 @@ static inline __attribute__((always_inline)) void gemv_dt(const mm_job *j, cz_dt
 }
 
 #ifdef CZ__MM_AVX2
+/* Longest row (elements) the AVX2 GEMV reads one row at a time (x: 16 KiB). */
+#define CZ__GEMV_ONE_ROW_KD 4096u
+
+CZ__AVX2 static inline float hsum8(__m256 v)
+{
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    t = _mm_add_ss(t, _mm_movehdup_ps(t));
+    return _mm_cvtss_f32(t);
+}
+
 /* Eight float32 or bfloat16 weights of row w from element i, widened. */
 CZ__AVX2 static inline __attribute__((always_inline)) __m256 load8_avx2(const char *w,
                                                                          cz_dtype dt, uint32_t i)
@@ -201,23 +211,40 @@ CZ__AVX2 static inline __attribute__((always_inline)) void dotn_avx2(const char 
             a0[c] = _mm256_fmadd_ps(load8_avx2(w + c * row, dt, i + 8), x1, a0[c]);
         }
     }
-    for (int c = 0; c < nr; c++) {
-        __m256 v = a0[c];
-        __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-        t = _mm_add_ss(t, _mm_movehdup_ps(t));
-        res[c] = _mm_cvtss_f32(t);
-    }
+    for (int c = 0; c < nr; c++)
+        res[c] = hsum8(a0[c]);
     for (; i < kd; i++)
         for (int c = 0; c < nr; c++)
             res[c] += widen1(w + c * row, dt, i) * x[i];
 }
 
-/* Rows [b, e) of a GEMV with m = 1 and float32 or bfloat16 weights, in AVX2: eight rows
- * of w at a time sharing the loads of x, one sum per row. */
+/* Rows [b, e) of a GEMV with m = 1 and float32 or bfloat16 weights, in AVX2. Rows of up
+ * to CZ__GEMV_ONE_ROW_KD elements go one at a time with four sums, x staying in L1 and w
+ * read as one sequential stream (what the hardware prefetchers follow best); longer rows
+ * go eight at a time sharing the loads of x, whose copy in L1 the stream would evict. */
 CZ__AVX2 static void gemv1_avx2(const mm_job *j, cz_dtype dt, size_t b, size_t e)
 {
     size_t row = (size_t)j->kd * cz_dtype_size(dt);
+    if (j->kd <= CZ__GEMV_ONE_ROW_KD) {
+        uint32_t kd = j->kd;
+        const float *x = j->x;
+        for (; b < e; b++) {
+            const char *w = (const char *)j->w + b * row;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            uint32_t i = 0;
+            for (; i + 32 <= kd; i += 32) {
+                a0 = _mm256_fmadd_ps(load8_avx2(w, dt, i), _mm256_loadu_ps(x + i), a0);
+                a1 = _mm256_fmadd_ps(load8_avx2(w, dt, i + 8), _mm256_loadu_ps(x + i + 8), a1);
+                a2 = _mm256_fmadd_ps(load8_avx2(w, dt, i + 16), _mm256_loadu_ps(x + i + 16), a2);
+                a3 = _mm256_fmadd_ps(load8_avx2(w, dt, i + 24), _mm256_loadu_ps(x + i + 24), a3);
+            }
+            float r = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+            for (; i < kd; i++)
+                r += widen1(w, dt, i) * x[i];
+            j->out[b] = r + (j->bias ? j->bias[b] : 0.0f);
+        }
+        return;
+    }
     float res[8];
     for (; b + 8 <= e; b += 8) {
         dotn_avx2((const char *)j->w + b * row, row, dt, j->x, j->kd, 8, res);

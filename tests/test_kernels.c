@@ -608,10 +608,10 @@ Test(kernels, matmul)
 {
     /* m, n, kd: decode rows (GEMV kernel), odd sizes, prefill rows (sgemm, panels),
      * and a kd so wide that n spans several panels */
-    static const uint32_t shapes[][3] = {{1, 37, 129}, {1, 64, 2048}, {2, 64, 256},
-                                         {3, 5, 7}, {4, 19, 33}, {5, 100, 200}, {8, 33, 70},
-                                         {9, 40, 64}, {64, 130, 300}, {200, 24, 72},
-                                         {9, 72, 16384}};
+    static const uint32_t shapes[][3] = {{1, 37, 129}, {1, 64, 2048}, {1, 21, 4500},
+                                         {2, 64, 256}, {3, 5, 7}, {4, 19, 33}, {5, 100, 200},
+                                         {8, 33, 70}, {9, 40, 64}, {64, 130, 300},
+                                         {200, 24, 72}, {9, 72, 16384}};
     uint64_t s = 8;
     for (size_t c = 0; c < CZ_ARRAY_LEN(shapes); c++) {
         uint32_t m = shapes[c][0], n = shapes[c][1], kd = shapes[c][2];
