@@ -27,14 +27,14 @@ static void ad_items(void *p, size_t b, size_t e, uint32_t tid)
         uint32_t g = (uint32_t)(it / j->nhc % j->kv_heads);
         uint32_t h0 = (uint32_t)(it % j->nhc) * j->hchunk;
         uint32_t h1 = h0 + j->hchunk < j->group ? h0 + j->hchunk : j->group;
-        uint32_t s = (uint32_t)j->plan[tile * 3];
-        int32_t r0 = j->plan[tile * 3 + 1], r1 = j->plan[tile * 3 + 2], base = j->cu[s];
+        uint32_t s = (uint32_t)j->plan[tile * 4];
+        int32_t r0 = j->plan[tile * 4 + 1], r1 = j->plan[tile * 4 + 2], base = j->cu[s];
         int64_t len = j->cu[s + 1] - base, pos[CZ__ATT_QT];
         for (int32_t r = r0; r < r1; r++)
             pos[r - r0] = r - base;
         uint32_t h = g * j->group + h0;
-        cz__attn_tile a = {&j->k->ts[tid], (uint32_t)(r1 - r0), h1 - h0, j->hd, pos, j->causal,
-                           j->window, 0};
+        cz__attn_tile a = {&j->k->ts[tid], (uint32_t)(r1 - r0), h1 - h0, j->hd, j->group, h0,
+                           pos, j->causal, j->window, 0, j->k->avx2};
         cz__attn_begin(&a, j->q + (size_t)r0 * j->ld_q + (size_t)h * j->hd, j->ld_q, j->scale);
         int64_t pmin = pos[0], pmax = pos[r1 - r0 - 1];
         int64_t lo = j->window ? pmin - j->window + 1 : 0;
@@ -71,9 +71,10 @@ void cz_cpu_attn_dense(cz_kctx *k, float *out, uint32_t ld_o, const float *q, ui
         CZ_ASSERT(cu[s + 1] >= cu[s]);
         for (int32_t r0 = cu[s]; r0 < cu[s + 1]; r0 += (int32_t)rows_per_tile) {
             int32_t r1 = r0 + (int32_t)rows_per_tile;
-            k->plan[tiles * 3] = (int32_t)s;
-            k->plan[tiles * 3 + 1] = r0;
-            k->plan[tiles * 3 + 2] = r1 < cu[s + 1] ? r1 : cu[s + 1];
+            k->plan[tiles * 4] = (int32_t)s;
+            k->plan[tiles * 4 + 1] = r0;
+            k->plan[tiles * 4 + 2] = r1 < cu[s + 1] ? r1 : cu[s + 1];
+            k->plan[tiles * 4 + 3] = (int32_t)(tiles * kv_heads * ((group + hchunk - 1) / hchunk));
             tiles++;
         }
     }

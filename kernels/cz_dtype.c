@@ -7,6 +7,10 @@
 
 #include "cz_kernels_cpu.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
+
 size_t cz_dtype_size(cz_dtype dt)
 {
     return dt == CZ_F32 ? 4 : 2;
@@ -130,6 +134,33 @@ void cz__widen(float *dst, const void *src, cz_dtype dt, size_t n)
         for (; i < n; i++)
             dst[i] = cz_f16_to_f32(s[i]);
     }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) static void widen_bf16_avx2(float *dst, const uint16_t *s,
+                                                            size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i a = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
+        __m256i b = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i + 8)));
+        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(a, 16)));
+        _mm256_storeu_ps(dst + i + 8, _mm256_castsi256_ps(_mm256_slli_epi32(b, 16)));
+    }
+    for (; i < n; i++)
+        dst[i] = cz_bf16_to_f32(s[i]);
+}
+#endif
+
+void cz__widen_fast(float *dst, const void *src, cz_dtype dt, size_t n, bool avx2)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (avx2 && dt == CZ_BF16) {
+        widen_bf16_avx2(dst, src, n);
+        return;
+    }
+#endif
+    cz__widen(dst, src, dt, n);
 }
 
 void cz__narrow(void *dst, const float *src, cz_dtype dt, size_t n)

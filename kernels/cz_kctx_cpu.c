@@ -274,6 +274,16 @@ uint32_t cz_kctx_threads(const cz_kctx *k)
     return k->threads;
 }
 
+void cz__kctx_cpu_set_avx2(cz_kctx *k, bool on)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    CZ_ASSERT(!on || (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")));
+#else
+    CZ_ASSERT(!on);
+#endif
+    k->avx2 = on;
+}
+
 static void stop_workers(cz_kctx *k)
 {
     atomic_store(&k->stop, true);
@@ -300,6 +310,9 @@ cz_status cz_kctx_cpu_create(uint32_t threads, cz_kctx **out, cz_err *err)
     cz_kctx *k = cz_xcalloc(1, sizeof *k);
     k->ops = &cpu_ops;
     k->threads = threads;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    k->avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
     atomic_init(&k->next, 0);
     atomic_init(&k->gen, 0);
     atomic_init(&k->pending, 0);
@@ -374,7 +387,7 @@ void cz_kctx_reserve(cz_kctx *k, const cz_kreserve *r)
         }
     }
     if (n.max_rows != o.max_rows)
-        k->plan = regrow(k->plan, (size_t)n.max_rows * 3 * sizeof(int32_t));
+        k->plan = regrow(k->plan, (size_t)n.max_rows * 4 * sizeof(int32_t));
     if (n.max_experts && (n.max_rows != o.max_rows || n.max_experts != o.max_experts ||
                           n.max_moe_dim != o.max_moe_dim)) {
         size_t re = (size_t)n.max_rows * n.max_experts, rd = (size_t)n.max_rows * n.max_moe_dim;

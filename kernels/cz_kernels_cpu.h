@@ -46,6 +46,8 @@ typedef struct cz__kthread {
 struct cz_kctx {
     const cz_kernels *ops;
     uint32_t threads;
+    bool avx2;                 /* the CPU has AVX2 and FMA: attention, the decode GEMV and
+                                  bf16 widening use them */
     pthread_t *workers;        /* (threads - 1) */
     struct cz__kworker *wargs; /* (threads - 1) */
     uint32_t started;          /* workers running */
@@ -69,7 +71,8 @@ struct cz_kctx {
     cz_kreserve res;           /* what the scratch serves */
     cz__kthread *ts;           /* (threads) */
     float *panel;              /* (CZ__PANEL_FLOATS) */
-    int32_t *plan;             /* (max_rows, 3) attention tiles: sequence, first, end row */
+    int32_t *plan;             /* (max_rows, 4) attention tiles: sequence, first and end
+                                  row, first work item */
     /* MoE routing and expert buffers (max_experts > 0) */
     float *moe_logits;         /* (max_rows, max_experts) router probabilities */
     int32_t *moe_ids;          /* (max_rows, max_experts) chosen experts per token */
@@ -79,6 +82,11 @@ struct cz_kctx {
     float *moe_tokw;           /* (max_rows x max_experts) their routing weights */
     float *moe_x, *moe_gu, *moe_act, *moe_y; /* (max_rows, max_moe_dim) each */
 };
+
+/* Whether the context may use AVX2 and FMA where it has code for them (set at creation
+ * from the CPU; false forces the portable code, which the tests check too). Setting true
+ * on a CPU without them is a caller bug (asserted). */
+void cz__kctx_cpu_set_avx2(cz_kctx *k, bool on);
 
 /* Runs fn over [0, n) split into contiguous ranges, one per thread, each a multiple of
  * `grain` items (the last may be short); fewer threads share it when n < 2 x min_items
@@ -92,6 +100,9 @@ void cz__kpar_dyn(cz_kctx *k, size_t n, size_t chunk, cz__kfn fn, void *arg);
 /* Widens n elements of dtype dt to float32 / narrows float32 to dt (round to nearest
  * even). */
 void cz__widen(float *dst, const void *src, cz_dtype dt, size_t n);
+/* cz__widen, bfloat16 eight lanes at a time in AVX2 when avx2 (cz_kctx.avx2); the same
+ * values. */
+void cz__widen_fast(float *dst, const void *src, cz_dtype dt, size_t n, bool avx2);
 void cz__narrow(void *dst, const float *src, cz_dtype dt, size_t n);
 /* Row-major C (m, n) = op(A) . op(B) + beta x C with op(A) (m, kd), op(B) (kd, n) (ta,
  * tb: the operand is stored transposed), on the calling thread's OpenBLAS (cz_blas.c). */
@@ -148,18 +159,24 @@ void cz_cpu_sample(cz_kctx *k, int32_t *ids, const float *logits, uint32_t rows,
                    uint64_t seed, const uint64_t *counter);
 
 /* Attention over one tile of queries (cz_attn.c, shared by attn_paged and attn_dense):
- * nq = rows x heads queries, query (r, h) at position pos[r]; keys come in chunks. */
+ * nq = rows x heads queries, query (r, h) at position pos[r]; keys come in chunks. The
+ * tile's heads are consecutive query heads, the first `hoff` heads into its KV head's
+ * group of `group`; a chunk's rows hold the KV heads they read side by side, query head h
+ * reading the one (hoff + h) / group heads along. */
 typedef struct cz__attn_tile {
     cz__kthread *t;        /* whose q, acc, m, l, s hold the tile */
     uint32_t rows, heads, hd;
+    uint32_t group, hoff;
     const int64_t *pos;    /* (rows) */
     bool causal;
     uint32_t window, sinks;
+    bool avx2;             /* the inner loops in AVX2 and FMA (cz_kctx.avx2) */
 } cz__attn_tile;
 /* Loads the tile's queries: query (r, h) from q + r * ld_q + h * hd, times scale. */
 void cz__attn_begin(cz__attn_tile *a, const float *q, size_t ld_q, float scale);
 /* Folds keys t0 .. t0 + nt - 1 (nt <= CZ__ATT_KT) into the tile: key i's row k + i * ld,
- * value row v + i * ld (float32). Only keys kept for a query count for it. */
+ * value row v + i * ld (float32; query head h's KV head at (hoff + h) / group x hd along
+ * the row). Only keys kept for a query count for it. */
 void cz__attn_chunk(cz__attn_tile *a, const float *kc, const float *vc, size_t ld, int64_t t0,
                     uint32_t nt);
 /* Writes query (r, h)'s output to out + r * ld_o + h * hd. */

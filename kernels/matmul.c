@@ -4,8 +4,9 @@
  * Few rows (decode, m <= CZ__GEMV_M_*): a GEMV-style kernel streams each row of w once
  * for all m rows of x, widening 16-bit weights in registers (bfloat16 is a 16-bit shift,
  * float16 a shift and one multiply), the rows of w split across the threads; at m = 1
- * four rows of w go together, sharing the loads of x, with eight independent sums. The
- * speed is that of reading w from memory. Many rows (prefill): the threads split the
+ * four rows of w go together, sharing the loads of x, with eight independent sums (on a
+ * CPU with AVX2 and FMA, float32 and bfloat16 weights go eight lanes wide, see
+ * gemv1_avx2). The speed is that of reading w from memory. Many rows (prefill): the threads split the
  * output columns and each calls OpenBLAS's sgemm (single-threaded) on its share: float32
  * weights as they are, 16-bit weights widened into the thread's panel a panel of rows at
  * a time, so each weight is widened once for all m rows and one thread's widening
@@ -13,6 +14,12 @@
 #include <string.h>
 
 #include "cz_kernels_cpu.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define CZ__MM_AVX2 1
+#include <immintrin.h>
+#define CZ__AVX2 __attribute__((target("avx2,fma")))
+#endif
 
 /* Largest m served by the GEMV kernel, per weight dtype (measured: tests/bench_kernels). */
 #define CZ__GEMV_M_F32 4u
@@ -163,9 +170,106 @@ static inline __attribute__((always_inline)) void gemv_dt(const mm_job *j, cz_dt
     }
 }
 
+#ifdef CZ__MM_AVX2
+/* Longest row (elements) the AVX2 GEMV reads one row at a time (x: 16 KiB). */
+#define CZ__GEMV_ONE_ROW_KD 4096u
+
+CZ__AVX2 static inline float hsum8(__m256 v)
+{
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    t = _mm_add_ss(t, _mm_movehdup_ps(t));
+    return _mm_cvtss_f32(t);
+}
+
+/* Eight float32 or bfloat16 weights of row w from element i, widened. */
+CZ__AVX2 static inline __attribute__((always_inline)) __m256 load8_avx2(const char *w,
+                                                                         cz_dtype dt, uint32_t i)
+{
+    if (dt == CZ_F32)
+        return _mm256_loadu_ps((const float *)w + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* res[c] = w_c . x for the nr <= 8 rows w_c = w + c * row (m = 1), eight lanes with fused
+ * multiply-adds; a row's result does not depend on nr. */
+CZ__AVX2 static inline __attribute__((always_inline)) void dotn_avx2(const char *w, size_t row,
+                                                                     cz_dtype dt,
+                                                                     const float *x, uint32_t kd,
+                                                                     int nr, float *res)
+{
+    __m256 a0[8];
+    for (int c = 0; c < nr; c++)
+        a0[c] = _mm256_setzero_ps();
+    uint32_t i = 0;
+    for (; i + 16 <= kd; i += 16) {
+        __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+#pragma GCC unroll 8
+        for (int c = 0; c < nr; c++) {
+            a0[c] = _mm256_fmadd_ps(load8_avx2(w + c * row, dt, i), x0, a0[c]);
+            a0[c] = _mm256_fmadd_ps(load8_avx2(w + c * row, dt, i + 8), x1, a0[c]);
+        }
+    }
+    for (int c = 0; c < nr; c++)
+        res[c] = hsum8(a0[c]);
+    for (; i < kd; i++)
+        for (int c = 0; c < nr; c++)
+            res[c] += widen1(w + c * row, dt, i) * x[i];
+}
+
+/* Rows [b, e) of a GEMV with m = 1 and float32 or bfloat16 weights, in AVX2. Rows of up
+ * to CZ__GEMV_ONE_ROW_KD elements go one at a time with four sums, x staying in L1 and w
+ * read as one sequential stream (what the hardware prefetchers follow best); longer rows
+ * go eight at a time sharing the loads of x, whose copy in L1 the stream would evict. */
+CZ__AVX2 static void gemv1_avx2(const mm_job *j, cz_dtype dt, size_t b, size_t e)
+{
+    size_t row = (size_t)j->kd * cz_dtype_size(dt);
+    if (j->kd <= CZ__GEMV_ONE_ROW_KD) {
+        uint32_t kd = j->kd;
+        const float *x = j->x;
+        for (; b < e; b++) {
+            const char *w = (const char *)j->w + b * row;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            uint32_t i = 0;
+            for (; i + 32 <= kd; i += 32) {
+                a0 = _mm256_fmadd_ps(load8_avx2(w, dt, i), _mm256_loadu_ps(x + i), a0);
+                a1 = _mm256_fmadd_ps(load8_avx2(w, dt, i + 8), _mm256_loadu_ps(x + i + 8), a1);
+                a2 = _mm256_fmadd_ps(load8_avx2(w, dt, i + 16), _mm256_loadu_ps(x + i + 16), a2);
+                a3 = _mm256_fmadd_ps(load8_avx2(w, dt, i + 24), _mm256_loadu_ps(x + i + 24), a3);
+            }
+            float r = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+            for (; i < kd; i++)
+                r += widen1(w, dt, i) * x[i];
+            j->out[b] = r + (j->bias ? j->bias[b] : 0.0f);
+        }
+        return;
+    }
+    float res[8];
+    for (; b + 8 <= e; b += 8) {
+        dotn_avx2((const char *)j->w + b * row, row, dt, j->x, j->kd, 8, res);
+        for (int c = 0; c < 8; c++)
+            j->out[b + c] = res[c] + (j->bias ? j->bias[b + c] : 0.0f);
+    }
+    for (; b < e; b++) {
+        dotn_avx2((const char *)j->w + b * row, row, dt, j->x, j->kd, 1, res);
+        j->out[b] = res[0] + (j->bias ? j->bias[b] : 0.0f);
+    }
+}
+#endif
+
 static void gemv_range(void *p, size_t b, size_t e, uint32_t tid)
 {
     const mm_job *j = p;
+#ifdef CZ__MM_AVX2
+    if (j->k->avx2 && j->m == 1 && j->dt != CZ_F16) {
+        if (j->dt == CZ_F32)
+            gemv1_avx2(j, CZ_F32, b, e);
+        else
+            gemv1_avx2(j, CZ_BF16, b, e);
+        return;
+    }
+#endif
     switch (j->dt) {
     case CZ_F32: gemv_dt(j, CZ_F32, b, e); break;
     case CZ_BF16: gemv_dt(j, CZ_BF16, b, e); break;
@@ -189,7 +293,7 @@ static void gemm_range(void *p, size_t b, size_t e, uint32_t tid)
         size_t rows = CZ__TPANEL_FLOATS / kd;
         for (size_t c0 = b; c0 < e; c0 += rows) {
             size_t pn = e - c0 < rows ? e - c0 : rows;
-            cz__widen(panel, (const char *)j->w + c0 * row, j->dt, pn * kd);
+            cz__widen_fast(panel, (const char *)j->w + c0 * row, j->dt, pn * kd, j->k->avx2);
             cz__sgemm(false, true, m, (uint32_t)pn, kd, j->x, kd, panel, kd, 0.0f, j->out + c0, n);
         }
     }

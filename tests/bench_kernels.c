@@ -154,8 +154,18 @@ int main(int argc, char **argv)
     }
     cz_kctx_reserve(k, &(cz_kreserve){.max_rows = 512, .max_ctx = 32768, .max_heads = 32,
                                       .max_dim = 128256});
-    printf("CPU kernels on %u thread%s (OpenBLAS %s, core %s)\n\n", threads,
-           threads > 1 ? "s" : "", openblas_get_config(), openblas_get_corename());
+    printf("CPU kernels on %u thread%s of %u online CPUs (OpenBLAS %s, core %s)\n", threads,
+           threads > 1 ? "s" : "", cz_kctx_cpu_default_threads(), openblas_get_config(),
+           openblas_get_corename());
+    /* other work on the machine moves every figure below: say how busy it was */
+    FILE *la = fopen("/proc/loadavg", "r");
+    char load[64] = "?";
+    if (la) {
+        if (!fgets(load, sizeof load, la))
+            strcpy(load, "?\n");
+        fclose(la);
+    }
+    printf("load average at start (1, 5, 15 min, ...): %s\n", load);
 
     cz_bench_stream st = cz_bench_stream_measure(threads);
     printf("| STREAM | GB/s |\n|---|---|\n| copy | %.1f |\n| triad | %.1f |\n\n",

@@ -3,7 +3,8 @@
  * op on several shapes, compared by normalized mean squared error (NMSE = sum (out -
  * ref)^2 / sum ref^2) with a tolerance per op, and exactly where exact is right (lookups,
  * copies, slots, ties, dtype conversions, sampled ids). Every op runs on one and on two
- * threads, whose results must agree. The executable is linked with malloc, calloc and
+ * threads, whose results must agree; attention and the decode GEMV also with their AVX2
+ * loops turned off, so the portable ones are checked on any machine. The executable is linked with malloc, calloc and
  * realloc wrapped, so a test counts what the ops allocate after the reserve (nothing). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -13,6 +14,7 @@
 
 #include "alloc_count.h"
 #include "cz_kernels.h"
+#include "cz_kernels_cpu.h" /* cz__kctx_cpu_set_avx2: the portable inner loops too */
 
 
 /* ---- tolerances (NMSE) per op ----
@@ -582,9 +584,10 @@ Test(kernels, matmul)
 {
     /* m, n, kd: decode rows (GEMV kernel), odd sizes, prefill rows (sgemm, panels),
      * and a kd so wide that n spans several panels */
-    static const uint32_t shapes[][3] = {{1, 37, 129}, {2, 64, 256}, {3, 5, 7}, {4, 19, 33},
-                                         {5, 100, 200}, {8, 33, 70}, {9, 40, 64},
-                                         {64, 130, 300}, {200, 24, 72}, {9, 72, 16384}};
+    static const uint32_t shapes[][3] = {{1, 37, 129}, {1, 64, 2048}, {1, 21, 4500},
+                                         {2, 64, 256}, {3, 5, 7}, {4, 19, 33}, {5, 100, 200},
+                                         {8, 33, 70}, {9, 40, 64}, {64, 130, 300},
+                                         {200, 24, 72}, {9, 72, 16384}};
     uint64_t s = 8;
     for (size_t c = 0; c < CZ_ARRAY_LEN(shapes); c++) {
         uint32_t m = shapes[c][0], n = shapes[c][1], kd = shapes[c][2];
@@ -604,6 +607,14 @@ Test(kernels, matmul)
             char what[96];
             snprintf(what, sizeof what, "matmul %s m %u n %u kd %u", cz_dtype_name(DTS[d]), m, n, kd);
             check2(what, o[0], o[1], ref, (size_t)m * n, TOL_MATMUL);
+            if (m == 1) { /* the decode GEMV has AVX2 loops: the portable ones too */
+                cz_kctx *kp = mk(2);
+                cz__kctx_cpu_set_avx2(kp, false);
+                cz_kctx_ops(kp)->matmul(kp, o[0], x, w, DTS[d], bias, m, n, kd);
+                double e = nmse(o[0], ref, (size_t)m * n);
+                cr_assert(e <= TOL_MATMUL, "%s: portable loops: NMSE %.3g", what, e);
+                cz_kctx_free(kp);
+            }
             free(o[0]);
             free(o[1]);
             free(w);
@@ -704,12 +715,13 @@ static void poison(const cz_kv_layer *kv, const int32_t *table, size_t t)
  * shows. Then the KV round trip: sequence 3's blocks go to a packed host buffer, the pool
  * blocks are overwritten, and they come back in reverse physical order, one of them moved
  * again inside the pool to a spare block; the output must be bit for bit the same. */
-static void run_paged(const attn_cfg *c, cz_dtype dt, uint64_t seed)
+static void run_paged(const attn_cfg *c, cz_dtype dt, uint64_t seed, uint32_t ns,
+                      const uint32_t *prefix, const uint32_t *nq)
 {
-    static const uint32_t prefix[] = {36, 30, 0, 199, 0}, nq[] = {1, 20, 9, 1, 70};
-    const uint32_t ns = 5, ld_q = c->heads * c->hd + 2 * c->kv_heads * c->hd, ld_o = c->heads * c->hd + 3;
+    const uint32_t ld_q = c->heads * c->hd + 2 * c->kv_heads * c->hd, ld_o = c->heads * c->hd + 3;
     uint64_t s = seed;
     int32_t qsl[6] = {0}, lens[5];
+    CZ_ASSERT(ns >= 1 && ns <= 5);
     uint32_t max_blocks = 0, total_blocks = 0;
     for (uint32_t b = 0; b < ns; b++) {
         lens[b] = (int32_t)(prefix[b] + nq[b]);
@@ -800,7 +812,29 @@ static void run_paged(const attn_cfg *c, cz_dtype dt, uint64_t seed)
     snprintf(what, sizeof what, "attn_paged %s bt %u kvh %u heads %u hd %u window %u sinks %u",
              cz_dtype_name(dt), c->bt, c->kv_heads, c->heads, c->hd, c->window, c->sinks);
     check2(what, o[0], o[1], ref, on, TOL_ATTN);
+    {
+        cz_kctx *kp = mk(1);
+        cz__kctx_cpu_set_avx2(kp, false);
+        float *op = calloc(on, sizeof(float));
+        cz_kctx_ops(kp)->attn_paged(kp, op, ld_o, q, ld_q, &kv, qsl, lens, table, max_blocks, ns,
+                                    c->heads, scale, c->window, c->sinks);
+        double e = nmse(op, ref, on);
+        cr_assert(e <= TOL_ATTN, "%s: portable loops: NMSE %.3g", what, e);
+        cz_kctx_free(kp);
+        free(op);
+    }
 
+    if (ns < 4) {
+        free(o[0]);
+        free(o[1]);
+        free(ref);
+        free(q);
+        free(pool_k);
+        free(pool_v);
+        free(perm);
+        free(table);
+        return;
+    }
     /* offload sequence 3's blocks (whole blocks: both layers) and reload them elsewhere */
     cz_kctx *k = mk(2);
     const cz_kernels *K = cz_kctx_ops(k);
@@ -861,9 +895,22 @@ Test(kernels, attn_paged)
         {4, 2, 6, 20, 300, 2}, /* a window longer than every sequence: all kept */
         {8, 1, 2, 38, 5, 2}    /* a head_dim that is not a multiple of 4 */
     };
+    static const uint32_t prefix[] = {36, 30, 0, 199, 0}, nq[] = {1, 20, 9, 1, 70};
     for (size_t c = 0; c < CZ_ARRAY_LEN(cfgs); c++)
         for (size_t d = 0; d < 3; d++)
-            run_paged(&cfgs[c], DTS[d], 100 + c * 3 + d);
+            run_paged(&cfgs[c], DTS[d], 100 + c * 3 + d, 5, prefix, nq);
+}
+
+/* Decode-only batches of one and two sequences: the items of one-row tiles cover several
+ * KV heads, fewer of them when the items would not occupy the threads. */
+Test(kernels, attn_paged_decodes)
+{
+    static const attn_cfg cfgs[] = {{16, 4, 16, 32, 0, 0}, {8, 8, 32, 16, 50, 4},
+                                    {16, 2, 128, 8, 0, 0}};
+    static const uint32_t prefix[] = {299, 40}, nq[] = {1, 1};
+    for (size_t c = 0; c < CZ_ARRAY_LEN(cfgs); c++)
+        for (uint32_t ns = 1; ns <= 2; ns++)
+            run_paged(&cfgs[c], DTS[c % 3], 200 + c * 2 + ns, ns, prefix, nq);
 }
 
 typedef struct {
@@ -929,6 +976,15 @@ Test(kernels, attn_dense)
         snprintf(what, sizeof what, "attn_dense causal %d window %u", modes[m].causal,
                  modes[m].window);
         check2(what, o[0], o[1], ref, on, TOL_ATTN);
+        cz_kctx *kp = mk(2);
+        cz__kctx_cpu_set_avx2(kp, false);
+        float *op = calloc(on, sizeof(float));
+        cz_kctx_ops(kp)->attn_dense(kp, op, ld_o, q, ld_q, kk, v, ld_kv, cu, ns, heads, kvh, hd,
+                                    scale, modes[m].causal, modes[m].window);
+        double ep = nmse(op, ref, on);
+        cr_assert(ep <= TOL_ATTN, "%s: portable loops: NMSE %.3g", what, ep);
+        cz_kctx_free(kp);
+        free(op);
         free(o[0]);
         free(o[1]);
         free(ref);
