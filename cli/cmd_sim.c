@@ -7,7 +7,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <errno.h>
+
 #include "cz_cli.h"
+#include "cz_engine.h"
 #include "cz_json.h"
 #include "cz_out.h"
 #include "cz_proc.h"
@@ -33,9 +36,31 @@ static const char sim_usage[] =
     "Prints a summary table on stdout and run statistics (events per second, simulated\n"
     "seconds per wall second, wall time, peak memory) on stderr.\n";
 
+static const char replay_usage[] =
+    "usage: cadenza replay CONFIG.json [--set key=value]... [-o results.h5]\n"
+    "                      [--summary summary.json] [--backend cpu] [--threads N]\n"
+    "                      [--quiet] [--no-progress]\n"
+    "\n"
+    "Serve an experiment config's workload on the real engine, in wall-clock time: the same\n"
+    "deployment, serving cores and metrics as `cadenza sim`, with every batch run through\n"
+    "the model's kernels (docs/engine.md). The config's `engine` object chooses the weights\n"
+    "(\"random\" or a Hugging Face checkpoint folder) and their types; the trace's time\n"
+    "scaling applies. Ctrl-C stops the run and writes what it has, marked partial.\n"
+    "\n"
+    "  --set key=value      override a config field (repeatable)\n"
+    "  -o, --output FILE    write the HDF5 results, with a /steps table of every batch\n"
+    "                       (its shape, host time, device time and the cost model's time)\n"
+    "  --summary FILE       write the JSON summary (the simulator's keys, \"driver\": \"engine\")\n"
+    "  --backend NAME       kernel backend: cpu (default)\n"
+    "  --threads N          CPU threads in all (default: engine.threads, else every CPU)\n"
+    "  --quiet              print nothing but errors\n"
+    "  --no-progress        no progress line\n"
+    "  -h, --help           this help\n";
+
 typedef struct progress_ctx {
     bool tty;
     double t0, last;
+    const char *label; /* "sim", "replay" */
 } progress_ctx;
 
 static double wall_now(void)
@@ -56,8 +81,8 @@ static void print_progress(void *ctx, const cz_run_progress *p)
     c->last = now;
     double el = now - c->t0;
     if (c->tty || !p->done)
-        fprintf(stderr, "%ssim t=%.1f s  arrived %llu/%llu  finished %llu  %.2f M events/s%s",
-                c->tty ? "\r" : "", p->sim_time_s, (unsigned long long)p->arrived,
+        fprintf(stderr, "%s%s t=%.1f s  arrived %llu/%llu  finished %llu  %.2f M events/s%s",
+                c->tty ? "\r" : "", c->label, p->sim_time_s, (unsigned long long)p->arrived,
                 (unsigned long long)p->total_requests, (unsigned long long)p->finished,
                 el > 0 ? (double)p->events / el / 1e6 : 0.0, c->tty ? "\033[K" : "\n");
     if (c->tty && p->done)
@@ -68,6 +93,41 @@ static double num(const cJSON *j, const char *key)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, key);
     return cJSON_IsNumber(it) ? it->valuedouble : NAN;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The engine's own figures: steps run, time on the devices and outside them (per-step
+ * overhead: the core's scheduling and the batch building), and the cost model beside it. */
+static void print_engine_lines(const cz_metrics *m, const cz_config *cfg,
+                               const cz_run_stats *stats, double wall_s)
+{
+    uint64_t n = m->n_step_rows;
+    double kernel = 0, build = 0, pred = 0, span = 0;
+    double *over = cz_xmalloc((n ? n : 1) * sizeof *over);
+    for (uint64_t i = 0; i < n; i++) {
+        const cz_step_record *r = &m->step_rows[i];
+        kernel += r->kernel_s;
+        build += r->build_s;
+        pred += r->predicted_s;
+        span += r->end_s - r->start_s;
+        over[i] = (r->end_s - r->start_s) - r->kernel_s + r->build_s;
+    }
+    qsort(over, n, sizeof *over, cmp_double);
+    fprintf(stderr,
+            "engine: %llu steps in %.2f s of clock (%s); device busy %.2f s; batch building "
+            "%.3f ms/step; overhead outside kernels p50 %.3f ms p99 %.3f ms per step; cost "
+            "model (%s) predicts %.2f s for the same steps; wall %.1f s\n",
+            (unsigned long long)n, stats->sim_time_s, cfg->hw.name, kernel,
+            n ? build / (double)n * 1e3 : 0.0, n ? over[n / 2] * 1e3 : 0.0,
+            n ? over[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] * 1e3 : 0.0, cfg->hw.name,
+            pred, wall_s);
+    (void)span;
+    free(over);
 }
 
 /* A summary value printed with `fmt` (one double), or "none" when the summary has none
@@ -156,20 +216,29 @@ static void print_pipeline_lines(const cJSON *s)
     }
 }
 
-cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *base_dir,
-                          bool progress, cz_config *cfg, cz_metrics *m, cz_summary *sum,
-                          cz_run_stats *stats, cJSON **summary, double *wall_s, cz_err *err)
+/* Parses the config and runs it on the simulator or the engine (`eng`: the engine's
+ * options; NULL: the simulator). */
+static cz_status run_config(const cJSON *cfg_json, const char *where, const char *base_dir,
+                            bool progress, const cz_engine_opts *eng, cz_config *cfg,
+                            cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
+                            cJSON **summary, double *wall_s, bool *partial, cz_err *err)
 {
     cz_workload wl;
     cz_workload_init(&wl);
     *summary = NULL;
+    *partial = false;
     memset(m, 0, sizeof *m);
     cz_status st = cz_config_parse(cfg_json, where, base_dir, cfg, &wl, err);
     if (st == CZ_OK) {
         cz_metrics_init(m, cfg->timeline_interval_s, wl.n_turns);
-        progress_ctx pc = {isatty(STDERR_FILENO) == 1, wall_now(), wall_now()};
+        progress_ctx pc = {isatty(STDERR_FILENO) == 1, wall_now(), wall_now(),
+                           eng ? "replay" : "sim"};
         double t0 = wall_now();
-        st = cz_sim_run(cfg, &wl, m, stats, progress ? print_progress : NULL, &pc, err);
+        if (eng)
+            st = cz_engine_run(cfg, &wl, m, eng, stats, partial,
+                               progress ? print_progress : NULL, &pc, err);
+        else
+            st = cz_sim_run(cfg, &wl, m, stats, progress ? print_progress : NULL, &pc, err);
         *wall_s = wall_now() - t0;
     }
     if (st == CZ_OK) {
@@ -178,13 +247,26 @@ cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *
         cz_run_summary_json(cfg, m, stats, sum, j);
         cz_run_add_theory(cfg, cfg_json, sum, j);
         cJSON_AddStringToObject(j, "cadenza_version", cz_version());
-        cJSON_AddStringToObject(j, "driver", "sim");
+        cJSON_AddStringToObject(j, "driver", eng ? "engine" : "sim");
+        if (eng) {
+            cJSON_AddStringToObject(j, "backend", eng->backend ? eng->backend : "cpu");
+            cJSON_AddBoolToObject(j, "partial", *partial);
+        }
         cJSON_AddNumberToObject(j, "seed", (double)cfg->seed);
         cJSON_AddItemToObject(j, "config", cJSON_Duplicate(cfg_json, 1));
         *summary = j;
     }
     cz_workload_free(&wl);
     return st;
+}
+
+cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *base_dir,
+                          bool progress, cz_config *cfg, cz_metrics *m, cz_summary *sum,
+                          cz_run_stats *stats, cJSON **summary, double *wall_s, cz_err *err)
+{
+    bool partial;
+    return run_config(cfg_json, where, base_dir, progress, NULL, cfg, m, sum, stats, summary,
+                      wall_s, &partial, err);
 }
 
 char *cz_cli_dir_of(const char *path)
@@ -199,46 +281,75 @@ char *cz_cli_dir_of(const char *path)
     return d;
 }
 
-int cz_cmd_sim(int argc, char **argv)
+/* `cadenza sim` (engine false) and `cadenza replay` (engine true): one command line, one
+ * output path, two drivers. */
+static int run_command(int argc, char **argv, bool engine)
 {
+    const char *cmd = engine ? "replay" : "sim";
     const char *config_path = NULL, *out_h5 = NULL, *out_summary = NULL;
+    cz_engine_opts eopts = {.backend = "cpu"};
     const char **sets = cz_xcalloc((size_t)argc, sizeof *sets);
     int n_sets = 0;
     bool quiet = false, show_progress = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(sim_usage, stdout);
+            fputs(engine ? replay_usage : sim_usage, stdout);
             free(sets);
             return CZ_EXIT_OK;
         } else if (strcmp(a, "--set") == 0 || strcmp(a, "-o") == 0 ||
-                   strcmp(a, "--output") == 0 || strcmp(a, "--summary") == 0) {
+                   strcmp(a, "--output") == 0 || strcmp(a, "--summary") == 0 ||
+                   (engine && (strcmp(a, "--backend") == 0 || strcmp(a, "--threads") == 0))) {
             if (i + 1 >= argc) {
                 free(sets);
-                return cz_cli_usage_error("sim", "option '%s' needs a value", a);
+                return cz_cli_usage_error(cmd, "option '%s' needs a value", a);
             }
             const char *v = argv[++i];
-            if (strcmp(a, "--set") == 0)
+            if (strcmp(a, "--set") == 0) {
                 sets[n_sets++] = v;
-            else if (strcmp(a, "--summary") == 0)
+            } else if (strcmp(a, "--summary") == 0) {
                 out_summary = v;
-            else
+            } else if (strcmp(a, "--backend") == 0) {
+                if (strcmp(v, "cpu") != 0) {
+                    free(sets);
+                    return cz_cli_usage_error(cmd, "option '--backend': expected cpu, got '%s'",
+                                              v);
+                }
+                eopts.backend = v;
+            } else if (strcmp(a, "--threads") == 0) {
+                char *end;
+                errno = 0;
+                unsigned long t = strtoul(v, &end, 10);
+                if (errno || end == v || *end || v[0] == '-' || t == 0 || t > 1024) {
+                    free(sets);
+                    return cz_cli_usage_error(
+                        cmd, "option '--threads': expected a count from 1 to 1024, got '%s'", v);
+                }
+                eopts.threads = (uint32_t)t;
+            } else {
                 out_h5 = v;
+            }
         } else if (strcmp(a, "--quiet") == 0) {
             quiet = true;
         } else if (strcmp(a, "--no-progress") == 0) {
             show_progress = false;
         } else if (a[0] == '-') {
             free(sets);
-            return cz_cli_usage_error("sim", "unknown option '%s'", a);
+            return cz_cli_usage_error(cmd, "unknown option '%s'", a);
         } else if (!config_path) {
             config_path = a;
         } else {
             free(sets);
-            return cz_cli_usage_error("sim", "more than one config given ('%s', '%s')",
+            return cz_cli_usage_error(cmd, "more than one config given ('%s', '%s')",
                                       config_path, a);
         }
     }
+    if (engine && !config_path) {
+        free(sets);
+        return cz_cli_usage_error(cmd, "a config is required (e.g. experiments/engine/cpu.json)");
+    }
+    if (engine)
+        eopts.stop = cz_out_graceful_interrupt();
 
     cz_err err;
     cz_err_clear(&err);
@@ -269,9 +380,11 @@ int cz_cmd_sim(int argc, char **argv)
     cz_summary sum;
     cz_run_stats stats;
     double wall_s = 0;
+    bool partial = false;
     if (st == CZ_OK) {
-        st = cz_cli_simulate(cfg_json, where, base_dir, show_progress && !quiet, &cfg, &m, &sum,
-                             &stats, &summary, &wall_s, &err);
+        st = run_config(cfg_json, where, base_dir, show_progress && !quiet,
+                        engine ? &eopts : NULL, &cfg, &m, &sum, &stats, &summary, &wall_s,
+                        &partial, &err);
         if (st != CZ_OK)
             cz_cli_blame_set(&err, where, sets, n_sets, n_sets);
     }
@@ -299,6 +412,9 @@ int cz_cmd_sim(int argc, char **argv)
         printf("cadenza %s  experiment '%s'  seed %llu  model %s on %s  scheduler %s\n",
                cz_version(), cfg.name, (unsigned long long)cfg.seed, cfg.model.name, cfg.hw.name,
                cfg.scheduler);
+        if (partial)
+            printf("partial run: stopped at t = %.1f s; turns still open count as unfinished\n",
+                   stats.sim_time_s);
         cz_summary_print(&sum, stdout);
         print_pipeline_lines(summary);
         const cJSON *th = cJSON_GetObjectItemCaseSensitive(summary, "queueing_theory");
@@ -312,7 +428,10 @@ int cz_cmd_sim(int argc, char **argv)
                    rel->valuedouble * 100);
         }
         fflush(stdout);
-        fprintf(stderr,
+        if (engine)
+            print_engine_lines(&m, &cfg, &stats, wall_s);
+        else
+            fprintf(stderr,
                 "run: %llu events in %.3f s wall = %.2f M events/s; %.1f simulated s per wall s; "
                 "peak memory %.1f MB\n",
                 (unsigned long long)stats.events, wall_s,
@@ -328,4 +447,14 @@ out:
     cz_metrics_free(&m);
     free(base_dir);
     return rc;
+}
+
+int cz_cmd_sim(int argc, char **argv)
+{
+    return run_command(argc, argv, false);
+}
+
+int cz_cmd_replay(int argc, char **argv)
+{
+    return run_command(argc, argv, true);
 }

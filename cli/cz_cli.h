@@ -15,6 +15,7 @@
 enum { CZ_EXIT_OK = 0, CZ_EXIT_FAIL = 1, CZ_EXIT_USAGE = 2, CZ_EXIT_INTERNAL = 3 };
 
 int cz_cmd_sim(int argc, char **argv);
+int cz_cmd_replay(int argc, char **argv);
 int cz_cmd_sweep(int argc, char **argv);
 int cz_cmd_trace(int argc, char **argv);
 int cz_cmd_generate(int argc, char **argv);

@@ -24,7 +24,9 @@ static struct {
     char tmp[CZ_OUT_MAX][CZ_OUT_PATH_MAX];
     char *final[CZ_OUT_MAX];
     volatile sig_atomic_t n;
+    volatile sig_atomic_t stop; /* a graceful interrupt was asked for (cz_out_graceful_interrupt) */
     bool hooked;
+    bool graceful;
 } out_table;
 
 /* Unlinks every registered temporary (async-signal-safe: unlink only). */
@@ -40,6 +42,25 @@ static void on_signal(int sig)
 {
     int saved = errno;
     unlink_temps();
+    errno = saved;
+    raise(sig);
+}
+
+/* SIGINT under cz_out_graceful_interrupt: the first asks the run to stop; the second ends
+ * the process as on_signal does. */
+static void on_interrupt(int sig)
+{
+    int saved = errno;
+    if (!out_table.stop) {
+        static const char msg[] = "\ncadenza: interrupted: stopping (Ctrl-C again to abort)\n";
+        out_table.stop = 1;
+        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)w;
+        errno = saved;
+        return;
+    }
+    unlink_temps();
+    signal(sig, SIG_DFL);
     errno = saved;
     raise(sig);
 }
@@ -72,15 +93,25 @@ static void install_handlers(void)
             continue;
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
+        bool soft = out_signals[i] == SIGINT && out_table.graceful;
+        sa.sa_handler = soft ? on_interrupt : on_signal;
         sigemptyset(&sa.sa_mask);
         for (size_t k = 0; k < CZ_ARRAY_LEN(out_signals); k++)
             if (k != i)
                 sigaddset(&sa.sa_mask, out_signals[k]);
-        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+        sa.sa_flags = soft ? SA_RESTART : SA_RESETHAND | SA_NODEFER;
         sigaction(out_signals[i], &sa, NULL);
     }
     CZ_ASSERT(atexit(on_exit_cleanup) == 0);
+}
+
+volatile sig_atomic_t *cz_out_graceful_interrupt(void)
+{
+    CZ_ASSERT(!out_table.hooked);
+    out_table.graceful = true;
+    install_handlers();
+    out_table.hooked = true;
+    return &out_table.stop;
 }
 
 /* Frees the final paths and empties the table; call with the signals blocked. */

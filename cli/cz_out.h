@@ -20,6 +20,8 @@
 #ifndef CZ_OUT_H
 #define CZ_OUT_H
 
+#include <signal.h>
+
 #include "cz_base.h"
 
 /* Most outputs one command registers. */
@@ -33,6 +35,11 @@
  * or too long, CZ_EIO naming `final_path` when the temporary cannot be created. Registering
  * more than CZ_OUT_MAX outputs is a bug (CZ_ASSERT). */
 cz_status cz_out_add(const char *final_path, const char **tmp_path, cz_err *err);
+
+/* For a long run that can stop early with what it has (`cadenza replay`): the first SIGINT
+ * only sets the returned flag (and says so on stderr), and the run ends and commits its
+ * outputs marked partial; a second SIGINT acts as above. Call before cz_out_add. */
+volatile sig_atomic_t *cz_out_graceful_interrupt(void);
 
 /* Renames every registered temporary to its final path, with the signals blocked, and
  * forgets them. On a failed rename: CZ_EIO naming that output, and no output of this

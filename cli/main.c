@@ -15,6 +15,8 @@ static const char usage[] =
     "commands:\n"
     "  sim [CONFIG.json]      run the discrete-event simulator on an experiment config\n"
     "                         (the built-in default experiment when none is given)\n"
+    "  replay CONFIG.json     serve a config's workload on the real engine, in wall-clock\n"
+    "                         time (CPU backend; docs/engine.md)\n"
     "  sweep SWEEP.json       run an experiment over a grid of overrides, one row a point\n"
     "  trace info FILE        statistics of a trace (requests, sessions, rate, burstiness)\n"
     "  trace convert FILE     convert a trace to cadenza's session JSONL format\n"
@@ -96,6 +98,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "sim") == 0)
         return cz_cmd_sim(argc - 1, argv + 1);
+    if (strcmp(cmd, "replay") == 0)
+        return cz_cmd_replay(argc - 1, argv + 1);
     if (strcmp(cmd, "sweep") == 0)
         return cz_cmd_sweep(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0)

@@ -26,7 +26,16 @@ void cz_metrics_free(cz_metrics *m)
     free(m->req);
     free(m->itl);
     free(m->tl);
+    free(m->step_rows);
     memset(m, 0, sizeof *m);
+}
+
+void cz_metrics_add_step(cz_metrics *m, const cz_step_record *r)
+{
+    size_t cap = m->cap_step_rows;
+    cz_grow((void **)&m->step_rows, &cap, m->n_step_rows + 1, sizeof *m->step_rows);
+    m->cap_step_rows = cap;
+    m->step_rows[m->n_step_rows++] = *r;
 }
 
 uint64_t cz_metrics_add_request(cz_metrics *m, const cz_req_record *r)

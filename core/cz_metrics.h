@@ -107,6 +107,24 @@ typedef struct cz_frame_record {
     double latency_s;        /* the Step's wait at tick_s: min(max(done - tick, 0), cap) */
 } cz_frame_record;
 
+/* One batch a real engine executed (the `/steps` table: the shape the cost model sees and
+ * the time it took, for calibration; the simulator records none). Times are seconds on the
+ * run's clock. */
+typedef struct cz_step_record {
+    double start_s, end_s;      /* handed to its device, and reported done */
+    double build_s;             /* host time building the batch (scheduling excluded) */
+    double kernel_s;            /* time the device spent running it */
+    double predicted_s;         /* the config's cost model for the same shape */
+    uint64_t prefill_tokens;    /* encoder and vocoder steps: their input tokens */
+    uint64_t prefill_attn_ctx;
+    uint64_t decode_ctx_tokens;
+    uint32_t replica, stage;    /* stage: the pipeline stage */
+    uint32_t prefill_seqs;      /* encoder and vocoder steps: their jobs */
+    uint32_t decode_seqs;
+    uint32_t sampled;           /* tokens sampled */
+    uint32_t device;
+} cz_step_record;
+
 /* Service-level objectives for goodput, in ms; 0 = not set (vLLM's --goodput). */
 typedef struct cz_slo {
     double ttft_ms, tpot_ms, e2el_ms;
@@ -143,6 +161,8 @@ typedef struct cz_metrics {
     uint64_t n_audio, cap_audio;
     cz_frame_record *frames;
     uint64_t n_frames, cap_frames;
+    cz_step_record *step_rows; /* batches a real engine executed (driver's records) */
+    uint64_t n_step_rows, cap_step_rows;
     uint64_t steps;           /* batches executed */
     uint64_t preemptions;
 } cz_metrics;
@@ -172,6 +192,9 @@ uint64_t cz_metrics_add_frame(cz_metrics *m, const cz_frame_record *r);
 /* Records `count` inter-token gaps of `gap_s` seconds. Merges with the previous sample
  * when the value is equal, so a step costs one sample per distinct gap. */
 void cz_metrics_add_itl(cz_metrics *m, double gap_s, uint64_t count);
+
+/* Appends a step record (grows by doubling). */
+void cz_metrics_add_step(cz_metrics *m, const cz_step_record *r);
 
 /* Appends a timeline row (the serving core samples at most every timeline_interval_s). */
 void cz_metrics_timeline(cz_metrics *m, const cz_timeline_row *row);

@@ -107,6 +107,28 @@ static hid_t turn_type(void)
     return t;
 }
 
+static hid_t step_type(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_step_record));
+#define F(name, ht) H5Tinsert(t, #name, HOFFSET(cz_step_record, name), ht)
+    F(start_s, H5T_NATIVE_DOUBLE);
+    F(end_s, H5T_NATIVE_DOUBLE);
+    F(build_s, H5T_NATIVE_DOUBLE);
+    F(kernel_s, H5T_NATIVE_DOUBLE);
+    F(predicted_s, H5T_NATIVE_DOUBLE);
+    F(prefill_tokens, H5T_NATIVE_UINT64);
+    F(prefill_attn_ctx, H5T_NATIVE_UINT64);
+    F(decode_ctx_tokens, H5T_NATIVE_UINT64);
+    F(replica, H5T_NATIVE_UINT32);
+    F(stage, H5T_NATIVE_UINT32);
+    F(prefill_seqs, H5T_NATIVE_UINT32);
+    F(decode_seqs, H5T_NATIVE_UINT32);
+    F(sampled, H5T_NATIVE_UINT32);
+    F(device, H5T_NATIVE_UINT32);
+#undef F
+    return t;
+}
+
 static hid_t frame_type(void)
 {
     hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_frame_record));
@@ -190,7 +212,7 @@ cz_status cz_results_write_h5(const char *path, const cz_metrics *m, const char 
     bool created = false;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t rt = req_type(), tt = tl_type(), it = itl_type(), at = audio_type(), ft = frame_type();
-    hid_t ut = turn_type();
+    hid_t ut = turn_type(), st_t = step_type();
     h5_req_row *rows = cz_xmalloc((m->n_req ? m->n_req : 1) * sizeof *rows);
     for (uint64_t i = 0; i < m->n_req; i++) {
         const cz_req_record *r = &m->req[i];
@@ -227,6 +249,8 @@ cz_status cz_results_write_h5(const char *path, const cz_metrics *m, const char 
     CZ_H5_CHECK(write_table(file, "audio", at, m->n_audio, m->audio), "write /audio");
     CZ_H5_CHECK(write_table(file, "frames", ft, m->n_frames, m->frames), "write /frames");
     CZ_H5_CHECK(write_table(file, "turns", ut, m->n_turns, m->turns), "write /turns");
+    CZ_H5_CHECK(write_table(file, "steps", st_t, m->n_step_rows, m->step_rows),
+                "write /steps");
     CZ_H5_CHECK(write_str_attr(file, "config", config_json), "write the config attribute");
     CZ_H5_CHECK(write_str_attr(file, "summary", summary_json), "write the summary attribute");
     CZ_H5_CHECK(write_str_attr(file, "cadenza_version", cz_version()), "write the version");
@@ -246,6 +270,7 @@ fail:
     H5Tclose(at);
     H5Tclose(ft);
     H5Tclose(ut);
+    H5Tclose(st_t);
     free(rows);
     return st;
 }

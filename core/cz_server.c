@@ -318,10 +318,11 @@ static uint32_t kv_free(const cz_server *s)
 
 /* ---- transfers ---- */
 
-static void xfer_request(cz_server *s, uint32_t id, uint32_t tokens, bool to_host)
+static void xfer_request(cz_server *s, uint32_t id, uint32_t first, uint32_t tokens,
+                         bool to_host)
 {
     cz_grow((void **)&s->xfers, &s->cap_xfers, s->n_xfers + 1, sizeof *s->xfers);
-    s->xfers[s->n_xfers++] = (cz_xfer){id, tokens, to_host};
+    s->xfers[s->n_xfers++] = (cz_xfer){id, tokens, to_host, first};
 }
 
 const cz_xfer *cz_server_take_xfers(cz_server *s, uint32_t *n)
@@ -398,7 +399,7 @@ static void idle_settle(cz_server *s, uint32_t id)
         if (!q->storing) {
             q->storing = true;
             s->sn[id].store_to = q->computed;
-            xfer_request(s, id, q->computed - q->host_tokens, true);
+            xfer_request(s, id, q->host_tokens, q->computed - q->host_tokens, true);
         }
         return;
     }
@@ -977,7 +978,7 @@ static void overwrite_tail(cz_server *s, uint32_t id, uint32_t need)
         s->sn[id].ckpt = 1;
         if (q->host_tokens < q->computed)
             s->sn[id].tail_from = q->computed; /* the host lacks the resident prefix */
-        xfer_request(s, id, c - q->computed, true);
+        xfer_request(s, id, q->computed, c - q->computed, true);
         s->overwrite_tokens += c - q->computed;
     }
     /* its resident prefix is cached KV like any waiting sequence's: evictable under
@@ -1096,7 +1097,7 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
         q->load_start_s = t_s;
         s->sn[id].load_tokens = load;
         s->n_loading++;
-        xfer_request(s, id, load - q->computed, false); /* the part not resident */
+        xfer_request(s, id, q->computed, load - q->computed, false); /* the part not resident */
         loads = true;
     }
     if (loads)
@@ -1382,7 +1383,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
             q->load_start_s = t_s;
             s->sn[id].load_tokens = load;
             s->n_loading++;
-            xfer_request(s, id, load - q->computed, false); /* the part not resident */
+            xfer_request(s, id, q->computed, load - q->computed, false); /* the part not resident */
             continue;
         }
         uint32_t need = q->tokens_in + q->generated - q->computed;
@@ -1659,7 +1660,7 @@ cz_preload_outcome cz_server_preload(cz_server *s, double t_s, uint32_t id, bool
     d->load_tokens = q->host_tokens;
     cz_grow((void **)&s->pl_ids, &s->cap_pl, s->n_pl + 1, sizeof *s->pl_ids);
     s->pl_ids[s->n_pl++] = id;
-    xfer_request(s, id, q->host_tokens - q->computed, false);
+    xfer_request(s, id, q->computed, q->host_tokens - q->computed, false);
     if (was_idle) {
         /* its blocks stay accounted as idle (cached) KV, though not evictable */
         d->in_idle = 1;
@@ -1909,6 +1910,17 @@ uint32_t cz_server_waiting(const cz_server *s) { return (uint32_t)s->wq_len; }
 uint32_t cz_server_kv_used(const cz_server *s) { return s->kv_used; }
 uint32_t cz_server_kv_idle(const cz_server *s) { return s->kv_idle_blocks; }
 uint64_t cz_server_host_tokens(const cz_server *s) { return s->host_tokens; }
+
+uint32_t cz_server_n_seqs(const cz_server *s)
+{
+    return (uint32_t)s->n_seqs;
+}
+
+bool cz_server_seq_decoding(const cz_server *s, uint32_t id)
+{
+    CZ_ASSERT(id < s->n_seqs);
+    return s->sn[id].in_decode;
+}
 
 const cz_seq *cz_server_seq(cz_server *s, uint32_t id)
 {

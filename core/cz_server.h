@@ -265,6 +265,7 @@ typedef struct cz_xfer {
     uint32_t seq;
     uint32_t tokens;  /* tokens of KV moved */
     bool to_host;     /* store (device to host) or load (host to device) */
+    uint32_t first;   /* the first position moved: positions [first, first + tokens) */
 } cz_xfer;
 
 /* What a batch completion changed, for the driver. Server-owned, valid until the next
@@ -397,6 +398,11 @@ uint64_t cz_server_host_tokens(const cz_server *s); /* KV tokens stored in host 
 double cz_server_saturated_at(const cz_server *s);
 /* Current state of sequence `seq` (brought up to date on access). */
 const cz_seq *cz_server_seq(cz_server *s, uint32_t seq);
+
+/* Sequences opened so far: ids are 0 .. cz_server_n_seqs - 1. */
+uint32_t cz_server_n_seqs(const cz_server *s);
+/* Whether `seq` belongs to the decode set (in a step in flight it decodes one token). */
+bool cz_server_seq_decoding(const cz_server *s, uint32_t seq);
 
 /* The decode set in admission order: the first member, and the member after `seq`;
  * UINT32_MAX at the end. O(1) each. */

@@ -5,9 +5,9 @@
  * heads): the query heads sharing a KV head (GQA) and up to CZ__ATT_QT / group query
  * rows share one pass over the keys, so a decode reads each KV block once per KV head.
  * Blocks are read in position order, only those holding a position some query of the
- * tile keeps (the sinks and the window); 16-bit KV is widened a chunk at a time into the
- * thread's buffer. Items are handed out dynamically (their costs differ with their
- * sequence's length). */
+ * tile keeps (the sinks and the window), gathered CZ__ATT_KT positions at a time across
+ * blocks into the thread's buffers (16-bit KV widened on the way). Items are handed out
+ * dynamically (their costs differ with their sequence's length). */
 #include "cz_kernels_cpu.h"
 
 typedef struct {
@@ -24,35 +24,34 @@ typedef struct {
     const int32_t *plan; /* (tiles, 3): sequence, first row, end row */
 } ap_job;
 
-/* Folds positions [lo, hi] of sequence b, KV head g, into the tile. */
+/* Folds positions [lo, hi] of sequence b, KV head g, into the tile: CZ__ATT_KT positions
+ * at a time, gathered from their blocks (and widened) into the thread's key and value
+ * buffers, so a chunk spans blocks. */
 static void fold_range(const ap_job *j, cz__attn_tile *a, uint32_t b, uint32_t g, int64_t lo,
                        int64_t hi)
 {
     const cz_kv_layer *kv = j->kv;
     size_t es = cz_dtype_size(kv->dt), row = (size_t)kv->kv_heads * kv->head_dim;
-    for (int64_t t0 = lo; t0 <= hi;) {
-        int64_t blk = t0 / kv->block_tokens, off = t0 % kv->block_tokens;
-        int64_t nt = kv->block_tokens - off;
-        if (nt > hi - t0 + 1)
-            nt = hi - t0 + 1;
-        if (nt > CZ__ATT_KT)
-            nt = CZ__ATT_KT;
-        CZ_ASSERT(blk < j->max_blocks);
-        int32_t phys = j->bt[(size_t)b * j->max_blocks + (size_t)blk];
-        CZ_ASSERT(phys >= 0);
-        size_t at = ((size_t)phys * kv->block_stride + (size_t)off * row +
-                     (size_t)g * kv->head_dim) * es;
-        const char *kp = (const char *)kv->k + at, *vp = (const char *)kv->v + at;
-        if (kv->dt == CZ_F32) {
-            cz__attn_chunk(a, (const float *)kp, (const float *)vp, row, t0, (uint32_t)nt);
-        } else {
-            for (int64_t i = 0; i < nt; i++) {
-                cz__widen(a->t->kw + i * kv->head_dim, kp + i * row * es, kv->dt, kv->head_dim);
-                cz__widen(a->t->vw + i * kv->head_dim, vp + i * row * es, kv->dt, kv->head_dim);
+    uint32_t hd = kv->head_dim;
+    for (int64_t c0 = lo; c0 <= hi; c0 += CZ__ATT_KT) {
+        uint32_t nc = hi - c0 + 1 < CZ__ATT_KT ? (uint32_t)(hi - c0 + 1) : CZ__ATT_KT;
+        for (uint32_t i = 0; i < nc;) {
+            int64_t t = c0 + i, blk = t / kv->block_tokens, off = t % kv->block_tokens;
+            uint32_t run = kv->block_tokens - (uint32_t)off;
+            if (run > nc - i)
+                run = nc - i;
+            CZ_ASSERT(blk < j->max_blocks);
+            int32_t phys = j->bt[(size_t)b * j->max_blocks + (size_t)blk];
+            CZ_ASSERT(phys >= 0);
+            size_t at = ((size_t)phys * kv->block_stride + (size_t)off * row + (size_t)g * hd) * es;
+            const char *kp = (const char *)kv->k + at, *vp = (const char *)kv->v + at;
+            for (uint32_t r = 0; r < run; r++) {
+                cz__widen(a->t->kw + (size_t)(i + r) * hd, kp + r * row * es, kv->dt, hd);
+                cz__widen(a->t->vw + (size_t)(i + r) * hd, vp + r * row * es, kv->dt, hd);
             }
-            cz__attn_chunk(a, a->t->kw, a->t->vw, kv->head_dim, t0, (uint32_t)nt);
+            i += run;
         }
-        t0 += nt;
+        cz__attn_chunk(a, a->t->kw, a->t->vw, hd, c0, nc);
     }
 }
 

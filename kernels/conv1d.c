@@ -1,7 +1,8 @@
 /* conv1d.c - 1-D convolution of one channels-first sequence (PyTorch's Conv1d with
  * explicit left/right padding). Wide channel groups go through im2col tiles in the
- * context's panel and cz__sgemm (out_g = w_g (cout/g, cin/g x ksize) . cols); narrow
- * groups (depthwise, tiny kernels) run direct loops, one output channel per item. */
+ * context's panel and sgemm (out_g = w_g (cout/g, cin/g x ksize) . cols, the output
+ * channels split across the threads); narrow groups (depthwise, tiny kernels) run direct
+ * loops, one output channel per item. */
 #include <string.h>
 
 #include "cz_kernels_cpu.h"
@@ -63,6 +64,17 @@ static void im2col_range(void *p, size_t b, size_t e, uint32_t tid)
     }
 }
 
+/* Output channels [b, e) of group g for the tile's positions: their weight rows times the
+ * im2col tile, by sgemm. */
+static void gemm_range(void *p, size_t b, size_t e, uint32_t tid)
+{
+    const cv_job *j = p;
+    uint32_t cig = j->cin / j->groups, cog = j->cout / j->groups, kdim = cig * j->ks;
+    size_t co = (size_t)j->g * cog + b;
+    cz__sgemm(false, false, (uint32_t)(e - b), j->nl, kdim, j->w + co * kdim, kdim, j->cols,
+              j->nl, 0.0f, j->out + co * j->lout + j->l0, j->lout);
+}
+
 static void bias_range(void *p, size_t b, size_t e, uint32_t tid)
 {
     const cv_job *j = p;
@@ -95,9 +107,7 @@ void cz_cpu_conv1d(cz_kctx *k, float *out, const float *x, const float *w, const
             j.l0 = l0;
             j.nl = lout - l0 < tile ? lout - l0 : tile;
             cz__kpar(k, kdim, 1, 1 + 16384 / j.nl, im2col_range, &j);
-            cz__sgemm(false, false, (int)cog, (int)j.nl, (int)kdim, 1.0f,
-                      w + (size_t)g * cog * kdim, (int)kdim, k->panel, (int)j.nl, 0.0f,
-                      out + (size_t)g * cog * lout + l0, (int)lout);
+            cz__kpar(k, cog, 8, 1 + 65536 / ((size_t)j.nl * kdim), gemm_range, &j);
         }
     if (bias)
         cz__kpar(k, cout, 1, 1 + 16384 / lout, bias_range, &j);

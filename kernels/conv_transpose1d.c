@@ -1,19 +1,29 @@
 /* conv_transpose1d.c - transposed 1-D convolution of one channels-first sequence
  * (PyTorch's ConvTranspose1d, vocoders' upsampling): for a tile of input positions,
- * cols (cout x ksize, L) = w^T . x[:, tile] by cz__sgemm into the context's panel, then
- * col2im adds each column into the outputs it lands on (one output channel per item, so
- * the sums' order is fixed). */
+ * cols (cout x ksize, L) = w^T . x[:, tile] by sgemm into the context's panel (its rows
+ * split across the threads), then col2im adds each column into the outputs it lands on
+ * (one output channel per item, so the sums' order is fixed). */
 #include <string.h>
 
 #include "cz_kernels_cpu.h"
 
 typedef struct {
     float *out;
-    const float *bias;
-    uint32_t cout, ks, stride, pad_l, lout;
-    const float *cols;
+    const float *x, *w, *bias;
+    uint32_t cin, len, cout, ks, stride, pad_l, lout;
+    float *cols;
     uint32_t l0, nl;
 } ct_job;
+
+/* Rows [b, e) of the tile's columns: cols (cout x ksize, nl) = w^T . x[:, l0 .. l0 + nl),
+ * by sgemm. */
+static void gemm_range(void *p, size_t b, size_t e, uint32_t tid)
+{
+    const ct_job *j = p;
+    uint32_t rows = j->cout * j->ks;
+    cz__sgemm(true, false, (uint32_t)(e - b), j->nl, j->cin, j->w + b, rows, j->x + j->l0, j->len,
+              0.0f, j->cols + b * j->nl, j->nl);
+}
 
 static void init_range(void *p, size_t b, size_t e, uint32_t tid)
 {
@@ -48,14 +58,13 @@ void cz_cpu_conv_transpose1d(cz_kctx *k, float *out, const float *x, const float
     CZ_ASSERT(full > (uint64_t)pad_l + pad_r);
     uint32_t lout = (uint32_t)(full - pad_l - pad_r), rows = cout * ksize;
     CZ_ASSERT(rows <= CZ__PANEL_FLOATS);
-    ct_job j = {out, bias, cout, ksize, stride, pad_l, lout, k->panel, 0, 0};
+    ct_job j = {out, x, w, bias, cin, len, cout, ksize, stride, pad_l, lout, k->panel, 0, 0};
     cz__kpar(k, cout, 1, 1 + 16384 / lout, init_range, &j);
     uint32_t tile = CZ__PANEL_FLOATS / rows;
     for (uint32_t l0 = 0; l0 < len; l0 += tile) {
         j.l0 = l0;
         j.nl = len - l0 < tile ? len - l0 : tile;
-        cz__sgemm(true, false, (int)rows, (int)j.nl, (int)cin, 1.0f, w, (int)rows, x + l0,
-                  (int)len, 0.0f, k->panel, (int)j.nl);
+        cz__kpar(k, rows, 16, 1 + 65536 / ((size_t)j.nl * cin + 1), gemm_range, &j);
         cz__kpar(k, cout, 1, 1 + 16384 / ((size_t)j.nl * ksize), col2im_range, &j);
     }
 }

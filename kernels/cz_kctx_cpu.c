@@ -7,6 +7,7 @@
  * (back-to-back ops of a forward pass find them awake) and then block on a condition
  * variable; the caller runs its own share, then waits the same way for the others. */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +109,7 @@ static unsigned wait_job(cz_kctx *k, unsigned seen)
                 t0 = t;
             else if (t - t0 > CZ__SPIN_NS)
                 break;
+            sched_yield(); /* a descheduled thread of this job may need the core */
         }
     }
     /* sleepers is raised before gen is read again (both sequentially consistent) and the
@@ -157,6 +159,7 @@ static void run_job(cz_kctx *k)
         cpu_relax();
         if (i % 64 == 0) {
             int64_t t = now_ns();
+            sched_yield(); /* a descheduled worker may need this core to finish */
             if (!t0) {
                 t0 = t;
             } else if (t - t0 > CZ__SPIN_NS) {
@@ -283,19 +286,6 @@ static void stop_workers(cz_kctx *k)
     k->started = 0;
 }
 
-/* OpenBLAS's Fortran GEMM (column-major; the BLAS reference interface). */
-void sgemm_(const char *ta, const char *tb, const int *m, const int *n, const int *k,
-            const float *alpha, const float *a, const int *lda, const float *b, const int *ldb,
-            const float *beta, float *c, const int *ldc);
-
-void cz__sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
-               const float *b, int ldb, float beta, float *c, int ldc)
-{
-    /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
-    const char ca = ta ? 'T' : 'N', cb = tb ? 'T' : 'N';
-    sgemm_(&cb, &ca, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
-}
-
 uint32_t cz_kctx_cpu_default_threads(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -331,12 +321,14 @@ cz_status cz_kctx_cpu_create(uint32_t threads, cz_kctx **out, cz_err *err)
         s->s = alloc_aligned((size_t)CZ__ATT_QT * CZ__ATT_KT * sizeof(float));
         s->kw = alloc_aligned((size_t)CZ__ATT_KT * CZ_KMAX_HEAD_DIM * sizeof(float));
         s->vw = alloc_aligned((size_t)CZ__ATT_KT * CZ_KMAX_HEAD_DIM * sizeof(float));
+        s->panel = alloc_aligned((size_t)CZ__TPANEL_FLOATS * sizeof(float));
     }
     k->panel = alloc_aligned((size_t)CZ__PANEL_FLOATS * sizeof(float));
 
-    /* OpenBLAS's thread count is a process-wide setting (the one exception to "no hidden
-     * globals"): the last context created sets it for every context of the process. */
-    openblas_set_num_threads((int)threads);
+    /* The pool splits every GEMM and each thread calls OpenBLAS on its share, so OpenBLAS
+     * runs on the calling thread alone (a process-wide setting, the one exception to "no
+     * hidden globals"; the same for every context). */
+    openblas_set_num_threads(1);
 
     if (threads > 1) {
         k->workers = cz_xcalloc(threads - 1, sizeof *k->workers);
@@ -414,6 +406,7 @@ void cz_kctx_free(cz_kctx *k)
         free(s->s);
         free(s->kw);
         free(s->vw);
+        free(s->panel);
         free(s->row);
         free(s->idx);
     }

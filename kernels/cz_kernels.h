@@ -92,7 +92,7 @@ typedef struct cz_kernels {
                       float eps, uint32_t rows, uint32_t dim);
 
     /* out (m, n) = x (m, kd) . w^T + bias, w (n, kd) of dtype dt, bias (n) float32 or NULL.
-     * Float32 weights go to cblas_sgemm; bf16 and f16 weights are widened (Debian's
+     * Float32 weights go to OpenBLAS's sgemm; bf16 and f16 weights are widened (Debian's
      * OpenBLAS has no bf16 GEMM). */
     void (*matmul)(cz_kctx *k, float *out, const float *x, const void *w, cz_dtype dt,
                    const float *bias, uint32_t m, uint32_t n, uint32_t kd);
@@ -166,7 +166,8 @@ typedef struct cz_kernels {
     /* A mixture-of-experts feed-forward layer: out (n, hidden) = sum over the top_k
      * experts e of softmax(router . x) (renormalised when norm_topk_prob) x
      * down_e(silu(gate_e x) * up_e x), plus, with a shared expert,
-     * sigmoid(shared_gate . x) x shared(x). out must not alias x. */
+     * sigmoid(shared_gate . x) x shared(x). Experts with equal router logits rank by
+     * id, the lower first. out must not alias x. */
     void (*moe_ffn)(cz_kctx *k, float *out, const float *x, const cz_moe_weights *w,
                     uint32_t n);
 
@@ -192,13 +193,13 @@ typedef struct cz_kernels {
                    uint32_t vocab);
 
     /* Samples ids[b] from softmax(logits row b / temperature) restricted to the top_k most
-     * likely ids (0: all) and then to the smallest set of them whose probability reaches
-     * top_p (1: all); "most likely" orders by probability, ties to the lower id. The kept
-     * ids are then walked in increasing id order and the first whose cumulative
-     * probability exceeds u x (their total) is drawn, u = cz_kernel_uniform(seed,
-     * counter[b]), so both backends sample the same id (up to float rounding at the
-     * boundaries). temperature 0 is argmax. logits are not modified; vocab is at most the
-     * reserve's max_dim. */
+     * likely ids (0: all) and then to the smallest set of them whose probability,
+     * renormalised over the top_k, reaches top_p (1: all; Hugging Face's order of the two
+     * warpers); "most likely" orders by probability, ties to the lower id. The kept ids
+     * are then walked in increasing id order and the first whose cumulative probability
+     * exceeds u x (their total) is drawn, u = cz_kernel_uniform(seed, counter[b]), so both
+     * backends sample the same id (up to float rounding at the boundaries). temperature 0
+     * is argmax. logits are not modified; vocab is at most the reserve's max_dim. */
     void (*sample)(cz_kctx *k, int32_t *ids, const float *logits, uint32_t rows,
                    uint32_t vocab, float temperature, uint32_t top_k, float top_p,
                    uint64_t seed, const uint64_t *counter);

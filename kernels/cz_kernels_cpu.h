@@ -20,9 +20,11 @@ typedef uint16_t cz__v8h __attribute__((vector_size(16)));
  * sequence's keys, which are read CZ__ATT_KT at a time. */
 #define CZ__ATT_QT 64u
 #define CZ__ATT_KT 64u
-/* The shared float32 panel: bf16/f16 weights widened for sgemm, conv's im2col tiles
- * (floats; 4 MiB). */
+/* The shared float32 panel: conv's im2col tiles and transposed conv's columns (floats;
+ * 4 MiB). */
 #define CZ__PANEL_FLOATS (1u << 20)
+/* Each thread's float32 GEMM panel: bf16/f16 weights widened for sgemm (floats; 4 MiB). */
+#define CZ__TPANEL_FLOATS (1u << 20)
 
 /* A range [begin, end) of a parallel loop, run by thread `tid` (0 is the caller). */
 typedef void (*cz__kfn)(void *arg, size_t begin, size_t end, uint32_t tid);
@@ -35,6 +37,7 @@ typedef struct cz__kthread {
     float *m, *l;   /* (CZ__ATT_QT) running max and sum of the online softmax */
     float *s;       /* (CZ__ATT_QT, CZ__ATT_KT) scores of one key chunk */
     float *kw, *vw; /* (CZ__ATT_KT, CZ_KMAX_HEAD_DIM) a key chunk widened to float32 */
+    float *panel;   /* (CZ__TPANEL_FLOATS) rows of a 16-bit weight widened for sgemm */
     /* a vocabulary row for sampling, sized by the reserve's max_dim */
     float *row;     /* (max_dim) */
     int32_t *idx;   /* (max_dim) */
@@ -86,19 +89,14 @@ void cz__kpar(cz_kctx *k, size_t n, size_t grain, size_t min_items, cz__kfn fn, 
  * free (uneven work: attention tiles). */
 void cz__kpar_dyn(cz_kctx *k, size_t n, size_t chunk, cz__kfn fn, void *arg);
 
-/* Row-major single-precision GEMM, C (m, n) = alpha op(A) op(B) + beta C, op the transpose
- * when ta / tb: cblas_sgemm's contract through OpenBLAS's Fortran sgemm_. The kernels call
- * this, not cblas_sgemm, because a program that also links GSL (the cadenza binary) gets
- * GSL's reference CBLAS first in its link order, and GSL's fits must keep it: there
- * cblas_sgemm would bind to the reference loops, and a prefill would run two orders of
- * magnitude slower. */
-void cz__sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
-               const float *b, int ldb, float beta, float *c, int ldc);
-
 /* Widens n elements of dtype dt to float32 / narrows float32 to dt (round to nearest
  * even). */
 void cz__widen(float *dst, const void *src, cz_dtype dt, size_t n);
 void cz__narrow(void *dst, const float *src, cz_dtype dt, size_t n);
+/* Row-major C (m, n) = op(A) . op(B) + beta x C with op(A) (m, kd), op(B) (kd, n) (ta,
+ * tb: the operand is stored transposed), on the calling thread's OpenBLAS (cz_blas.c). */
+void cz__sgemm(bool ta, bool tb, uint32_t m, uint32_t n, uint32_t kd, const float *a,
+               uint32_t lda, const float *b, uint32_t ldb, float beta, float *c, uint32_t ldc);
 /* Sum of a[i] x b[i] (4-lane partial sums). */
 float cz__dot(const float *a, const float *b, uint32_t n);
 /* y[i] += a x x[i]. */
@@ -164,8 +162,6 @@ void cz__attn_begin(cz__attn_tile *a, const float *q, size_t ld_q, float scale);
  * value row v + i * ld (float32). Only keys kept for a query count for it. */
 void cz__attn_chunk(cz__attn_tile *a, const float *kc, const float *vc, size_t ld, int64_t t0,
                     uint32_t nt);
-/* Whether key position t is kept for a query at position p. */
-bool cz__attn_kept(const cz__attn_tile *a, int64_t t, int64_t p);
 /* Writes query (r, h)'s output to out + r * ld_o + h * hd. */
 void cz__attn_end(cz__attn_tile *a, float *out, size_t ld_o);
 

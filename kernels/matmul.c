@@ -3,11 +3,13 @@
  *
  * Few rows (decode, m <= CZ__GEMV_M_*): a GEMV-style kernel streams each row of w once
  * for all m rows of x, widening 16-bit weights in registers (bfloat16 is a 16-bit shift,
- * float16 a shift and one multiply), the rows of w split across the threads; the speed
- * is that of reading w from memory. Many rows (prefill): float32 weights go to OpenBLAS's
- * GEMM (cz__sgemm); 16-bit weights are widened a panel of rows at a time into the context's
- * float32 panel (the threads widen it together) and each panel goes to cz__sgemm, so
- * the widening is paid once per weight for all m rows. */
+ * float16 a shift and one multiply), the rows of w split across the threads; at m = 1
+ * four rows of w go together, sharing the loads of x, with eight independent sums. The
+ * speed is that of reading w from memory. Many rows (prefill): the threads split the
+ * output columns and each calls OpenBLAS's sgemm (single-threaded) on its share: float32
+ * weights as they are, 16-bit weights widened into the thread's panel a panel of rows at
+ * a time, so each weight is widened once for all m rows and one thread's widening
+ * overlaps the other's sgemm. */
 #include <string.h>
 
 #include "cz_kernels_cpu.h"
@@ -17,14 +19,13 @@
 #define CZ__GEMV_M_16 8u
 
 typedef struct {
+    cz_kctx *k;
     float *out;
     const float *x;
     const void *w;
     cz_dtype dt;
     const float *bias;
     uint32_t m, n, kd;
-    float *panel;
-    uint32_t j0;
 } mm_job;
 
 /* Eight weights of row w from element i, widened. */
@@ -103,10 +104,47 @@ static inline __attribute__((always_inline)) void dot_rows(const void *w, cz_dty
     }
 }
 
+/* res[c] = w_c . x for the four rows w_c = w + c * row (m = 1): the rows share each load
+ * of x and their eight accumulators hide the adds' latency. Each row's sum is formed
+ * exactly as dot_rows forms it, so a row's result does not depend on its group. */
+static inline __attribute__((always_inline)) void dot4_rows(const char *w, size_t row,
+                                                            cz_dtype dt, const float *x,
+                                                            uint32_t kd, float *res)
+{
+    cz__v4f a0[4] = {{0}}, a1[4] = {{0}};
+    uint32_t i = 0;
+    for (; i + 8 <= kd; i += 8) {
+        cz__v4f x0, x1;
+        memcpy(&x0, x + i, 16);
+        memcpy(&x1, x + i + 4, 16);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            cz__v4f w0, w1;
+            load8(w + c * row, dt, i, &w0, &w1);
+            a0[c] += w0 * x0;
+            a1[c] += w1 * x1;
+        }
+    }
+    for (int c = 0; c < 4; c++) {
+        cz__v4f s = a0[c] + a1[c];
+        res[c] = (s[0] + s[2]) + (s[1] + s[3]);
+    }
+    for (; i < kd; i++)
+        for (int c = 0; c < 4; c++)
+            res[c] += widen1(w + c * row, dt, i) * x[i];
+}
+
 static inline __attribute__((always_inline)) void gemv_dt(const mm_job *j, cz_dtype dt,
                                                           size_t b, size_t e)
 {
     size_t row = (size_t)j->kd * cz_dtype_size(dt);
+    if (j->m == 1)
+        for (; b + 4 <= e; b += 4) {
+            float res[4];
+            dot4_rows((const char *)j->w + b * row, row, dt, j->x, j->kd, res);
+            for (int c = 0; c < 4; c++)
+                j->out[b + c] = res[c] + (j->bias ? j->bias[b + c] : 0.0f);
+        }
     for (size_t c = b; c < e; c++) {
         const void *w = (const char *)j->w + c * row;
         float bias = j->bias ? j->bias[c] : 0.0f;
@@ -135,21 +173,30 @@ static void gemv_range(void *p, size_t b, size_t e, uint32_t tid)
     }
 }
 
-/* Widens rows [b, e) of the current panel (rows j0 + b .. of w). */
-static void widen_range(void *p, size_t b, size_t e, uint32_t tid)
+/* Output columns [b, e) of a prefill GEMM, on thread tid: float32 weights go to sgemm as
+ * they are; 16-bit ones are widened into the thread's panel a panel of rows at a time,
+ * each panel going to sgemm (so each weight is widened once for all m rows). */
+static void gemm_range(void *p, size_t b, size_t e, uint32_t tid)
 {
     const mm_job *j = p;
-    size_t row = (size_t)j->kd * cz_dtype_size(j->dt);
-    cz__widen(j->panel + b * j->kd, (const char *)j->w + (j->j0 + b) * row, j->dt,
-              (e - b) * j->kd);
-}
-
-static void bias_range(void *p, size_t b, size_t e, uint32_t tid)
-{
-    const mm_job *j = p;
-    for (size_t r = b; r < e; r++)
-        for (uint32_t c = 0; c < j->n; c++)
-            j->out[r * j->n + c] += j->bias[c];
+    uint32_t m = j->m, n = j->n, kd = j->kd;
+    size_t row = (size_t)kd * cz_dtype_size(j->dt);
+    if (j->dt == CZ_F32) {
+        cz__sgemm(false, true, m, (uint32_t)(e - b), kd, j->x, kd, (const float *)j->w + b * kd,
+                  kd, 0.0f, j->out + b, n);
+    } else {
+        float *panel = j->k->ts[tid].panel;
+        size_t rows = CZ__TPANEL_FLOATS / kd;
+        for (size_t c0 = b; c0 < e; c0 += rows) {
+            size_t pn = e - c0 < rows ? e - c0 : rows;
+            cz__widen(panel, (const char *)j->w + c0 * row, j->dt, pn * kd);
+            cz__sgemm(false, true, m, (uint32_t)pn, kd, j->x, kd, panel, kd, 0.0f, j->out + c0, n);
+        }
+    }
+    if (j->bias)
+        for (uint32_t r = 0; r < m; r++)
+            for (size_t c = b; c < e; c++)
+                j->out[(size_t)r * n + c] += j->bias[c];
 }
 
 void cz_cpu_matmul(cz_kctx *k, float *out, const float *x, const void *w, cz_dtype dt,
@@ -157,27 +204,11 @@ void cz_cpu_matmul(cz_kctx *k, float *out, const float *x, const void *w, cz_dty
 {
     if (!m || !n)
         return;
-    mm_job j = {out, x, w, dt, bias, m, n, kd, k->panel, 0};
+    mm_job j = {k, out, x, w, dt, bias, m, n, kd};
     if (m <= (dt == CZ_F32 ? CZ__GEMV_M_F32 : CZ__GEMV_M_16) || !kd) {
         cz__kpar(k, n, 16, 1 + 32768 / ((size_t)kd * m + 1), gemv_range, &j);
         return;
     }
-    if (dt == CZ_F32) {
-        cz__sgemm(false, true, (int)m, (int)n, (int)kd, 1.0f, x, (int)kd, w, (int)kd, 0.0f, out,
-                  (int)n);
-    } else {
-        CZ_ASSERT(kd <= CZ__PANEL_FLOATS);
-        uint32_t rows = CZ__PANEL_FLOATS / kd;
-        if (rows >= 32)
-            rows -= rows % 16;
-        for (uint32_t j0 = 0; j0 < n; j0 += rows) {
-            uint32_t pn = n - j0 < rows ? n - j0 : rows;
-            j.j0 = j0;
-            cz__kpar(k, pn, 8, 1 + 32768 / kd, widen_range, &j);
-            cz__sgemm(false, true, (int)m, (int)pn, (int)kd, 1.0f, x, (int)kd, k->panel,
-                      (int)kd, 0.0f, out + j0, (int)n);
-        }
-    }
-    if (bias)
-        cz__kpar(k, m, 1, 1 + 32768 / n, bias_range, &j);
+    CZ_ASSERT(kd <= CZ__TPANEL_FLOATS);
+    cz__kpar(k, n, 16, 1 + 65536 / ((size_t)kd * m), gemm_range, &j);
 }

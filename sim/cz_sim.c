@@ -48,25 +48,6 @@ typedef struct sim_state {
 
 /* ---- step costs ---- */
 
-/* Step time of a batch of encoder or vocoder jobs. A vocoder conditioned on a reference
- * clip re-reads its prompt_tokens in every call, beside the job's own tokens
- * (001_4ea5faaee5602c5d.txt, App. A: CosyVoice's detokenizer "at each iteration receives
- * both the reference audio tokens and the newly generated audio tokens"). */
-static double jobs_step_s(const sim_state *S, uint32_t p, const cz_job *jobs, uint32_t n)
-{
-    uint64_t prompt = S->cfg->model.pipe[p].prompt_tokens;
-    cz_batch_shape shape = {.prefill_seqs = n};
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t t = jobs[i].tokens + prompt;
-        shape.prefill_tokens += t;
-        shape.prefill_attn_ctx += t * (t + 1) / 2;
-    }
-    cz_step_cost c;
-    cz_cost_step(&S->cfg->model.stages[S->cfg->model.pipe[p].stage], &S->cfg->hw, &S->cfg->cost,
-                 &shape, &c);
-    return c.total_s;
-}
-
 static double service_share(const sim_state *S, uint32_t seq, uint32_t tokens)
 {
     return S->service_s[seq] * (double)tokens / (double)S->service_life[seq];
@@ -95,7 +76,7 @@ static double ar_step_s(const sim_state *S, const cz_deploy_step *st)
 static void drv_step(void *ctx, const cz_deploy_step *st, double now)
 {
     sim_state *S = ctx;
-    double dur = st->srv ? ar_step_s(S, st) : jobs_step_s(S, st->p, st->jobs, st->n_jobs);
+    double dur = st->srv ? ar_step_s(S, st) : cz_config_jobs_step_s(S->cfg, st->p, st->jobs, st->n_jobs);
     sim_gpu *g = &S->gpus[st->gpu];
     double host = 0.0;
     if (g->async && S->cfg->cost_kind == CZ_COST_ROOFLINE)

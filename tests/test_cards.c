@@ -281,7 +281,8 @@ static void check_hw(const char *name)
     cz_hw_card h = load_hw(name);
     cr_assert_str_eq(h.name, name);
     cr_assert(h.sms > 0);
-    cr_assert(h.hbm_bytes > 1e9 && h.hbm_bw_Bps > 1e11 && h.bf16_flops > 1e13, "%s", name);
+    /* GPUs, and the host a CPU replay runs on (cpu-host) */
+    cr_assert(h.hbm_bytes > 1e8 && h.hbm_bw_Bps > 1e9 && h.bf16_flops > 1e10, "%s", name);
     cr_assert(h.host_link_Bps > 1e9 && h.host_link_latency_s >= 0.0);
     cr_assert(h.interconnect_Bps > 1e9);
 }

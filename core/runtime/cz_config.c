@@ -660,6 +660,85 @@ static cz_status derive_kv_blocks(cz_config *c, const char *where, cz_err *err)
     return CZ_OK;
 }
 
+double cz_config_jobs_step_s(const cz_config *cfg, uint32_t p, const cz_job *jobs, uint32_t n)
+{
+    uint64_t prompt = cfg->model.pipe[p].prompt_tokens;
+    cz_batch_shape shape = {.prefill_seqs = n};
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t t = jobs[i].tokens + prompt;
+        shape.prefill_tokens += t;
+        shape.prefill_attn_ctx += t * (t + 1) / 2;
+    }
+    cz_step_cost c;
+    cz_cost_step(&cfg->model.stages[cfg->model.pipe[p].stage], &cfg->hw, &cfg->cost, &shape,
+                 &c);
+    return c.total_s;
+}
+
+static cz_status parse_dtype(const cJSON *j, const char *ctx, const char *key, uint32_t *out,
+                             cz_err *err)
+{
+    const char *v = NULL;
+    cz_status st = cz_json_str(j, ctx, key, false, &v, err);
+    if (st != CZ_OK || !v)
+        return st;
+    static const char *const names[] = {"f32", "bf16", "f16"};
+    for (uint32_t i = 0; i < 3; i++)
+        if (strcmp(v, names[i]) == 0) {
+            *out = i;
+            return CZ_OK;
+        }
+    return cz_err_field(err, CZ_EINVAL, ctx, key,
+                        "expected \"f32\", \"bf16\" or \"f16\", got \"%s\"", v);
+}
+
+/* The `engine` object (NULL: defaults). */
+static cz_status parse_engine(const cJSON *j, const char *where, const char *base_dir,
+                              cz_engine_config *e, cz_err *err)
+{
+    snprintf(e->weights, sizeof e->weights, "random");
+    e->dtype = CZ_ENGINE_BF16;
+    e->kv_dtype = CZ_ENGINE_BF16;
+    e->top_p = 1.0;
+    e->max_kv_bytes = 2.0 * 1024 * 1024 * 1024;
+    if (!j)
+        return CZ_OK;
+    static const char *const keys[] = {"weights", "dtype",  "kv_dtype", "threads",
+                                       "temperature", "top_k", "top_p", "max_kv_bytes"};
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "%s: engine", where);
+    cz_status st = cz_json_check_keys(j, ctx, keys, (int)CZ_ARRAY_LEN(keys), err);
+    if (st != CZ_OK)
+        return st;
+    const char *w = NULL;
+    uint64_t threads = 0, top_k = 0;
+    if ((st = cz_json_str(j, ctx, "weights", false, &w, err)) != CZ_OK ||
+        (st = parse_dtype(j, ctx, "dtype", &e->dtype, err)) != CZ_OK ||
+        (st = parse_dtype(j, ctx, "kv_dtype", &e->kv_dtype, err)) != CZ_OK ||
+        (st = cz_json_u64(j, ctx, "threads", false, 0, 1024, &threads, err)) != CZ_OK ||
+        (st = cz_json_num(j, ctx, "temperature", false, 0, 100, &e->temperature, err)) !=
+            CZ_OK ||
+        (st = cz_json_u64(j, ctx, "top_k", false, 0, UINT32_MAX, &top_k, err)) != CZ_OK ||
+        (st = cz_json_num(j, ctx, "top_p", false, 1e-6, 1, &e->top_p, err)) != CZ_OK ||
+        (st = cz_json_num(j, ctx, "max_kv_bytes", false, 1, 1e15, &e->max_kv_bytes, err)) !=
+            CZ_OK)
+        return st;
+    e->threads = (uint32_t)threads;
+    e->top_k = (uint32_t)top_k;
+    if (w && strcmp(w, "random") != 0) {
+        if (!w[0])
+            return cz_err_field(err, CZ_EINVAL, ctx, "weights",
+                                "expected \"random\" or a checkpoint folder, got \"\"");
+        int n = w[0] == '/' || !base_dir
+                    ? snprintf(e->weights, sizeof e->weights, "%s", w)
+                    : snprintf(e->weights, sizeof e->weights, "%s/%s", base_dir, w);
+        if (n < 0 || (size_t)n >= sizeof e->weights)
+            return cz_err_field(err, CZ_EINVAL, ctx, "weights",
+                                "expected a path shorter than %zu bytes", sizeof e->weights);
+    }
+    return CZ_OK;
+}
+
 cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_dir,
                               cz_config *c, cz_workload *wl, cz_err *err)
 {
@@ -667,7 +746,7 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
                                        "model",    "stage",       "hardware",  "cost",
                                        "server",   "scheduler",   "slo",       "sim",
                                        "pipeline", "router",      "client",    "weight_bytes",
-                                       "admission"};
+                                       "admission", "engine"};
     memset(c, 0, sizeof *c);
     c->seed = 1;
     cz_server_config server = cz_server_config_default();
@@ -784,6 +863,10 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
     if ((st = cz_json_obj(cfg, where, "slo", false, &obj, err)) != CZ_OK)
         return st;
     if (obj && (st = parse_slo(obj, where, &c->slo, err)) != CZ_OK)
+        return st;
+    if ((st = cz_json_obj(cfg, where, "engine", false, &obj, err)) != CZ_OK)
+        return st;
+    if ((st = parse_engine(obj, where, base_dir, &c->engine, err)) != CZ_OK)
         return st;
     if ((st = cz_json_obj(cfg, where, "sim", false, &obj, err)) != CZ_OK)
         return st;

@@ -15,6 +15,7 @@
 
 #include "cz_base.h"
 #include "cz_distspec.h"
+#include "cz_jobq.h"
 #include "cz_metrics.h"
 #include "cz_models.h"
 #include "cz_policies.h"
@@ -47,6 +48,29 @@ typedef struct cz_stage_place {
     uint32_t max_batch, max_tokens; /* encoders and vocoders: jobs and tokens per step */
 } cz_stage_place;
 
+/* Element types the engine's weights and KV cache take (cz_dtype's values, kernels/). */
+typedef enum cz_engine_dtype {
+    CZ_ENGINE_F32 = 0,
+    CZ_ENGINE_BF16,
+    CZ_ENGINE_F16
+} cz_engine_dtype;
+
+/* The real engine's settings: the config's `engine` object (docs/engine.md). The
+ * simulator reads none of them. */
+typedef struct cz_engine_config {
+    char weights[1024];     /* "random", or a Hugging Face checkpoint folder (a relative
+                               path is resolved against the config's folder) */
+    uint32_t dtype;         /* random weights' type (cz_engine_dtype; bf16) */
+    uint32_t kv_dtype;      /* KV cache's type (bf16) */
+    uint32_t threads;       /* CPU threads in all, split over the devices (0: every online
+                               CPU) */
+    double temperature;     /* sampling: 0 is greedy (default) */
+    uint32_t top_k;         /* 0: all */
+    double top_p;           /* 1: all */
+    double max_kv_bytes;    /* largest KV pool the engine allocates for one replica (2 GiB):
+                               a config sized for a GPU card fails with a clear message */
+} cz_engine_config;
+
 /* A parsed experiment config (docs/config.md). */
 typedef struct cz_config {
     char name[128];
@@ -76,6 +100,7 @@ typedef struct cz_config {
                                       ready by this fraction of the frame period (0.8) */
     double max_time_s;        /* stop the clock here (requests in flight count as failed) */
     double timeline_interval_s;
+    cz_engine_config engine;  /* the real engine's settings */
 } cz_config;
 
 /* Parses an experiment config. `where` names it in messages (the file name),
@@ -89,6 +114,13 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
 /* Step time of an autoregressive batch of pipeline stage `p` under the roofline, its inner
  * stage (a code predictor) included. */
 double cz_config_roofline_step_s(const cz_config *cfg, uint32_t p, const cz_batch *b);
+
+/* Roofline time of one step of encoder or vocoder pipeline stage `p` over jobs[0..n). A
+ * vocoder conditioned on a reference clip re-reads its prompt_tokens in every call, beside
+ * the job's own tokens (001_4ea5faaee5602c5d.txt, App. A: CosyVoice's detokenizer "at
+ * each iteration receives both the reference audio tokens and the newly generated audio
+ * tokens"). */
+double cz_config_jobs_step_s(const cz_config *cfg, uint32_t p, const cz_job *jobs, uint32_t n);
 
 /* Roofline time of one step of pipeline stage p with shape b on a fraction `share` of the
  * GPU's SMs (cz_cost_step, then cz_cost_share_s). */

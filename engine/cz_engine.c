@@ -1,0 +1,1145 @@
+/* cz_engine.c - the wall-clock driver of the deployment runtime (cz_engine.h). */
+#define _GNU_SOURCE
+#include "cz_engine.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cz_deploy.h"
+#include "cz_evq.h"
+#include "cz_kernels.h"
+#include "cz_kvmap.h"
+#include "cz_kvpool.h"
+#include "cz_link.h"
+#include "cz_net.h"
+
+#define NONE UINT32_MAX
+
+/* ---- completions: an intrusive FIFO from the device threads to the run's thread ---- */
+
+enum { NODE_STEP = 1, NODE_COPY = 2 };
+
+typedef struct eng_node {
+    struct eng_node *next;
+    uint32_t kind;
+} eng_node;
+
+/* A KV copy between a pool block and a host-tier block: rows [off, off + cnt) of every
+ * layer's K and V. */
+typedef struct eng_seg {
+    int32_t phys;
+    uint8_t *host;
+    uint32_t off, cnt;
+} eng_seg;
+
+/* One transfer the core asked for, carried out by its device's copy thread. */
+typedef struct eng_copy {
+    eng_node node;          /* first: a node is its copy */
+    struct eng_copy *qnext; /* the copy thread's queue */
+    uint32_t rep, seq;
+    bool to_host;
+    uint64_t id;            /* its number on the device (fences) */
+    uint32_t n_segs;
+    eng_seg segs[];
+} eng_copy;
+
+/* The step in flight on a replica: what its device runs, and what comes back. */
+typedef struct eng_step {
+    eng_node node;          /* first */
+    uint32_t rep;
+    bool ar;
+    /* decoder steps: vLLM V1's flattened batch, in buffers sized at load */
+    cz_step_batch b;
+    int32_t *tokens, *positions, *qsl, *seq_lens, *block_table, *sample_rows, *out_ids;
+    int64_t *slots;
+    uint64_t *counter;      /* per sampled row: its draw's counter (temperature > 0) */
+    uint32_t *row_seq;      /* per sequence of the batch: the core's id */
+    uint32_t *row_tokens;   /* per sequence: tokens in the step */
+    uint32_t *sample_seq;   /* per sampled row: the core's sequence id */
+    uint32_t *sample_pos;   /* per sampled row: the position the sampled id takes */
+    uint32_t cap_tokens, cap_seqs, cap_table;
+    uint32_t inner_rows, inner_steps;
+    /* encoder and vocoder steps */
+    uint32_t *lens;
+    uint32_t n_jobs, cap_jobs;
+    uint64_t seed;
+    uint64_t wait_copy;     /* the copy it waits for (fences) */
+    double kernel_s;
+    cz_step_record rec;
+} eng_step;
+
+/* A sequence's token ids: sampled ones where the replica sampled them, the workload's
+ * synthetic input elsewhere. */
+typedef struct eng_toks {
+    int32_t *ids;
+    uint32_t valid, cap;
+} eng_toks;
+
+/* A sequence's host KV tier: one block-sized chunk per logical block, allocated when
+ * first stored to. */
+typedef struct eng_host {
+    uint8_t **chunk;
+    uint32_t cap;
+    uint32_t pending; /* copies in flight */
+} eng_host;
+
+typedef struct eng_dev {
+    cz_kctx *k;
+    pthread_t worker, copier;
+    bool started_worker, started_copier;
+    pthread_cond_t cv_work, cv_copy;
+    eng_step **q;           /* steps to run, FIFO ring */
+    uint32_t q_head, q_len, q_cap;
+    eng_copy *c_head, *c_tail;
+    uint64_t copies_issued, copies_done;
+    cz_link link;           /* the host-link model behind xfer_eta */
+} eng_dev;
+
+/* A transfer the core asked for, not yet handed to the copy thread. */
+typedef struct eng_pending {
+    cz_xfer x;
+    double bytes, now;
+} eng_pending;
+
+typedef struct eng_rep {
+    uint32_t p, gpu, card;
+    eng_pending *pend;
+    size_t n_pend, cap_pend;
+    cz_server *srv;
+    cz_net *net, *inner;
+    cz_kv_pool *pool;
+    cz_kvmap *map;
+    eng_toks *toks;
+    eng_host *host;
+    size_t n_seq_state, cap_seq_state;
+    eng_step step;
+    bool busy;
+} eng_rep;
+
+typedef struct eng_netkey {
+    uint32_t gpu, card;
+    cz_net *net;
+} eng_netkey;
+
+typedef struct eng {
+    const cz_config *cfg;
+    const cz_workload *wl;
+    cz_metrics *m;
+    cz_deploy *d;
+    cz_evq timers;
+    struct timespec t0;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_main;
+    eng_node *done_head, *done_tail;
+    bool quit;
+    eng_dev *devs;
+    uint32_t n_devs;
+    eng_rep *reps;
+    uint32_t n_reps;
+    eng_netkey *nets;
+    uint32_t n_nets;
+    uint32_t steps_inflight;
+    uint64_t copies_inflight;
+    uint64_t step_seed;
+    cz_sampling sampling;
+    cz_status fail;           /* the first error a callback met (the run stops) */
+    cz_err fail_err;
+} eng;
+
+static double clock_s(const eng *E)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)(ts.tv_sec - E->t0.tv_sec) + (double)(ts.tv_nsec - E->t0.tv_nsec) * 1e-9;
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Called with E->mu held. */
+static void post_done(eng *E, eng_node *n)
+{
+    n->next = NULL;
+    if (E->done_tail)
+        E->done_tail->next = n;
+    else
+        E->done_head = n;
+    E->done_tail = n;
+    pthread_cond_signal(&E->cv_main);
+}
+
+/* ---- device threads ---- */
+
+typedef struct dev_arg {
+    eng *E;
+    uint32_t gpu;
+} dev_arg;
+
+static void run_step(eng *E, eng_step *st)
+{
+    eng_rep *r = &E->reps[st->rep];
+    if (st->ar) {
+        cz_sampling s = E->sampling;
+        if (s.temperature > 0) {
+            for (uint32_t i = 0; i < st->b.n_samples; i++)
+                st->counter[i] = st->seed * 1000003u + i; /* per step and row */
+            s.counter = st->counter;
+        }
+        cz_net_decode(r->net, r->pool, &st->b, &s, st->out_ids, NULL);
+        if (r->inner && st->inner_rows)
+            cz_net_inner(r->inner, st->inner_rows, st->inner_steps);
+    } else {
+        const cz_stage_card *c = &E->cfg->model.stages[r->card];
+        if (c->kind == CZ_STAGE_ENCODER)
+            cz_net_encode(r->net, st->lens, st->n_jobs, st->seed);
+        else
+            cz_net_vocode(r->net, st->lens, st->n_jobs, st->seed);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    dev_arg *a = arg;
+    eng *E = a->E;
+    eng_dev *D = &E->devs[a->gpu];
+    free(a);
+    pthread_mutex_lock(&E->mu);
+    for (;;) {
+        while (!E->quit && D->q_len == 0)
+            pthread_cond_wait(&D->cv_work, &E->mu);
+        if (E->quit)
+            break;
+        eng_step *st = D->q[D->q_head];
+        /* a block it writes is still read by a copy to host memory */
+        while (!E->quit && D->copies_done < st->wait_copy)
+            pthread_cond_wait(&D->cv_work, &E->mu);
+        if (D->copies_done < st->wait_copy)
+            break;
+        D->q_head = (D->q_head + 1) % D->q_cap;
+        D->q_len--;
+        pthread_mutex_unlock(&E->mu);
+        double t0 = mono_s();
+        run_step(E, st);
+        cz_kctx_sync(D->k);
+        st->kernel_s = mono_s() - t0;
+        pthread_mutex_lock(&E->mu);
+        post_done(E, &st->node);
+    }
+    pthread_mutex_unlock(&E->mu);
+    return NULL;
+}
+
+static void run_copy(eng *E, const eng_copy *c)
+{
+    eng_rep *r = &E->reps[c->rep];
+    cz_kctx *k = E->devs[r->gpu].k;
+    const cz_kv_pool *pool = r->pool;
+    size_t el = cz_dtype_size(pool->dt);
+    size_t row = (size_t)pool->kv_heads * pool->head_dim * el;
+    size_t half = (size_t)pool->block_tokens * row; /* one layer's K (or V) of a block */
+    for (uint32_t s = 0; s < c->n_segs; s++) {
+        const eng_seg *g = &c->segs[s];
+        for (uint32_t l = 0; l < pool->layers; l++) {
+            cz_kv_layer v = cz_kv_pool_layer(pool, l);
+            uint8_t *kb = (uint8_t *)v.k + (size_t)g->phys * v.block_stride * el;
+            uint8_t *vb = (uint8_t *)v.v + (size_t)g->phys * v.block_stride * el;
+            uint8_t *hk = g->host + (size_t)l * 2 * half, *hv = hk + half;
+            size_t off = (size_t)g->off * row, n = (size_t)g->cnt * row;
+            if (c->to_host) {
+                cz_kmem_download(k, hk + off, kb + off, n);
+                cz_kmem_download(k, hv + off, vb + off, n);
+            } else {
+                cz_kmem_upload(k, kb + off, hk + off, n);
+                cz_kmem_upload(k, vb + off, hv + off, n);
+            }
+        }
+    }
+    cz_kctx_sync(k);
+}
+
+static void *copier_main(void *arg)
+{
+    dev_arg *a = arg;
+    eng *E = a->E;
+    eng_dev *D = &E->devs[a->gpu];
+    free(a);
+    pthread_mutex_lock(&E->mu);
+    for (;;) {
+        while (!E->quit && !D->c_head)
+            pthread_cond_wait(&D->cv_copy, &E->mu);
+        if (E->quit)
+            break;
+        eng_copy *c = D->c_head;
+        D->c_head = c->qnext;
+        if (!D->c_head)
+            D->c_tail = NULL;
+        pthread_mutex_unlock(&E->mu);
+        run_copy(E, c);
+        pthread_mutex_lock(&E->mu);
+        D->copies_done = c->id;
+        pthread_cond_broadcast(&D->cv_work);
+        post_done(E, &c->node);
+    }
+    pthread_mutex_unlock(&E->mu);
+    return NULL;
+}
+
+/* ---- per-sequence state ---- */
+
+static void ensure_seq_state(eng_rep *r, uint32_t seq)
+{
+    if (seq < r->n_seq_state)
+        return;
+    size_t cap = r->cap_seq_state;
+    cz_grow((void **)&r->toks, &cap, (size_t)seq + 1, sizeof *r->toks);
+    cap = r->cap_seq_state;
+    cz_grow((void **)&r->host, &cap, (size_t)seq + 1, sizeof *r->host);
+    r->cap_seq_state = cap;
+    memset(r->toks + r->n_seq_state, 0, ((size_t)seq + 1 - r->n_seq_state) * sizeof *r->toks);
+    memset(r->host + r->n_seq_state, 0, ((size_t)seq + 1 - r->n_seq_state) * sizeof *r->host);
+    r->n_seq_state = (size_t)seq + 1;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* The id at `pos` of sequence `seq` whose context is `ctx` tokens: sampled, or the
+ * workload's synthetic input (a hash of the seed, the session and the position). */
+static int32_t token_at(eng *E, eng_rep *r, uint32_t seq, uint64_t session, uint32_t pos,
+                        uint32_t ctx)
+{
+    eng_toks *t = &r->toks[seq];
+    if (t->valid > ctx)
+        t->valid = ctx; /* a barge-in cut the context back */
+    if (pos >= t->valid) {
+        if (pos >= t->cap) {
+            size_t cap = t->cap;
+            cz_grow((void **)&t->ids, &cap, (size_t)pos + 1, sizeof *t->ids);
+            t->cap = (uint32_t)cap;
+        }
+        uint32_t vocab = E->cfg->model.stages[r->card].vocab;
+        for (uint32_t i = t->valid; i <= pos; i++)
+            t->ids[i] = (int32_t)(mix64(E->cfg->seed ^ mix64(session * 0x100000001B3ull + r->p) ^
+                                        i) %
+                                  vocab);
+        t->valid = pos + 1;
+    }
+    return t->ids[pos];
+}
+
+static void token_set(eng_rep *r, uint32_t seq, uint32_t pos, int32_t id)
+{
+    eng_toks *t = &r->toks[seq];
+    if (pos > t->valid)
+        return; /* the context moved on without it (cannot happen: asserted by the caller) */
+    if (pos >= t->cap) {
+        size_t cap = t->cap;
+        cz_grow((void **)&t->ids, &cap, (size_t)pos + 1, sizeof *t->ids);
+        t->cap = (uint32_t)cap;
+    }
+    t->ids[pos] = id;
+    t->valid = pos + 1;
+}
+
+/* ---- building a decoder step ---- */
+
+static void add_row_seq(eng *E, eng_rep *r, eng_step *st, uint32_t seq, uint32_t start,
+                        uint32_t n, bool sample)
+{
+    cz_step_batch *b = &st->b;
+    const cz_seq *q = cz_server_seq(r->srv, seq);
+    uint32_t ctx = q->tokens_in + q->generated, bt = r->pool->block_tokens;
+    CZ_ASSERT(b->n_seqs < st->cap_seqs && b->n_tokens + n <= st->cap_tokens);
+    uint32_t bi = b->n_seqs++;
+    st->row_seq[bi] = seq;
+    st->row_tokens[bi] = n;
+    st->qsl[bi] = (int32_t)b->n_tokens;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t pos = start + i, row = b->n_tokens++;
+        st->tokens[row] = token_at(E, r, seq, q->session, pos, ctx);
+        st->positions[row] = (int32_t)pos;
+        int32_t phys = cz_kvmap_block(r->map, seq, pos / bt);
+        CZ_ASSERT(phys >= 0); /* the step's own tokens are always held */
+        st->slots[row] = (int64_t)phys * bt + pos % bt;
+        uint64_t f = cz_kvmap_fence_of(r->map, phys);
+        if (f > st->wait_copy)
+            st->wait_copy = f;
+    }
+    st->qsl[bi + 1] = (int32_t)b->n_tokens;
+    st->seq_lens[bi] = (int32_t)(start + n);
+    if (sample) {
+        st->sample_rows[b->n_samples] = (int32_t)(b->n_tokens - 1);
+        st->sample_seq[b->n_samples] = seq;
+        st->sample_pos[b->n_samples] = start + n;
+        b->n_samples++;
+    }
+}
+
+/* The step's sequences and their tokens, which the map must know before any sync: the
+ * core already counts their blocks. */
+static void mark_inflight(eng_rep *r, const cz_batch *cb)
+{
+    for (uint32_t id = cz_server_decode_first(r->srv); id != NONE;
+         id = cz_server_decode_next(r->srv, id)) {
+        ensure_seq_state(r, id);
+        cz_kvmap_set_inflight(r->map, id, 1);
+    }
+    for (uint32_t k = 0; k < cb->n_items; k++) {
+        ensure_seq_state(r, cb->items[k].seq);
+        cz_kvmap_set_inflight(r->map, cb->items[k].seq, cb->items[k].tokens);
+    }
+}
+
+static void build_ar(eng *E, eng_rep *r, const cz_deploy_step *s)
+{
+    eng_step *st = &r->step;
+    const cz_batch *cb = s->batch;
+    memset(&st->b, 0, sizeof st->b);
+    st->wait_copy = 0;
+    cz_kvmap_sync(r->map, r->srv);
+    for (uint32_t id = cz_server_decode_first(r->srv); id != NONE;
+         id = cz_server_decode_next(r->srv, id)) {
+        const cz_seq *q = cz_server_seq(r->srv, id);
+        add_row_seq(E, r, st, id, q->computed, 1, true);
+    }
+    for (uint32_t k = 0; k < cb->n_items; k++) {
+        const cz_batch_item *it = &cb->items[k];
+        const cz_seq *q = cz_server_seq(r->srv, it->seq);
+        CZ_ASSERT(q->computed == it->ctx_before);
+        bool sample = it->ctx_before + it->tokens == q->tokens_in + q->generated;
+        add_row_seq(E, r, st, it->seq, it->ctx_before, it->tokens, sample);
+    }
+    /* block tables, one row per sequence, as wide as the widest */
+    cz_step_batch *b = &st->b;
+    uint32_t mb = 1;
+    for (uint32_t i = 0; i < b->n_seqs; i++) {
+        uint32_t n;
+        cz_kvmap_table(r->map, st->row_seq[i], &n);
+        if (n > mb)
+            mb = n;
+    }
+    if ((size_t)mb * b->n_seqs > st->cap_table) {
+        size_t cap = st->cap_table;
+        cz_grow((void **)&st->block_table, &cap, (size_t)mb * b->n_seqs,
+                sizeof *st->block_table);
+        st->cap_table = (uint32_t)cap;
+    }
+    for (uint32_t i = 0; i < b->n_seqs; i++) {
+        uint32_t n;
+        const int32_t *t = cz_kvmap_table(r->map, st->row_seq[i], &n);
+        int32_t *row = st->block_table + (size_t)i * mb;
+        if (n)
+            memcpy(row, t, n * sizeof *row);
+        for (uint32_t j = n; j < mb; j++)
+            row[j] = -1;
+    }
+    b->max_blocks = mb;
+    b->tokens = st->tokens;
+    b->positions = st->positions;
+    b->qsl = st->qsl;
+    b->seq_lens = st->seq_lens;
+    b->block_table = st->block_table;
+    b->slots = st->slots;
+    b->sample_rows = st->sample_rows;
+    const cz_server_config *sc = &E->cfg->place[r->p].server;
+    b->window = sc->kv_window_tokens;
+    b->sinks = sc->kv_sink_tokens;
+    const cz_pipe_stage *ps = &E->cfg->model.pipe[r->p];
+    st->inner_rows = ps->inner >= 0 ? b->n_samples : 0;
+    st->inner_steps = ps->inner_steps;
+    cz_step_record *rec = &st->rec;
+    rec->prefill_tokens = cb->prefill_tokens;
+    rec->prefill_seqs = cb->prefill_seqs;
+    rec->prefill_attn_ctx = cb->prefill_attn_ctx;
+    rec->decode_seqs = cb->decode_seqs;
+    rec->decode_ctx_tokens = cb->decode_ctx_tokens;
+    rec->sampled = b->n_samples;
+    rec->predicted_s = cz_config_roofline_step_s(E->cfg, r->p, cb);
+}
+
+static void build_jobs(eng *E, eng_rep *r, const cz_deploy_step *s)
+{
+    eng_step *st = &r->step;
+    if (s->n_jobs > st->cap_jobs) {
+        size_t cap = st->cap_jobs;
+        cz_grow((void **)&st->lens, &cap, s->n_jobs, sizeof *st->lens);
+        st->cap_jobs = (uint32_t)cap;
+    }
+    const cz_stage_card *c = &E->cfg->model.stages[r->card];
+    uint32_t prompt = E->cfg->model.pipe[r->p].prompt_tokens;
+    uint64_t tokens = 0;
+    for (uint32_t i = 0; i < s->n_jobs; i++) {
+        uint32_t t = s->jobs[i].tokens;
+        st->lens[i] = c->kind == CZ_STAGE_ENCODER ? t * c->arch.downsample : t + prompt;
+        tokens += t + (c->kind == CZ_STAGE_ENCODER ? 0 : prompt);
+    }
+    st->n_jobs = s->n_jobs;
+    st->wait_copy = 0;
+    cz_step_record *rec = &st->rec;
+    rec->prefill_tokens = tokens;
+    rec->prefill_seqs = s->n_jobs;
+    rec->predicted_s = cz_config_jobs_step_s(E->cfg, r->p, s->jobs, s->n_jobs);
+}
+
+/* ---- the driver's table ---- */
+
+static void flush_xfers(eng *E);
+
+static void drv_step(void *ctx, const cz_deploy_step *s, double now)
+{
+    eng *E = ctx;
+    eng_rep *r = &E->reps[s->rep];
+    eng_step *st = &r->step;
+    CZ_ASSERT(!r->busy);
+    double t0 = clock_s(E);
+    if (s->srv)
+        mark_inflight(r, s->batch);
+    flush_xfers(E);
+    memset(&st->rec, 0, sizeof st->rec);
+    st->ar = s->srv != NULL;
+    st->seed = ++E->step_seed;
+    if (st->ar)
+        build_ar(E, r, s);
+    else
+        build_jobs(E, r, s);
+    st->rec.replica = s->rep;
+    st->rec.stage = s->p;
+    st->rec.device = s->gpu;
+    st->rec.start_s = now;
+    st->rec.build_s = clock_s(E) - t0;
+    r->busy = true;
+    eng_dev *D = &E->devs[s->gpu];
+    pthread_mutex_lock(&E->mu);
+    CZ_ASSERT(D->q_len < D->q_cap);
+    D->q[(D->q_head + D->q_len) % D->q_cap] = st;
+    D->q_len++;
+    E->steps_inflight++;
+    pthread_cond_signal(&D->cv_work);
+    pthread_mutex_unlock(&E->mu);
+}
+
+static void drv_launched(void *ctx, uint32_t gpu, double now)
+{
+    (void)ctx;
+    (void)gpu;
+    (void)now;
+}
+
+static uint8_t *host_chunk(eng_rep *r, uint32_t seq, uint32_t j)
+{
+    eng_host *h = &r->host[seq];
+    if (j >= h->cap) {
+        uint32_t old = h->cap;
+        size_t cap = h->cap;
+        cz_grow((void **)&h->chunk, &cap, (size_t)j + 1, sizeof *h->chunk);
+        h->cap = (uint32_t)cap;
+        memset(h->chunk + old, 0, (h->cap - old) * sizeof *h->chunk);
+    }
+    if (!h->chunk[j])
+        h->chunk[j] = cz_xmalloc(r->pool->block_bytes);
+    return h->chunk[j];
+}
+
+/* Hands one transfer to its device's copy thread: the blocks it reads or writes are named
+ * now, from the map as it stands. */
+static void issue_copy(eng *E, uint32_t rep, const cz_xfer *x, double bytes, double now)
+{
+    eng_rep *r = &E->reps[rep];
+    eng_dev *D = &E->devs[r->gpu];
+    CZ_ASSERT(x->tokens > 0);
+    ensure_seq_state(r, x->seq);
+    uint32_t bt = r->pool->block_tokens;
+    uint32_t j0 = x->first / bt, j1 = (x->first + x->tokens - 1) / bt;
+    uint32_t n = j1 - j0 + 1;
+    eng_copy *c = cz_xmalloc(sizeof *c + n * sizeof c->segs[0]);
+    memset(c, 0, sizeof *c);
+    c->node.kind = NODE_COPY;
+    c->rep = rep;
+    c->seq = x->seq;
+    c->to_host = x->to_host;
+    c->n_segs = n;
+    pthread_mutex_lock(&E->mu);
+    c->id = ++D->copies_issued;
+    pthread_mutex_unlock(&E->mu);
+    for (uint32_t j = j0; j <= j1; j++) {
+        uint32_t lo = j == j0 ? x->first % bt : 0;
+        uint32_t hi = j == j1 ? (x->first + x->tokens - 1) % bt + 1 : bt;
+        int32_t phys = cz_kvmap_block(r->map, x->seq, j);
+        CZ_ASSERT(phys >= 0);
+        eng_seg *g = &c->segs[j - j0];
+        g->phys = phys;
+        g->host = host_chunk(r, x->seq, j);
+        g->off = lo;
+        g->cnt = hi - lo;
+        if (x->to_host)
+            cz_kvmap_fence(r->map, phys, c->id);
+    }
+    r->host[x->seq].pending++;
+    cz_link_submit(&D->link, now, bytes, x->to_host);
+    pthread_mutex_lock(&E->mu);
+    if (D->c_tail)
+        D->c_tail->qnext = c;
+    else
+        D->c_head = c;
+    D->c_tail = c;
+    E->copies_inflight++;
+    pthread_cond_signal(&D->cv_copy);
+    pthread_mutex_unlock(&E->mu);
+}
+
+/* The transfers asked for since the last flush: stores first, reading the blocks the
+ * sequences held when the core asked (a cut tail is gone from the core's count but not
+ * yet from the map), then the map follows the core, then loads write the blocks the core
+ * has just given. Called after every call into the runtime and before a step is built. */
+static void flush_xfers(eng *E)
+{
+    for (uint32_t ri = 0; ri < E->n_reps; ri++) {
+        eng_rep *r = &E->reps[ri];
+        if (r->n_pend == 0)
+            continue;
+        for (size_t i = 0; i < r->n_pend; i++)
+            if (r->pend[i].x.to_host)
+                issue_copy(E, ri, &r->pend[i].x, r->pend[i].bytes, r->pend[i].now);
+        cz_kvmap_sync(r->map, r->srv);
+        for (size_t i = 0; i < r->n_pend; i++)
+            if (!r->pend[i].x.to_host)
+                issue_copy(E, ri, &r->pend[i].x, r->pend[i].bytes, r->pend[i].now);
+        r->n_pend = 0;
+    }
+}
+
+static void drv_xfer(void *ctx, uint32_t rep, uint32_t gpu, const cz_xfer *x, double bytes,
+                     double now)
+{
+    eng *E = ctx;
+    eng_rep *r = &E->reps[rep];
+    (void)gpu;
+    cz_grow((void **)&r->pend, &r->cap_pend, r->n_pend + 1, sizeof *r->pend);
+    r->pend[r->n_pend++] = (eng_pending){*x, bytes, now};
+}
+
+static double drv_xfer_eta(void *ctx, uint32_t gpu, double bytes, bool to_host, double now)
+{
+    eng *E = ctx;
+    return cz_link_eta(&E->devs[gpu].link, now, bytes, to_host);
+}
+
+static void drv_timer(void *ctx, double t, uint32_t kind, uint32_t a, uint32_t b)
+{
+    eng *E = ctx;
+    cz_evq_push(&E->timers, t, kind, a, b);
+}
+
+static void drv_turn_opened(void *ctx, uint32_t rep, uint32_t seq, uint64_t rec, uint32_t in,
+                            uint32_t out)
+{
+    eng *E = ctx;
+    (void)rec;
+    (void)in;
+    (void)out;
+    if (E->reps[rep].srv)
+        ensure_seq_state(&E->reps[rep], seq);
+}
+
+/* ---- completions ---- */
+
+static void step_finished(eng *E, eng_step *st, double now)
+{
+    eng_rep *r = &E->reps[st->rep];
+    if (st->ar) {
+        for (uint32_t i = 0; i < st->b.n_samples; i++)
+            token_set(r, st->sample_seq[i], st->sample_pos[i], st->out_ids[i]);
+        for (uint32_t i = 0; i < st->b.n_seqs; i++)
+            cz_kvmap_set_inflight(r->map, st->row_seq[i], 0);
+    }
+    st->rec.kernel_s = st->kernel_s;
+    st->rec.end_s = now;
+    cz_metrics_add_step(E->m, &st->rec);
+    r->busy = false;
+    cz_deploy_step_done(E->d, st->rep, now);
+    flush_xfers(E);
+    /* after every step the physical pool holds exactly what the core counts */
+    if (r->srv)
+        cz_kvmap_sync(r->map, r->srv);
+}
+
+static void copy_finished(eng *E, eng_copy *c, double now)
+{
+    eng_rep *r = &E->reps[c->rep];
+    CZ_ASSERT(r->host[c->seq].pending > 0);
+    r->host[c->seq].pending--;
+    uint32_t rep = c->rep, seq = c->seq;
+    bool to_host = c->to_host;
+    free(c);
+    cz_deploy_xfer_done(E->d, rep, seq, to_host, now);
+    flush_xfers(E);
+}
+
+/* ---- loading ---- */
+
+static cz_status load_nets(eng *E, uint32_t threads_total, cz_err *err)
+{
+    const cz_config *cfg = E->cfg;
+    E->n_devs = cfg->n_gpus;
+    E->devs = cz_xcalloc(E->n_devs, sizeof *E->devs);
+    uint32_t per = threads_total / E->n_devs;
+    if (per == 0)
+        per = 1;
+    for (uint32_t g = 0; g < E->n_devs; g++) {
+        eng_dev *D = &E->devs[g];
+        cz_status st = cz_kctx_cpu_create(per, &D->k, err);
+        if (st != CZ_OK)
+            return st;
+        pthread_cond_init(&D->cv_work, NULL);
+        pthread_cond_init(&D->cv_copy, NULL);
+    }
+    return CZ_OK;
+}
+
+static cz_net *net_for(eng *E, uint32_t gpu, uint32_t card, cz_err *err, cz_status *st)
+{
+    for (uint32_t i = 0; i < E->n_nets; i++)
+        if (E->nets[i].gpu == gpu && E->nets[i].card == card)
+            return E->nets[i].net;
+    const cz_config *cfg = E->cfg;
+    const cz_stage_card *c = &cfg->model.stages[card];
+    cz_net_source src = {
+        .checkpoint = NULL,
+        .seed = cfg->seed * 1000003u + card,
+        .dtype = (cz_dtype)cfg->engine.dtype,
+    };
+    if (strcmp(cfg->engine.weights, "random") != 0 && c->kind == CZ_STAGE_AR &&
+        card == cfg->model.pipe[0].stage)
+        src.checkpoint = cfg->engine.weights;
+    cz_net *n = NULL;
+    *st = cz_net_create(E->devs[gpu].k, c, &src, &n, err);
+    if (*st != CZ_OK) {
+        cz_err_prefix(err, "engine: stage '%s': ", c->name);
+        return NULL;
+    }
+    E->nets = cz_xrealloc(E->nets, E->n_nets + 1, sizeof *E->nets);
+    E->nets[E->n_nets++] = (eng_netkey){gpu, card, n};
+    return n;
+}
+
+static void alloc_step(eng_step *st, uint32_t tokens, uint32_t seqs, uint32_t samples)
+{
+    st->cap_tokens = tokens;
+    st->cap_seqs = seqs;
+    st->tokens = cz_xmalloc(tokens * sizeof *st->tokens);
+    st->positions = cz_xmalloc(tokens * sizeof *st->positions);
+    st->slots = cz_xmalloc(tokens * sizeof *st->slots);
+    st->qsl = cz_xmalloc((seqs + 1) * sizeof *st->qsl);
+    st->seq_lens = cz_xmalloc(seqs * sizeof *st->seq_lens);
+    st->row_seq = cz_xmalloc(seqs * sizeof *st->row_seq);
+    st->row_tokens = cz_xmalloc(seqs * sizeof *st->row_tokens);
+    st->sample_rows = cz_xmalloc(samples * sizeof *st->sample_rows);
+    st->sample_seq = cz_xmalloc(samples * sizeof *st->sample_seq);
+    st->sample_pos = cz_xmalloc(samples * sizeof *st->sample_pos);
+    st->out_ids = cz_xmalloc(samples * sizeof *st->out_ids);
+    st->counter = cz_xmalloc(samples * sizeof *st->counter);
+}
+
+/* The longest job an encoder or vocoder stage `p` can be given: a vocoder's chunk and the
+ * context it re-reads; an encoder's fixed token count or the workload's longest input of
+ * its modality. */
+static uint64_t job_tokens_max(const eng *E, uint32_t p)
+{
+    const cz_pipe_stage *ps = &E->cfg->model.pipe[p];
+    const cz_stage_card *c = &E->cfg->model.stages[ps->stage];
+    if (c->kind == CZ_STAGE_VOCODER)
+        return (uint64_t)ps->chunk_tokens + ps->overlap_tokens;
+    if (ps->input_tokens)
+        return ps->input_tokens;
+    uint64_t most = 1;
+    for (uint32_t i = 0; i < E->wl->n_turns; i++) {
+        const cz_turn *t = &E->wl->turns[i];
+        uint64_t n = ps->io == CZ_IO_IMAGE ? t->in_image_tokens : t->in_audio_tokens;
+        if (n > most)
+            most = n;
+    }
+    return most;
+}
+
+static cz_status load_replicas(eng *E, cz_err *err)
+{
+    const cz_config *cfg = E->cfg;
+    E->n_reps = cz_deploy_replicas(E->d);
+    E->reps = cz_xcalloc(E->n_reps, sizeof *E->reps);
+    for (uint32_t ri = 0; ri < E->n_reps; ri++) {
+        cz_deploy_replica dr = cz_deploy_replica_at(E->d, ri);
+        eng_rep *r = &E->reps[ri];
+        r->p = dr.p;
+        r->gpu = dr.gpu;
+        r->card = cfg->model.pipe[dr.p].stage;
+        r->srv = dr.srv;
+        r->step.node.kind = NODE_STEP;
+        r->step.rep = ri;
+        E->devs[dr.gpu].q_cap++;
+        cz_status st = CZ_OK;
+        r->net = net_for(E, dr.gpu, r->card, err, &st);
+        if (!r->net)
+            return st;
+        const cz_stage_card *c = &cfg->model.stages[r->card];
+        const cz_pipe_stage *ps = &cfg->model.pipe[dr.p];
+        if (ps->inner >= 0 && !(r->inner = net_for(E, dr.gpu, (uint32_t)ps->inner, err, &st)))
+            return st;
+        if (!r->srv) {
+            /* the largest step its queue can form: max_batch jobs of the longest job, within
+             * max_tokens (whose default, unbounded in effect, must not size buffers) */
+            uint64_t job = job_tokens_max(E, dr.p);
+            uint64_t mb = cfg->place[dr.p].max_batch ? cfg->place[dr.p].max_batch : 64;
+            uint64_t mt = mb * job;
+            if (cfg->place[dr.p].max_tokens && cfg->place[dr.p].max_tokens < mt)
+                mt = cfg->place[dr.p].max_tokens;
+            uint64_t ds = c->kind == CZ_STAGE_ENCODER && c->arch.downsample ? c->arch.downsample
+                                                                            : 1;
+            cz_net_reserve(r->net, (uint32_t)(mt * ds + mb * ps->prompt_tokens), (uint32_t)mb,
+                           (uint32_t)(job * ds + ps->prompt_tokens));
+            continue;
+        }
+        const cz_server_config *sc = &cfg->place[dr.p].server;
+        double bytes = (double)sc->kv_blocks * sc->block_tokens *
+                       cz_stage_kv_bytes_per_token(c) / (c->kv_bytes ? c->kv_bytes : 2) *
+                       (double)cz_dtype_size((cz_dtype)cfg->engine.kv_dtype);
+        if (bytes > cfg->engine.max_kv_bytes)
+            return cz_err_set(err, CZ_EINVAL,
+                              "engine: stage '%s' replica %u: its KV pool of %u blocks needs "
+                              "%.0f MiB, above engine.max_kv_bytes (%.0f MiB); set "
+                              "server.kv_blocks, a smaller hardware card or "
+                              "engine.max_kv_bytes",
+                              c->name, ri, sc->kv_blocks, bytes / 1048576.0,
+                              cfg->engine.max_kv_bytes / 1048576.0);
+        uint32_t reserve = 0;
+        if (sc->kv_window_tokens)
+            reserve = sc->max_num_batched_tokens / sc->block_tokens + 2 * sc->max_num_seqs + 2;
+        if ((st = cz_kv_pool_create(E->devs[dr.gpu].k, c, sc->kv_blocks + reserve,
+                                    sc->block_tokens, (cz_dtype)cfg->engine.kv_dtype, &r->pool,
+                                    err)) != CZ_OK)
+            return cz_err_prefix(err, "engine: ");
+        r->map = cz_kvmap_create(sc->kv_blocks, reserve, sc->block_tokens, sc->kv_sink_tokens,
+                                 sc->kv_window_tokens);
+        uint32_t max_ctx = sc->max_model_len ? sc->max_model_len
+                                             : sc->kv_blocks * sc->block_tokens;
+        if (sc->kv_window_tokens && max_ctx > sc->kv_window_tokens + sc->kv_sink_tokens +
+                                                  sc->max_num_batched_tokens)
+            max_ctx = sc->kv_window_tokens + sc->kv_sink_tokens + sc->max_num_batched_tokens;
+        uint32_t tokens = sc->max_num_batched_tokens, seqs = sc->max_num_seqs;
+        cz_net_reserve(r->net, tokens, seqs, max_ctx);
+        if (r->inner)
+            cz_net_reserve(r->inner, seqs, seqs, ps->inner_steps + 1);
+        alloc_step(&r->step, tokens, seqs, seqs);
+    }
+    for (uint32_t g = 0; g < E->n_devs; g++) {
+        eng_dev *D = &E->devs[g];
+        if (D->q_cap == 0)
+            D->q_cap = 1;
+        D->q = cz_xmalloc(D->q_cap * sizeof *D->q);
+    }
+    return CZ_OK;
+}
+
+/* The host link's model for the preload admission check: this machine's copy rate. */
+static double measure_copy_Bps(void)
+{
+    size_t n = 32u << 20;
+    uint8_t *a = cz_xmalloc(n), *b = cz_xmalloc(n);
+    memset(a, 1, n);
+    memset(b, 2, n);
+    double best = INFINITY;
+    for (int i = 0; i < 3; i++) {
+        double t0 = mono_s();
+        memcpy(b, a, n);
+        double t = mono_s() - t0;
+        if (t < best)
+            best = t;
+    }
+    volatile uint8_t sink = b[n / 2];
+    (void)sink;
+    free(a);
+    free(b);
+    return best > 0 ? (double)n / best : 1e10;
+}
+
+static void stop_threads(eng *E)
+{
+    pthread_mutex_lock(&E->mu);
+    E->quit = true;
+    for (uint32_t g = 0; g < E->n_devs; g++) {
+        pthread_cond_broadcast(&E->devs[g].cv_work);
+        pthread_cond_broadcast(&E->devs[g].cv_copy);
+    }
+    pthread_mutex_unlock(&E->mu);
+    for (uint32_t g = 0; g < E->n_devs; g++) {
+        if (E->devs[g].started_worker)
+            pthread_join(E->devs[g].worker, NULL);
+        if (E->devs[g].started_copier)
+            pthread_join(E->devs[g].copier, NULL);
+        E->devs[g].started_worker = E->devs[g].started_copier = false;
+    }
+}
+
+static void free_step(eng_step *st)
+{
+    free(st->tokens);
+    free(st->positions);
+    free(st->slots);
+    free(st->qsl);
+    free(st->seq_lens);
+    free(st->row_seq);
+    free(st->row_tokens);
+    free(st->sample_rows);
+    free(st->sample_seq);
+    free(st->sample_pos);
+    free(st->out_ids);
+    free(st->counter);
+    free(st->block_table);
+    free(st->lens);
+}
+
+static void eng_free(eng *E)
+{
+    stop_threads(E);
+    /* copies never run (a cut run) */
+    for (uint32_t g = 0; E->devs && g < E->n_devs; g++) {
+        eng_copy *c = E->devs[g].c_head;
+        while (c) {
+            eng_copy *n = c->qnext;
+            free(c);
+            c = n;
+        }
+    }
+    for (eng_node *n = E->done_head; n;) {
+        eng_node *next = n->next;
+        if (n->kind == NODE_COPY)
+            free(n);
+        n = next;
+    }
+    for (uint32_t ri = 0; E->reps && ri < E->n_reps; ri++) {
+        eng_rep *r = &E->reps[ri];
+        for (size_t i = 0; i < r->n_seq_state; i++) {
+            free(r->toks[i].ids);
+            for (uint32_t j = 0; j < r->host[i].cap; j++)
+                free(r->host[i].chunk[j]);
+            free(r->host[i].chunk);
+        }
+        free(r->toks);
+        free(r->host);
+        free(r->pend);
+        free_step(&r->step);
+        cz_kvmap_free(r->map);
+        cz_kv_pool_free(r->pool);
+    }
+    free(E->reps);
+    for (uint32_t i = 0; i < E->n_nets; i++)
+        cz_net_free(E->nets[i].net);
+    free(E->nets);
+    for (uint32_t g = 0; E->devs && g < E->n_devs; g++) {
+        free(E->devs[g].q);
+        if (E->devs[g].k)
+            cz_kctx_free(E->devs[g].k);
+        pthread_cond_destroy(&E->devs[g].cv_work);
+        pthread_cond_destroy(&E->devs[g].cv_copy);
+    }
+    free(E->devs);
+    cz_evq_free(&E->timers);
+    cz_deploy_free(E->d);
+    pthread_cond_destroy(&E->cv_main);
+    pthread_mutex_destroy(&E->mu);
+}
+
+static cz_status start_threads(eng *E, cz_err *err)
+{
+    for (uint32_t g = 0; g < E->n_devs; g++) {
+        eng_dev *D = &E->devs[g];
+        dev_arg *a = cz_xmalloc(sizeof *a), *b = cz_xmalloc(sizeof *b);
+        *a = (dev_arg){E, g};
+        *b = (dev_arg){E, g};
+        if (pthread_create(&D->worker, NULL, worker_main, a) != 0) {
+            free(a);
+            free(b);
+            return cz_err_set(err, CZ_ENOMEM, "engine: cannot start device %u's thread", g);
+        }
+        D->started_worker = true;
+        if (pthread_create(&D->copier, NULL, copier_main, b) != 0) {
+            free(b);
+            return cz_err_set(err, CZ_ENOMEM, "engine: cannot start device %u's copy thread",
+                              g);
+        }
+        D->started_copier = true;
+    }
+    return CZ_OK;
+}
+
+/* ---- the run ---- */
+
+cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
+                        const cz_engine_opts *opts, cz_run_stats *stats, bool *partial,
+                        cz_run_progress_fn progress, void *progress_ctx, cz_err *err)
+{
+    memset(stats, 0, sizeof *stats);
+    *partial = false;
+    const char *backend = opts && opts->backend ? opts->backend : "cpu";
+    if (strcmp(backend, "cpu") != 0)
+        return cz_err_set(err, CZ_EINVAL,
+                          "engine: backend '%s' is not available in this build (expected "
+                          "\"cpu\")",
+                          backend);
+    if (cfg->cross_stage)
+        return cz_err_set(err, CZ_EINVAL,
+                          "engine: scheduler '%s' is a cross-stage executor (Nova), which only "
+                          "the simulator runs; the engine runs per-stage schedulers",
+                          cfg->scheduler);
+    eng E;
+    memset(&E, 0, sizeof E);
+    E.cfg = cfg;
+    E.wl = wl;
+    E.m = m;
+    pthread_mutex_init(&E.mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* timed waits on the run's clock */
+    pthread_cond_init(&E.cv_main, &ca);
+    pthread_condattr_destroy(&ca);
+    cz_evq_init(&E.timers, (size_t)wl->n_sessions + wl->n_streams + 16);
+    E.sampling = (cz_sampling){.temperature = (float)cfg->engine.temperature,
+                               .top_k = cfg->engine.top_k,
+                               .top_p = (float)cfg->engine.top_p,
+                               .seed = cfg->seed};
+    cz_driver drv = {
+        .ctx = &E,
+        .step = drv_step,
+        .launched = drv_launched,
+        .xfer = drv_xfer,
+        .xfer_eta = drv_xfer_eta,
+        .timer = drv_timer,
+        .turn_opened = drv_turn_opened,
+    };
+    uint32_t threads = opts && opts->threads ? opts->threads : cfg->engine.threads;
+    if (threads == 0)
+        threads = cz_kctx_cpu_default_threads();
+    cz_status st = cz_deploy_create(cfg, wl, m, &drv, &E.d, err);
+    if (st == CZ_OK)
+        st = load_nets(&E, threads, err);
+    if (st == CZ_OK)
+        st = load_replicas(&E, err);
+    if (st == CZ_OK) {
+        double bw = measure_copy_Bps();
+        for (uint32_t g = 0; g < E.n_devs; g++)
+            cz_link_init(&E.devs[g].link, bw, 5e-6, true);
+        st = start_threads(&E, err);
+    }
+    if (st != CZ_OK) {
+        eng_free(&E);
+        return st;
+    }
+
+    clock_gettime(CLOCK_MONOTONIC, &E.t0);
+    cz_deploy_start(E.d);
+    flush_xfers(&E);
+    double now = 0.0, last_progress = 0.0;
+    bool cut = false;
+    uint64_t arrived, finished;
+    for (;;) {
+        if (opts && opts->stop && *opts->stop) {
+            cut = true;
+            *partial = true;
+            now = clock_s(&E);
+            break;
+        }
+        /* completions first, in the order the devices reported them */
+        pthread_mutex_lock(&E.mu);
+        eng_node *n = E.done_head;
+        if (n) {
+            E.done_head = n->next;
+            if (!E.done_head)
+                E.done_tail = NULL;
+            if (n->kind == NODE_STEP)
+                E.steps_inflight--;
+            else
+                E.copies_inflight--;
+        }
+        pthread_mutex_unlock(&E.mu);
+        if (n) {
+            now = clock_s(&E);
+            if (now > cfg->max_time_s) {
+                cut = true;
+                if (n->kind == NODE_COPY)
+                    free(n);
+                break;
+            }
+            stats->events++;
+            if (n->kind == NODE_STEP)
+                step_finished(&E, (eng_step *)n, now);
+            else
+                copy_finished(&E, (eng_copy *)n, now);
+            continue;
+        }
+        /* timers that are due */
+        const cz_event *top = cz_evq_peek(&E.timers);
+        now = clock_s(&E);
+        if (top && top->t_s <= now) {
+            if (top->t_s > cfg->max_time_s) {
+                cut = true;
+                break;
+            }
+            cz_event ev;
+            cz_evq_pop(&E.timers, &ev);
+            stats->events++;
+            cz_deploy_timer(E.d, now, ev.type, ev.arg, ev.arg2);
+            flush_xfers(&E);
+            continue;
+        }
+        if (now > cfg->max_time_s) {
+            cut = true;
+            break;
+        }
+        if (progress && now - last_progress >= 0.5) {
+            last_progress = now;
+            cz_deploy_counts(E.d, &arrived, &finished);
+            cz_run_progress pr = {now, stats->events, arrived, finished, wl->n_turns, false};
+            progress(progress_ctx, &pr);
+        }
+        /* nothing due: wait for a completion, the next timer or the next progress line */
+        pthread_mutex_lock(&E.mu);
+        bool idle = !top && E.steps_inflight == 0 && E.copies_inflight == 0 && !E.done_head;
+        if (idle) {
+            pthread_mutex_unlock(&E.mu);
+            break; /* drained */
+        }
+        if (!E.done_head) {
+            double until = fmin(top ? top->t_s : INFINITY, now + 0.05);
+            until = fmin(until, cfg->max_time_s + 1e-3);
+            double abs_t = (double)E.t0.tv_sec + (double)E.t0.tv_nsec * 1e-9 + until;
+            struct timespec ts = {.tv_sec = (time_t)abs_t,
+                                  .tv_nsec = (long)((abs_t - floor(abs_t)) * 1e9)};
+            pthread_cond_timedwait(&E.cv_main, &E.mu, &ts);
+        }
+        pthread_mutex_unlock(&E.mu);
+    }
+    stop_threads(&E);
+    st = cz_deploy_finish(E.d, cut, now, stats, err);
+    stats->sim_time_s = now;
+    if (progress) {
+        cz_deploy_counts(E.d, &arrived, &finished);
+        cz_run_progress pr = {now, stats->events, arrived, finished, wl->n_turns, true};
+        progress(progress_ctx, &pr);
+    }
+    eng_free(&E);
+    if (st == CZ_OK)
+        st = cz_metrics_check(m, err);
+    return st;
+}

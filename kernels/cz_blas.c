@@ -1,0 +1,24 @@
+/* cz_blas.c - the CPU backend's one entry into OpenBLAS's GEMM.
+ *
+ * The ops call OpenBLAS's Fortran symbol sgemm_, not cblas_sgemm: GSL's pkg-config file
+ * links GSL's reference CBLAS (libgslcblas, a plain triple loop) into every program of
+ * the project, and a program that links both libraries binds cblas_sgemm to whichever
+ * comes first on its link line (core's GSL did, for the kernel tests: GEMMs ran tens of
+ * times slower). libgslcblas has no sgemm_, so this call always reaches OpenBLAS, while
+ * GSL's own BLAS calls keep the reference CBLAS they are pinned with. */
+#include <f77blas.h>
+
+#include "cz_kernels_cpu.h"
+
+void cz__sgemm(bool ta, bool tb, uint32_t m, uint32_t n, uint32_t kd, const float *a,
+               uint32_t lda, const float *b, uint32_t ldb, float beta, float *c, uint32_t ldc)
+{
+    /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
+    char tra = ta ? 'T' : 'N', trb = tb ? 'T' : 'N';
+    blasint M = (blasint)n, N = (blasint)m, K = (blasint)kd;
+    blasint la = (blasint)lda, lb = (blasint)ldb, lc = (blasint)ldc;
+    float one = 1.0f;
+    if (!m || !n)
+        return;
+    sgemm_(&trb, &tra, &M, &N, &K, &one, (float *)b, &lb, (float *)a, &la, &beta, c, &lc);
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# tests/engine.sh CADENZA SOURCE_ROOT - `cadenza replay` on the CPU engine: a trace replay
+# whose every request is accounted for with the simulator's counts, the /steps table, the
+# omni pipeline with barge-in and the host tier, windowed streams, Ctrl-C as a partial run,
+# and the configs the engine refuses (exit 2, naming why). Prints "N passed, N failed".
+set -u
+cz=$1
+root=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/check.sh"
+expect_exit() { # code, command...
+    local want=$1
+    shift
+    "$@" >"$tmp/cmd.out" 2>"$tmp/cmd.err"
+    [ $? -eq "$want" ]
+}
+num() { # file key: the first number of "key" in a JSON summary
+    grep -o "\"$2\":[[:space:]]*[-0-9.e+]*" "$1" | head -1 | sed 's/.*:[[:space:]]*//'
+}
+
+cpu="$root/experiments/engine/cpu.json"
+check "replay --help" "$cz" replay --help
+check "replay needs a config" expect_exit 2 "$cz" replay
+check "an unknown backend is a usage error" expect_exit 2 "$cz" replay "$cpu" --backend cuda
+check "a bad thread count is a usage error" expect_exit 2 "$cz" replay "$cpu" --threads 0
+
+# a trace replay: every request accounted for, as many as the simulator serves
+check "replay of 8 trace requests" "$cz" replay "$cpu" --set workload.max_requests=8 \
+    -o "$tmp/r.h5" --summary "$tmp/r.json" --no-progress
+check "the summary says the engine ran it, whole" bash -c \
+    "grep -q '\"driver\":[[:space:]]*\"engine\"' '$tmp/r.json' &&
+     grep -q '\"partial\":[[:space:]]*false' '$tmp/r.json'"
+check "every request completed" bash -c "[ \"\$(grep -o '\"completed\":[[:space:]]*[0-9]*' '$tmp/r.json' | head -1 | grep -o '[0-9]*$')\" = 8 ]"
+"$cz" sim "$cpu" --set workload.max_requests=8 --summary "$tmp/s.json" --quiet
+check "the simulator serves the same requests" bash -c \
+    "[ -n '$(num "$tmp/s.json" completed)' ] && [ '$(num "$tmp/r.json" completed)' = '$(num "$tmp/s.json" completed)' ] &&
+     [ '$(num "$tmp/r.json" generated_tokens)' = '$(num "$tmp/s.json" generated_tokens)' ]"
+check "the results file has a /steps table" grep -q steps "$tmp/r.h5"
+check "the engine's step line" bash -c \
+    "'$cz' replay '$cpu' --set workload.max_requests=2 --no-progress 2>&1 >/dev/null |
+     grep -Eq '^engine: [1-9][0-9]* steps'"
+
+# Ctrl-C: the run stops, writes what it has, marked partial, every turn accounted for
+timeout -s INT 4 "$cz" replay "$cpu" --summary "$tmp/p.json" --no-progress >"$tmp/p.out" 2>&1
+check "Ctrl-C writes a partial summary" grep -q '"partial":[[:space:]]*true' "$tmp/p.json"
+check "a partial run accounts for every request" bash -c \
+    "grep -q 'requests 40: completed' '$tmp/p.out' && grep -q 'unfinished' '$tmp/p.out'"
+
+# the omni pipeline: encoder, thinker, talker with its code predictor, vocoder; barge-in
+# and the host tier's copies
+check "omni pipeline with barge-in and offload" "$cz" replay \
+    "$root/experiments/engine/omni_barge_in.json" --set workload.synthetic.requests=4 \
+    --set workload.arrivals.concurrency=2 --set workload.synthetic.output_tokens=8 \
+    --set workload.barge_in.p=0.5 --summary "$tmp/o.json" --no-progress
+check "its spoken turns are all accounted for" grep -q '"spoken_turns":[[:space:]]*4' "$tmp/o.json"
+
+# windowed KV with sinks (Metronome) on periodic streams
+cat >"$tmp/win.json" <<'JSON'
+{"model": "tiny-llama", "hardware": "cpu-host",
+ "server": {"kv_blocks": 512, "kv_sink_tokens": 16, "kv_window_tokens": 128,
+            "max_num_batched_tokens": 512, "max_num_seqs": 16},
+ "workload": {"streams": {"count": 4, "frame_period_s": 0.5, "tokens_in_per_frame": 25,
+                          "tokens_out_per_frame": 30, "duration_s": 4, "stagger": "random"}}}
+JSON
+check "windowed streams run" "$cz" replay "$tmp/win.json" --summary "$tmp/w.json" --no-progress
+check "every frame is accounted for" bash -c \
+    "[ \"\$(grep -o '\"frames\":[[:space:]]*[0-9]*' '$tmp/w.json' | head -1 | grep -o '[0-9]*$')\" = 32 ]"
+
+# configs the engine refuses
+check "a pool sized for a GPU is refused" expect_exit 2 "$cz" replay "$cpu" \
+    --set hardware=h100-sxm --set server.kv_blocks=0
+check "the message names engine.max_kv_bytes" grep -q max_kv_bytes "$tmp/cmd.err"
+check "Nova's cross-stage executor is refused" expect_exit 2 "$cz" replay \
+    "$root/experiments/nova/$(ls "$root/experiments/nova" | grep -v sweep | head -1)"
+check "the message says why" grep -q cross-stage "$tmp/cmd.err"
+check "a missing checkpoint names the folder" expect_exit 2 "$cz" replay "$cpu" \
+    --set engine.weights=/nonexistent-ckpt
+check "the message names it" grep -q nonexistent-ckpt "$tmp/cmd.err"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
