@@ -372,6 +372,39 @@ Test(net, sampling_is_seeded)
     cz_kctx_free(k);
 }
 
+/* More sampled rows than the reserve's sequences go through the head in chunks: the same
+ * ids and logits as in one pass. */
+Test(net, sampled_rows_beyond_max_seqs)
+{
+    cz_kctx *k = mk(2);
+    cz_model_card m = card_of("tiny-llama");
+    const cz_stage_card *s = &m.stages[0];
+    cz_net *one = net_of(k, s, CZ_F32, 13), *four = net_of(k, s, CZ_F32, 13);
+    cz_kv_pool *kv = pool_of(k, s, MAXB, CZ_F32);
+    cz_net_reserve(one, 32, 1, MAXB * BT);
+    cz_net_reserve(four, 32, 4, MAXB * BT);
+    int32_t toks[32], bt[MAXB], ids1[3], ids4[3], rows[3] = {3, 7, 19};
+    prompt_of(toks, 20, s->vocab, 14);
+    contiguous(bt, 0);
+    step st;
+    uint32_t cached = 0, q = 20, V = s->vocab;
+    const int32_t *tk[1] = {toks}, *tb[1] = {bt};
+    float *a = malloc((size_t)3 * V * sizeof(float)), *b = malloc((size_t)3 * V * sizeof(float));
+    build(&st, 1, tk, &cached, &q, tb, 0, 0);
+    st.b.sample_rows = rows;
+    st.b.n_samples = 3;
+    cz_net_decode(one, kv, &st.b, NULL, ids1, a);
+    cz_net_decode(four, kv, &st.b, NULL, ids4, b);
+    cr_assert_arr_eq(ids1, ids4, sizeof ids1);
+    near(a, b, (size_t)3 * V, "chunks of one row against one pass");
+    free(a);
+    free(b);
+    cz_kv_pool_free(kv);
+    cz_net_free(one);
+    cz_net_free(four);
+    cz_kctx_free(k);
+}
+
 /* ---- encoders, vocoders, code predictors ---- */
 
 Test(net, tiny_omni_stages_run_with_their_counts)
