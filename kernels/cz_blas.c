@@ -1,11 +1,11 @@
 /* cz_blas.c - the CPU backend's one entry into OpenBLAS's GEMM.
  *
- * The ops call OpenBLAS's Fortran symbol sgemm_, not cblas_sgemm: GSL's pkg-config file
- * links GSL's reference CBLAS (libgslcblas, a plain triple loop) into every program of
- * the project, and a program that links both libraries binds cblas_sgemm to whichever
- * comes first on its link line (core's GSL did, for the kernel tests: GEMMs ran tens of
- * times slower). libgslcblas has no sgemm_, so this call always reaches OpenBLAS, while
- * GSL's own BLAS calls keep the reference CBLAS they are pinned with. */
+ * The ops call OpenBLAS's Fortran symbol sgemm_, not cblas_sgemm. The project links GSL
+ * against OpenBLAS as its CBLAS (meson.build builds gsl_dep so), but GSL's pkg-config file
+ * names its reference CBLAS (libgslcblas, a plain triple loop), and a program that links
+ * both binds cblas_sgemm to whichever comes first on its link line: GEMMs then run tens of
+ * times slower. libgslcblas has no sgemm_, so this call reaches OpenBLAS whatever a link
+ * line holds. */
 #include <f77blas.h>
 
 #include "cz_kernels_cpu.h"
