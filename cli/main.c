@@ -32,7 +32,8 @@ int cz_cli_fail(const cz_err *err)
     fprintf(stderr, "cadenza: %s\n", err->msg[0] ? err->msg : cz_strerror(err->status));
     switch (err->status) {
     case CZ_EIO:
-    case CZ_ENOMEM: return CZ_EXIT_FAIL;
+    case CZ_ENOMEM:
+    case CZ_EDEVICE: return CZ_EXIT_FAIL;
     case CZ_EINTERNAL: return CZ_EXIT_INTERNAL;
     default: return CZ_EXIT_USAGE;
     }

@@ -19,6 +19,7 @@ const char *cz_strerror(cz_status status)
     case CZ_ERANGE: return "value out of range";
     case CZ_ENOTFOUND: return "not found";
     case CZ_EINTERNAL: return "internal error";
+    case CZ_EDEVICE: return "device error";
     }
     return "unknown status";
 }

@@ -11,6 +11,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus /* the CUDA backend's .cu files include the C headers */
+extern "C" {
+#define CZ__NORETURN [[noreturn]]
+#else
+#define CZ__NORETURN _Noreturn
+#endif
+
 typedef enum cz_status {
     CZ_OK = 0,
     CZ_EINVAL,   /* bad value in a config, a flag or a trace record */
@@ -19,8 +26,10 @@ typedef enum cz_status {
     CZ_ENOMEM,   /* an allocation failed */
     CZ_ERANGE,   /* a value is out of the representable or supported range */
     CZ_ENOTFOUND,/* a named thing (model card, policy, format) does not exist */
-    CZ_EINTERNAL /* a run broke its own accounting (a request lost or stuck): a bug in
+    CZ_EINTERNAL,/* a run broke its own accounting (a request lost or stuck): a bug in
                     cadenza, reported with the state that shows it, never a silent count */
+    CZ_EDEVICE   /* a device, its runtime or a library on it failed (CUDA, cuBLAS, the
+                    driver; no device where one was asked for) */
 } cz_status;
 
 #define CZ_ERR_MSG_MAX 1024
@@ -70,7 +79,7 @@ cz_status cz_err_prefix(cz_err *err, const char *fmt, ...) __attribute__((format
 void cz_err_clear(cz_err *err);
 
 /* Called by CZ_ASSERT: prints "file:line: assertion failed: expr" to stderr and aborts. */
-_Noreturn void cz__assert_fail(const char *file, int line, const char *expr);
+CZ__NORETURN void cz__assert_fail(const char *file, int line, const char *expr);
 
 /* Checks an invariant in every build type (never compiled out, unlike assert()). */
 #define CZ_ASSERT(cond) \
@@ -95,5 +104,9 @@ void cz_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
 /* The toolkit's version string (from meson's project version). */
 const char *cz_version(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

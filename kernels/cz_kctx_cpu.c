@@ -26,6 +26,8 @@ struct cz__kworker {
     uint32_t tid;
 };
 
+static const cz__kbackend cpu_backend; /* defined at the end */
+
 static const cz_kernels cpu_ops = {
     .name = "cpu",
     .embed = cz_cpu_embed,
@@ -231,47 +233,41 @@ static void *alloc_aligned(size_t bytes)
     return p;
 }
 
-void *cz_kmem_alloc(cz_kctx *k, size_t bytes)
+static void *cpu_alloc(cz_kctx *k, size_t bytes)
 {
     (void)k;
     return alloc_aligned(bytes);
 }
 
-void cz_kmem_free(cz_kctx *k, void *p)
+static void cpu_free(cz_kctx *k, void *p)
 {
     (void)k;
     free(p);
 }
 
-void cz_kmem_upload(cz_kctx *k, void *dst, const void *src, size_t bytes)
+static void cpu_copy(cz_kctx *k, void *dst, const void *src, size_t bytes)
 {
     (void)k;
     if (bytes)
         memcpy(dst, src, bytes);
 }
 
-void cz_kmem_download(cz_kctx *k, void *dst, const void *src, size_t bytes)
+static void cpu_copy_async(cz_kctx *k, void *dst, const void *src, size_t bytes, bool to_host)
+{
+    (void)to_host;
+    cpu_copy(k, dst, src, bytes);
+}
+
+static void cpu_nop(cz_kctx *k)
 {
     (void)k;
-    if (bytes)
-        memcpy(dst, src, bytes);
 }
 
-void cz_kctx_sync(cz_kctx *k)
+static cz_status cpu_status(const cz_kctx *k, cz_err *err)
 {
     (void)k;
-}
-
-/* ---- context ---- */
-
-const cz_kernels *cz_kctx_ops(const cz_kctx *k)
-{
-    return k->ops;
-}
-
-uint32_t cz_kctx_threads(const cz_kctx *k)
-{
-    return k->threads;
+    cz_err_clear(err);
+    return CZ_OK;
 }
 
 void cz__kctx_cpu_set_avx2(cz_kctx *k, bool on)
@@ -308,7 +304,7 @@ cz_status cz_kctx_cpu_create(uint32_t threads, cz_kctx **out, cz_err *err)
     if (threads == 0)
         return cz_err_set(err, CZ_EINVAL, "kernels: threads must be at least 1");
     cz_kctx *k = cz_xcalloc(1, sizeof *k);
-    k->ops = &cpu_ops;
+    k->h = (cz__khead){.ops = &cpu_ops, .be = &cpu_backend, .threads = threads};
     k->threads = threads;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     k->avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -367,7 +363,7 @@ static void *regrow(void *p, size_t bytes)
     return alloc_aligned(bytes);
 }
 
-void cz_kctx_reserve(cz_kctx *k, const cz_kreserve *r)
+static void cpu_reserve(cz_kctx *k, const cz_kreserve *r)
 {
     cz_kreserve o = k->res, n = o;
 #define CZ__MAXF(f) n.f = r->f > o.f ? r->f : o.f
@@ -405,10 +401,8 @@ void cz_kctx_reserve(cz_kctx *k, const cz_kreserve *r)
     k->res = n;
 }
 
-void cz_kctx_free(cz_kctx *k)
+static void cpu_destroy(cz_kctx *k)
 {
-    if (!k)
-        return;
     stop_workers(k);
     for (uint32_t t = 0; t < k->threads; t++) {
         cz__kthread *s = &k->ts[t];
@@ -443,3 +437,19 @@ void cz_kctx_free(cz_kctx *k)
     pthread_mutex_destroy(&k->mu);
     free(k);
 }
+
+static const cz__kbackend cpu_backend = {
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_free,
+    .copy_async = cpu_copy_async,
+    .copy_wait = cpu_nop,
+    .sync = cpu_nop,
+    .bind = cpu_nop,
+    .reserve = cpu_reserve,
+    .status = cpu_status,
+    .destroy = cpu_destroy,
+};

@@ -27,6 +27,10 @@
 
 #include "cz_base.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum cz_dtype {
     CZ_F32 = 0,
     CZ_BF16,
@@ -239,21 +243,76 @@ typedef struct cz_kreserve {
 cz_status cz_kctx_cpu_create(uint32_t threads, cz_kctx **out, cz_err *err);
 /* The number of online CPUs (at least 1): the default thread count. */
 uint32_t cz_kctx_cpu_default_threads(void);
+
+/* Whether this build has the CUDA backend (meson -Dcuda; kernels/<op>.cu). */
+bool cz_kernels_cuda_built(void);
+/* A CUDA context on device `device` (kernels/cz_kctx_cuda.cu): a compute stream for the
+ * ops, a copy stream for cz_kmem_copy_async, a cuBLAS handle on the compute stream.
+ * `sm_count` 0 runs on the whole device; otherwise the context's streams run on a green
+ * context of that many SMs (rounded to what the device can honour, cz_kcuda_sm_split;
+ * *sm_got, when not NULL, receives the count granted, the whole device's for 0).
+ * CZ_EDEVICE naming the cause when the build has no CUDA, no device is present, or a
+ * runtime call fails; CZ_EINVAL for a device index out of range. */
+cz_status cz_kctx_cuda_create(int device, uint32_t sm_count, uint32_t *sm_got, cz_kctx **out,
+                              cz_err *err);
+/* The number of CUDA devices (0 without a driver, a device or the CUDA build); `why`
+ * (may be NULL, CZ_ERR_MSG_MAX bytes) receives the reason when 0. */
+int cz_kcuda_device_count(char *why);
+
+/* The SM resources of CUDA device `device` (cuDeviceGetDevResource): its SM count, the
+ * smallest partition a green context may have and the partitions' granularity.
+ * CZ_EDEVICE without the CUDA build, a device, or a driver with green contexts. */
+cz_status cz_kcuda_sm_info(int device, uint32_t *total, uint32_t *min_sms, uint32_t *step,
+                           cz_err *err);
+/* The SM partition a green context can have when `want` SMs are asked for on a device of
+ * `total` SMs whose partitions are at least `min_sms` and a multiple of `step`
+ * (cuDevSmResourceSplitByCount's rules, queried from the device: 8 and 8 on sm_90):
+ * `want` rounded to the nearest multiple of `step` (ties up), then clamped to
+ * [min_sms rounded up to step, total - that], so the SMs left over form a partition too;
+ * `total` itself when want >= total or the device is too small to split. Pure. */
+uint32_t cz_kcuda_sm_round(uint32_t want, uint32_t total, uint32_t min_sms, uint32_t step);
+
 /* Grows the context's scratch to serve shapes up to *r (idempotent; the only place ops'
  * scratch is allocated). */
 void cz_kctx_reserve(cz_kctx *k, const cz_kreserve *r);
 void cz_kctx_free(cz_kctx *k);
 /* Its backend's ops. */
 const cz_kernels *cz_kctx_ops(const cz_kctx *k);
+/* Makes the context current on the calling thread (CUDA: its device); a thread calls it
+ * before its first op or copy on the context (a no-op on the CPU). */
+void cz_kctx_bind(cz_kctx *k);
+/* Host threads the context computes with (the CPU pool's size; 1 for CUDA). */
 uint32_t cz_kctx_threads(const cz_kctx *k);
 
-/* Backend memory: aligned to 64 bytes at least; NULL never (out of memory exits like
- * cz_xmalloc). Upload and download copy between host memory and the backend's; on the
- * CPU both are memcpy. cz_kctx_sync waits for every op issued (a no-op on the CPU). */
+/* Backend memory: aligned to 64 bytes at least (256 on CUDA); NULL never (out of memory
+ * exits like cz_xmalloc, naming the backend). Upload and download copy between host memory
+ * and the backend's, synchronously; on the CPU both are memcpy. cz_kctx_sync waits for
+ * every op issued (a no-op on the CPU). */
 void *cz_kmem_alloc(cz_kctx *k, size_t bytes);
 void cz_kmem_free(cz_kctx *k, void *p);
 void cz_kmem_upload(cz_kctx *k, void *dst, const void *src, size_t bytes);
 void cz_kmem_download(cz_kctx *k, void *dst, const void *src, size_t bytes);
 void cz_kctx_sync(cz_kctx *k);
+
+/* Host memory the backend copies to and from at full speed (pinned on CUDA, plain
+ * aligned memory on the CPU), for the KV offload tier. NULL never, like cz_kmem_alloc. */
+void *cz_kmem_host_alloc(cz_kctx *k, size_t bytes);
+void cz_kmem_host_free(cz_kctx *k, void *p);
+/* Queues a copy between backend memory and host memory from cz_kmem_host_alloc
+ * (to_host: dst is the host side) on the context's copy stream, which runs beside the
+ * ops (on the CPU: copies at once). cz_kmem_copy_wait waits for every copy queued. Both
+ * may be called from a thread other than the one issuing ops (the engine's copy thread),
+ * but copies are queued from one thread at a time. */
+void cz_kmem_copy_async(cz_kctx *k, void *dst, const void *src, size_t bytes, bool to_host);
+void cz_kmem_copy_wait(cz_kctx *k);
+
+/* The first failure any op, copy or sync of the context met since creation (CUDA errors
+ * are sticky: ops return nothing, so they record it with the call, file and line), as a
+ * status with its message in `err`; CZ_OK when none. Always CZ_OK on the CPU. */
+cz_status cz_kctx_status(const cz_kctx *k, cz_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

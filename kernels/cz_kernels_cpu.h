@@ -9,7 +9,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "cz_kernels.h"
+#include "cz_kctx_int.h"
 
 typedef float cz__v4f __attribute__((vector_size(16)));
 typedef uint32_t cz__v4u __attribute__((vector_size(16)));
@@ -44,7 +44,7 @@ typedef struct cz__kthread {
 } cz__kthread;
 
 struct cz_kctx {
-    const cz_kernels *ops;
+    cz__khead h;               /* first: ops, the CPU backend table, threads */
     uint32_t threads;
     bool avx2;                 /* the CPU has AVX2 and FMA: attention, the decode GEMV and
                                   bf16 widening use them */

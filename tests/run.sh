@@ -45,10 +45,20 @@ count() { # sums the suites' totals in a meson test log: Criterion's synthesis l
     failed=$((failed + f))
 }
 
-run_build build-test -Dwerror=true -Dbuildtype=debugoptimized || status=1
+# The CUDA backend is compiled (warnings as errors) wherever the toolkit is installed; its
+# comparison tests skip without a device. The sanitizer and fuzz builds leave it out.
+[ -x /usr/local/cuda/bin/nvcc ] && PATH=$PATH:/usr/local/cuda/bin
+if command -v nvcc >/dev/null 2>&1; then
+    cuda=enabled
+    echo "== CUDA toolkit found ($(command -v nvcc)): build-test compiles the CUDA backend"
+else
+    cuda=disabled
+    echo "== no CUDA toolkit (nvcc): build-test leaves the CUDA backend out"
+fi
+run_build build-test -Dwerror=true -Dbuildtype=debugoptimized -Dcuda=$cuda || status=1
 count build-test
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    run_build build-asan -Dwerror=true -Dbuildtype=debug -Db_sanitize=address,undefined \
+    run_build build-asan -Dwerror=true -Dbuildtype=debug -Dcuda=disabled -Db_sanitize=address,undefined \
     -Db_lundef=false -Dc_args=-fno-sanitize-recover=all || status=1
 count build-asan
 
@@ -60,7 +70,7 @@ if ! command -v clang >/dev/null 2>&1; then
          "(apt-get install clang libclang-rt-14-dev, as in the README's command)"
     status=1
     failed=$((failed + 1))
-elif ! CC=clang setup_build build-fuzz -Dfuzz=enabled -Dtests=disabled -Dwerror=true \
+elif ! CC=clang setup_build build-fuzz -Dfuzz=enabled -Dtests=disabled -Dcuda=disabled -Dwerror=true \
         -Dbuildtype=debugoptimized; then
     status=1
     failed=$((failed + 1))
