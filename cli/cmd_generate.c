@@ -21,9 +21,9 @@
 static const char generate_usage[] =
     "usage: cadenza generate --model DIR_OR_CARD --tokens ID,ID,... --max-tokens N\n"
     "                        [--json] [--logits FILE] [--seed S] [--dtype bf16|f16|f32]\n"
-    "                        [--threads T]\n"
+    "                        [--threads T] [--backend cpu|cuda] [--device D]\n"
     "\n"
-    "Runs a decoder on the CPU: the prompt in one prefill step, then one decode step per\n"
+    "Runs a decoder on the CPU or a CUDA GPU: the prompt in one prefill step, then one decode step per\n"
     "token, greedy (argmax), and prints the N generated ids on one line.\n"
     "\n"
     "  --model DIR_OR_CARD  a Hugging Face checkpoint folder (config.json and\n"
@@ -40,6 +40,8 @@ static const char generate_usage[] =
     "  --dtype T            random weights' element type (default bf16) and the KV\n"
     "                       cache's (default bf16 for a card, f32 for a checkpoint)\n"
     "  --threads T          CPU threads (default: the online CPUs)\n"
+    "  --backend NAME       kernel backend: cpu (default) or cuda (a build with -Dcuda)\n"
+    "  --device D           the CUDA device (default 0)\n"
     "  -h, --help           this help\n";
 
 /* Parses a decimal unsigned integer in [lo, hi]. */
@@ -207,7 +209,8 @@ static void run_generation(cz_net *net, cz_kv_pool *kv, const int32_t *prompt, u
 int cz_cmd_generate(int argc, char **argv)
 {
     const char *model = NULL, *tokens_arg = NULL, *logits_path = NULL;
-    uint64_t max_new = 0, seed = 0, threads = 0;
+    uint64_t max_new = 0, seed = 0, threads = 0, device = 0;
+    bool cuda = false;
     bool as_json = false, have_max = false, have_dtype = false;
     cz_dtype dtype = CZ_BF16;
     for (int i = 1; i < argc; i++) {
@@ -221,7 +224,8 @@ int cz_cmd_generate(int argc, char **argv)
             continue;
         }
         static const char *const valued[] = {"--model", "--tokens", "--max-tokens", "--logits",
-                                             "--seed",  "--dtype",  "--threads"};
+                                             "--seed",  "--dtype",  "--threads",
+                                             "--backend", "--device"};
         bool known = false;
         for (size_t k = 0; k < CZ_ARRAY_LEN(valued); k++)
             known = known || strcmp(a, valued[k]) == 0;
@@ -248,6 +252,15 @@ int cz_cmd_generate(int argc, char **argv)
             if (!parse_u64(v, 0, UINT64_MAX, &seed))
                 return cz_cli_usage_error(CMD, "--seed: expected a non-negative integer, got "
                                                "'%s'",
+                                          v);
+        } else if (strcmp(a, "--backend") == 0) {
+            if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0)
+                return cz_cli_usage_error(CMD, "--backend: expected cpu or cuda, got '%s'", v);
+            cuda = strcmp(v, "cuda") == 0;
+        } else if (strcmp(a, "--device") == 0) {
+            if (!parse_u64(v, 0, 1023, &device))
+                return cz_cli_usage_error(CMD, "--device: expected a device index in [0, 1023], "
+                                               "got '%s'",
                                           v);
         } else if (strcmp(a, "--threads") == 0) {
             if (!parse_u64(v, 1, 1024, &threads))
@@ -318,7 +331,8 @@ int cz_cmd_generate(int argc, char **argv)
     int32_t *ids = NULL;
     float *logits = NULL;
     int rc = CZ_EXIT_OK;
-    if ((st = cz_kctx_cpu_create(nthreads, &k, &err)) != CZ_OK)
+    if ((st = cuda ? cz_kctx_cuda_create((int)device, 0, NULL, &k, &err)
+                   : cz_kctx_cpu_create(nthreads, &k, &err)) != CZ_OK)
         goto fail;
     cz_net_source src = {.checkpoint = checkpoint ? model : NULL, .seed = seed, .dtype = dtype};
     if ((st = cz_net_create(k, stage, &src, &net, &err)) != CZ_OK)
@@ -333,6 +347,8 @@ int cz_cmd_generate(int argc, char **argv)
     if (logits_path)
         logits = cz_xcalloc((size_t)max_new * stage->vocab, sizeof *logits);
     run_generation(net, kv, prompt, np, (uint32_t)max_new, ids, logits);
+    if ((st = cz_kctx_status(k, &err)) != CZ_OK)
+        goto fail;
     if (logits_path) {
         if ((st = write_logits(tmp_logits, ends_with(logits_path, ".npy"), logits,
                                (uint32_t)max_new, stage->vocab, logits_path, &err)) != CZ_OK ||

@@ -38,7 +38,7 @@ static const char sim_usage[] =
 
 static const char replay_usage[] =
     "usage: cadenza replay CONFIG.json [--set key=value]... [-o results.h5]\n"
-    "                      [--summary summary.json] [--backend cpu] [--threads N]\n"
+    "                      [--summary summary.json] [--backend cpu|cuda] [--threads N]\n"
     "                      [--quiet] [--no-progress]\n"
     "\n"
     "Serve an experiment config's workload on the real engine, in wall-clock time: the same\n"
@@ -51,7 +51,8 @@ static const char replay_usage[] =
     "  -o, --output FILE    write the HDF5 results, with a /steps table of every batch\n"
     "                       (its shape, host time, device time and the cost model's time)\n"
     "  --summary FILE       write the JSON summary (the simulator's keys, \"driver\": \"engine\")\n"
-    "  --backend NAME       kernel backend: cpu (default)\n"
+    "  --backend NAME       kernel backend: cpu (default) or cuda (a build with -Dcuda;\n"
+    "                       GPU g of the placement runs on CUDA device g)\n"
     "  --threads N          CPU threads in all (default: engine.threads, else every CPU)\n"
     "  --quiet              print nothing but errors\n"
     "  --no-progress        no progress line\n"
@@ -308,9 +309,10 @@ static int run_command(int argc, char **argv, bool engine)
             } else if (strcmp(a, "--summary") == 0) {
                 out_summary = v;
             } else if (strcmp(a, "--backend") == 0) {
-                if (strcmp(v, "cpu") != 0) {
+                if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
                     free(sets);
-                    return cz_cli_usage_error(cmd, "option '--backend': expected cpu, got '%s'",
+                    return cz_cli_usage_error(cmd, "option '--backend': expected cpu or cuda, "
+                                                   "got '%s'",
                                               v);
                 }
                 eopts.backend = v;

@@ -208,6 +208,7 @@ static void *worker_main(void *arg)
     eng *E = a->E;
     eng_dev *D = &E->devs[a->gpu];
     free(a);
+    cz_kctx_bind(D->k);
     pthread_mutex_lock(&E->mu);
     for (;;) {
         while (!E->quit && D->q_len == 0)
@@ -251,15 +252,15 @@ static void run_copy(eng *E, const eng_copy *c)
             uint8_t *hk = g->host + (size_t)l * 2 * half, *hv = hk + half;
             size_t off = (size_t)g->off * row, n = (size_t)g->cnt * row;
             if (c->to_host) {
-                cz_kmem_download(k, hk + off, kb + off, n);
-                cz_kmem_download(k, hv + off, vb + off, n);
+                cz_kmem_copy_async(k, hk + off, kb + off, n, true);
+                cz_kmem_copy_async(k, hv + off, vb + off, n, true);
             } else {
-                cz_kmem_upload(k, kb + off, hk + off, n);
-                cz_kmem_upload(k, vb + off, hv + off, n);
+                cz_kmem_copy_async(k, kb + off, hk + off, n, false);
+                cz_kmem_copy_async(k, vb + off, hv + off, n, false);
             }
         }
     }
-    cz_kctx_sync(k);
+    cz_kmem_copy_wait(k);
 }
 
 static void *copier_main(void *arg)
@@ -268,6 +269,7 @@ static void *copier_main(void *arg)
     eng *E = a->E;
     eng_dev *D = &E->devs[a->gpu];
     free(a);
+    cz_kctx_bind(D->k);
     pthread_mutex_lock(&E->mu);
     for (;;) {
         while (!E->quit && !D->c_head)
@@ -533,7 +535,7 @@ static void drv_launched(void *ctx, uint32_t gpu, double now)
     (void)now;
 }
 
-static uint8_t *host_chunk(eng_rep *r, uint32_t seq, uint32_t j)
+static uint8_t *host_chunk(eng *E, eng_rep *r, uint32_t seq, uint32_t j)
 {
     eng_host *h = &r->host[seq];
     if (j >= h->cap) {
@@ -544,7 +546,7 @@ static uint8_t *host_chunk(eng_rep *r, uint32_t seq, uint32_t j)
         memset(h->chunk + old, 0, (h->cap - old) * sizeof *h->chunk);
     }
     if (!h->chunk[j])
-        h->chunk[j] = cz_xmalloc(r->pool->block_bytes);
+        h->chunk[j] = cz_kmem_host_alloc(E->devs[r->gpu].k, r->pool->block_bytes);
     return h->chunk[j];
 }
 
@@ -576,7 +578,7 @@ static void issue_copy(eng *E, uint32_t rep, const cz_xfer *x, double bytes, dou
         CZ_ASSERT(phys >= 0);
         eng_seg *g = &c->segs[j - j0];
         g->phys = phys;
-        g->host = host_chunk(r, x->seq, j);
+        g->host = host_chunk(E, r, x->seq, j);
         g->off = lo;
         g->cnt = hi - lo;
         if (x->to_host)
@@ -685,8 +687,9 @@ static void copy_finished(eng *E, eng_copy *c, double now)
 
 /* ---- loading ---- */
 
-/* One kernel context per device, the threads split evenly among them. */
-static cz_status make_devices(eng *E, uint32_t threads_total, cz_err *err)
+/* One kernel context per device of the placement: on the CPU backend the threads split
+ * evenly among them; on CUDA, GPU g of the placement is CUDA device g. */
+static cz_status make_devices(eng *E, uint32_t threads_total, bool cuda, cz_err *err)
 {
     const cz_config *cfg = E->cfg;
     E->n_devs = cfg->n_gpus;
@@ -695,14 +698,38 @@ static cz_status make_devices(eng *E, uint32_t threads_total, cz_err *err)
     if (per == 0)
         per = 1;
     for (uint32_t g = 0; g < E->n_devs; g++) {
+        pthread_cond_init(&E->devs[g].cv_work, NULL);
+        pthread_cond_init(&E->devs[g].cv_copy, NULL);
+    }
+    int have = 0;
+    if (cuda) {
+        char why[CZ_ERR_MSG_MAX];
+        have = cz_kcuda_device_count(why);
+        if (have == 0)
+            return cz_err_set(err, CZ_EDEVICE, "engine: backend 'cuda': %s", why);
+        if ((int)E->n_devs > have)
+            return cz_err_set(err, CZ_EDEVICE,
+                              "engine: the placement uses %u GPUs (sim.n_gpus) but %d CUDA "
+                              "device%s present",
+                              E->n_devs, have, have == 1 ? " is" : "s are");
+    }
+    for (uint32_t g = 0; g < E->n_devs; g++) {
         eng_dev *D = &E->devs[g];
-        cz_status st = cz_kctx_cpu_create(per, &D->k, err);
+        cz_status st = cuda ? cz_kctx_cuda_create((int)g, 0, NULL, &D->k, err)
+                            : cz_kctx_cpu_create(per, &D->k, err);
         if (st != CZ_OK)
             return st;
-        pthread_cond_init(&D->cv_work, NULL);
-        pthread_cond_init(&D->cv_copy, NULL);
     }
     return CZ_OK;
+}
+
+/* A device failed (a CUDA call inside an op or a copy): the run stops with its error. */
+static bool device_failed(eng *E, cz_err *err)
+{
+    for (uint32_t g = 0; g < E->n_devs; g++)
+        if (cz_kctx_status(E->devs[g].k, err) != CZ_OK)
+            return true;
+    return false;
 }
 
 static cz_net *net_for(eng *E, uint32_t gpu, uint32_t card, cz_err *err, cz_status *st)
@@ -847,25 +874,28 @@ static cz_status load_replicas(eng *E, cz_err *err)
     return CZ_OK;
 }
 
-/* The host link's model for the preload admission check: this machine's copy rate. */
-static double measure_copy_Bps(void)
+/* The host link's model for the preload admission check: the rate of the device's own
+ * host-tier copies (memcpy on the CPU, pinned memory over the bus on CUDA), best of three
+ * 32 MiB copies each way. */
+static double measure_copy_Bps(cz_kctx *k)
 {
     size_t n = 32u << 20;
-    uint8_t *a = cz_xmalloc(n), *b = cz_xmalloc(n);
-    memset(a, 1, n);
-    memset(b, 2, n);
+    uint8_t *h = cz_kmem_host_alloc(k, n), *d = cz_kmem_alloc(k, n);
+    memset(h, 1, n);
     double best = INFINITY;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 6; i++) {
         double t0 = mono_s();
-        memcpy(b, a, n);
+        if (i % 2)
+            cz_kmem_copy_async(k, h, d, n, true);
+        else
+            cz_kmem_copy_async(k, d, h, n, false);
+        cz_kmem_copy_wait(k);
         double t = mono_s() - t0;
         if (t < best)
             best = t;
     }
-    volatile uint8_t sink = b[n / 2];
-    (void)sink;
-    free(a);
-    free(b);
+    cz_kmem_free(k, d);
+    cz_kmem_host_free(k, h);
     return best > 0 ? (double)n / best : 1e10;
 }
 
@@ -927,7 +957,8 @@ static void eng_free(eng *E)
         for (size_t i = 0; i < r->n_seq_state; i++) {
             free(r->toks[i].ids);
             for (uint32_t j = 0; j < r->host[i].cap; j++)
-                free(r->host[i].chunk[j]);
+                if (r->host[i].chunk[j])
+                    cz_kmem_host_free(E->devs[r->gpu].k, r->host[i].chunk[j]);
             free(r->host[i].chunk);
         }
         free(r->toks);
@@ -987,11 +1018,10 @@ cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics 
     memset(stats, 0, sizeof *stats);
     *partial = false;
     const char *backend = opts && opts->backend ? opts->backend : "cpu";
-    if (strcmp(backend, "cpu") != 0)
-        return cz_err_set(err, CZ_EINVAL,
-                          "engine: backend '%s' is not available in this build (expected "
-                          "\"cpu\")",
-                          backend);
+    bool cuda = strcmp(backend, "cuda") == 0;
+    if (!cuda && strcmp(backend, "cpu") != 0)
+        return cz_err_set(err, CZ_EINVAL, "engine: unknown backend '%s' (expected \"cpu\" or "
+                          "\"cuda\")", backend);
     if (cfg->cross_stage)
         return cz_err_set(err, CZ_EINVAL,
                           "engine: scheduler '%s' is a cross-stage executor (Nova), which only "
@@ -1027,13 +1057,14 @@ cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics 
         threads = cz_kctx_cpu_default_threads();
     cz_status st = cz_deploy_create(cfg, wl, m, &drv, &E.d, err);
     if (st == CZ_OK)
-        st = make_devices(&E, threads, err);
+        st = make_devices(&E, threads, cuda, err);
     if (st == CZ_OK)
         st = load_replicas(&E, err);
     if (st == CZ_OK) {
-        double bw = measure_copy_Bps();
         for (uint32_t g = 0; g < E.n_devs; g++)
-            cz_link_init(&E.devs[g].link, bw, 5e-6, true);
+            cz_link_init(&E.devs[g].link, measure_copy_Bps(E.devs[g].k), 5e-6, true);
+        if (device_failed(&E, err))
+            st = err->status;
         st = start_threads(&E, err);
     }
     if (st != CZ_OK) {
@@ -1045,7 +1076,7 @@ cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics 
     cz_deploy_start(E.d);
     flush_xfers(&E);
     double now = 0.0, last_progress = 0.0;
-    bool cut = false;
+    bool cut = false, failed = false;
     uint64_t arrived, finished;
     for (;;) {
         if (opts && opts->stop && *opts->stop) {
@@ -1071,6 +1102,12 @@ cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics 
             now = clock_s(&E);
             if (now > cfg->max_time_s) {
                 cut = true;
+                if (n->kind == NODE_COPY)
+                    free(n);
+                break;
+            }
+            if (device_failed(&E, err)) {
+                failed = true;
                 if (n->kind == NODE_COPY)
                     free(n);
                 break;
@@ -1125,6 +1162,10 @@ cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics 
         pthread_mutex_unlock(&E.mu);
     }
     stop_threads(&E);
+    if (failed) {
+        eng_free(&E);
+        return CZ_EDEVICE;
+    }
     st = cz_deploy_finish(E.d, cut, now, stats, err);
     stats->sim_time_s = now;
     if (progress) {

@@ -7,7 +7,8 @@
  *  - the clock: seconds since the run started (CLOCK_MONOTONIC); the runtime's timers
  *    wait in an event queue keyed by that clock and fire when it passes them;
  *  - devices: each device of the config's placement is a kernel context (the CPU backend
- *    splits the engine's threads among the devices) with a worker thread that runs the
+ *    splits the engine's threads among the devices; on CUDA, one context per GPU with its
+ *    compute and copy streams) with a worker thread that runs the
  *    steps handed to it in order, and a copy thread that moves KV between its pools and
  *    host memory; both report back to the run's thread, which alone calls the runtime;
  *  - a step of a decoder replica is built from the core's batch as vLLM V1 builds one
@@ -34,7 +35,8 @@
 
 /* How `cadenza replay` runs the engine. */
 typedef struct cz_engine_opts {
-    const char *backend;              /* "cpu" (NULL: "cpu") */
+    const char *backend;              /* "cpu" or "cuda" (NULL: "cpu"); on CUDA, GPU g of
+                                         the placement is CUDA device g */
     uint32_t threads;                 /* CPU threads in all; 0: the config's engine.threads */
     volatile sig_atomic_t *stop;      /* NULL, or a flag set asynchronously (Ctrl-C): the
                                          run stops at once, waits for the work in flight,
@@ -47,8 +49,10 @@ typedef struct cz_engine_opts {
  * clock passes sim.max_time_s or *opts->stop is set (*partial then true: turns still open
  * are unfinished). `progress` (may be NULL) is called about twice a second and at the end.
  * CZ_EINVAL (message naming the field) for a config the engine cannot run: a cross-stage
- * scheduler, a pool beyond max_kv_bytes, an unknown backend; a checkpoint's errors as
- * cz_net_create's; CZ_EINTERNAL when the accounting check fails. */
+ * scheduler, a pool beyond max_kv_bytes, an unknown backend; CZ_EDEVICE when the CUDA
+ * backend has no device for every GPU of the placement, or a device call fails during the
+ * run (the run stops: no results); a checkpoint's errors as cz_net_create's; CZ_EINTERNAL
+ * when the accounting check fails. */
 cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
                         const cz_engine_opts *opts, cz_run_stats *stats, bool *partial,
                         cz_run_progress_fn progress, void *progress_ctx, cz_err *err);
