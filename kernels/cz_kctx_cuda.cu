@@ -371,6 +371,26 @@ fail:
     return st;
 }
 
+cz_status cz_kcuda_device_info(int device, cz_kcuda_info *out, cz_err *err)
+{
+    cz_status st = CZ_OK;
+    cudaDeviceProp prop;
+    int clock_khz = 0, bus_bits = 0;
+    memset(out, 0, sizeof *out);
+    CZ_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+    CZ_CUDA_TRY(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device));
+    CZ_CUDA_TRY(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device));
+    snprintf(out->name, sizeof out->name, "%s", prop.name);
+    out->major = prop.major;
+    out->minor = prop.minor;
+    out->sms = (uint32_t)prop.multiProcessorCount;
+    out->mem_bytes = prop.totalGlobalMem;
+    out->peak_Bps = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0);
+    return CZ_OK;
+fail:
+    return st;
+}
+
 /* A green context of `want` SMs (rounded, *got) on device `device`. */
 static cz_status make_green(cz__kcuda *c, uint32_t want, uint32_t *got, cz_err *err)
 {

@@ -1,6 +1,7 @@
 /* cz_kctx_nocuda.c - the CUDA entry points of a build without CUDA (meson -Dcuda=disabled,
  * or no nvcc found): they say so. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cz_kernels.h"
 
@@ -36,5 +37,12 @@ cz_status cz_kcuda_sm_info(int device, uint32_t *total, uint32_t *min_sms, uint3
 {
     (void)device;
     *total = *min_sms = *step = 0;
+    return cz_err_set(err, CZ_EDEVICE, "kernels: backend 'cuda': %s", no_cuda);
+}
+
+cz_status cz_kcuda_device_info(int device, cz_kcuda_info *out, cz_err *err)
+{
+    (void)device;
+    memset(out, 0, sizeof *out);
     return cz_err_set(err, CZ_EDEVICE, "kernels: backend 'cuda': %s", no_cuda);
 }

@@ -259,6 +259,16 @@ cz_status cz_kctx_cuda_create(int device, uint32_t sm_count, uint32_t *sm_got, c
  * (may be NULL, CZ_ERR_MSG_MAX bytes) receives the reason when 0. */
 int cz_kcuda_device_count(char *why);
 
+/* What a CUDA device is. */
+typedef struct cz_kcuda_info {
+    char name[256];
+    int major, minor;        /* compute capability */
+    uint32_t sms;
+    size_t mem_bytes;
+    double peak_Bps;         /* DRAM peak: 2 x memory clock x bus width */
+} cz_kcuda_info;
+/* Describes device `device`; CZ_EDEVICE without the CUDA build or the device. */
+cz_status cz_kcuda_device_info(int device, cz_kcuda_info *out, cz_err *err);
 /* The SM resources of CUDA device `device` (cuDeviceGetDevResource): its SM count, the
  * smallest partition a green context may have and the partitions' granularity.
  * CZ_EDEVICE without the CUDA build, a device, or a driver with green contexts. */
