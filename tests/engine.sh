@@ -22,7 +22,30 @@ num() { # file key: the first number of "key" in a JSON summary
 cpu="$root/experiments/engine/cpu.json"
 check "replay --help" "$cz" replay --help
 check "replay needs a config" expect_exit 2 "$cz" replay
-check "an unknown backend is a usage error" expect_exit 2 "$cz" replay "$cpu" --backend cuda
+check "an unknown backend is a usage error" expect_exit 2 "$cz" replay "$cpu" --backend tpu
+# --backend cuda: without a device (or without the CUDA build) a device error naming the
+# reason, exit 1; with one, a run whose summary names the backend
+cuda_replay() {
+    "$cz" replay "$cpu" --backend cuda --set workload.max_requests=4 --summary "$tmp/cu.json" \
+        --no-progress >"$tmp/cmd.out" 2>"$tmp/cmd.err"
+    case $? in
+    0) grep -q '"backend":[[:space:]]*"cuda"' "$tmp/cu.json" ;;
+    1) grep -q "backend 'cuda'" "$tmp/cmd.err" && [ ! -e "$tmp/cu.json" ] ;;
+    *) false ;;
+    esac
+}
+check "--backend cuda runs on a device or says why not" cuda_replay
+cuda_generate() {
+    "$cz" generate --model tiny-llama --tokens 1,2,3 --max-tokens 4 --dtype f32 --backend cuda --json \
+        >"$tmp/cmd.out" 2>"$tmp/cmd.err"
+    case $? in
+    0) [ "$(cat "$tmp/cmd.out")" = "$("$cz" generate --model tiny-llama --tokens 1,2,3 \
+            --max-tokens 4 --dtype f32 --json)" ] ;;
+    1) grep -q "backend 'cuda'" "$tmp/cmd.err" ;;
+    *) false ;;
+    esac
+}
+check "generate --backend cuda matches the CPU on a device or says why not" cuda_generate
 check "a bad thread count is a usage error" expect_exit 2 "$cz" replay "$cpu" --threads 0
 
 # a trace replay: every request accounted for, as many as the simulator serves
