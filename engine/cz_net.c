@@ -12,6 +12,7 @@
  * layer reuses them. */
 #include <math.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "cz_net_int.h"
@@ -87,6 +88,23 @@ cz_status cz_net_create(cz_kctx *k, const cz_stage_card *card, const cz_net_sour
     return CZ_OK;
 }
 
+cz_net *cz_net_share(const cz_net *src, cz_kctx *k)
+{
+    CZ_ASSERT(src && k && !src->owner);
+    CZ_ASSERT(strcmp(cz_kctx_ops(k)->name, src->ops->name) == 0);
+    cz_net *n = cz_xmalloc(sizeof *n);
+    *n = *src;
+    /* nothing reserved yet, no memory of its own */
+    size_t from = offsetof(cz_net, r_tokens);
+    memset((char *)n + from, 0, sizeof *n - from);
+    n->k = k;
+    n->ops = cz_kctx_ops(k);
+    n->mem = NULL;
+    n->n_mem = n->cap_mem = 0;
+    n->owner = src;
+    return n;
+}
+
 static void free_act(cz_net *n, void *p)
 {
     if (p)
@@ -112,7 +130,8 @@ void cz_net_free(cz_net *n)
     for (size_t i = 0; i < n->n_mem; i++)
         cz_kmem_free(n->k, n->mem[i]);
     free(n->mem);
-    free(n->layers);
+    if (!n->owner)
+        free(n->layers);
     free(n);
 }
 

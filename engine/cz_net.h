@@ -48,6 +48,13 @@ cz_status cz_net_create(cz_kctx *k, const cz_stage_card *card, const cz_net_sour
                         cz_net **out, cz_err *err);
 void cz_net_free(cz_net *n);
 
+/* A net on context `k` that uses the weights of `src` (built by cz_net_create on a context
+ * of the same backend that shares memory with k: the CPU, or the same CUDA device, green
+ * contexts included), with activations of its own (cz_net_reserve it). It owns no weight:
+ * `src` must outlive it. The cross-stage engine runs one model on several partitions of a
+ * device this way. */
+cz_net *cz_net_share(const cz_net *src, cz_kctx *k);
+
 /* The card it was built from, and the bytes of its weights in backend memory. */
 const cz_stage_card *cz_net_card(const cz_net *n);
 size_t cz_net_weight_bytes(const cz_net *n);

@@ -55,6 +55,8 @@ struct cz_net {
     size_t weight_bytes;
     void **mem;               /* every backend allocation, freed with the net */
     size_t n_mem, cap_mem;
+    const cz_net *owner;      /* a shared net (cz_net_share): whose weights and layers
+                                 these are; NULL for the owner itself */
 
     uint32_t qd, kvd, qkv_w;  /* Q, KV, Q + 2 KV */
     cz__layer *layers;        /* (layers) */
@@ -72,7 +74,7 @@ struct cz_net {
     cz__up ups[CZ_UPSAMPLE_MAX];
     float *post_w, *post_b;       /* (1, last channels, K), (1) */
 
-    /* ---- reserved (cz_net_reserve) ---- */
+    /* ---- reserved (cz_net_reserve); a shared net starts here with nothing ---- */
     uint32_t r_tokens, r_seqs, r_ctx;
     float *x, *t, *h;         /* (T, H) residual stream, block output, normed input */
     float *qkv;               /* (T, Q + 2 KV) */

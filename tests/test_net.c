@@ -191,6 +191,41 @@ Test(net, chunked_prefill_equals_one_shot)
     cz_kctx_free(k);
 }
 
+Test(net, a_shared_net_computes_what_its_owner_does)
+{
+    /* the owner on 2 threads, a share on its own 2-thread context: same weights, same
+     * shapes, so the same logits bit for bit; the share owns no weight bytes */
+    cz_kctx *k = mk(2), *k2 = mk(2);
+    cz_model_card m = card_of("tiny-llama");
+    const cz_stage_card *s = &m.stages[0];
+    cz_net *n = net_of(k, s, CZ_BF16, 5);
+    cz_net *sh = cz_net_share(n, k2);
+    cz_kv_pool *kv = pool_of(k, s, MAXB, CZ_BF16), *kv2 = pool_of(k2, s, MAXB, CZ_BF16);
+    cz_net_reserve(n, 64, 4, MAXB * BT);
+    cz_net_reserve(sh, 64, 4, MAXB * BT);
+    uint32_t V = s->vocab, np = 30, dec = 5;
+    int32_t toks[64], toks2[64], bt[MAXB], ids[8], ids2[8];
+    prompt_of(toks, np, V, 3);
+    memcpy(toks2, toks, sizeof toks);
+    contiguous(bt, 0);
+    size_t bytes = (size_t)(dec + 1) * V * sizeof(float);
+    float *a = malloc(bytes), *b = malloc(bytes);
+    uint32_t one[1] = {30};
+    run_seq(n, kv, toks, np, one, 1, dec, bt, a, ids, 0, 0);
+    run_seq(sh, kv2, toks2, np, one, 1, dec, bt, b, ids2, 0, 0);
+    cr_expect_eq(memcmp(ids, ids2, (dec + 1) * sizeof *ids), 0);
+    cr_expect_eq(memcmp(a, b, bytes), 0, "the share's logits differ from the owner's");
+    cr_expect_eq(cz_net_weight_bytes(sh), cz_net_weight_bytes(n));
+    free(a);
+    free(b);
+    cz_kv_pool_free(kv);
+    cz_kv_pool_free(kv2);
+    cz_net_free(sh); /* before its owner */
+    cz_net_free(n);
+    cz_kctx_free(k);
+    cz_kctx_free(k2);
+}
+
 Test(net, scattered_blocks_equal_contiguous)
 {
     cz_kctx *k = mk(2);
