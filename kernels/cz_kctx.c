@@ -10,6 +10,7 @@ static const cz__khead *head(const cz_kctx *k)
 
 const cz_kernels *cz_kctx_ops(const cz_kctx *k) { return head(k)->ops; }
 uint32_t cz_kctx_threads(const cz_kctx *k) { return head(k)->threads; }
+uint32_t cz_kctx_sms(const cz_kctx *k) { return head(k)->sms; }
 void *cz_kmem_alloc(cz_kctx *k, size_t bytes) { return head(k)->be->alloc(k, bytes); }
 void cz_kmem_free(cz_kctx *k, void *p) { head(k)->be->free(k, p); }
 void cz_kctx_sync(cz_kctx *k) { head(k)->be->sync(k); }

@@ -391,54 +391,69 @@ fail:
     return st;
 }
 
-/* A green context of `want` SMs (rounded, *got) on device `device`. */
-static cz_status make_green(cz__kcuda *c, uint32_t want, uint32_t *got, cz_err *err)
+/* Splits `want` SMs (rounded, *got) off device `dev`'s SM resource: part[0] gets them,
+ * part[1] the rest. *got is the whole device's count (and nothing is split) when the
+ * rounding leaves no partition. */
+static cz_status split_sms(int dev, uint32_t want, CUdevResource part[2], uint32_t *got,
+                           cz_err *err)
 {
     cz_status st = CZ_OK;
     green_api g;
     CUdevice d;
-    CUdevResource sm, part, rest;
-    CUdevResourceDesc desc;
-    CUgreenCtx gc = NULL;
+    CUdevResource sm;
     unsigned groups = 1;
-    uint32_t total, minp, step, r;
-    if ((st = cz_kcuda_sm_info(c->dev, &total, &minp, &step, err)) != CZ_OK)
+    uint32_t total, minp, step;
+    if ((st = cz_kcuda_sm_info(dev, &total, &minp, &step, err)) != CZ_OK)
         return st;
     if ((st = green_load(&g, err)) != CZ_OK)
         return st;
-    r = cz_kcuda_sm_round(want, total, minp, step);
-    *got = r;
-    if (r >= total)
-        return CZ_OK; /* the whole device: no partition */
-    CZ_CU_TRY(g.device_get(&d, c->dev));
+    *got = cz_kcuda_sm_round(want, total, minp, step);
+    if (*got >= total)
+        return CZ_OK;
+    CZ_CU_TRY(g.device_get(&d, dev));
     memset(&sm, 0, sizeof sm);
+    memset(part, 0, 2 * sizeof *part);
     CZ_CU_TRY(g.get_resource(d, &sm, CU_DEV_RESOURCE_TYPE_SM));
-    CZ_CU_TRY(g.split(&part, &groups, &sm, &rest, 0, r));
+    CZ_CU_TRY(g.split(&part[0], &groups, &sm, &part[1], 0, *got));
     if (groups != 1)
         return cz_err_set(err, CZ_EDEVICE, "cuda: device %d: cannot split %u of %u SMs off",
-                          c->dev, r, total);
-    *got = part.sm.smCount;
-    CZ_CU_TRY(g.desc(&desc, &part, 1));
-    CZ_CU_TRY(g.create(&gc, desc, d, CU_GREEN_CTX_DEFAULT_STREAM));
-    c->green = gc;
-    {
-        CUstream s1 = NULL, s2 = NULL;
-        CZ_CU_TRY(g.stream(&s1, gc, CU_STREAM_NON_BLOCKING, 0));
-        CZ_CU_TRY(g.stream(&s2, gc, CU_STREAM_NON_BLOCKING, 0));
-        c->stream = (cudaStream_t)s1;
-        c->copy = (cudaStream_t)s2;
-    }
+                          dev, *got, total);
+    *got = part[0].sm.smCount;
     return CZ_OK;
 fail:
     return st;
 }
 
-cz_status cz_kctx_cuda_create(int device, uint32_t sm_count, uint32_t *sm_got, cz_kctx **out,
-                              cz_err *err)
+/* Puts context c on a green context made of SM resource `res`: its streams are created
+ * there. */
+static cz_status make_green(cz__kcuda *c, CUdevResource *res, cz_err *err)
+{
+    cz_status st = CZ_OK;
+    green_api g;
+    CUdevice d;
+    CUdevResourceDesc desc;
+    CUgreenCtx gc = NULL;
+    CUstream s1 = NULL, s2 = NULL;
+    if ((st = green_load(&g, err)) != CZ_OK)
+        return st;
+    CZ_CU_TRY(g.device_get(&d, c->dev));
+    CZ_CU_TRY(g.desc(&desc, res, 1));
+    CZ_CU_TRY(g.create(&gc, desc, d, CU_GREEN_CTX_DEFAULT_STREAM));
+    c->green = gc;
+    CZ_CU_TRY(g.stream(&s1, gc, CU_STREAM_NON_BLOCKING, 0));
+    c->stream = (cudaStream_t)s1;
+    CZ_CU_TRY(g.stream(&s2, gc, CU_STREAM_NON_BLOCKING, 0));
+    c->copy = (cudaStream_t)s2;
+    c->sms = res->sm.smCount;
+    return CZ_OK;
+fail:
+    return st;
+}
+
+/* A context on device `device`, on SM resource `res` (NULL: the whole device). */
+static cz_status create_on(int device, CUdevResource *res, cz_kctx **out, cz_err *err)
 {
     *out = NULL;
-    if (sm_got)
-        *sm_got = 0;
     char why[CZ_ERR_MSG_MAX];
     int n = cz_kcuda_device_count(why);
     if (n == 0)
@@ -457,18 +472,13 @@ cz_status cz_kctx_cuda_create(int device, uint32_t sm_count, uint32_t *sm_got, c
     c->dev = device;
     cz_status st = CZ_OK;
     cudaDeviceProp prop;
-    uint32_t got = 0;
     CZ_CUDA_TRY(cudaSetDevice(device));
     CZ_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
     c->sm_major = prop.major;
     c->sm_minor = prop.minor;
     c->sms = (uint32_t)prop.multiProcessorCount;
-    if (sm_count && sm_count < c->sms) {
-        if ((st = make_green(c, sm_count, &got, err)) != CZ_OK)
-            goto fail;
-        if (c->green)
-            c->sms = got;
-    }
+    if (res && (st = make_green(c, res, err)) != CZ_OK)
+        goto fail;
     if (!c->stream) {
         CZ_CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
         CZ_CUDA_TRY(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
@@ -477,11 +487,70 @@ cz_status cz_kctx_cuda_create(int device, uint32_t sm_count, uint32_t *sm_got, c
     CZ_CUBLAS_TRY(cublasSetStream(c->blas, c->stream));
     /* float32 GEMMs in full float32 (no TF32): the CPU twin is the reference */
     CZ_CUBLAS_TRY(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
-    if (sm_got)
-        *sm_got = c->sms;
+    c->h.sms = c->sms;
     *out = (cz_kctx *)(void *)c;
     return CZ_OK;
 fail:
     cu_destroy((cz_kctx *)(void *)c);
     return st;
+}
+
+cz_status cz_kctx_cuda_create(int device, uint32_t sm_count, uint32_t *sm_got, cz_kctx **out,
+                              cz_err *err)
+{
+    *out = NULL;
+    if (sm_got)
+        *sm_got = 0;
+    CUdevResource part[2];
+    uint32_t got = 0;
+    cz_status st = CZ_OK;
+    if (sm_count) {
+        if ((st = create_on(device, NULL, out, err)) != CZ_OK) /* checks the device */
+            return st;
+        uint32_t whole = cz__cu(*out)->sms;
+        if (sm_count < whole) {
+            cz_kctx_free(*out);
+            *out = NULL;
+            if ((st = split_sms(device, sm_count, part, &got, err)) != CZ_OK)
+                return st;
+            if (got < whole && (st = create_on(device, &part[0], out, err)) != CZ_OK)
+                return st;
+            if (!*out && (st = create_on(device, NULL, out, err)) != CZ_OK)
+                return st;
+        }
+    } else if ((st = create_on(device, NULL, out, err)) != CZ_OK) {
+        return st;
+    }
+    if (sm_got)
+        *sm_got = cz__cu(*out)->sms;
+    return CZ_OK;
+}
+
+cz_status cz_kctx_cuda_split(int device, uint32_t sm_count, cz_kctx **part, cz_kctx **rest,
+                             cz_err *err)
+{
+    *part = *rest = NULL;
+    CUdevResource res[2];
+    uint32_t got = 0;
+    cz_kctx *probe = NULL;
+    cz_status st = create_on(device, NULL, &probe, err); /* checks the device */
+    if (st != CZ_OK)
+        return st;
+    uint32_t whole = cz__cu(probe)->sms;
+    cz_kctx_free(probe);
+    if ((st = split_sms(device, sm_count, res, &got, err)) != CZ_OK)
+        return st;
+    if (got >= whole)
+        return cz_err_set(err, CZ_EINVAL,
+                          "kernels: CUDA device %d (%u SMs) cannot be split at %u SMs: both "
+                          "parts must hold its smallest partition",
+                          device, whole, sm_count);
+    if ((st = create_on(device, &res[0], part, err)) != CZ_OK)
+        return st;
+    if ((st = create_on(device, &res[1], rest, err)) != CZ_OK) {
+        cz_kctx_free(*part);
+        *part = NULL;
+        return st;
+    }
+    return CZ_OK;
 }

@@ -32,6 +32,7 @@ typedef struct cz__khead {
     const cz_kernels *ops;
     const cz__kbackend *be;
     uint32_t threads;     /* host threads it computes with */
+    uint32_t sms;         /* SMs its streams run on (CUDA; 0 on the CPU) */
 } cz__khead;
 
 #ifdef __cplusplus

@@ -46,3 +46,12 @@ cz_status cz_kcuda_device_info(int device, cz_kcuda_info *out, cz_err *err)
     memset(out, 0, sizeof *out);
     return cz_err_set(err, CZ_EDEVICE, "kernels: backend 'cuda': %s", no_cuda);
 }
+
+cz_status cz_kctx_cuda_split(int device, uint32_t sm_count, cz_kctx **part, cz_kctx **rest,
+                             cz_err *err)
+{
+    (void)device;
+    (void)sm_count;
+    *part = *rest = NULL;
+    return cz_err_set(err, CZ_EDEVICE, "kernels: backend 'cuda': %s", no_cuda);
+}

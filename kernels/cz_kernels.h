@@ -255,6 +255,14 @@ bool cz_kernels_cuda_built(void);
  * runtime call fails; CZ_EINVAL for a device index out of range. */
 cz_status cz_kctx_cuda_create(int device, uint32_t sm_count, uint32_t *sm_got, cz_kctx **out,
                               cz_err *err);
+/* Two contexts on disjoint SM partitions of device `device`, from one split: `part` on
+ * `sm_count` SMs rounded as cz_kcuda_sm_round (cz_kctx_sms says what it got), `rest` on
+ * the others; both see the device's memory. CZ_EINVAL when the device is too small to
+ * split there; CZ_EDEVICE as cz_kctx_cuda_create. */
+cz_status cz_kctx_cuda_split(int device, uint32_t sm_count, cz_kctx **part, cz_kctx **rest,
+                             cz_err *err);
+/* The SMs a CUDA context runs on (0 for a CPU context). */
+uint32_t cz_kctx_sms(const cz_kctx *k);
 /* The number of CUDA devices (0 without a driver, a device or the CUDA build); `why`
  * (may be NULL, CZ_ERR_MSG_MAX bytes) receives the reason when 0. */
 int cz_kcuda_device_count(char *why);

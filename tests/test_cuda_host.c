@@ -38,6 +38,16 @@ Test(cuda_host, sm_round_follows_the_partition_rules)
     }
 }
 
+Test(cuda_host, a_cpu_context_has_no_sms)
+{
+    cz_kctx *k = NULL;
+    cz_err err;
+    cr_assert_eq(cz_kctx_cpu_create(1, &k, &err), CZ_OK);
+    cr_expect_eq(cz_kctx_sms(k), 0u);
+    cr_expect_eq(cz_kctx_threads(k), 1u);
+    cz_kctx_free(k);
+}
+
 Test(cuda_host, a_missing_device_is_a_device_error)
 {
     char why[CZ_ERR_MSG_MAX] = "";
@@ -53,6 +63,11 @@ Test(cuda_host, a_missing_device_is_a_device_error)
               "%s", err.msg);
     uint32_t a, b, c;
     cr_expect_eq(cz_kcuda_sm_info(0, &a, &b, &c, &err), CZ_EDEVICE);
+    cz_kctx *p1 = NULL, *p2 = NULL;
+    cr_expect_eq(cz_kctx_cuda_split(0, 8, &p1, &p2, &err), CZ_EDEVICE);
+    cr_expect(p1 == NULL && p2 == NULL);
+    cz_kcuda_info info;
+    cr_expect_neq(cz_kcuda_device_info(0, &info, &err), CZ_OK);
 }
 
 #ifdef CZ_HAVE_CUDA
