@@ -111,6 +111,16 @@ size_t cz__cuda_conv_scratch_bytes(const cz_kreserve *r);
 extern "C" {
 #endif
 
+/* matmul.cu's GEMM, for ops that chain GEMMs on their own scratch (moe_ffn.cu):
+ * cz_cuda_matmul's contract, with `xs` (xs_bytes bytes of device memory) for the 16-bit
+ * copy of x that 16-bit weights need when m > CZ__CUDA_GEMV_MAX_M (converted and
+ * multiplied a chunk of rows at a time: xs_bytes >= 2 x kd; unused otherwise). With
+ * 16-bit weights and m <= CZ__CUDA_GEMV_MAX_M, x stays float32 (a GEMV kernel). */
+#define CZ__CUDA_GEMV_MAX_M 8u
+void cz__cuda_gemm(cz__kcuda *c, float *out, const float *x, const void *w, cz_dtype dt,
+                   const float *bias, uint32_t m, uint32_t n, uint32_t kd, void *xs,
+                   size_t xs_bytes);
+
 void cz_cuda_embed(cz_kctx *k, float *out, const void *table, cz_dtype dt, const int32_t *ids,
                    uint32_t n, uint32_t dim);
 void cz_cuda_rmsnorm(cz_kctx *k, float *out, const float *x, const float *w, float eps,

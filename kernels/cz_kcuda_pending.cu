@@ -23,13 +23,6 @@ extern "C" void cz_cuda_layernorm(cz_kctx *k, float *out, const float *x, const 
     CZ_ASSERT(!"cz_cuda_layernorm is not written yet");
 }
 
-extern "C" void cz_cuda_matmul(cz_kctx *k, float *out, const float *x, const void *w, cz_dtype dt,
-                    const float *bias, uint32_t m, uint32_t n, uint32_t kd)
-{
-    (void)k;
-    CZ_ASSERT(!"cz_cuda_matmul is not written yet");
-}
-
 extern "C" void cz_cuda_rope(cz_kctx *k, float *x, uint32_t ld, const int32_t *pos, const float *inv_freq,
                   uint32_t n, uint32_t heads, uint32_t head_dim)
 {
@@ -107,29 +100,6 @@ extern "C" void cz_cuda_copy_blocks(cz_kctx *k, void *dst, size_t dst_stride, co
     CZ_ASSERT(!"cz_cuda_copy_blocks is not written yet");
 }
 
-extern "C" void cz_cuda_moe_ffn(cz_kctx *k, float *out, const float *x, const cz_moe_weights *w,
-                     uint32_t n)
-{
-    (void)k;
-    CZ_ASSERT(!"cz_cuda_moe_ffn is not written yet");
-}
-
-extern "C" void cz_cuda_conv1d(cz_kctx *k, float *out, const float *x, const float *w, const float *bias,
-                    uint32_t cin, uint32_t cout, uint32_t len, uint32_t ksize, uint32_t stride,
-                    uint32_t dilation, uint32_t pad_l, uint32_t pad_r, uint32_t groups)
-{
-    (void)k;
-    CZ_ASSERT(!"cz_cuda_conv1d is not written yet");
-}
-
-extern "C" void cz_cuda_conv_transpose1d(cz_kctx *k, float *out, const float *x, const float *w,
-                              const float *bias, uint32_t cin, uint32_t cout, uint32_t len,
-                              uint32_t ksize, uint32_t stride, uint32_t pad_l, uint32_t pad_r)
-{
-    (void)k;
-    CZ_ASSERT(!"cz_cuda_conv_transpose1d is not written yet");
-}
-
 extern "C" void cz_cuda_argmax(cz_kctx *k, int32_t *ids, const float *logits, uint32_t rows,
                     uint32_t vocab)
 {
@@ -145,31 +115,13 @@ extern "C" void cz_cuda_sample(cz_kctx *k, int32_t *ids, const float *logits, ui
     CZ_ASSERT(!"cz_cuda_sample is not written yet");
 }
 
-size_t cz__cuda_gemm_scratch_bytes(const cz_kreserve *r)
-{
-    (void)r;
-    return 0;
-}
-
 size_t cz__cuda_attn_scratch_bytes(const cz_kreserve *r)
 {
     (void)r;
     return 0;
 }
 
-size_t cz__cuda_moe_scratch_bytes(const cz_kreserve *r)
-{
-    (void)r;
-    return 0;
-}
-
 size_t cz__cuda_sample_scratch_bytes(const cz_kreserve *r)
-{
-    (void)r;
-    return 0;
-}
-
-size_t cz__cuda_conv_scratch_bytes(const cz_kreserve *r)
 {
     (void)r;
     return 0;
