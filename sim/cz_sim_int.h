@@ -5,8 +5,10 @@
 #include "cz_sim.h"
 
 /* cz_sim_run for a config with a cross-stage scheduler (cfg->cross_stage): the
- * vision-language executor of cz_xstage.c. Same contract as cz_sim_run; fails with
- * CZ_EINVAL when the workload is not open-loop requests. */
+ * discrete-event driver (cz_xstage.c) of the cross-stage runtime
+ * (core/runtime/cz_xstage.h), each step lasting its predicted time. Same contract as
+ * cz_sim_run; fails with CZ_EINVAL when the workload is not open-loop requests
+ * (cz_xstage_create). */
 cz_status cz__xstage_run(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
                          cz_run_stats *stats, cz_run_progress_fn progress, void *progress_ctx,
                          cz_err *err);

@@ -1,505 +1,43 @@
-/* cz_xstage.c - the cross-stage executor: one GPU serving a vision-language model as three
- * workers (vision encode, LLM prefill, LLM decode) under a cross-stage scheduler
- * (cz_xs_policy: Nova, 004_f0fa8d0dbc8839e6.txt section III-D, and its baselines of section
- * V-A7). docs/pipeline.md ("Cross-stage execution") describes the model.
- *
- * The scheduler sees counts (cz_xs_view) and answers what to start. A step's SM share is
- * fixed when it starts, as Nova sets partitions before each forward pass (section III-D,
- * last paragraph): a decode step gets cz_xs_decode_share of the SMs when requests are in
- * the vision or prefill stages, and all of them otherwise; a vision or prefill step gets
- * the rest while any request decodes, and all of them otherwise. Step times come from the
- * roofline (cz_cost_step) scaled by the share (cz_cost_share_s). The LLM's KV for a
- * request's whole context (input and output) is reserved when its prefill starts; a
- * prefill that does not fit waits. */
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
+/* cz_xstage.c - the discrete-event driver of the cross-stage runtime
+ * (core/runtime/cz_xstage.h): time is an event queue, a step ends its predicted time after
+ * it starts, an arrival timer is an event. Nothing else: the workers, queues, partitions,
+ * step costs and accounting are the runtime's. */
 
 #include "cz_evq.h"
-#include "cz_json.h"
-#include "cz_deploy.h"
 #include "cz_sim_int.h"
-
-#define NONE UINT32_MAX
+#include "cz_xstage.h"
 
 enum { XE_ARRIVAL = 1, XE_EXCL_DONE, XE_DECODE_DONE };
 
-typedef struct xs_req {
-    uint32_t g;          /* global turn index */
-    uint32_t in, out;    /* LLM input tokens, output tokens */
-    uint32_t image;      /* vision encoder input tokens (0: no vision step) */
-    uint32_t prefilled;  /* input tokens prefilled so far */
-    uint32_t gen;        /* tokens generated */
-    uint64_t rec;        /* its request record (UINT64_MAX before it arrives) */
-    double last_tok_s;
-    double service_s;    /* its vision step and whole prefill step, summed: the time it
-                            holds the exclusive worker (Table V's processing time) */
-    bool ended;          /* its outcome is recorded */
-} xs_req;
-
-/* A FIFO of request indices; every request enters each queue at most once. */
-typedef struct xs_fifo {
-    uint32_t *v;
-    uint32_t head, tail;
-} xs_fifo;
-
-typedef struct xs_state {
-    const cz_config *cfg;
-    const cz_workload *wl;
-    cz_metrics *m;
-    cz_run_stats *st;
-    cz_evq q;
-    uint32_t llm;         /* pipeline index of the LLM stage */
-    xs_req *r;
-    uint32_t *order;      /* requests by arrival time */
-    uint32_t *ses_of;     /* session of each turn */
-    uint32_t n, next_arrival;
-    double first_arrival_s, last_arrival_s;
-    xs_fifo vision, prefill;
-    uint32_t *ready;      /* decode-ready requests, in the order they became ready */
-    uint32_t n_ready;
-    uint32_t *batch;      /* the decode step in flight */
-    uint32_t n_batch;
-    uint32_t *hyb;        /* chunked: the hybrid step's prefill members and their chunks */
-    uint32_t *hyb_tok;
-    uint32_t n_hyb;
-    cz_xs_work excl, last_excl;
-    uint32_t excl_req;    /* the vision or prefill step's request */
-    bool decoding;
-    uint64_t kv_cap, kv_used; /* LLM KV tokens */
-    uint32_t in_stages;   /* requests arrived and not yet through prefill */
-    /* vision-encoder weight offload (section III-E) */
-    uint32_t vis_layers;  /* L: layers of every encoder, in order */
-    double *layer_bytes;  /* weights of each logical layer */
-    double *load_done;    /* this encode: when each layer's weights land */
-    double *wrap_ready;   /* the next encode's first K layers: when they land */
-    double link_free;     /* the host link's copy stream is busy until then */
-    uint64_t finished;
-    double tl_next_s;
-} xs_state;
-
-static uint32_t fifo_len(const xs_fifo *f) { return f->tail - f->head; }
-static uint32_t fifo_front(const xs_fifo *f) { return f->v[f->head]; }
-
-static bool prefill_fits(const xs_state *S, uint32_t i)
+static void drv_start(void *ctx, const cz_xs_step *s, double now)
 {
-    const xs_req *q = &S->r[i];
-    return q->prefilled > 0 || S->kv_used + q->in + q->out <= S->kv_cap;
+    cz_evq *q = ctx;
+    cz_evq_push(q, now + s->predicted_s, s->work == CZ_XS_DECODE ? XE_DECODE_DONE : XE_EXCL_DONE,
+                0, 0);
 }
 
-/* Requests in the vision or prefill stages: Nova's "pending" count (section III-C2). */
-static uint32_t pending(const xs_state *S) { return S->in_stages; }
-
-static void timeline(xs_state *S, double now, uint32_t tokens)
+static void drv_timer(void *ctx, double t)
 {
-    if (now < S->tl_next_s)
-        return;
-    uint32_t bt = S->cfg->place[S->llm].server.block_tokens;
-    cz_timeline_row row = {
-        .t_s = now,
-        .kv_blocks_used = (uint32_t)((S->kv_used + bt - 1) / bt),
-        .running = S->n_ready + S->n_batch + (S->excl == CZ_XS_PREFILL ? 1 : 0),
-        .waiting = fifo_len(&S->vision) + fifo_len(&S->prefill),
-        .batch_tokens = tokens,
-    };
-    cz_metrics_timeline(S->m, &row);
-    S->tl_next_s = now + S->m->timeline_interval_s;
-}
-
-/* Request i ends in `outcome` (recorded once per request of the workload). */
-static void xs_outcome(xs_state *S, uint32_t i, uint32_t outcome, double now)
-{
-    xs_req *q = &S->r[i];
-    CZ_ASSERT(!q->ended);
-    q->ended = true;
-    uint32_t si = S->ses_of[q->g];
-    cz_turn_record t = {.session = si,
-                        .req = q->rec,
-                        .end_s = now,
-                        .turn = q->g - S->wl->sessions[si].turn_off,
-                        .cls = (uint32_t)S->wl->sessions[si].cls,
-                        .outcome = outcome};
-    cz_metrics_add_turn(S->m, &t);
-}
-
-static void token(xs_state *S, uint32_t i, double now)
-{
-    xs_req *q = &S->r[i];
-    cz_req_record *rec = &S->m->req[q->rec];
-    if (q->gen == 0)
-        rec->first_token_s = now;
-    else
-        cz_metrics_add_itl(S->m, now - q->last_tok_s, 1);
-    q->gen++;
-    q->last_tok_s = now;
-    if (q->gen == q->out) {
-        rec->output_tokens = q->gen;
-        rec->heard_tokens = q->gen;
-        rec->finish_s = now;
-        rec->outcome = CZ_REQ_COMPLETED;
-        S->kv_used -= q->in + q->out;
-        S->finished++;
-        xs_outcome(S, i, CZ_REQ_COMPLETED, now);
-    } else {
-        S->ready[S->n_ready++] = i;
-    }
-}
-
-static void first_sched(xs_state *S, uint32_t i, double now)
-{
-    cz_req_record *rec = &S->m->req[S->r[i].rec];
-    if (isnan(rec->first_sched_s))
-        rec->first_sched_s = now;
-}
-
-/* One vision encode of `image` tokens started at `now` on `share` of the SMs, its compute
- * stretched by `factor`: the encoders run one after another, layer by layer. With K
- * resident layers (section III-E) each physical layer, once its layer has run, loads the
- * weights of the logical layer K ahead (Eq. 7: (j + K) mod L, wrapping into the next
- * encode) over the host link, one copy at a time; a layer whose weights have not landed
- * waits (the condition of Eq. 8 fails). Returns the encode's duration. */
-static double vision_pass(xs_state *S, uint32_t image, double share, double factor, double now,
-                          cz_run_stats *st)
-{
-    const cz_model_card *mc = &S->cfg->model;
-    uint32_t K = S->cfg->xs.vision_resident_layers, L = S->vis_layers, l = 0;
-    double t = now, stall = 0.0;
-    for (uint32_t p = 0; p < S->llm; p++) {
-        const cz_stage_card *card = &mc->stages[mc->pipe[p].stage];
-        uint32_t fixed = mc->pipe[p].input_tokens;
-        cz_batch_shape b = cz_prefill_shape(0, fixed ? fixed : image);
-        double stage_s = cz_config_stage_share_s(S->cfg, p, &b, share) * factor;
-        if (K == 0 || K >= L) {
-            t += stage_s;
-            continue;
-        }
-        double layer_s = stage_s / card->layers;
-        for (uint32_t k = 0; k < card->layers; k++, l++) {
-            double ready = l < K ? S->wrap_ready[l] : S->load_done[l];
-            if (ready > t) {
-                stall += ready - t;
-                t = ready;
-            }
-            t += layer_s;
-            /* its physical layer now loads logical layer l + K */
-            uint32_t j = l + K;
-            double start = t > S->link_free ? t : S->link_free;
-            S->link_free = start + S->layer_bytes[j % L] / S->cfg->hw.host_link_Bps;
-            if (j < L)
-                S->load_done[j] = S->link_free;
-            else
-                S->wrap_ready[j - L] = S->link_free;
-        }
-    }
-    st->vision_step_sum_s += t - now;
-    st->vision_stall_sum_s += stall;
-    return t - now;
-}
-
-static void start_excl(xs_state *S, cz_xs_work w, double now, cz_run_stats *st)
-{
-    const cz_xs_policy *xs = &S->cfg->xs;
-    bool others_decode = S->n_ready + S->n_batch > 0;
-    double share = 1.0, factor = 1.0;
-    if (xs->kind == CZ_XS_NOVA && others_decode && w != CZ_XS_HYBRID) {
-        if (xs->multi_stream) {
-            factor = 1.0 / xs->ms_excl_speed;
-        } else {
-            share = 1.0 - cz_xs_decode_share(xs, w, pending(S), S->cfg->hw.sms);
-            factor = xs->corun_slowdown;
-        }
-    }
-    double dur = 0.0;
-    uint32_t tokens = 0;
-    if (w == CZ_XS_VISION) {
-        uint32_t i = S->vision.v[S->vision.head++];
-        S->excl_req = i;
-        st->vision_starts++;
-        st->vision_wait_sum_s += now - S->m->req[S->r[i].rec].arrival_s;
-        dur = vision_pass(S, S->r[i].image, share, factor, now, st);
-        S->r[i].service_s = dur;
-        tokens = S->r[i].image;
-    } else if (w == CZ_XS_PREFILL) {
-        uint32_t i = S->prefill.v[S->prefill.head++];
-        xs_req *q = &S->r[i];
-        S->excl_req = i;
-        first_sched(S, i, now);
-        S->kv_used += q->in + q->out;
-        cz_batch_shape b = cz_prefill_shape(0, q->in);
-        dur = cz_config_stage_share_s(S->cfg, S->llm, &b, share) * factor;
-        q->service_s += dur;
-        tokens = q->in;
-    } else {
-        /* chunked: every ready decode, then prefill chunks in FIFO order, under the budget */
-        CZ_ASSERT(w == CZ_XS_HYBRID);
-        uint32_t budget = S->cfg->xs.token_budget;
-        cz_batch_shape b = {0};
-        S->n_batch = 0;
-        for (uint32_t k = 0; k < S->n_ready && budget > 0; k++, budget--) {
-            uint32_t i = S->ready[k];
-            S->batch[S->n_batch++] = i;
-            b.decode_seqs++;
-            b.decode_ctx_tokens += S->r[i].in + S->r[i].gen;
-        }
-        memmove(S->ready, S->ready + S->n_batch, (S->n_ready - S->n_batch) * sizeof *S->ready);
-        S->n_ready -= S->n_batch;
-        S->n_hyb = 0;
-        for (uint32_t h = S->prefill.head; h < S->prefill.tail && budget > 0; h++) {
-            uint32_t i = S->prefill.v[h];
-            xs_req *q = &S->r[i];
-            if (!prefill_fits(S, i))
-                break;
-            if (q->prefilled == 0) {
-                S->kv_used += q->in + q->out;
-                first_sched(S, i, now);
-            }
-            uint32_t chunk = q->in - q->prefilled < budget ? q->in - q->prefilled : budget;
-            cz_batch_shape c = cz_prefill_shape(q->prefilled, chunk);
-            b.prefill_tokens += c.prefill_tokens;
-            b.prefill_attn_ctx += c.prefill_attn_ctx;
-            b.prefill_seqs++;
-            S->hyb[S->n_hyb] = i;
-            S->hyb_tok[S->n_hyb++] = chunk;
-            budget -= chunk;
-        }
-        dur = cz_config_stage_share_s(S->cfg, S->llm, &b, 1.0);
-        tokens = S->cfg->xs.token_budget - budget;
-        if (S->n_batch) {
-            st->decode_steps++;
-            st->decode_seq_steps += S->n_batch;
-            st->decode_share_sum += 1.0;
-        }
-    }
-    S->excl = S->last_excl = w;
-    S->m->steps++;
-    timeline(S, now, tokens);
-    cz_evq_push(&S->q, now + dur, XE_EXCL_DONE, 0, 0);
-}
-
-static void start_decode(xs_state *S, double now, cz_run_stats *st)
-{
-    const cz_xs_policy *xs = &S->cfg->xs;
-    double share = 1.0, factor = 1.0;
-    if (xs->kind == CZ_XS_NOVA && xs->multi_stream) {
-        if (S->excl != CZ_XS_IDLE)
-            factor = 1.0 / xs->ms_decode_speed;
-    } else if (xs->kind == CZ_XS_NOVA && pending(S) > 0) {
-        cz_xs_work beside = S->excl == CZ_XS_PREFILL ? CZ_XS_PREFILL : CZ_XS_VISION;
-        share = cz_xs_decode_share(xs, beside, pending(S), S->cfg->hw.sms);
-        factor = xs->corun_slowdown;
-    }
-    cz_batch_shape b = {0};
-    for (uint32_t k = 0; k < S->n_ready; k++) {
-        uint32_t i = S->ready[k];
-        S->batch[k] = i;
-        b.decode_seqs++;
-        b.decode_ctx_tokens += S->r[i].in + S->r[i].gen;
-    }
-    S->n_batch = S->n_ready;
-    S->n_ready = 0;
-    S->decoding = true;
-    st->decode_steps++;
-    st->decode_seq_steps += S->n_batch;
-    st->decode_share_sum += share;
-    S->m->steps++;
-    timeline(S, now, b.decode_seqs);
-    double dur = cz_config_stage_share_s(S->cfg, S->llm, &b, share) * factor;
-    cz_evq_push(&S->q, now + dur, XE_DECODE_DONE, 0, 0);
-}
-
-static void decide(xs_state *S, double now, cz_run_stats *st)
-{
-    for (;;) {
-        uint32_t pw = fifo_len(&S->prefill);
-        if (pw > 0 && !prefill_fits(S, fifo_front(&S->prefill)))
-            pw = 0; /* its KV does not fit yet: it waits */
-        cz_xs_view v = {
-            .vision_waiting = fifo_len(&S->vision),
-            .prefill_waiting = pw,
-            .decode_ready = S->n_ready,
-            .excl = S->excl,
-            .decoding = S->decoding,
-            .last_excl = S->last_excl,
-        };
-        if (S->cfg->xs.kind == CZ_XS_CHUNKED && pw > 0 && S->r[fifo_front(&S->prefill)].prefilled)
-            v.prefilling = 1;
-        cz_xs_decision d;
-        cz_xs_decide(&S->cfg->xs, &v, &d);
-        if (d.excl == CZ_XS_IDLE && !d.decode)
-            return;
-        CZ_ASSERT(d.excl == CZ_XS_IDLE || S->excl == CZ_XS_IDLE);
-        CZ_ASSERT(!d.decode || (!S->decoding && S->n_ready > 0));
-        /* a decode decided beside a step that starts now sees that step */
-        if (d.excl != CZ_XS_IDLE)
-            start_excl(S, d.excl, now, st);
-        if (d.decode)
-            start_decode(S, now, st);
-    }
-}
-
-static void on_excl_done(xs_state *S, double now)
-{
-    cz_xs_work w = S->excl;
-    S->excl = CZ_XS_IDLE;
-    if (w == CZ_XS_VISION) {
-        uint32_t i = S->excl_req;
-        S->prefill.v[S->prefill.tail++] = i;
-    } else if (w == CZ_XS_PREFILL) {
-        uint32_t i = S->excl_req;
-        S->r[i].prefilled = S->r[i].in;
-        S->in_stages--;
-        S->st->service_n++;
-        S->st->service_sum_s += S->r[i].service_s;
-        S->st->service_sq_sum_s2 += S->r[i].service_s * S->r[i].service_s;
-        token(S, i, now); /* the prefill samples the first token */
-    } else {
-        for (uint32_t k = 0; k < S->n_batch; k++)
-            token(S, S->batch[k], now);
-        S->n_batch = 0;
-        for (uint32_t h = 0; h < S->n_hyb; h++) {
-            uint32_t i = S->hyb[h];
-            xs_req *q = &S->r[i];
-            q->prefilled += S->hyb_tok[h];
-            if (q->prefilled == q->in) {
-                /* prefill chunks are taken from the front in order: this is the front */
-                CZ_ASSERT(fifo_front(&S->prefill) == i);
-                S->prefill.head++;
-                S->in_stages--;
-                token(S, i, now);
-            }
-        }
-        S->n_hyb = 0;
-    }
-}
-
-static void on_arrival(xs_state *S, double now)
-{
-    uint32_t i = S->order[S->next_arrival++];
-    xs_req *q = &S->r[i];
-    const cz_turn *t = &S->wl->turns[q->g];
-    uint32_t si = S->ses_of[q->g];
-    cz_req_record rec = {
-        .session = si,
-        .turn = q->g - S->wl->sessions[si].turn_off,
-        .cls = (uint32_t)S->wl->sessions[si].cls,
-        .input_tokens = q->in,
-        .arrival_s = t->arrival_s,
-        .first_sched_s = NAN,
-        .first_token_s = NAN,
-        .finish_s = NAN,
-    };
-    q->rec = cz_metrics_add_request(S->m, &rec);
-    if (S->next_arrival == 1)
-        S->first_arrival_s = t->arrival_s;
-    S->last_arrival_s = t->arrival_s;
-    S->in_stages++;
-    if (q->in + q->out > S->kv_cap) {
-        S->m->req[q->rec].outcome = CZ_REQ_REJECTED;
-        S->in_stages--;
-        xs_outcome(S, i, CZ_REQ_REJECTED, now);
-    } else if (q->image > 0) {
-        S->vision.v[S->vision.tail++] = i;
-    } else {
-        S->prefill.v[S->prefill.tail++] = i;
-    }
-    if (S->next_arrival < S->n)
-        cz_evq_push(&S->q, S->wl->turns[S->r[S->order[S->next_arrival]].g].arrival_s,
-                    XE_ARRIVAL, 0, 0);
+    cz_evq_push(ctx, t, XE_ARRIVAL, 0, 0);
 }
 
 cz_status cz__xstage_run(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
                          cz_run_stats *stats, cz_run_progress_fn progress, void *progress_ctx,
                          cz_err *err)
 {
-    if (wl->n_streams > 0 || wl->concurrency > 0)
-        return cz_err_set(err, CZ_EINVAL,
-                          "scheduler '%s' serves open-loop requests: the workload has %s",
-                          cfg->scheduler,
-                          wl->n_streams ? "periodic streams" : "a concurrency bound");
-    for (uint32_t si = 0; si < wl->n_sessions; si++)
-        if (wl->sessions[si].timing == CZ_TIMING_CLOSED && wl->sessions[si].n_turns > 1)
-            return cz_err_set(err, CZ_EINVAL,
-                              "scheduler '%s' serves open-loop requests: session %u is a "
-                              "closed-loop conversation",
-                              cfg->scheduler, si);
-    xs_state S;
-    memset(&S, 0, sizeof S);
-    S.cfg = cfg;
-    S.wl = wl;
-    S.m = m;
-    S.st = stats;
-    S.llm = cfg->model.n_pipe - 1;
-    S.n = wl->n_turns;
-    size_t n1 = S.n ? S.n : 1;
-    S.r = cz_xcalloc(n1, sizeof *S.r);
-    S.order = cz_xmalloc(n1 * sizeof *S.order);
-    S.ses_of = cz_xmalloc(n1 * sizeof *S.ses_of);
-    for (uint32_t si = 0; si < wl->n_sessions; si++)
-        for (uint32_t k = 0; k < wl->sessions[si].n_turns; k++)
-            S.ses_of[wl->sessions[si].turn_off + k] = si;
-    S.vision.v = cz_xmalloc(n1 * sizeof *S.vision.v);
-    S.prefill.v = cz_xmalloc(n1 * sizeof *S.prefill.v);
-    S.ready = cz_xmalloc(n1 * sizeof *S.ready);
-    S.batch = cz_xmalloc(n1 * sizeof *S.batch);
-    S.hyb = cz_xmalloc(n1 * sizeof *S.hyb);
-    S.hyb_tok = cz_xmalloc(n1 * sizeof *S.hyb_tok);
-    const cz_server_config *sc = &cfg->place[S.llm].server;
-    S.kv_cap = (uint64_t)sc->kv_blocks * sc->block_tokens;
-    /* the encoders' weights: their repeated layers, and what lies outside them (position
-     * tables, patch embedding, adapters: the card's nonlayer_params) */
-    double vis_bytes = 0.0, nonlayer_bytes = 0.0, slot_bytes = 0.0;
-    for (uint32_t p = 0; p < S.llm; p++) {
-        const cz_stage_card *card = &cfg->model.stages[cfg->model.pipe[p].stage];
-        S.vis_layers += card->layers;
-        vis_bytes += cz_stage_weight_bytes(card);
-        nonlayer_bytes += cz_stage_nonlayer_weight_bytes(card);
-        if (cz_stage_layer_weight_bytes(card) > slot_bytes)
-            slot_bytes = cz_stage_layer_weight_bytes(card);
-    }
-    size_t nl = S.vis_layers ? S.vis_layers : 1;
-    S.layer_bytes = cz_xmalloc(nl * sizeof *S.layer_bytes);
-    S.load_done = cz_xcalloc(nl, sizeof *S.load_done);
-    S.wrap_ready = cz_xcalloc(nl, sizeof *S.wrap_ready);
-    for (uint32_t p = 0, l = 0; p < S.llm; p++) {
-        const cz_stage_card *card = &cfg->model.stages[cfg->model.pipe[p].stage];
-        for (uint32_t k = 0; k < card->layers; k++)
-            S.layer_bytes[l++] = cz_stage_layer_weight_bytes(card);
-    }
-    uint32_t K = cfg->xs.vision_resident_layers;
-    if (K > 0 && K < S.vis_layers) {
-        /* Section III-E and Table VI: K physical layers (each sized for the largest layer)
-         * and the weights outside the layers stay on the GPU; the rest goes to the LLM's
-         * KV pool */
-        double resident = nonlayer_bytes + K * slot_bytes;
-        double saved = vis_bytes > resident ? vis_bytes - resident : 0.0;
-        double per_token = cz_stage_kv_bytes_per_token(
-            &cfg->model.stages[cfg->model.pipe[S.llm].stage]);
-        S.kv_cap += (uint64_t)(saved / per_token);
-        vis_bytes -= saved;
-    }
-    stats->vision_resident_bytes = vis_bytes;
-    S.tl_next_s = -INFINITY;
-    for (uint32_t g = 0; g < S.n; g++) {
-        const cz_turn *t = &wl->turns[g];
-        uint32_t in = cz_turn_in_tokens(t);
-        S.r[g] = (xs_req){.g = g, .rec = UINT64_MAX, .in = in ? in : 1,
-                          .out = t->out_text_tokens ? t->out_text_tokens : 1,
-                          .image = S.llm > 0 ? t->in_image_tokens : 0};
-        S.order[g] = g;
-    }
-    double *times = cz_xmalloc(n1 * sizeof *times);
-    for (uint32_t g = 0; g < S.n; g++)
-        times[g] = wl->turns[g].arrival_s;
-    cz_sort_by_time(S.order, times, S.n);
-    free(times);
-    cz_evq_init(&S.q, 16);
-    if (S.n > 0)
-        cz_evq_push(&S.q, wl->turns[S.r[S.order[0]].g].arrival_s, XE_ARRIVAL, 0, 0);
-    m->acct.requests = S.n;
+    cz_evq q;
+    cz_xs_driver drv = {.ctx = &q, .start = drv_start, .timer = drv_timer};
+    cz_xstage *x;
+    cz_status st = cz_xstage_create(cfg, wl, m, stats, &drv, &x, err);
+    if (st != CZ_OK)
+        return st;
+    cz_evq_init(&q, 16);
+    cz_xstage_start(x);
     cz_event ev;
     double now = 0.0;
-    bool cut = false;
-    while (cz_evq_pop(&S.q, &ev)) {
+    bool cut = false; /* the clock stopped at sim.max_time_s with events still due */
+    uint64_t arrived, finished;
+    while (cz_evq_pop(&q, &ev)) {
         if (ev.t_s > cfg->max_time_s) {
             cut = true;
             break;
@@ -507,69 +45,26 @@ cz_status cz__xstage_run(const cz_config *cfg, const cz_workload *wl, cz_metrics
         now = ev.t_s;
         stats->events++;
         switch (ev.type) {
-        case XE_ARRIVAL: on_arrival(&S, now); break;
-        case XE_EXCL_DONE: on_excl_done(&S, now); break;
-        case XE_DECODE_DONE:
-            S.decoding = false;
-            for (uint32_t k = 0; k < S.n_batch; k++)
-                token(&S, S.batch[k], now);
-            S.n_batch = 0;
-            break;
+        case XE_ARRIVAL: cz_xstage_arrival(x, now); break;
+        case XE_EXCL_DONE: cz_xstage_excl_done(x, now); break;
+        case XE_DECODE_DONE: cz_xstage_decode_done(x, now); break;
         default: CZ_ASSERT(0 && "unknown event");
         }
-        decide(&S, now, stats);
         if (progress && (stats->events & 0xFFFF) == 0) {
-            cz_run_progress pr = {now, stats->events, S.next_arrival, S.finished, S.n, false};
+            cz_xstage_counts(x, &arrived, &finished);
+            cz_run_progress pr = {now, stats->events, arrived, finished, wl->n_turns, false};
             progress(progress_ctx, &pr);
         }
     }
-    /* every request ends in one outcome: cut by the clock, what is open is unfinished;
-     * drained, an open request is a bug */
-    cz_status st = CZ_OK;
-    for (uint32_t g = 0; g < S.n && st == CZ_OK; g++) {
-        xs_req *q = &S.r[g];
-        if (q->ended)
-            continue;
-        if (!cut) {
-            st = cz_err_set(err, CZ_EINTERNAL,
-                            "the cross-stage simulation ran out of events at t = %.6f s with "
-                            "request %u open (%s, prefilled %u of %u, generated %u of %u; "
-                            "KV %llu of %llu tokens): a bug in cadenza",
-                            now, g, q->rec == UINT64_MAX ? "never arrived" : "arrived",
-                            q->prefilled, q->in, q->gen, q->out,
-                            (unsigned long long)S.kv_used, (unsigned long long)S.kv_cap);
-            break;
-        }
-        if (q->rec != UINT64_MAX) {
-            cz_req_record *rec = &m->req[q->rec];
-            rec->outcome = CZ_REQ_UNFINISHED;
-            rec->output_tokens = rec->heard_tokens = q->gen;
-        }
-        xs_outcome(&S, g, CZ_REQ_UNFINISHED, cfg->max_time_s);
-    }
-    stats->arrivals = S.next_arrival;
-    stats->arrival_rate_rps = S.next_arrival > 1 && S.last_arrival_s > S.first_arrival_s
-                                  ? (S.next_arrival - 1) / (S.last_arrival_s - S.first_arrival_s)
-                                  : NAN;
+    st = cz_xstage_finish(x, cut, now, err);
     stats->sim_time_s = now;
-    stats->kv_saturated_at_s = NAN;
     if (progress) {
-        cz_run_progress pr = {now, stats->events, S.next_arrival, S.finished, S.n, true};
+        cz_xstage_counts(x, &arrived, &finished);
+        cz_run_progress pr = {now, stats->events, arrived, finished, wl->n_turns, true};
         progress(progress_ctx, &pr);
     }
-    cz_evq_free(&S.q);
-    free(S.r);
-    free(S.order);
-    free(S.ses_of);
-    free(S.vision.v);
-    free(S.prefill.v);
-    free(S.ready);
-    free(S.batch);
-    free(S.hyb);
-    free(S.hyb_tok);
-    free(S.layer_bytes);
-    free(S.load_done);
-    free(S.wrap_ready);
+    cz_evq_free(&q);
+    cz_xstage_free(x);
     if (st == CZ_OK)
         st = cz_metrics_check(m, err);
     return st;

@@ -1,9 +1,12 @@
-/* test_xstage.c - the cross-stage executor (sim/cz_xstage.c) on hand-timed cases: one
- * CogAgent-9B request on an RTX A6000 under each cross-stage scheduler, cross-checked
- * against the pipeline runtime; and two requests whose timelines follow Nova's stage order
- * and SM partition (004_f0fa8d0dbc8839e6.txt, section III-D) step by step, against
- * PF-Limit's. Expected step times come from cz_cost_step and cz_cost_share_s, which
- * test_cost checks against hand computations. */
+/* test_xstage.c - the cross-stage runtime (core/runtime/cz_xstage.h) and its
+ * discrete-event driver (sim/cz_xstage.c) on hand-timed cases: one CogAgent-9B request on
+ * an RTX A6000 under each cross-stage scheduler, cross-checked against the pipeline
+ * runtime; two requests whose timelines follow Nova's stage order and SM partition
+ * (004_f0fa8d0dbc8839e6.txt, section III-D) step by step, against PF-Limit's; and the
+ * runtime driven from a script with no event queue, step by step (the steps it describes,
+ * the token counts a driver builds batches from, the outcomes at the end). Expected step
+ * times come from cz_cost_step and cz_cost_share_s, which test_cost checks against hand
+ * computations. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +15,7 @@
 
 #include "cz_json.h"
 #include "cz_sim.h"
+#include "cz_xstage.h"
 #include "test_util.h"
 
 typedef struct run {
@@ -430,4 +434,220 @@ Test(xstage, vision_queue_service_and_md1)
     cr_assert(0.2 < rho && rho < 0.25, "rho %f", rho);
     cJSON_Delete(j);
     run_free(&r);
+}
+
+/* ---- the runtime driven from a script ---- */
+
+/* What the runtime asked of the script's driver: the steps it started (copied), the
+ * arrival timers it set. */
+typedef struct seen_step {
+    cz_xs_step s; /* its arrays point into the copies below */
+    uint32_t reqs[8], chunk_reqs[8], chunk_tokens[8];
+    double now;
+} seen_step;
+
+typedef struct script {
+    seen_step steps[64];
+    uint32_t n_steps, next_step; /* next_step: the first not yet checked */
+    double timers[8];
+    uint32_t n_timers;
+} script;
+
+static void script_start(void *ctx, const cz_xs_step *s, double now)
+{
+    script *sc = ctx;
+    cr_assert(sc->n_steps < 64 && s->n_reqs <= 8 && s->n_chunks <= 8);
+    seen_step *k = &sc->steps[sc->n_steps++];
+    k->s = *s;
+    k->now = now;
+    if (s->n_reqs)
+        memcpy(k->reqs, s->reqs, s->n_reqs * sizeof *s->reqs);
+    if (s->n_chunks) {
+        memcpy(k->chunk_reqs, s->chunk_reqs, s->n_chunks * sizeof *s->chunk_reqs);
+        memcpy(k->chunk_tokens, s->chunk_tokens, s->n_chunks * sizeof *s->chunk_tokens);
+    }
+    k->s.reqs = k->reqs;
+    k->s.chunk_reqs = k->chunk_reqs;
+    k->s.chunk_tokens = k->chunk_tokens;
+}
+
+static void script_timer(void *ctx, double t)
+{
+    script *sc = ctx;
+    cr_assert(sc->n_timers < 8);
+    sc->timers[sc->n_timers++] = t;
+}
+
+/* The next step the runtime started: of work `w` on `sms` of the 84 SMs for `pred_s`. */
+static const cz_xs_step *next_step(script *sc, cz_xs_work w, uint32_t sms, double pred_s)
+{
+    cr_assert(sc->next_step < sc->n_steps, "no step %u was started", sc->next_step);
+    const cz_xs_step *s = &sc->steps[sc->next_step++].s;
+    cr_assert_eq(s->work, w, "step %u: work %d, expected %d", sc->next_step - 1, s->work, w);
+    cr_assert_eq(s->sms, sms, "step %u: %u SMs, expected %u", sc->next_step - 1, s->sms, sms);
+    NEAR(s->share, sms / 84.0);
+    NEAR(s->predicted_s, pred_s);
+    return s;
+}
+
+static cz_xstage *script_create(run *r, script *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    cz_xs_driver drv = {.ctx = sc, .start = script_start, .timer = script_timer};
+    cz_xstage *x;
+    cr_assert_eq(cz_xstage_create(&r->cfg, &r->wl, &r->m, &r->st, &drv, &x, &r->err), CZ_OK,
+                 "%s", r->err.msg);
+    return x;
+}
+
+/* Nova with two requests a microsecond apart, two output tokens each, the script playing
+ * the driver: each step's end is reported at its start plus its predicted time, as the
+ * simulator does, and the records match nova_stage_order_and_partition's. */
+Test(xstage, runtime_scripted_nova)
+{
+    run r;
+    cr_assert_eq(parse_config(&r, "\"nova\"", 2, 2, 1e6), CZ_OK, "%s", r.err.msg);
+    script sc;
+    cz_xstage *x = script_create(&r, &sc);
+    cr_assert_eq(cz_xstage_requests(x), 2);
+    cz_xstage_start(x);
+    cr_assert_eq(sc.n_timers, 1);
+    cr_assert_eq(sc.n_steps, 0);
+    double a0 = sc.timers[0];
+    cz_xstage_arrival(x, a0);
+    /* request 0 encodes on the whole GPU; the next arrival is a timer */
+    const cz_xs_step *s = next_step(&sc, CZ_XS_VISION, 84, vision_s(&r, 1.0));
+    cr_assert_eq(s->req, 0);
+    cr_assert_eq(s->tokens, IMAGE);
+    NEAR(s->factor, 1.0);
+    cr_assert_eq(sc.n_timers, 2);
+    double a1 = sc.timers[1];
+    cr_assert(a1 > a0);
+    cz_xs_req_info q = cz_xstage_req(x, 0);
+    cr_assert(q.in_tokens == IN && q.out_tokens == 2 && q.image_tokens == IMAGE);
+    cr_assert(q.prefilled == 0 && q.generated == 0 && q.rec == 0 && !q.ended);
+    cr_assert_eq(cz_xstage_req(x, 1).rec, UINT64_MAX);
+    /* request 1 arrives while vision is busy: nothing starts, no timer is left */
+    cz_xstage_arrival(x, a1);
+    cr_assert_eq(sc.n_steps, 1);
+    cr_assert_eq(sc.n_timers, 2);
+    /* prefill above vision: request 0's prefill, alone on the GPU */
+    double t = a0 + vision_s(&r, 1.0);
+    cz_xstage_excl_done(x, t);
+    s = next_step(&sc, CZ_XS_PREFILL, 84, prefill_s(&r, 1.0));
+    cr_assert(s->req == 0 && s->tokens == IN);
+    t += prefill_s(&r, 1.0);
+    cz_xstage_excl_done(x, t);
+    /* its first token: request 1's vision on 60 SMs, then request 0's decode on 24 beside
+     * it (one request pending) */
+    q = cz_xstage_req(x, 0);
+    cr_assert(q.prefilled == IN && q.generated == 1 && q.context_tokens == IN + 1);
+    s = next_step(&sc, CZ_XS_VISION, 60, vision_s(&r, 60.0 / 84));
+    cr_assert_eq(s->req, 1);
+    double v_end = t + s->predicted_s;
+    s = next_step(&sc, CZ_XS_DECODE, 24, decode_s(&r, 1, 1, 24.0 / 84));
+    cr_assert(s->n_reqs == 1 && s->reqs[0] == 0 && s->tokens == 1 && s->req == UINT32_MAX);
+    cz_xstage_decode_done(x, t + s->predicted_s);
+    uint64_t arrived, finished;
+    cz_xstage_counts(x, &arrived, &finished);
+    cr_assert(arrived == 2 && finished == 1);
+    cr_assert(cz_xstage_req(x, 0).ended);
+    cr_assert_eq(sc.n_steps, 4); /* nothing to decode, vision busy */
+    cz_xstage_excl_done(x, v_end);
+    s = next_step(&sc, CZ_XS_PREFILL, 84, prefill_s(&r, 1.0));
+    cz_xstage_excl_done(x, v_end + s->predicted_s);
+    t = v_end + s->predicted_s;
+    s = next_step(&sc, CZ_XS_DECODE, 84, decode_s(&r, 1, 1, 1.0));
+    cz_xstage_decode_done(x, t + s->predicted_s);
+    cr_assert_eq(sc.n_steps, 6);
+    cr_assert_eq(cz_xstage_finish(x, false, t + s->predicted_s, &r.err), CZ_OK, "%s", r.err.msg);
+    cr_assert_eq(cz_metrics_check(&r.m, &r.err), CZ_OK, "%s", r.err.msg);
+    cz_xstage_free(x);
+    /* the simulator gives the same records */
+    run d;
+    cr_assert_eq(run_config(&d, "\"nova\"", 2, 2, 1e6), CZ_OK, "%s", d.err.msg);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(r.m.req[i].outcome, CZ_REQ_COMPLETED);
+        cr_assert(r.m.req[i].first_sched_s == d.m.req[i].first_sched_s &&
+                  r.m.req[i].first_token_s == d.m.req[i].first_token_s &&
+                  r.m.req[i].finish_s == d.m.req[i].finish_s, "request %d", i);
+    }
+    cr_assert(r.st.decode_steps == d.st.decode_steps && r.st.vision_starts == d.st.vision_starts);
+    NEAR(r.st.decode_share_sum, d.st.decode_share_sum);
+    run_free(&d);
+    run_free(&r);
+}
+
+/* Chunked prefill from a script: each hybrid step carries the request's next chunk of at
+ * most the budget, starting where its prefill stands, and then its decodes. */
+Test(xstage, runtime_scripted_chunked)
+{
+    run r;
+    cr_assert_eq(parse_config(&r, "{\"name\": \"chunked_prefill\", \"token_budget\": 512}", 1,
+                              3, 1.0),
+                 CZ_OK, "%s", r.err.msg);
+    script sc;
+    cz_xstage *x = script_create(&r, &sc);
+    cz_xstage_start(x);
+    double t = sc.timers[0];
+    cz_xstage_arrival(x, t);
+    const cz_xs_step *s = next_step(&sc, CZ_XS_VISION, 84, vision_s(&r, 1.0));
+    t += s->predicted_s;
+    cz_xstage_excl_done(x, t);
+    for (uint32_t done = 0; done < IN;) {
+        uint32_t c = IN - done < 512 ? IN - done : 512;
+        cr_assert_eq(cz_xstage_req(x, 0).prefilled, done);
+        cz_batch_shape b = {.prefill_tokens = c, .prefill_seqs = 1,
+                            .prefill_attn_ctx = (uint64_t)c * done + (uint64_t)c * (c + 1) / 2};
+        s = next_step(&sc, CZ_XS_HYBRID, 84, step_s(&r, 1, b, 1.0));
+        cr_assert(s->n_reqs == 0 && s->n_chunks == 1 && s->chunk_reqs[0] == 0);
+        cr_assert(s->chunk_tokens[0] == c && s->tokens == c);
+        t += s->predicted_s;
+        cz_xstage_excl_done(x, t);
+        done += c;
+    }
+    for (uint32_t g = 1; g < 3; g++) {
+        cz_xs_req_info q = cz_xstage_req(x, 0);
+        cr_assert(q.prefilled == IN && q.generated == g && q.context_tokens == IN + g);
+        s = next_step(&sc, CZ_XS_HYBRID, 84, decode_s(&r, 1, g, 1.0));
+        cr_assert(s->n_reqs == 1 && s->reqs[0] == 0 && s->n_chunks == 0 && s->tokens == 1);
+        t += s->predicted_s;
+        cz_xstage_excl_done(x, t);
+    }
+    cr_assert_eq(sc.n_steps, sc.next_step);
+    cr_assert(cz_xstage_req(x, 0).ended);
+    cr_assert_eq(cz_xstage_finish(x, false, t, &r.err), CZ_OK, "%s", r.err.msg);
+    NEAR(r.m.req[0].finish_s, t);
+    cz_xstage_free(x);
+    run_free(&r);
+}
+
+/* Every request ends in one outcome: a run that drained with one open is a bug named by
+ * the request and where it stands; cut by the clock, what is open (arrived or not) is
+ * unfinished at max_time_s. */
+Test(xstage, runtime_finish_outcomes)
+{
+    for (int cut = 0; cut < 2; cut++) {
+        run r;
+        cr_assert_eq(parse_config(&r, "\"nova\"", 2, 2, 1.0), CZ_OK, "%s", r.err.msg);
+        r.cfg.max_time_s = 0.5;
+        script sc;
+        cz_xstage *x = script_create(&r, &sc);
+        cz_xstage_start(x);
+        cz_xstage_arrival(x, sc.timers[0]);
+        cr_assert_eq(sc.n_steps, 1);
+        cz_status st = cz_xstage_finish(x, cut, sc.timers[0], &r.err);
+        if (!cut) {
+            cr_assert_eq(st, CZ_EINTERNAL);
+            cr_assert(strstr(r.err.msg, "request 0 open (arrived, prefilled 0 of 1702"), "%s",
+                      r.err.msg);
+        } else {
+            cr_assert_eq(st, CZ_OK, "%s", r.err.msg);
+            cr_assert_eq(r.m.req[0].outcome, CZ_REQ_UNFINISHED);
+            cr_assert_eq(r.st.arrivals, 1);
+            cr_assert_eq(cz_metrics_check(&r.m, &r.err), CZ_OK, "%s", r.err.msg);
+        }
+        cz_xstage_free(x);
+        run_free(&r);
+    }
 }

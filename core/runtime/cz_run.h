@@ -1,6 +1,6 @@
 /* cz_run.h - what a run of a deployment reports beside its metrics, whichever driver ran
- * it: counters filled by the deployment runtime (cz_deploy.h) or the simulator's
- * cross-stage executor, the progress callback, and the pipeline-level keys of the summary. */
+ * it: counters filled by the deployment runtime (cz_deploy.h) or the cross-stage
+ * runtime (cz_xstage.h), the progress callback, and the pipeline-level keys of the summary. */
 #ifndef CZ_RUN_H
 #define CZ_RUN_H
 
@@ -19,7 +19,7 @@ typedef struct cz_run_stats {
     uint64_t arrivals;
     double sim_time_s;       /* time of the last event */
     double kv_saturated_at_s;/* first time any KV pool saturated (NaN: never) */
-    /* cross-stage executor: decode steps, requests summed over them, SM share summed */
+    /* cross-stage runtime: decode steps, requests summed over them, SM share summed */
     uint64_t decode_steps, decode_seq_steps;
     double decode_share_sum;
     uint64_t vision_starts;   /* vision steps, and their waits since arrival summed */
