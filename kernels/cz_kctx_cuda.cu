@@ -9,6 +9,7 @@
 #include <cudaTypedefs.h>
 
 #include "cz_kcuda.h"
+#include "cz_kcuda_entry.h"
 
 /* ---- errors ---- */
 
@@ -331,12 +332,7 @@ static const cz_kernels cuda_ops = {
 
 /* ---- devices and contexts ---- */
 
-bool cz_kernels_cuda_built(void)
-{
-    return true;
-}
-
-int cz_kcuda_device_count(char *why)
+static int mod_device_count(char *why)
 {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -349,7 +345,7 @@ int cz_kcuda_device_count(char *why)
     return n;
 }
 
-cz_status cz_kcuda_sm_info(int device, uint32_t *total, uint32_t *min_sms, uint32_t *step,
+static cz_status mod_sm_info(int device, uint32_t *total, uint32_t *min_sms, uint32_t *step,
                            cz_err *err)
 {
     cz_status st = CZ_OK;
@@ -371,7 +367,7 @@ fail:
     return st;
 }
 
-cz_status cz_kcuda_device_info(int device, cz_kcuda_info *out, cz_err *err)
+static cz_status mod_device_info(int device, cz_kcuda_info *out, cz_err *err)
 {
     cz_status st = CZ_OK;
     cudaDeviceProp prop;
@@ -403,7 +399,7 @@ static cz_status split_sms(int dev, uint32_t want, CUdevResource part[2], uint32
     CUdevResource sm;
     unsigned groups = 1;
     uint32_t total, minp, step;
-    if ((st = cz_kcuda_sm_info(dev, &total, &minp, &step, err)) != CZ_OK)
+    if ((st = mod_sm_info(dev, &total, &minp, &step, err)) != CZ_OK)
         return st;
     if ((st = green_load(&g, err)) != CZ_OK)
         return st;
@@ -455,7 +451,7 @@ static cz_status create_on(int device, CUdevResource *res, cz_kctx **out, cz_err
 {
     *out = NULL;
     char why[CZ_ERR_MSG_MAX];
-    int n = cz_kcuda_device_count(why);
+    int n = mod_device_count(why);
     if (n == 0)
         return cz_err_set(err, CZ_EDEVICE, "kernels: backend 'cuda': %s", why);
     if (device < 0 || device >= n)
@@ -495,7 +491,7 @@ fail:
     return st;
 }
 
-cz_status cz_kctx_cuda_create(int device, uint32_t sm_count, uint32_t *sm_got, cz_kctx **out,
+static cz_status mod_create(int device, uint32_t sm_count, uint32_t *sm_got, cz_kctx **out,
                               cz_err *err)
 {
     *out = NULL;
@@ -526,7 +522,7 @@ cz_status cz_kctx_cuda_create(int device, uint32_t sm_count, uint32_t *sm_got, c
     return CZ_OK;
 }
 
-cz_status cz_kctx_cuda_split(int device, uint32_t sm_count, cz_kctx **part, cz_kctx **rest,
+static cz_status mod_split(int device, uint32_t sm_count, cz_kctx **part, cz_kctx **rest,
                              cz_err *err)
 {
     *part = *rest = NULL;
@@ -553,4 +549,12 @@ cz_status cz_kctx_cuda_split(int device, uint32_t sm_count, cz_kctx **part, cz_k
         return st;
     }
     return CZ_OK;
+}
+
+extern "C" __attribute__((visibility("default"))) const cz__kcuda_entry *cz__kcuda_module_entry(void)
+{
+    static const cz__kcuda_entry entry = {
+        CZ__KCUDA_ABI, mod_device_count, mod_device_info, mod_sm_info, mod_create, mod_split,
+    };
+    return &entry;
 }

@@ -3,6 +3,7 @@
  * asked for where none can exist, and (CUDA builds) the check functions that turn CUDA,
  * cuBLAS and driver errors into a status naming the call, the file and the line. */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cz_kernels.h"
@@ -71,6 +72,20 @@ Test(cuda_host, a_missing_device_is_a_device_error)
 }
 
 #ifdef CZ_HAVE_CUDA
+Test(cuda_host, a_module_that_cannot_load_is_a_device_error)
+{
+    /* Criterion runs each test in its own process: the module is not loaded yet */
+    setenv("CZ_CUDA_MODULE", "/nonexistent/libcz_cuda.so", 1);
+    cz_kctx *k = NULL;
+    cz_err err;
+    cr_assert_eq(cz_kctx_cuda_create(0, 0, NULL, &k, &err), CZ_EDEVICE);
+    cr_expect(strstr(err.msg, "cannot load the CUDA module /nonexistent/libcz_cuda.so"), "%s",
+              err.msg);
+    char why[CZ_ERR_MSG_MAX];
+    cr_expect_eq(cz_kcuda_device_count(why), 0);
+    cr_expect(strstr(why, "cannot load"), "%s", why);
+}
+
 Test(cuda_host, check_functions_name_the_call_file_and_line)
 {
     cz_err err;
