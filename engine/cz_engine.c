@@ -1,6 +1,7 @@
 /* cz_engine.c - the wall-clock driver of the deployment runtime (cz_engine.h). */
 #define _GNU_SOURCE
 #include "cz_engine.h"
+#include "cz_engine_int.h"
 
 #include <errno.h>
 #include <math.h>
@@ -1022,11 +1023,12 @@ cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics 
     if (!cuda && strcmp(backend, "cpu") != 0)
         return cz_err_set(err, CZ_EINVAL, "engine: unknown backend '%s' (expected \"cpu\" or "
                           "\"cuda\")", backend);
+    uint32_t threads = opts && opts->threads ? opts->threads : cfg->engine.threads;
+    if (threads == 0)
+        threads = cz_kctx_cpu_default_threads();
     if (cfg->cross_stage)
-        return cz_err_set(err, CZ_EINVAL,
-                          "engine: scheduler '%s' is a cross-stage executor (Nova), which only "
-                          "the simulator runs; the engine runs per-stage schedulers",
-                          cfg->scheduler);
+        return cz__engine_xs_run(cfg, wl, m, opts, cuda, threads, stats, partial, progress,
+                                 progress_ctx, err);
     eng E;
     memset(&E, 0, sizeof E);
     E.cfg = cfg;
@@ -1052,9 +1054,6 @@ cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics 
         .timer = drv_timer,
         .turn_opened = drv_turn_opened,
     };
-    uint32_t threads = opts && opts->threads ? opts->threads : cfg->engine.threads;
-    if (threads == 0)
-        threads = cz_kctx_cpu_default_threads();
     cz_status st = cz_deploy_create(cfg, wl, m, &drv, &E.d, err);
     if (st == CZ_OK)
         st = make_devices(&E, threads, cuda, err);

@@ -89,13 +89,32 @@ check "windowed streams run" "$cz" replay "$tmp/win.json" --summary "$tmp/w.json
 check "every frame is accounted for" bash -c \
     "[ \"\$(grep -o '\"frames\":[[:space:]]*[0-9]*' '$tmp/w.json' | head -1 | grep -o '[0-9]*$')\" = 32 ]"
 
+# Nova's cross-stage runtime on CPU thread partitions (experiments/engine/nova_cpu.json):
+# every request through vision, prefill and decode, accounted for as the simulator counts
+# them, under Nova, its Multi-Stream baseline, PF-Limit and chunked prefill
+nova="$root/experiments/engine/nova_cpu.json"
+nb='"sm_decode_vision":1,"sm_decode_prefill":1,"sm_floor":1,"sm_granularity":1'
+"$cz" sim "$nova" --set workload.synthetic.requests=24 --summary "$tmp/ns.json" --no-progress \
+    >/dev/null 2>&1
+for sch in "{\"name\":\"nova\",$nb}" "{\"name\":\"nova\",$nb,\"multi_stream\":true}" \
+           '{"name":"pf_limit"}' '{"name":"chunked_prefill","token_budget":64}'; do
+    name=$(echo "$sch" | sed 's/.*"name":"\([a-z_]*\)".*/\1/')$(echo "$sch" | grep -q multi && echo " multi-stream")
+    rm -f "$tmp/nr.json"
+    check "cross-stage replay: $name" "$cz" replay "$nova" --set workload.synthetic.requests=24 \
+        --set "scheduler=$sch" --summary "$tmp/nr.json" -o "$tmp/nr.h5" --no-progress
+    check "cross-stage replay: $name: all 24 completed" bash -c \
+        "[ \"\$(grep -o '\"completed\":[[:space:]]*[0-9]*' '$tmp/nr.json' | head -1 | grep -o '[0-9]*\$')\" = 24 ]"
+done
+check "the simulator completes the same requests" bash -c \
+    "[ \"\$(grep -o '\"completed\":[[:space:]]*[0-9]*' '$tmp/ns.json' | head -1 | grep -o '[0-9]*\$')\" = 24 ]"
+
 # configs the engine refuses
 check "a pool sized for a GPU is refused" expect_exit 2 "$cz" replay "$cpu" \
     --set hardware=h100-sxm --set server.kv_blocks=0
 check "the message names engine.max_kv_bytes" grep -q max_kv_bytes "$tmp/cmd.err"
-check "Nova's cross-stage executor is refused" expect_exit 2 "$cz" replay \
-    "$root/experiments/nova/$(ls "$root/experiments/nova" | grep -v sweep | head -1)"
-check "the message says why" grep -q cross-stage "$tmp/cmd.err"
+check "Nova's vision weight offload is refused" expect_exit 2 "$cz" replay "$nova" \
+    --set "scheduler={\"name\":\"nova\",$nb,\"vision_resident_layers\":1}"
+check "the message says why" grep -q "keeps every vision encoder weight resident" "$tmp/cmd.err"
 check "a missing checkpoint names the folder" expect_exit 2 "$cz" replay "$cpu" \
     --set engine.weights=/nonexistent-ckpt
 check "the message names it" grep -q nonexistent-ckpt "$tmp/cmd.err"

@@ -101,7 +101,7 @@ static void compare_decoder(cz_cmp *t, const cz_stage_card *s, cz_dtype wdt, cz_
                            .slots = slots, .sample_rows = rows, .n_samples = nsamp};
         cz_net_decode(nc, pc, &b, NULL, ids_c, lc);
         cz_net_decode(ng, pg, &b, NULL, ids_g, lg);
-        char what[128];
+        char what[384];
         snprintf(what, sizeof what, "%s %s/%s KV step %d logits", s->name, cz_dtype_name(wdt),
                  cz_dtype_name(kvdt), step);
         cz_cmp_nmse(t, what, lc, lg, (size_t)nsamp * V, tol);
@@ -153,7 +153,7 @@ static void omni_stages(cz_cmp *t)
             a = cz_net_vocode(nc, lens, 2, 11);
             b = cz_net_vocode(ng, lens, 2, 11);
         }
-        char what[128];
+        char what[384];
         snprintf(what, sizeof what, "%s %s outputs", m.name, s->name);
         cz_cmp_exact(t, what, &a, &b, sizeof a);
         cz_net_free(nc);
