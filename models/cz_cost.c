@@ -102,22 +102,22 @@ static double weight_params_read(const cz_stage_card *s, double tokens)
     return s->active_params - k * e + touched * e;
 }
 
-void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_params *p,
-                  const cz_batch_shape *b, cz_step_cost *out)
-{
-    CZ_ASSERT(s != NULL && hw != NULL && p != NULL && b != NULL && out != NULL);
-    CZ_ASSERT(p->tp >= 1);
-    CZ_ASSERT(p->flops_eff > 0.0 && p->flops_eff <= 1.0);
-    CZ_ASSERT(p->bw_eff > 0.0 && p->bw_eff <= 1.0);
-    CZ_ASSERT(p->link_eff > 0.0 && p->link_eff <= 1.0);
-    CZ_ASSERT(p->step_overhead_s >= 0.0 && p->allreduce_latency_s >= 0.0);
-    CZ_ASSERT(hw->bf16_flops > 0.0 && hw->hbm_bw_Bps > 0.0 && hw->interconnect_Bps > 0.0);
-    CZ_ASSERT(s->layers > 0 && s->hidden > 0 && s->weight_bytes > 0);
+/* The quantities both cost models read of a step (docs/cost-model.md): per GPU, one pass. */
+typedef struct cost_terms {
+    double tokens, seqs;   /* T; sequences sampling (ar) or jobs (encoders, vocoders) */
+    double linear, attn;   /* FLOPs */
+    double weights, kv, act; /* bytes */
+    double passes;
+} cost_terms;
 
-    memset(out, 0, sizeof *out);
+/* False for an empty step (every term 0). */
+static bool step_terms(const cz_stage_card *s, const cz_cost_params *p, const cz_batch_shape *b,
+                       cost_terms *t)
+{
+    memset(t, 0, sizeof *t);
     double tokens = (double)b->prefill_tokens + (double)b->decode_seqs;
     if (tokens == 0.0)
-        return;
+        return false;
     double tp = p->tp;
     bool ar = s->kind == CZ_STAGE_AR;
     double prefill_seqs = 0.0;
@@ -139,7 +139,6 @@ void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_pa
     double passes = s->passes ? s->passes : 1;
     double attn_positions = (double)b->prefill_attn_ctx + (double)b->decode_ctx_tokens;
     double attn = 4.0 * s->layers * (double)s->heads * s->head_dim * attn_positions * passes;
-    out->flops = (linear + attn) / tp;
 
     /* Bytes: weights once per step; the KV cache each decode sequence attends to, and for
      * each prefill chunk its mean attended context once; the KV of every new token written;
@@ -149,9 +148,36 @@ void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_pa
     double prefill_ctx = 0.0;
     if (b->prefill_tokens > 0)
         prefill_ctx = (double)b->prefill_attn_ctx / (double)b->prefill_tokens * prefill_seqs;
-    double kv = kv_token * ((double)b->decode_ctx_tokens + prefill_ctx + tokens);
-    double act = 2.0 * s->layers * (double)s->hidden * tokens * CZ_ACT_BYTES;
-    out->bytes = (weights + kv + act) * passes; /* every pass reads them again */
+    t->tokens = tokens;
+    t->seqs = (double)b->decode_seqs + prefill_seqs;
+    t->linear = linear / tp;
+    t->attn = attn / tp;
+    t->weights = weights;
+    t->kv = kv_token * ((double)b->decode_ctx_tokens + prefill_ctx + tokens);
+    t->act = 2.0 * s->layers * (double)s->hidden * tokens * CZ_ACT_BYTES;
+    t->passes = passes;
+    return true;
+}
+
+void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_params *p,
+                  const cz_batch_shape *b, cz_step_cost *out)
+{
+    CZ_ASSERT(s != NULL && hw != NULL && p != NULL && b != NULL && out != NULL);
+    CZ_ASSERT(p->tp >= 1);
+    CZ_ASSERT(p->flops_eff > 0.0 && p->flops_eff <= 1.0);
+    CZ_ASSERT(p->bw_eff > 0.0 && p->bw_eff <= 1.0);
+    CZ_ASSERT(p->link_eff > 0.0 && p->link_eff <= 1.0);
+    CZ_ASSERT(p->step_overhead_s >= 0.0 && p->allreduce_latency_s >= 0.0);
+    CZ_ASSERT(hw->bf16_flops > 0.0 && hw->hbm_bw_Bps > 0.0 && hw->interconnect_Bps > 0.0);
+    CZ_ASSERT(s->layers > 0 && s->hidden > 0 && s->weight_bytes > 0);
+
+    memset(out, 0, sizeof *out);
+    cost_terms t;
+    if (!step_terms(s, p, b, &t))
+        return;
+    double tokens = t.tokens, tp = p->tp, passes = t.passes;
+    out->flops = t.linear + t.attn;
+    out->bytes = (t.weights + t.kv + t.act) * passes; /* every pass reads them again */
 
     out->compute_s = out->flops / (hw->bf16_flops * p->flops_eff);
     out->memory_s = out->bytes / (hw->hbm_bw_Bps * p->bw_eff);
@@ -186,4 +212,49 @@ double cz_cost_host_transfer_s(const cz_hw_card *hw, double bytes)
     if (bytes == 0.0)
         return 0.0;
     return hw->host_link_latency_s + bytes / hw->host_link_Bps;
+}
+
+const char *cz_cost_feature_name(cz_cost_feature f)
+{
+    static const char *const names[CZ_CF_N] = {
+        "per_step_s", "per_seq_s", "per_token_s", "per_linear_flop_s", "per_attn_flop_s",
+        "per_weight_byte_s", "per_kv_byte_s",
+    };
+    CZ_ASSERT((unsigned)f < CZ_CF_N);
+    return names[f];
+}
+
+void cz_cost_features(const cz_stage_card *s, const cz_cost_params *p, const cz_batch_shape *b,
+                      double x[CZ_CF_N])
+{
+    CZ_ASSERT(s != NULL && p != NULL && b != NULL && p->tp >= 1);
+    cost_terms t;
+    for (int i = 0; i < CZ_CF_N; i++)
+        x[i] = 0.0;
+    if (!step_terms(s, p, b, &t))
+        return;
+    x[CZ_CF_STEP] = t.passes;
+    x[CZ_CF_SEQ] = t.seqs;
+    x[CZ_CF_TOKEN] = t.tokens * t.passes;
+    x[CZ_CF_LINEAR_FLOP] = t.linear;
+    x[CZ_CF_ATTN_FLOP] = t.attn;
+    x[CZ_CF_WEIGHT_BYTE] = t.weights * t.passes;
+    x[CZ_CF_KV_BYTE] = t.kv * t.passes;
+}
+
+double cz_cost_fit_s(const cz_cost_fit *f, const cz_cost_params *p, const double x[CZ_CF_N],
+                     double share)
+{
+    CZ_ASSERT(share > 0.0 && share <= 1.0 && p->bw_sat_sm_fraction > 0.0);
+    double bw = share < p->bw_sat_sm_fraction ? share / p->bw_sat_sm_fraction : 1.0;
+    double t = 0.0;
+    for (int i = 0; i < CZ_CF_N; i++) {
+        double term = f->theta[i] * x[i];
+        if (i == CZ_CF_LINEAR_FLOP || i == CZ_CF_ATTN_FLOP)
+            term /= share;
+        else if (i == CZ_CF_WEIGHT_BYTE || i == CZ_CF_KV_BYTE)
+            term /= bw;
+        t += term;
+    }
+    return t;
 }

@@ -274,6 +274,45 @@ void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_pa
  * overhead are unchanged. share = 1 gives c->total_s; an empty step costs 0. */
 double cz_cost_share_s(const cz_step_cost *c, const cz_cost_params *p, double share);
 
+/* ---- A fitted cost model (cadenza calibrate; docs/validation.md) ----
+ *
+ * A step's time as a non-negative combination of what the roofline reads of it: a
+ * constant per pass, per sequence (sequences sampling, or an encoder's jobs), per token,
+ * per FLOP of the linear layers and of attention, per byte of weights and of KV read and
+ * written (the roofline's quantities, per GPU of a tensor-parallel group; docs/
+ * cost-model.md). Fitted stage by stage, so a per-layer constant is part of the per-pass
+ * one. */
+typedef enum cz_cost_feature {
+    CZ_CF_STEP = 0,     /* passes (1 for most stages): the fixed cost per step */
+    CZ_CF_SEQ,          /* sequences that sample a token; an encoder's or vocoder's jobs */
+    CZ_CF_TOKEN,        /* tokens x passes */
+    CZ_CF_LINEAR_FLOP,  /* FLOPs of the linear layers and the LM head */
+    CZ_CF_ATTN_FLOP,    /* FLOPs of attention */
+    CZ_CF_WEIGHT_BYTE,  /* weight bytes read x passes (MoE: the experts the tokens reach) */
+    CZ_CF_KV_BYTE,      /* KV bytes read and written x passes */
+    CZ_CF_N
+} cz_cost_feature;
+
+/* The cost file's key of each coefficient ("per_step_s", "per_seq_s", "per_token_s",
+ * "per_linear_flop_s", "per_attn_flop_s", "per_weight_byte_s", "per_kv_byte_s"). */
+const char *cz_cost_feature_name(cz_cost_feature f);
+
+/* The features of step `b` of stage `s` (p->tp GPUs): all 0 for an empty step. Pure. */
+void cz_cost_features(const cz_stage_card *s, const cz_cost_params *p, const cz_batch_shape *b,
+                      double x[CZ_CF_N]);
+
+/* One stage's fitted coefficients, seconds per unit of each feature (all >= 0). */
+typedef struct cz_cost_fit {
+    double theta[CZ_CF_N];
+} cz_cost_fit;
+
+/* The fitted time of a step with features x on a fraction `share` in (0, 1] of the SMs:
+ * sum of theta x, the FLOP terms over share and the byte terms over the bandwidth that
+ * share reaches (min(1, share / bw_sat_sm_fraction)), as cz_cost_share_s scales the
+ * roofline's. Pure. */
+double cz_cost_fit_s(const cz_cost_fit *f, const cz_cost_params *p, const double x[CZ_CF_N],
+                     double share);
+
 /* Seconds to move `bytes` (>= 0) over the host link (latency + bytes / bandwidth); 0 bytes
  * cost 0 s (nothing is sent). The card's host_link_Bps is an achievable rate, so no
  * efficiency factor applies. */
