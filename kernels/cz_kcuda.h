@@ -121,6 +121,16 @@ void cz__cuda_gemm(cz__kcuda *c, float *out, const float *x, const void *w, cz_d
                    const float *bias, uint32_t m, uint32_t n, uint32_t kd, void *xs,
                    size_t xs_bytes);
 
+/* Split-KV for attn_paged (attn_paged.cu, flash-decoding): the partitions each work item
+ * (a sequence's query rows x a KV head's group of query heads) splits its keys into, from
+ * what the host knows: `max_ctx` bounds the keys a query keeps (max_blocks x
+ * block_tokens, or window + sinks), `n_items` the work items without a split (n_seqs x
+ * KV heads x head chunks), `sms` the SMs the stream runs on (0 counts as 1). 1 when the
+ * items already give every SM 4, or max_ctx is under 1024; otherwise enough partitions
+ * for 4 items per SM, ceil(4 x sms / n_items), but no more than keep each at least 512
+ * keys (max_ctx / 512) and at most 256. Pure. */
+uint32_t cz__attn_partitions(uint32_t max_ctx, uint32_t n_items, uint32_t sms);
+
 void cz_cuda_embed(cz_kctx *k, float *out, const void *table, cz_dtype dt, const int32_t *ids,
                    uint32_t n, uint32_t dim);
 void cz_cuda_rmsnorm(cz_kctx *k, float *out, const float *x, const float *w, float eps,
