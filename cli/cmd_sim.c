@@ -1,5 +1,6 @@
 /* cmd_sim.c - `cadenza sim`: parse a config, build the workload, run the simulator,
  * write the results (HDF5 + JSON summary) and print a table. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <errno.h>
+#include <limits.h>
 
 #include "cz_cli.h"
 #include "cz_engine.h"
@@ -29,6 +31,8 @@ static const char sim_usage[] =
     "                       or --set server.max_num_seqs=64 (repeatable)\n"
     "  -o, --output FILE    write the HDF5 results: per-request table, timelines, config\n"
     "  --summary FILE       write the JSON summary (vLLM benchmark key names)\n"
+    "  --cost FILE          step times from a fitted cost model (`cadenza calibrate`)\n"
+    "                       instead of the config's cost object\n"
     "  --quiet              print nothing but errors\n"
     "  --no-progress        no progress line\n"
     "  -h, --help           this help\n"
@@ -51,6 +55,7 @@ static const char replay_usage[] =
     "  -o, --output FILE    write the HDF5 results, with a /steps table of every batch\n"
     "                       (its shape, host time, device time and the cost model's time)\n"
     "  --summary FILE       write the JSON summary (the simulator's keys, \"driver\": \"engine\")\n"
+    "  --cost FILE          the fitted cost model /steps compares each batch with\n"
     "  --backend NAME       kernel backend: cpu (default) or cuda (a build with -Dcuda;\n"
     "                       GPU g of the placement runs on CUDA device g)\n"
     "  --threads N          CPU threads in all (default: engine.threads, else every CPU)\n"
@@ -268,6 +273,29 @@ cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *
                       wall_s, &partial, err);
 }
 
+cz_status cz_cli_use_cost_file(cJSON *cfg_json, const char *path, cz_err *err)
+{
+    char *abs = realpath(path, NULL);
+    if (!abs)
+        return cz_err_set(err, CZ_EIO, "--cost %s: %s", path, strerror(errno));
+    cJSON *old = cJSON_GetObjectItemCaseSensitive(cfg_json, "cost");
+    cJSON *cost = cJSON_CreateObject();
+    static const char *const keep[] = {"tp", "bw_sat_sm_fraction"};
+    for (size_t i = 0; cJSON_IsObject(old) && i < CZ_ARRAY_LEN(keep); i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(old, keep[i]);
+        if (v)
+            cJSON_AddItemToObject(cost, keep[i], cJSON_Duplicate(v, 1));
+    }
+    cJSON_AddStringToObject(cost, "kind", "fitted");
+    cJSON_AddStringToObject(cost, "file", abs);
+    free(abs);
+    if (old)
+        cJSON_ReplaceItemInObjectCaseSensitive(cfg_json, "cost", cost);
+    else
+        cJSON_AddItemToObject(cfg_json, "cost", cost);
+    return CZ_OK;
+}
+
 char *cz_cli_dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -285,7 +313,7 @@ char *cz_cli_dir_of(const char *path)
 static int run_command(int argc, char **argv, bool engine)
 {
     const char *cmd = engine ? "replay" : "sim";
-    const char *config_path = NULL, *out_h5 = NULL, *out_summary = NULL;
+    const char *config_path = NULL, *out_h5 = NULL, *out_summary = NULL, *cost_path = NULL;
     cz_engine_opts eopts = {.backend = "cpu"};
     const char **sets = cz_xcalloc((size_t)argc, sizeof *sets);
     int n_sets = 0;
@@ -298,6 +326,7 @@ static int run_command(int argc, char **argv, bool engine)
             return CZ_EXIT_OK;
         } else if (strcmp(a, "--set") == 0 || strcmp(a, "-o") == 0 ||
                    strcmp(a, "--output") == 0 || strcmp(a, "--summary") == 0 ||
+                   strcmp(a, "--cost") == 0 ||
                    (engine && (strcmp(a, "--backend") == 0 || strcmp(a, "--threads") == 0))) {
             if (i + 1 >= argc) {
                 free(sets);
@@ -306,6 +335,8 @@ static int run_command(int argc, char **argv, bool engine)
             const char *v = argv[++i];
             if (strcmp(a, "--set") == 0) {
                 sets[n_sets++] = v;
+            } else if (strcmp(a, "--cost") == 0) {
+                cost_path = v;
             } else if (strcmp(a, "--summary") == 0) {
                 out_summary = v;
             } else if (strcmp(a, "--backend") == 0) {
@@ -365,6 +396,8 @@ static int run_command(int argc, char **argv, bool engine)
     base_dir = config_path ? cz_cli_dir_of(config_path) : cz_xstrdup(CZ_SOURCE_ROOT "/experiments");
     for (int i = 0; i < n_sets && st == CZ_OK; i++)
         st = cz_json_set_path(cfg_json, sets[i], &err);
+    if (st == CZ_OK && cost_path)
+        st = cz_cli_use_cost_file(cfg_json, cost_path, &err);
     /* every output gets its temporary now, so an unwritable one fails before the run */
     const char *tmp_h5 = NULL, *tmp_summary = NULL;
     if (st == CZ_OK && out_h5)

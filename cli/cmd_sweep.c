@@ -10,7 +10,8 @@
 #include "cz_out.h"
 
 static const char sweep_usage[] =
-    "usage: cadenza sweep SWEEP.json [--set key=value]... [-o results.jsonl] [--quiet]\n"
+    "usage: cadenza sweep SWEEP.json [--set key=value]... [--cost cost.json]\n"
+    "                     [-o results.jsonl] [--quiet]\n"
     "\n"
     "Runs the sweep's base experiment once per point of its grid (every combination of\n"
     "the values listed per key, the last key varying fastest) and prints one row per point\n"
@@ -25,6 +26,7 @@ static const char sweep_usage[] =
     "A report key may be a dotted path into the summary (classes.rt.p90_ttft_ms).\n"
     "\n"
     "  --set key=value      override a field of the base experiment at every point\n"
+    "  --cost FILE          step times from a fitted cost model (`cadenza calibrate`)\n"
     "  -o, --output FILE    write every point's full summary as JSON lines\n"
     "  --quiet              print nothing but errors\n"
     "  -h, --help           this help\n";
@@ -208,7 +210,7 @@ static bool write_lines(FILE *f, const void *ctx)
 
 int cz_cmd_sweep(int argc, char **argv)
 {
-    const char *path = NULL, *out = NULL;
+    const char *path = NULL, *out = NULL, *cost_path = NULL;
     const char **sets = cz_xcalloc((size_t)argc, sizeof *sets);
     int n_sets = 0;
     bool quiet = false;
@@ -219,13 +221,15 @@ int cz_cmd_sweep(int argc, char **argv)
             free(sets);
             return CZ_EXIT_OK;
         } else if (strcmp(a, "--set") == 0 || strcmp(a, "-o") == 0 ||
-                   strcmp(a, "--output") == 0) {
+                   strcmp(a, "--output") == 0 || strcmp(a, "--cost") == 0) {
             if (i + 1 >= argc) {
                 free(sets);
                 return cz_cli_usage_error("sweep", "option '%s' needs a value", a);
             }
             if (strcmp(a, "--set") == 0)
                 sets[n_sets++] = argv[++i];
+            else if (strcmp(a, "--cost") == 0)
+                cost_path = argv[++i];
             else
                 out = argv[++i];
         } else if (strcmp(a, "--quiet") == 0) {
@@ -247,6 +251,8 @@ int cz_cmd_sweep(int argc, char **argv)
     cz_status st = sweep_load(path, &sw, &err);
     for (int i = 0; i < n_sets && st == CZ_OK; i++)
         st = cz_json_set_path(sw.base, sets[i], &err);
+    if (st == CZ_OK && cost_path)
+        st = cz_cli_use_cost_file(sw.base, cost_path, &err);
     const char *tmp_out = NULL;
     if (st == CZ_OK && out)
         st = cz_out_add(out, &tmp_out, &err);

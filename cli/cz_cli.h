@@ -27,6 +27,11 @@ cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *
                           bool progress, cz_config *cfg, cz_metrics *m, cz_summary *sum,
                           cz_run_stats *stats, cJSON **summary, double *wall_s, cz_err *err);
 
+/* `--cost FILE`: makes the config's cost object {"kind": "fitted", "file": <FILE made
+ * absolute>}, keeping its tp and bw_sat_sm_fraction (the fitted model reads them).
+ * CZ_EIO naming the file when it does not exist. */
+cz_status cz_cli_use_cost_file(cJSON *cfg_json, const char *path, cz_err *err);
+
 /* The folder of `path` ("." when it has none); caller frees. */
 char *cz_cli_dir_of(const char *path);
 

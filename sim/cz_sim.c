@@ -56,7 +56,7 @@ static double service_share(const sim_state *S, uint32_t seq, uint32_t tokens)
 static double ar_step_s(const sim_state *S, const cz_deploy_step *st)
 {
     const cz_batch *b = st->batch;
-    if (S->cfg->cost_kind == CZ_COST_ROOFLINE)
+    if (S->cfg->cost_kind != CZ_COST_SERVICE)
         return cz_config_roofline_step_s(S->cfg, st->p, b);
     double t = 0.0;
     for (uint32_t k = 0; k < b->n_items; k++)
@@ -79,8 +79,8 @@ static void drv_step(void *ctx, const cz_deploy_step *st, double now)
     double dur = st->srv ? ar_step_s(S, st) : cz_config_jobs_step_s(S->cfg, st->p, st->jobs, st->n_jobs);
     sim_gpu *g = &S->gpus[st->gpu];
     double host = 0.0;
-    if (g->async && S->cfg->cost_kind == CZ_COST_ROOFLINE)
-        host = fmin(S->cfg->cost.step_overhead_s, dur);
+    if (g->async && S->cfg->cost_kind != CZ_COST_SERVICE)
+        host = fmin(cz_config_step_overhead_s(S->cfg, st->p), dur);
     S->busy[st->rep] = true;
     cz_streams_start(&g->st, S->rep_slot[st->rep], now, host, dur - host);
 }

@@ -1,6 +1,7 @@
 /* cz_config.c - experiment configs (cz_config.h) for both drivers; every key is in
  * docs/config.md. */
 #include "cz_config.h"
+#include "cz_costfile.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -231,14 +232,19 @@ static cz_status parse_placement(const cJSON *j, const char *where, cz_config *c
     return CZ_OK;
 }
 
-static cz_status parse_cost(const cJSON *j, const char *where, cz_config *c, cz_err *err)
+static cz_status parse_cost(const cJSON *j, const char *where, const char *base_dir,
+                            cz_config *c, cz_err *err)
 {
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s: cost", where);
-    const char *kind = "roofline";
+    const char *kind = NULL, *file = NULL;
     cz_status st = cz_json_str(j, ctx, "kind", false, &kind, err);
+    if (st == CZ_OK)
+        st = cz_json_str(j, ctx, "file", false, &file, err);
     if (st != CZ_OK)
         return st;
+    if (!kind)
+        kind = file ? "fitted" : "roofline";
     cJSON *rest = cJSON_Duplicate(j, 1);
     CZ_ASSERT(rest != NULL);
     cJSON_DeleteItemFromObjectCaseSensitive(rest, "kind");
@@ -251,15 +257,70 @@ static cz_status parse_cost(const cJSON *j, const char *where, cz_config *c, cz_
                             ctx);
         else if ((st = cz_json_check_keys(rest, ctx, keys, 1, err)) == CZ_OK)
             st = cz_distspec_parse(sv, ctx, "service_s", &c->service, err);
-    } else if (strcmp(kind, "roofline") == 0) {
+    } else if (strcmp(kind, "roofline") == 0 && !file) {
         c->cost_kind = CZ_COST_ROOFLINE;
         st = cz_cost_params_parse(rest, ctx, &c->cost, err);
+    } else if (strcmp(kind, "fitted") == 0) {
+        c->cost_kind = CZ_COST_FITTED;
+        cJSON_DeleteItemFromObjectCaseSensitive(rest, "file");
+        int n = !file ? 0
+                : file[0] == '/' || !base_dir
+                    ? snprintf(c->cost_file, sizeof c->cost_file, "%s", file)
+                    : snprintf(c->cost_file, sizeof c->cost_file, "%s/%s", base_dir, file);
+        if (!file)
+            st = cz_err_set(err, CZ_EINVAL,
+                            "%s: missing field 'file' (kind \"fitted\": the cost file "
+                            "`cadenza calibrate` writes)",
+                            ctx);
+        else if (n < 0 || (size_t)n >= sizeof c->cost_file)
+            st = cz_err_field(err, CZ_EINVAL, ctx, "file", "path too long");
+        else
+            st = cz_cost_params_parse(rest, ctx, &c->cost, err); /* tp, bw_sat_sm_fraction */
+    } else if (file) {
+        st = cz_err_field(err, CZ_EINVAL, ctx, "file",
+                          "a cost file is a fitted model: expected kind \"fitted\", got '%s'",
+                          kind);
     } else {
-        st = cz_err_set(err, CZ_EINVAL, "%s: field 'kind': expected roofline or service, got '%s'",
-                        ctx, kind);
+        st = cz_err_set(err, CZ_EINVAL,
+                        "%s: field 'kind': expected roofline, fitted or service, got '%s'", ctx,
+                        kind);
     }
     cJSON_Delete(rest);
     return st;
+}
+
+/* Loads the cost file of a fitted config into the per-stage coefficients of its model
+ * (after the model and hardware cards are read). */
+static cz_status apply_cost_file(cz_config *c, const char *where, cz_err *err)
+{
+    cz_cost_file f;
+    cz_status st = cz_cost_file_load(c->cost_file, &f, err);
+    if (st != CZ_OK)
+        return cz_err_prefix(err, "%s: cost.file: ", where);
+    if (strcmp(f.model, c->model.name) != 0)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: cost.file %s was fitted on model '%s', not this config's '%s'",
+                          where, c->cost_file, f.model, c->model.name);
+    for (uint32_t i = 0; i < c->model.n_stages; i++) {
+        const cz_cost_fit *fit = cz_cost_file_stage(&f, c->model.stages[i].name);
+        bool used = false;
+        for (uint32_t p = 0; p < c->model.n_pipe; p++)
+            used = used || c->model.pipe[p].stage == i || c->model.pipe[p].inner == (int32_t)i;
+        if (!fit && used)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: cost.file %s has no fit for stage '%s' of model '%s' (its "
+                              "stages: %u); profile and calibrate every stage the pipeline "
+                              "runs",
+                              where, c->cost_file, c->model.stages[i].name, c->model.name,
+                              f.n_stages);
+        if (fit)
+            c->fit[i] = *fit;
+    }
+    if (f.has_link) {
+        c->hw.host_link_Bps = f.link_Bps;
+        c->hw.host_link_latency_s = f.link_latency_s;
+    }
+    return CZ_OK;
 }
 
 static cz_status parse_slo(const cJSON *j, const char *where, cz_slo *slo, cz_err *err)
@@ -376,10 +437,10 @@ static cz_status check_cross_stage(const cz_config *c, const char *where, cz_err
                           "%s: field 'scheduler': '%s' needs a model with one autoregressive "
                           "stage; model '%s' has none",
                           where, c->scheduler, c->model.name);
-    if (c->cost_kind != CZ_COST_ROOFLINE)
+    if (c->cost_kind == CZ_COST_SERVICE)
         return cz_err_set(err, CZ_EINVAL,
-                          "%s: field 'scheduler': '%s' needs the roofline cost model (cost "
-                          "kind \"roofline\")",
+                          "%s: field 'scheduler': '%s' needs a cost model of step shapes (cost "
+                          "kind \"roofline\" or \"fitted\")",
                           where, c->scheduler);
     /* decode's partition leaves SMs to the step beside it (section III-C) */
     if (c->xs.kind == CZ_XS_NOVA && !c->xs.enumerate) {
@@ -395,12 +456,32 @@ static cz_status check_cross_stage(const cz_config *c, const char *where, cz_err
     return CZ_OK;
 }
 
+/* The cost model's time of a step of card stage `stage` on `share` of the SMs. */
+static double stage_cost_s(const cz_config *c, uint32_t stage, const cz_batch_shape *b,
+                           double share)
+{
+    const cz_stage_card *s = &c->model.stages[stage];
+    if (c->cost_kind == CZ_COST_FITTED) {
+        double x[CZ_CF_N];
+        cz_cost_features(s, &c->cost, b, x);
+        return cz_cost_fit_s(&c->fit[stage], &c->cost, x, share);
+    }
+    cz_step_cost cost;
+    cz_cost_step(s, &c->hw, &c->cost, b, &cost);
+    return share < 1.0 ? cz_cost_share_s(&cost, &c->cost, share) : cost.total_s;
+}
+
 double cz_config_stage_share_s(const cz_config *c, uint32_t p, const cz_batch_shape *b,
                          double share)
 {
-    cz_step_cost cost;
-    cz_cost_step(&c->model.stages[c->model.pipe[p].stage], &c->hw, &c->cost, b, &cost);
-    return cz_cost_share_s(&cost, &c->cost, share);
+    return stage_cost_s(c, c->model.pipe[p].stage, b, share);
+}
+
+double cz_config_step_overhead_s(const cz_config *c, uint32_t p)
+{
+    if (c->cost_kind == CZ_COST_FITTED)
+        return c->fit[c->model.pipe[p].stage].theta[CZ_CF_STEP];
+    return c->cost.step_overhead_s;
 }
 
 cz_batch_shape cz_prefill_shape(uint64_t start, uint64_t tokens)
@@ -669,10 +750,7 @@ double cz_config_jobs_step_s(const cz_config *cfg, uint32_t p, const cz_job *job
         shape.prefill_tokens += t;
         shape.prefill_attn_ctx += t * (t + 1) / 2;
     }
-    cz_step_cost c;
-    cz_cost_step(&cfg->model.stages[cfg->model.pipe[p].stage], &cfg->hw, &cfg->cost, &shape,
-                 &c);
-    return c.total_s;
+    return stage_cost_s(cfg, cfg->model.pipe[p].stage, &shape, 1.0);
 }
 
 static cz_status parse_dtype(const cJSON *j, const char *ctx, const char *key, uint32_t *out,
@@ -773,7 +851,7 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
     const cJSON *obj = NULL;
     if ((st = cz_json_obj(cfg, where, "cost", false, &obj, err)) != CZ_OK)
         return st;
-    if (obj && (st = parse_cost(obj, where, c, err)) != CZ_OK)
+    if (obj && (st = parse_cost(obj, where, base_dir, c, err)) != CZ_OK)
         return st;
 
     const char *model = "llama-3-8b", *hw = "h100-sxm", *stage = NULL;
@@ -805,6 +883,8 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
                                            .chunk_tokens = 1, .out_per_in = 1, .inner = -1};
         c->model.n_pipe = 1;
     }
+    if (c->cost_kind == CZ_COST_FITTED && (st = apply_cost_file(c, where, err)) != CZ_OK)
+        return st;
 
     if ((st = cz_json_obj(cfg, where, "server", false, &obj, err)) != CZ_OK)
         return st;
@@ -923,17 +1003,14 @@ double cz_config_roofline_step_s(const cz_config *cfg, uint32_t p, const cz_batc
         .decode_seqs = b->decode_seqs,
         .decode_ctx_tokens = b->decode_ctx_tokens,
     };
-    cz_step_cost c;
-    cz_cost_step(&cfg->model.stages[ps->stage], &cfg->hw, &cfg->cost, &shape, &c);
-    double t = c.total_s;
+    double t = stage_cost_s(cfg, ps->stage, &shape, 1.0);
     if (ps->inner >= 0) {
         /* the inner stage (a code predictor) runs inner_steps sequential small steps for
          * the tokens this step emits, with a context of at most inner_steps */
         uint32_t emitted = b->decode_seqs + b->prefill_seqs;
         cz_batch_shape in = {.decode_seqs = emitted,
                              .decode_ctx_tokens = (uint64_t)emitted * ps->inner_steps};
-        cz_cost_step(&cfg->model.stages[ps->inner], &cfg->hw, &cfg->cost, &in, &c);
-        t += ps->inner_steps * c.total_s;
+        t += ps->inner_steps * stage_cost_s(cfg, (uint32_t)ps->inner, &in, 1.0);
     }
     return t;
 }

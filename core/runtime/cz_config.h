@@ -26,9 +26,11 @@
 
 typedef enum cz_cost_kind {
     CZ_COST_ROOFLINE = 0, /* step time from the roofline of the model stage on the hardware */
-    CZ_COST_SERVICE       /* each request carries a service time drawn from a distribution;
+    CZ_COST_SERVICE,      /* each request carries a service time drawn from a distribution;
                              a step costs the shares of the requests it advances (queueing
                              validation, docs/validation.md) */
+    CZ_COST_FITTED        /* step time from coefficients fitted to a measured engine
+                             (cadenza calibrate: a cost file, cz_costfile.h) */
 } cz_cost_kind;
 
 /* How a session's turns are spread over a stage's data-parallel replicas. */
@@ -78,7 +80,10 @@ typedef struct cz_config {
     cz_cost_kind cost_kind;
     cz_model_card model;      /* its pipeline is what runs */
     cz_hw_card hw;
-    cz_cost_params cost;
+    cz_cost_params cost;      /* the roofline's parameters; a fitted model reads tp and
+                                 bw_sat_sm_fraction */
+    cz_cost_fit fit[CZ_MAX_STAGES]; /* CZ_COST_FITTED: per model stage (card order) */
+    char cost_file[1024];     /* CZ_COST_FITTED: the cost file, as resolved */
     cz_distspec service;      /* CZ_COST_SERVICE */
     cz_stage_place place[CZ_MAX_STAGES]; /* per pipeline stage */
     uint32_t n_gpus;
@@ -111,19 +116,26 @@ typedef struct cz_config {
 cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_dir,
                               cz_config *out, cz_workload *wl, cz_err *err);
 
-/* Step time of an autoregressive batch of pipeline stage `p` under the roofline, its inner
- * stage (a code predictor) included. */
+/* The cost model's time (the roofline, or the fitted model of CZ_COST_FITTED) of an
+ * autoregressive batch of pipeline stage `p`, its inner stage (a code predictor)
+ * included. */
 double cz_config_roofline_step_s(const cz_config *cfg, uint32_t p, const cz_batch *b);
 
-/* Roofline time of one step of encoder or vocoder pipeline stage `p` over jobs[0..n). A
+/* The cost model's time of one step of encoder or vocoder pipeline stage `p` over
+ * jobs[0..n). A
  * vocoder conditioned on a reference clip re-reads its prompt_tokens in every call, beside
  * the job's own tokens (001_4ea5faaee5602c5d.txt, App. A: CosyVoice's detokenizer "at
  * each iteration receives both the reference audio tokens and the newly generated audio
  * tokens"). */
 double cz_config_jobs_step_s(const cz_config *cfg, uint32_t p, const cz_job *jobs, uint32_t n);
 
-/* Roofline time of one step of pipeline stage p with shape b on a fraction `share` of the
- * GPU's SMs (cz_cost_step, then cz_cost_share_s). */
+/* The cost model's time of one step of pipeline stage p with shape b on a fraction `share`
+ * of the GPU's SMs (cz_cost_step then cz_cost_share_s, or cz_cost_fit_s). */
+/* The host part of a step of stage p (runs on the host thread beside the GPU's work in an
+ * asynchronous pipeline): the roofline's step_overhead_s, or the fitted per-step
+ * constant. */
+double cz_config_step_overhead_s(const cz_config *cfg, uint32_t p);
+
 double cz_config_stage_share_s(const cz_config *cfg, uint32_t p, const cz_batch_shape *b,
                                double share);
 
