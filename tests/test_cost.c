@@ -419,3 +419,47 @@ Test(cost, passes_of_a_flow_matching_detokenizer)
     cz_cost_step(&one, &h, &p, &b, &c);
     assert_near(c.total_s, (6.7e9 * 182 + 4.0 * 56 * 8 * 64 * 16653) / (H100_FLOPS * 0.6) + 2e-3);
 }
+
+Test(cost, fitted_features_are_the_rooflines_terms)
+{
+    cz_model_card m = model("llama-3-8b");
+    cz_cost_params p = cz_cost_params_default();
+    /* a mixed step: 3 decodes over 1000 positions each and a 100-token chunk after 50
+     * cached positions */
+    cz_batch_shape b = {.decode_seqs = 3, .decode_ctx_tokens = 3000, .prefill_tokens = 100,
+                        .prefill_seqs = 1, .prefill_attn_ctx = 100 * 50 + 100 * 101 / 2};
+    double x[CZ_CF_N];
+    cz_cost_features(stage(&m, "llm"), &p, &b, x);
+    double T = 103, ctx = 3000.0 + (100.0 * 50 + 5050);
+    assert_near(x[CZ_CF_STEP], 1.0);
+    assert_near(x[CZ_CF_SEQ], 4.0);
+    assert_near(x[CZ_CF_TOKEN], T);
+    assert_near(x[CZ_CF_LINEAR_FLOP], 2.0 * L3_BODY * T + 2.0 * L3_VH * 4);
+    assert_near(x[CZ_CF_ATTN_FLOP], 4.0 * 32 * 32 * 128 * ctx);
+    assert_near(x[CZ_CF_WEIGHT_BYTE], L3_PARAMS * 2.0);
+    /* KV: decode contexts, the chunk's mean context once, the 103 new tokens written */
+    assert_near(x[CZ_CF_KV_BYTE], L3_KV * (3000.0 + (100.0 * 50 + 5050) / 100.0 + T));
+    cz_batch_shape empty = {0};
+    cz_cost_features(stage(&m, "llm"), &p, &empty, x);
+    for (int i = 0; i < CZ_CF_N; i++)
+        cr_expect_eq(x[i], 0.0);
+    cr_expect_str_eq(cz_cost_feature_name(CZ_CF_KV_BYTE), "per_kv_byte_s");
+}
+
+Test(cost, fitted_time_scales_with_the_share_as_the_roofline_does)
+{
+    cz_cost_params p = cz_cost_params_default(); /* bw_sat_sm_fraction 0.4 */
+    cz_cost_fit f = {{0}};
+    f.theta[CZ_CF_STEP] = 1e-3;
+    f.theta[CZ_CF_LINEAR_FLOP] = 1e-12;
+    f.theta[CZ_CF_KV_BYTE] = 1e-11;
+    double x[CZ_CF_N] = {0};
+    x[CZ_CF_STEP] = 1;
+    x[CZ_CF_LINEAR_FLOP] = 2e9;
+    x[CZ_CF_KV_BYTE] = 1e8;
+    assert_near(cz_cost_fit_s(&f, &p, x, 1.0), 1e-3 + 2e-3 + 1e-3);
+    /* half the SMs: compute doubles, bandwidth is still saturated (0.5 > 0.4) */
+    assert_near(cz_cost_fit_s(&f, &p, x, 0.5), 1e-3 + 4e-3 + 1e-3);
+    /* a fifth: compute x5, bandwidth at 0.2 / 0.4 = half */
+    assert_near(cz_cost_fit_s(&f, &p, x, 0.2), 1e-3 + 10e-3 + 2e-3);
+}
