@@ -273,6 +273,15 @@ cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *
                       wall_s, &partial, err);
 }
 
+cz_status cz_cli_run(const cJSON *cfg_json, const char *where, const char *base_dir,
+                     bool progress, const cz_engine_opts *eng, cz_config *cfg, cz_metrics *m,
+                     cz_summary *sum, cz_run_stats *stats, cJSON **summary, double *wall_s,
+                     bool *partial, cz_err *err)
+{
+    return run_config(cfg_json, where, base_dir, progress, eng, cfg, m, sum, stats, summary,
+                      wall_s, partial, err);
+}
+
 cz_status cz_cli_use_cost_file(cJSON *cfg_json, const char *path, cz_err *err)
 {
     char *abs = realpath(path, NULL);

@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "cz_base.h"
+#include "cz_engine.h"
 #include "cz_sim.h"
 
 enum { CZ_EXIT_OK = 0, CZ_EXIT_FAIL = 1, CZ_EXIT_USAGE = 2, CZ_EXIT_INTERNAL = 3 };
@@ -19,6 +20,7 @@ int cz_cmd_replay(int argc, char **argv);
 int cz_cmd_sweep(int argc, char **argv);
 int cz_cmd_trace(int argc, char **argv);
 int cz_cmd_generate(int argc, char **argv);
+int cz_cmd_validate(int argc, char **argv);
 
 /* Parses and simulates one experiment config. On success: *cfg, *m (caller frees with
  * cz_metrics_free), *sum and *summary (the JSON summary with the config, seed and version;
@@ -26,6 +28,13 @@ int cz_cmd_generate(int argc, char **argv);
 cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *base_dir,
                           bool progress, cz_config *cfg, cz_metrics *m, cz_summary *sum,
                           cz_run_stats *stats, cJSON **summary, double *wall_s, cz_err *err);
+
+/* cz_cli_simulate on the engine when `eng` is not NULL (`cadenza replay`'s run): *partial
+ * is true for a run cut by Ctrl-C. */
+cz_status cz_cli_run(const cJSON *cfg_json, const char *where, const char *base_dir,
+                     bool progress, const cz_engine_opts *eng, cz_config *cfg, cz_metrics *m,
+                     cz_summary *sum, cz_run_stats *stats, cJSON **summary, double *wall_s,
+                     bool *partial, cz_err *err);
 
 /* `--cost FILE`: makes the config's cost object {"kind": "fitted", "file": <FILE made
  * absolute>}, keeping its tp and bw_sat_sm_fraction (the fitted model reads them).

@@ -17,6 +17,8 @@ static const char usage[] =
     "                         (the built-in default experiment when none is given)\n"
     "  replay CONFIG.json     serve a config's workload on the real engine, in wall-clock\n"
     "                         time (CPU or CUDA backend; docs/engine.md)\n"
+    "  validate CONFIG.json   run a config on the engine and in the simulator and report\n"
+    "                         how far apart they are (docs/validation.md)\n"
     "  sweep SWEEP.json       run an experiment over a grid of overrides, one row a point\n"
     "  trace info FILE        statistics of a trace (requests, sessions, rate, burstiness)\n"
     "  trace convert FILE     convert a trace to cadenza's session JSONL format\n"
@@ -107,6 +109,8 @@ int main(int argc, char **argv)
         return cz_cmd_trace(argc - 1, argv + 1);
     if (strcmp(cmd, "generate") == 0)
         return cz_cmd_generate(argc - 1, argv + 1);
+    if (strcmp(cmd, "validate") == 0)
+        return cz_cmd_validate(argc - 1, argv + 1);
     fprintf(stderr, "cadenza: unknown command '%s'\n\n%s", cmd, usage);
     return CZ_EXIT_USAGE;
 }

@@ -1,0 +1,48 @@
+/* cz_validate.h - the simulator set against the engine on one config (`cadenza validate`,
+ * docs/validation.md): the summary metrics side by side, the cost model's error on the
+ * engine's own batches (separating cost-model error from scheduling divergence), the
+ * per-request agreement of TTFT and end-to-end latency, and the engine's own run-to-run
+ * spread.
+ *
+ * Everything here reads finished runs; nothing runs a driver. */
+#ifndef CZ_VALIDATE_H
+#define CZ_VALIDATE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#include "cz_config.h"
+#include "cz_metrics.h"
+
+/* The summary keys compared (those present in both summaries): P50/P90/P99 of TTFT, TPOT,
+ * ITL, E2E and audio TTFP, and request and output throughput. */
+extern const char *const cz_validate_keys[];
+extern const uint32_t cz_validate_n_keys;
+
+/* The comparison of `repeats` (>= 1) engine runs eng[r] (their metrics and JSON
+ * summaries) with one simulator run of the same config `cfg`:
+ *
+ *   {"metrics": {KEY: {"engine": mean over the repeats, "sim": ..., "rel_error":
+ *                      (sim - engine) / engine, "engine_spread": (max - min) / mean}},
+ *    "steps": {"n", "median_ape", "mape", "p90_ape", "max_ape", "by_class": {CLASS: {...}}},
+ *    "requests": {"matched", "ttft": {"mape", "pearson_r"}, "e2el": {"mape", "pearson_r"}},
+ *    "engine_repeats": R}
+ *
+ * "steps" sets each engine batch's cost-model prediction (/steps' predicted_s, the
+ * config's cost model at that batch's shape) against its measured device time (kernel_s),
+ * APE = |predicted - measured| / measured, over every repeat's batches; classes are
+ * "prefill", "decode", "mixed" (autoregressive batches with prefill chunks, decodes, or
+ * both) and "jobs" (encoder and vocoder batches). "requests" matches the runs' request
+ * records by (session, turn, stage), completed in both, and compares the first repeat's
+ * TTFT and end-to-end latency with the simulator's. A statistic without data is null.
+ * Caller deletes the result. */
+cJSON *cz_validate_report(const cz_config *cfg, const cz_metrics *const *eng,
+                          const cJSON *const *eng_summary, uint32_t repeats,
+                          const cz_metrics *sim, const cJSON *sim_summary);
+
+/* Prints the report as tables (metrics, steps, requests). */
+void cz_validate_print(const cJSON *report, FILE *out);
+
+#endif
