@@ -19,7 +19,8 @@ enum {
     CZ_RNG_SERVICE = 4,
     CZ_RNG_BARGE_IN = 5,
     CZ_RNG_ROUTER = 6,
-    CZ_RNG_STREAMS = 7
+    CZ_RNG_STREAMS = 7,
+    CZ_RNG_FIT_CV = 8     /* cz_fit_cv's fold assignment */
 };
 
 /* splitmix64 mix of (seed, kind, id): a well-spread 64-bit value. Pure. */
