@@ -21,6 +21,7 @@ int cz_cmd_sweep(int argc, char **argv);
 int cz_cmd_trace(int argc, char **argv);
 int cz_cmd_generate(int argc, char **argv);
 int cz_cmd_validate(int argc, char **argv);
+int cz_cmd_calibrate(int argc, char **argv);
 
 /* Parses and simulates one experiment config. On success: *cfg, *m (caller frees with
  * cz_metrics_free), *sum and *summary (the JSON summary with the config, seed and version;

@@ -17,6 +17,7 @@ static const char usage[] =
     "                         (the built-in default experiment when none is given)\n"
     "  replay CONFIG.json     serve a config's workload on the real engine, in wall-clock\n"
     "                         time (CPU or CUDA backend; docs/engine.md)\n"
+    "  calibrate IN.h5 -o F   fit the cost model to a profile or replay results\n"
     "  validate CONFIG.json   run a config on the engine and in the simulator and report\n"
     "                         how far apart they are (docs/validation.md)\n"
     "  sweep SWEEP.json       run an experiment over a grid of overrides, one row a point\n"
@@ -111,6 +112,8 @@ int main(int argc, char **argv)
         return cz_cmd_generate(argc - 1, argv + 1);
     if (strcmp(cmd, "validate") == 0)
         return cz_cmd_validate(argc - 1, argv + 1);
+    if (strcmp(cmd, "calibrate") == 0)
+        return cz_cmd_calibrate(argc - 1, argv + 1);
     fprintf(stderr, "cadenza: unknown command '%s'\n\n%s", cmd, usage);
     return CZ_EXIT_USAGE;
 }
