@@ -19,6 +19,7 @@ int cz_cmd_replay(int argc, char **argv);
 int cz_cmd_sweep(int argc, char **argv);
 int cz_cmd_trace(int argc, char **argv);
 int cz_cmd_generate(int argc, char **argv);
+int cz_cmd_profile(int argc, char **argv);
 
 /* Parses and simulates one experiment config. On success: *cfg, *m (caller frees with
  * cz_metrics_free), *sum and *summary (the JSON summary with the config, seed and version;
@@ -26,6 +27,13 @@ int cz_cmd_generate(int argc, char **argv);
 cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *base_dir,
                           bool progress, cz_config *cfg, cz_metrics *m, cz_summary *sum,
                           cz_run_stats *stats, cJSON **summary, double *wall_s, cz_err *err);
+
+/* Loads the experiment config at `path` (NULL: the built-in default) and applies the
+ * --set assignments sets[0..n_sets) in order. On success *cfg_json (caller deletes) and
+ * *base_dir (the folder its relative paths resolve against; caller frees) are set; on
+ * failure (cz_json_load's and cz_json_set_path's errors) both are NULL. */
+cz_status cz_cli_load_config(const char *path, const char *const *sets, int n_sets,
+                             cJSON **cfg_json, char **base_dir, cz_err *err);
 
 /* The folder of `path` ("." when it has none); caller frees. */
 char *cz_cli_dir_of(const char *path);

@@ -17,6 +17,8 @@ static const char usage[] =
     "                         (the built-in default experiment when none is given)\n"
     "  replay CONFIG.json     serve a config's workload on the real engine, in wall-clock\n"
     "                         time (CPU or CUDA backend; docs/engine.md)\n"
+    "  profile CONFIG.json    time the engine's steps over a grid of batch shapes and its\n"
+    "                         KV copies, for calibrating the cost model (docs/engine.md)\n"
     "  sweep SWEEP.json       run an experiment over a grid of overrides, one row a point\n"
     "  trace info FILE        statistics of a trace (requests, sessions, rate, burstiness)\n"
     "  trace convert FILE     convert a trace to cadenza's session JSONL format\n"
@@ -101,6 +103,8 @@ int main(int argc, char **argv)
         return cz_cmd_sim(argc - 1, argv + 1);
     if (strcmp(cmd, "replay") == 0)
         return cz_cmd_replay(argc - 1, argv + 1);
+    if (strcmp(cmd, "profile") == 0)
+        return cz_cmd_profile(argc - 1, argv + 1);
     if (strcmp(cmd, "sweep") == 0)
         return cz_cmd_sweep(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0)
