@@ -305,6 +305,25 @@ cz_status cz_cli_use_cost_file(cJSON *cfg_json, const char *path, cz_err *err)
     return CZ_OK;
 }
 
+cz_status cz_cli_load_config(const char *path, const char *const *sets, int n_sets,
+                             cJSON **cfg_json, char **base_dir, cz_err *err)
+{
+    *cfg_json = NULL;
+    *base_dir = NULL;
+    cJSON *j = NULL;
+    cz_status st = path ? cz_json_load(path, &j, err)
+                        : cz_json_parse(cz_default_config, "default config", &j, err);
+    for (int i = 0; i < n_sets && st == CZ_OK; i++)
+        st = cz_json_set_path(j, sets[i], err);
+    if (st != CZ_OK) {
+        cJSON_Delete(j);
+        return st;
+    }
+    *cfg_json = j;
+    *base_dir = path ? cz_cli_dir_of(path) : cz_xstrdup(CZ_SOURCE_ROOT "/experiments");
+    return CZ_OK;
+}
+
 char *cz_cli_dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -396,15 +415,11 @@ static int run_command(int argc, char **argv, bool engine)
     cJSON *cfg_json = NULL;
     char *base_dir = NULL;
     const char *where = config_path ? config_path : "default config";
-    cz_status st = config_path ? cz_json_load(config_path, &cfg_json, &err)
-                               : cz_json_parse(cz_default_config, where, &cfg_json, &err);
+    cz_status st = cz_cli_load_config(config_path, sets, n_sets, &cfg_json, &base_dir, &err);
     if (st != CZ_OK) {
         free(sets);
         return cz_cli_fail(&err);
     }
-    base_dir = config_path ? cz_cli_dir_of(config_path) : cz_xstrdup(CZ_SOURCE_ROOT "/experiments");
-    for (int i = 0; i < n_sets && st == CZ_OK; i++)
-        st = cz_json_set_path(cfg_json, sets[i], &err);
     if (st == CZ_OK && cost_path)
         st = cz_cli_use_cost_file(cfg_json, cost_path, &err);
     /* every output gets its temporary now, so an unwritable one fails before the run */

@@ -22,6 +22,7 @@ int cz_cmd_trace(int argc, char **argv);
 int cz_cmd_generate(int argc, char **argv);
 int cz_cmd_validate(int argc, char **argv);
 int cz_cmd_calibrate(int argc, char **argv);
+int cz_cmd_profile(int argc, char **argv);
 
 /* Parses and simulates one experiment config. On success: *cfg, *m (caller frees with
  * cz_metrics_free), *sum and *summary (the JSON summary with the config, seed and version;
@@ -41,6 +42,12 @@ cz_status cz_cli_run(const cJSON *cfg_json, const char *where, const char *base_
  * absolute>}, keeping its tp and bw_sat_sm_fraction (the fitted model reads them).
  * CZ_EIO naming the file when it does not exist. */
 cz_status cz_cli_use_cost_file(cJSON *cfg_json, const char *path, cz_err *err);
+/* Loads the experiment config at `path` (NULL: the built-in default) and applies the
+ * --set assignments sets[0..n_sets) in order. On success *cfg_json (caller deletes) and
+ * *base_dir (the folder its relative paths resolve against; caller frees) are set; on
+ * failure (cz_json_load's and cz_json_set_path's errors) both are NULL. */
+cz_status cz_cli_load_config(const char *path, const char *const *sets, int n_sets,
+                             cJSON **cfg_json, char **base_dir, cz_err *err);
 
 /* The folder of `path` ("." when it has none); caller frees. */
 char *cz_cli_dir_of(const char *path);

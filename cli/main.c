@@ -17,6 +17,8 @@ static const char usage[] =
     "                         (the built-in default experiment when none is given)\n"
     "  replay CONFIG.json     serve a config's workload on the real engine, in wall-clock\n"
     "                         time (CPU or CUDA backend; docs/engine.md)\n"
+    "  profile CONFIG.json    time the engine's steps over a grid of batch shapes and its\n"
+    "                         KV copies, for calibrating the cost model (docs/engine.md)\n"
     "  calibrate IN.h5 -o F   fit the cost model to a profile or replay results\n"
     "  validate CONFIG.json   run a config on the engine and in the simulator and report\n"
     "                         how far apart they are (docs/validation.md)\n"
@@ -104,6 +106,8 @@ int main(int argc, char **argv)
         return cz_cmd_sim(argc - 1, argv + 1);
     if (strcmp(cmd, "replay") == 0)
         return cz_cmd_replay(argc - 1, argv + 1);
+    if (strcmp(cmd, "profile") == 0)
+        return cz_cmd_profile(argc - 1, argv + 1);
     if (strcmp(cmd, "sweep") == 0)
         return cz_cmd_sweep(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0)

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <hdf5.h>
+#include "cz_h5.h"
 
 /* Row of /requests: the record plus the derived latencies, in seconds. */
 typedef struct h5_req_row {
@@ -18,15 +18,6 @@ typedef struct h5_req_row {
     double arrival_s, first_sched_s, first_token_s, finish_s, kv_load_s;
     double queue_wait_s, ttft_s, tpot_s, e2el_s;
 } h5_req_row;
-
-#define CZ_H5_CHECK(expr, what)                                                                 \
-    do {                                                                                     \
-        if ((expr) < 0) {                                                                    \
-            st = cz_err_set(err, CZ_EIO, "%s: HDF5 failed to %s (%s:%d)", path, what,        \
-                            __FILE__, __LINE__);                                             \
-            goto fail;                                                                       \
-        }                                                                                    \
-    } while (0)
 
 static hid_t req_type(void)
 {
@@ -152,59 +143,6 @@ static hid_t itl_type(void)
     return t;
 }
 
-/* Writes a 1-D dataset of `n` rows of the in-memory compound type `type` from `data`. The
- * file stores the packed copy of the type (members back to back), and HDF5 converts member
- * by member, so the padding of the C structs (cz_timeline_row's 4 trailing bytes, say)
- * never reaches the file: the bytes written are the fields' and nothing else. */
-static herr_t write_table(hid_t file, const char *name, hid_t type, uint64_t n, const void *data)
-{
-    hsize_t dims[1] = {n};
-    hid_t ftype = H5Tcopy(type);
-    if (ftype < 0)
-        return -1;
-    hid_t space = H5Tpack(ftype) < 0 ? -1 : H5Screate_simple(1, dims, NULL);
-    if (space < 0) {
-        H5Tclose(ftype);
-        return -1;
-    }
-    hid_t ds = H5Dcreate2(file, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = ds < 0 ? -1 : 0;
-    if (rc == 0 && n > 0)
-        rc = H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
-    if (ds >= 0)
-        H5Dclose(ds);
-    H5Sclose(space);
-    H5Tclose(ftype);
-    return rc;
-}
-
-static herr_t write_str_attr(hid_t obj, const char *name, const char *text)
-{
-    hid_t t = H5Tcopy(H5T_C_S1);
-    if (t < 0)
-        return -1;
-    H5Tset_size(t, strlen(text) + 1);
-    hid_t space = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, t, space, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = a < 0 ? -1 : H5Awrite(a, t, text);
-    if (a >= 0)
-        H5Aclose(a);
-    H5Sclose(space);
-    H5Tclose(t);
-    return rc;
-}
-
-static herr_t write_u64_attr(hid_t obj, const char *name, uint64_t v)
-{
-    hid_t space = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, H5T_NATIVE_UINT64, space, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_UINT64, &v);
-    if (a >= 0)
-        H5Aclose(a);
-    H5Sclose(space);
-    return rc;
-}
-
 cz_status cz_results_write_h5(const char *path, const cz_metrics *m, const char *config_json,
                               const char *summary_json, uint64_t seed, cz_err *err)
 {
@@ -243,18 +181,18 @@ cz_status cz_results_write_h5(const char *path, const cz_metrics *m, const char 
     hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     CZ_H5_CHECK(file, "create the file");
     created = true;
-    CZ_H5_CHECK(write_table(file, "requests", rt, m->n_req, rows), "write /requests");
-    CZ_H5_CHECK(write_table(file, "timeline", tt, m->n_tl, m->tl), "write /timeline");
-    CZ_H5_CHECK(write_table(file, "itl", it, m->n_itl, m->itl), "write /itl");
-    CZ_H5_CHECK(write_table(file, "audio", at, m->n_audio, m->audio), "write /audio");
-    CZ_H5_CHECK(write_table(file, "frames", ft, m->n_frames, m->frames), "write /frames");
-    CZ_H5_CHECK(write_table(file, "turns", ut, m->n_turns, m->turns), "write /turns");
-    CZ_H5_CHECK(write_table(file, "steps", st_t, m->n_step_rows, m->step_rows),
+    CZ_H5_CHECK(cz_h5_write_table(file, "requests", rt, m->n_req, rows), "write /requests");
+    CZ_H5_CHECK(cz_h5_write_table(file, "timeline", tt, m->n_tl, m->tl), "write /timeline");
+    CZ_H5_CHECK(cz_h5_write_table(file, "itl", it, m->n_itl, m->itl), "write /itl");
+    CZ_H5_CHECK(cz_h5_write_table(file, "audio", at, m->n_audio, m->audio), "write /audio");
+    CZ_H5_CHECK(cz_h5_write_table(file, "frames", ft, m->n_frames, m->frames), "write /frames");
+    CZ_H5_CHECK(cz_h5_write_table(file, "turns", ut, m->n_turns, m->turns), "write /turns");
+    CZ_H5_CHECK(cz_h5_write_table(file, "steps", st_t, m->n_step_rows, m->step_rows),
                 "write /steps");
-    CZ_H5_CHECK(write_str_attr(file, "config", config_json), "write the config attribute");
-    CZ_H5_CHECK(write_str_attr(file, "summary", summary_json), "write the summary attribute");
-    CZ_H5_CHECK(write_str_attr(file, "cadenza_version", cz_version()), "write the version");
-    CZ_H5_CHECK(write_u64_attr(file, "seed", seed), "write the seed");
+    CZ_H5_CHECK(cz_h5_write_str_attr(file, "config", config_json), "write the config attribute");
+    CZ_H5_CHECK(cz_h5_write_str_attr(file, "summary", summary_json), "write the summary attribute");
+    CZ_H5_CHECK(cz_h5_write_str_attr(file, "cadenza_version", cz_version()), "write the version");
+    CZ_H5_CHECK(cz_h5_write_u64_attr(file, "seed", seed), "write the seed");
     herr_t closed = H5Fclose(file);
     file = -1;
     CZ_H5_CHECK(closed, "close the file");

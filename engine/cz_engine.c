@@ -740,14 +740,7 @@ static cz_net *net_for(eng *E, uint32_t gpu, uint32_t card, cz_err *err, cz_stat
             return E->nets[i].net;
     const cz_config *cfg = E->cfg;
     const cz_stage_card *c = &cfg->model.stages[card];
-    cz_net_source src = {
-        .checkpoint = NULL,
-        .seed = cfg->seed * 1000003u + card,
-        .dtype = (cz_dtype)cfg->engine.dtype,
-    };
-    if (strcmp(cfg->engine.weights, "random") != 0 && c->kind == CZ_STAGE_AR &&
-        card == cfg->model.pipe[0].stage)
-        src.checkpoint = cfg->engine.weights;
+    cz_net_source src = cz_engine_net_source(cfg, card);
     cz_net *n = NULL;
     *st = cz_net_create(E->devs[gpu].k, c, &src, &n, err);
     if (*st != CZ_OK) {
@@ -1012,6 +1005,38 @@ static cz_status start_threads(eng *E, cz_err *err)
 
 /* ---- the run ---- */
 
+cz_net_source cz_engine_net_source(const cz_config *cfg, uint32_t card)
+{
+    CZ_ASSERT(card < cfg->model.n_stages);
+    cz_net_source src = {
+        .checkpoint = NULL,
+        .seed = cfg->seed * 1000003u + card,
+        .dtype = (cz_dtype)cfg->engine.dtype,
+    };
+    int32_t first_ar = -1;
+    for (uint32_t p = 0; p < cfg->model.n_pipe && first_ar < 0; p++)
+        if (cfg->model.stages[cfg->model.pipe[p].stage].kind == CZ_STAGE_AR)
+            first_ar = (int32_t)cfg->model.pipe[p].stage;
+    if (strcmp(cfg->engine.weights, "random") != 0 && (int32_t)card == first_ar)
+        src.checkpoint = cfg->engine.weights;
+    return src;
+}
+
+static uint32_t total_threads(const cz_config *cfg, const cz_engine_opts *opts)
+{
+    uint32_t threads = opts && opts->threads ? opts->threads : cfg->engine.threads;
+    return threads ? threads : cz_kctx_cpu_default_threads();
+}
+
+uint32_t cz_engine_device_threads(const cz_config *cfg, const cz_engine_opts *opts)
+{
+    uint32_t threads = total_threads(cfg, opts);
+    if (cfg->cross_stage || cfg->n_gpus <= 1)
+        return threads;
+    uint32_t per = threads / cfg->n_gpus;
+    return per ? per : 1;
+}
+
 cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
                         const cz_engine_opts *opts, cz_run_stats *stats, bool *partial,
                         cz_run_progress_fn progress, void *progress_ctx, cz_err *err)
@@ -1023,9 +1048,7 @@ cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics 
     if (!cuda && strcmp(backend, "cpu") != 0)
         return cz_err_set(err, CZ_EINVAL, "engine: unknown backend '%s' (expected \"cpu\" or "
                           "\"cuda\")", backend);
-    uint32_t threads = opts && opts->threads ? opts->threads : cfg->engine.threads;
-    if (threads == 0)
-        threads = cz_kctx_cpu_default_threads();
+    uint32_t threads = total_threads(cfg, opts);
     if (cfg->cross_stage)
         return cz__engine_xs_run(cfg, wl, m, opts, cuda, threads, stats, partial, progress,
                                  progress_ctx, err);

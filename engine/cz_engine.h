@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "cz_config.h"
+#include "cz_net.h"
 #include "cz_run.h"
 
 /* How `cadenza replay` runs the engine. */
@@ -42,6 +43,17 @@ typedef struct cz_engine_opts {
                                          run stops at once, waits for the work in flight,
                                          and ends as a cut run */
 } cz_engine_opts;
+
+/* The weights the engine builds stage card `card` of cfg's model from: a Hugging Face
+ * checkpoint (cfg->engine.weights, when not "random") for the pipeline's first
+ * autoregressive stage, weights drawn from cfg->seed and the card's index (of type
+ * engine.dtype) for every other stage. The checkpoint path points into cfg. */
+cz_net_source cz_engine_net_source(const cz_config *cfg, uint32_t card);
+
+/* CPU threads one device of the placement computes with: the total (opts->threads, else
+ * engine.threads, else every online CPU) split evenly over sim.n_gpus devices (at least
+ * 1); a cross-stage run's one device has them all. `opts` may be NULL. */
+uint32_t cz_engine_device_threads(const cz_config *cfg, const cz_engine_opts *opts);
 
 /* Serves `wl` under `cfg` on the engine, recording into `m` (initialised by the caller):
  * loads every stage's weights (cfg->engine), allocates the KV pools (at most

@@ -223,10 +223,7 @@ static cz_status load_nets(xs_eng *X, cz_err *err)
     uint32_t max_tokens = max_in > cfg->xs.token_budget ? max_in : cfg->xs.token_budget;
     uint32_t max_seqs = nreq ? nreq : 1;
     const cz_stage_card *lc = &mc->stages[mc->pipe[X->llm].stage];
-    cz_net_source src = {.checkpoint = NULL, .seed = cfg->seed * 1000003u + mc->pipe[X->llm].stage,
-                         .dtype = (cz_dtype)cfg->engine.dtype};
-    if (strcmp(cfg->engine.weights, "random") != 0)
-        src.checkpoint = cfg->engine.weights;
+    cz_net_source src = cz_engine_net_source(cfg, mc->pipe[X->llm].stage);
     cz_status st = cz_net_create(X->ctx[0].k, lc, &src, &X->ctx[0].llm, err);
     if (st != CZ_OK)
         return cz_err_prefix(err, "engine: ");
@@ -244,9 +241,7 @@ static cz_status load_nets(xs_eng *X, cz_err *err)
             uint32_t frames = mc->pipe[p].input_tokens ? mc->pipe[p].input_tokens : max_img;
             uint32_t ds = vc->arch.downsample ? vc->arch.downsample : 1;
             if (c == XS_EXCL) {
-                cz_net_source vs = {.checkpoint = NULL,
-                                    .seed = cfg->seed * 1000003u + mc->pipe[p].stage,
-                                    .dtype = (cz_dtype)cfg->engine.dtype};
+                cz_net_source vs = cz_engine_net_source(cfg, mc->pipe[p].stage);
                 if ((st = cz_net_create(C->k, vc, &vs, &C->vis[p], err)) != CZ_OK)
                     return cz_err_prefix(err, "engine: ");
             } else {
