@@ -6,7 +6,7 @@
  * float16 a shift and one multiply), the rows of w split across the threads; at m = 1
  * four rows of w go together, sharing the loads of x, with eight independent sums (on a
  * CPU with AVX2 and FMA, float32 and bfloat16 weights go eight lanes wide, see
- * gemv1_avx2). The speed is that of reading w from memory. Many rows (prefill): the threads split the
+ * gemv1_avx2, and gemvm_avx2 for 2 to 8 rows). The speed is that of reading w from memory. Many rows (prefill): the threads split the
  * output columns and each calls OpenBLAS's sgemm (single-threaded) on its share: float32
  * weights as they are, 16-bit weights widened into the thread's panel a panel of rows at
  * a time, so each weight is widened once for all m rows and one thread's widening
@@ -256,17 +256,84 @@ CZ__AVX2 static void gemv1_avx2(const mm_job *j, cz_dtype dt, size_t b, size_t e
         j->out[b] = res[0] + (j->bias ? j->bias[b] : 0.0f);
     }
 }
+
+/* out rows r < mr (x_r = x + r * kd) of weight row w (float32 or bfloat16), 2 <= mr <= 8,
+ * in AVX2: each weight is widened once for every row of x. Below five rows two sets of
+ * sums alternate over 8-element chunks, so even two rows keep four fused multiply-adds in
+ * flight; the sums of row r are combined in a fixed order. Inlined with constant dt, mr. */
+CZ__AVX2 static inline __attribute__((always_inline)) void dotm_avx2(const char *w, cz_dtype dt,
+                                                                     const float *x, uint32_t kd,
+                                                                     int mr, float *res)
+{
+    __m256 a[2][8];
+    const int sets = mr <= 4 ? 2 : 1;
+    for (int s2 = 0; s2 < 2; s2++)
+        for (int r = 0; r < 8; r++)
+            a[s2][r] = _mm256_setzero_ps();
+    uint32_t i = 0;
+    if (sets == 2) {
+        for (; i + 16 <= kd; i += 16) {
+            __m256 w0 = load8_avx2(w, dt, i), w1 = load8_avx2(w, dt, i + 8);
+#pragma GCC unroll 4
+            for (int r = 0; r < mr; r++) {
+                a[0][r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + (size_t)r * kd + i), a[0][r]);
+                a[1][r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + (size_t)r * kd + i + 8), a[1][r]);
+            }
+        }
+    }
+    for (; i + 8 <= kd; i += 8) {
+        __m256 w0 = load8_avx2(w, dt, i);
+#pragma GCC unroll 8
+        for (int r = 0; r < mr; r++)
+            a[0][r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + (size_t)r * kd + i), a[0][r]);
+    }
+    for (int r = 0; r < mr; r++)
+        res[r] = hsum8(_mm256_add_ps(a[0][r], a[1][r]));
+    for (; i < kd; i++) {
+        float wi = widen1(w, dt, i);
+        for (int r = 0; r < mr; r++)
+            res[r] += wi * x[(size_t)r * kd + i];
+    }
+}
+
+/* Rows [b, e) of w for 2 <= m <= 8 rows of x, float32 or bfloat16 weights, in AVX2: each
+ * row of w is read once for all m rows (decode batches stay bound by reading w). */
+CZ__AVX2 static void gemvm_avx2(const mm_job *j, cz_dtype dt, size_t b, size_t e)
+{
+    size_t row = (size_t)j->kd * cz_dtype_size(dt);
+    float res[8];
+    for (; b < e; b++) {
+        const char *w = (const char *)j->w + b * row;
+        switch (j->m) {
+        case 2: dotm_avx2(w, dt, j->x, j->kd, 2, res); break;
+        case 3: dotm_avx2(w, dt, j->x, j->kd, 3, res); break;
+        case 4: dotm_avx2(w, dt, j->x, j->kd, 4, res); break;
+        case 5: dotm_avx2(w, dt, j->x, j->kd, 5, res); break;
+        case 6: dotm_avx2(w, dt, j->x, j->kd, 6, res); break;
+        case 7: dotm_avx2(w, dt, j->x, j->kd, 7, res); break;
+        default: dotm_avx2(w, dt, j->x, j->kd, 8, res); break;
+        }
+        float bias = j->bias ? j->bias[b] : 0.0f;
+        for (uint32_t r = 0; r < j->m; r++)
+            j->out[(size_t)r * j->n + b] = res[r] + bias;
+    }
+}
 #endif
 
 static void gemv_range(void *p, size_t b, size_t e, uint32_t tid)
 {
     const mm_job *j = p;
 #ifdef CZ__MM_AVX2
-    if (j->k->avx2 && j->m == 1 && j->dt != CZ_F16) {
-        if (j->dt == CZ_F32)
+    if (j->k->avx2 && j->dt != CZ_F16) {
+        CZ_ASSERT(j->m <= 8);
+        if (j->m == 1 && j->dt == CZ_F32)
             gemv1_avx2(j, CZ_F32, b, e);
-        else
+        else if (j->m == 1)
             gemv1_avx2(j, CZ_BF16, b, e);
+        else if (j->dt == CZ_F32)
+            gemvm_avx2(j, CZ_F32, b, e);
+        else
+            gemvm_avx2(j, CZ_BF16, b, e);
         return;
     }
 #endif

@@ -587,7 +587,8 @@ Test(kernels, matmul)
     static const uint32_t shapes[][3] = {{1, 37, 129}, {1, 64, 2048}, {1, 21, 4500},
                                          {2, 64, 256}, {3, 5, 7}, {4, 19, 33}, {5, 100, 200},
                                          {8, 33, 70}, {9, 40, 64}, {64, 130, 300},
-                                         {200, 24, 72}, {9, 72, 16384}};
+                                         {200, 24, 72}, {9, 72, 16384}, {7, 50, 300},
+                                         {6, 16, 24}};
     uint64_t s = 8;
     for (size_t c = 0; c < CZ_ARRAY_LEN(shapes); c++) {
         uint32_t m = shapes[c][0], n = shapes[c][1], kd = shapes[c][2];
@@ -607,7 +608,7 @@ Test(kernels, matmul)
             char what[96];
             snprintf(what, sizeof what, "matmul %s m %u n %u kd %u", cz_dtype_name(DTS[d]), m, n, kd);
             check2(what, o[0], o[1], ref, (size_t)m * n, TOL_MATMUL);
-            if (m == 1) { /* the decode GEMV has AVX2 loops: the portable ones too */
+            if (m <= 8) { /* the decode GEMV has AVX2 loops: the portable ones too */
                 cz_kctx *kp = mk(2);
                 cz__kctx_cpu_set_avx2(kp, false);
                 cz_kctx_ops(kp)->matmul(kp, o[0], x, w, DTS[d], bias, m, n, kd);
