@@ -257,38 +257,51 @@ CZ__AVX2 static void gemv1_avx2(const mm_job *j, cz_dtype dt, size_t b, size_t e
     }
 }
 
-/* out rows r < mr (x_r = x + r * kd) of weight row w (float32 or bfloat16), 2 <= mr <= 8,
- * in AVX2: each weight is widened once for every row of x. Below five rows two sets of
- * sums alternate over 8-element chunks, so even two rows keep four fused multiply-adds in
- * flight; the sums of row r are combined in a fixed order. Inlined with constant dt, mr. */
-CZ__AVX2 static inline __attribute__((always_inline)) void dotm_avx2(const char *w, cz_dtype dt,
-                                                                     const float *x, uint32_t kd,
-                                                                     int mr, float *res)
+/* res[r] = w . x_r for rows r < mr <= 4 of x (x_r = x + r * kd), w one row of float32 or
+ * bfloat16 weights, in AVX2: each weight is widened once for the mr rows; below four rows
+ * two sums per row alternate over 8-element chunks, so at least four fused multiply-adds
+ * are in flight. The sums live in named registers (an array indexed by row would not). A
+ * row's result depends on mr by rounding only (the order of its sums). Inlined with
+ * constant dt and mr. */
+CZ__AVX2 static inline __attribute__((always_inline)) void dot4x_avx2(const char *w, cz_dtype dt,
+                                                                      const float *x,
+                                                                      uint32_t kd, int mr,
+                                                                      float *res)
 {
-    __m256 a[2][8];
-    const int sets = mr <= 4 ? 2 : 1;
-    for (int s2 = 0; s2 < 2; s2++)
-        for (int r = 0; r < 8; r++)
-            a[s2][r] = _mm256_setzero_ps();
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0; /* b3 stays 0: four rows use one set */
+    const float *x0 = x, *x1 = x + kd, *x2 = x + 2 * (size_t)kd, *x3 = x + 3 * (size_t)kd;
     uint32_t i = 0;
-    if (sets == 2) {
-        for (; i + 16 <= kd; i += 16) {
-            __m256 w0 = load8_avx2(w, dt, i), w1 = load8_avx2(w, dt, i + 8);
-#pragma GCC unroll 4
-            for (int r = 0; r < mr; r++) {
-                a[0][r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + (size_t)r * kd + i), a[0][r]);
-                a[1][r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + (size_t)r * kd + i + 8), a[1][r]);
-            }
+    for (; mr <= 3 && i + 16 <= kd; i += 16) {
+        __m256 w0 = load8_avx2(w, dt, i), w1 = load8_avx2(w, dt, i + 8);
+        a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x0 + i), a0);
+        b0 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x0 + i + 8), b0);
+        if (mr > 1) {
+            a1 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x1 + i), a1);
+            b1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x1 + i + 8), b1);
+        }
+        if (mr > 2) {
+            a2 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x2 + i), a2);
+            b2 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x2 + i + 8), b2);
         }
     }
-    for (; i + 8 <= kd; i += 8) {
+    for (; i + 8 <= kd; i += 8) { /* four rows: their four sums keep four in flight */
         __m256 w0 = load8_avx2(w, dt, i);
-#pragma GCC unroll 8
-        for (int r = 0; r < mr; r++)
-            a[0][r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + (size_t)r * kd + i), a[0][r]);
+        a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x0 + i), a0);
+        if (mr > 1)
+            a1 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x1 + i), a1);
+        if (mr > 2)
+            a2 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x2 + i), a2);
+        if (mr > 3)
+            a3 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x3 + i), a3);
     }
-    for (int r = 0; r < mr; r++)
-        res[r] = hsum8(_mm256_add_ps(a[0][r], a[1][r]));
+    res[0] = hsum8(_mm256_add_ps(a0, b0));
+    if (mr > 1)
+        res[1] = hsum8(_mm256_add_ps(a1, b1));
+    if (mr > 2)
+        res[2] = hsum8(_mm256_add_ps(a2, b2));
+    if (mr > 3)
+        res[3] = hsum8(_mm256_add_ps(a3, b3));
     for (; i < kd; i++) {
         float wi = widen1(w, dt, i);
         for (int r = 0; r < mr; r++)
@@ -297,25 +310,27 @@ CZ__AVX2 static inline __attribute__((always_inline)) void dotm_avx2(const char 
 }
 
 /* Rows [b, e) of w for 2 <= m <= 8 rows of x, float32 or bfloat16 weights, in AVX2: each
- * row of w is read once for all m rows (decode batches stay bound by reading w). */
+ * row of w is read once and widened once per four rows of x (the row stays in L1 for the
+ * second four), so decode batches stay bound by reading w. */
 CZ__AVX2 static void gemvm_avx2(const mm_job *j, cz_dtype dt, size_t b, size_t e)
 {
     size_t row = (size_t)j->kd * cz_dtype_size(dt);
-    float res[8];
+    float res[4];
     for (; b < e; b++) {
         const char *w = (const char *)j->w + b * row;
-        switch (j->m) {
-        case 2: dotm_avx2(w, dt, j->x, j->kd, 2, res); break;
-        case 3: dotm_avx2(w, dt, j->x, j->kd, 3, res); break;
-        case 4: dotm_avx2(w, dt, j->x, j->kd, 4, res); break;
-        case 5: dotm_avx2(w, dt, j->x, j->kd, 5, res); break;
-        case 6: dotm_avx2(w, dt, j->x, j->kd, 6, res); break;
-        case 7: dotm_avx2(w, dt, j->x, j->kd, 7, res); break;
-        default: dotm_avx2(w, dt, j->x, j->kd, 8, res); break;
-        }
         float bias = j->bias ? j->bias[b] : 0.0f;
-        for (uint32_t r = 0; r < j->m; r++)
-            j->out[(size_t)r * j->n + b] = res[r] + bias;
+        for (uint32_t r0 = 0; r0 < j->m; r0 += 4) {
+            const float *x = j->x + (size_t)r0 * j->kd;
+            uint32_t mr = j->m - r0 < 4 ? j->m - r0 : 4;
+            switch (mr) {
+            case 1: dot4x_avx2(w, dt, x, j->kd, 1, res); break;
+            case 2: dot4x_avx2(w, dt, x, j->kd, 2, res); break;
+            case 3: dot4x_avx2(w, dt, x, j->kd, 3, res); break;
+            default: dot4x_avx2(w, dt, x, j->kd, 4, res); break;
+            }
+            for (uint32_t r = 0; r < mr; r++)
+                j->out[(size_t)(r0 + r) * j->n + b] = res[r] + bias;
+        }
     }
 }
 #endif
