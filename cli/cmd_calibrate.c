@@ -92,17 +92,24 @@ static cz_status read_profile(inputs *in, const char *path, cz_err *err)
     }
     for (int k = 0; k < 7; k++)
         free(c[k]);
-    static const char *const g[] = {"bytes", "median_s"};
-    double *x[2];
+    /* the link is fitted on the copies made the engine's way, block by block and layer by
+     * layer (blocks > 0), when the profile has them: one contiguous copy runs faster */
+    static const char *const g[] = {"bytes", "median_s", "blocks"};
+    double *x[3];
     if (cz_h5_has_table(path, "transfers")) {
-        if ((st = cz_h5_read_columns(path, "transfers", g, 2, x, &n, err)) != CZ_OK)
+        if ((st = cz_h5_read_columns(path, "transfers", g, 3, x, &n, err)) != CZ_OK)
             return st;
+        bool blocks = false;
+        for (size_t i = 0; i < n; i++)
+            blocks = blocks || x[2][i] > 0;
         for (size_t i = 0; i < n; i++) {
+            if (blocks && !(x[2][i] > 0))
+                continue;
             cz_grow((void **)&in->xfers, &in->cap_xfers, in->n_xfers + 1, sizeof *in->xfers);
             in->xfers[in->n_xfers++] = (cz_calib_xfer){x[0][i], x[1][i]};
         }
-        free(x[0]);
-        free(x[1]);
+        for (int k = 0; k < 3; k++)
+            free(x[k]);
     }
     return CZ_OK;
 }

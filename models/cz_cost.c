@@ -217,8 +217,9 @@ double cz_cost_host_transfer_s(const cz_hw_card *hw, double bytes)
 const char *cz_cost_feature_name(cz_cost_feature f)
 {
     static const char *const names[CZ_CF_N] = {
-        "per_step_s", "per_seq_s", "per_token_s", "per_linear_flop_s", "per_attn_flop_s",
-        "per_weight_byte_s", "per_kv_byte_s",
+        "per_step_s",        "per_seq_s",         "per_token_s",
+        "per_linear_flop_s", "per_gemv_flop_s",   "per_attn_flop_s",
+        "per_weight_byte_s", "per_gemm_weight_byte_s", "per_kv_byte_s",
     };
     CZ_ASSERT((unsigned)f < CZ_CF_N);
     return names[f];
@@ -233,12 +234,13 @@ void cz_cost_features(const cz_stage_card *s, const cz_cost_params *p, const cz_
         x[i] = 0.0;
     if (!step_terms(s, p, b, &t))
         return;
+    bool gemv = t.tokens <= CZ_COST_GEMV_TOKENS;
     x[CZ_CF_STEP] = t.passes;
     x[CZ_CF_SEQ] = t.seqs;
     x[CZ_CF_TOKEN] = t.tokens * t.passes;
-    x[CZ_CF_LINEAR_FLOP] = t.linear;
+    x[gemv ? CZ_CF_GEMV_FLOP : CZ_CF_LINEAR_FLOP] = t.linear;
     x[CZ_CF_ATTN_FLOP] = t.attn;
-    x[CZ_CF_WEIGHT_BYTE] = t.weights * t.passes;
+    x[gemv ? CZ_CF_WEIGHT_BYTE : CZ_CF_GEMM_WEIGHT_BYTE] = t.weights * t.passes;
     x[CZ_CF_KV_BYTE] = t.kv * t.passes;
 }
 
@@ -250,9 +252,9 @@ double cz_cost_fit_s(const cz_cost_fit *f, const cz_cost_params *p, const double
     double t = 0.0;
     for (int i = 0; i < CZ_CF_N; i++) {
         double term = f->theta[i] * x[i];
-        if (i == CZ_CF_LINEAR_FLOP || i == CZ_CF_ATTN_FLOP)
+        if (i == CZ_CF_LINEAR_FLOP || i == CZ_CF_GEMV_FLOP || i == CZ_CF_ATTN_FLOP)
             term /= share;
-        else if (i == CZ_CF_WEIGHT_BYTE || i == CZ_CF_KV_BYTE)
+        else if (i == CZ_CF_WEIGHT_BYTE || i == CZ_CF_GEMM_WEIGHT_BYTE || i == CZ_CF_KV_BYTE)
             term /= bw;
         t += term;
     }

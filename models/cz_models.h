@@ -286,15 +286,26 @@ typedef enum cz_cost_feature {
     CZ_CF_STEP = 0,     /* passes (1 for most stages): the fixed cost per step */
     CZ_CF_SEQ,          /* sequences that sample a token; an encoder's or vocoder's jobs */
     CZ_CF_TOKEN,        /* tokens x passes */
-    CZ_CF_LINEAR_FLOP,  /* FLOPs of the linear layers and the LM head */
+    CZ_CF_LINEAR_FLOP,  /* FLOPs of the linear layers and the LM head, steps of more than
+                           CZ_COST_GEMV_TOKENS tokens (matrix products) */
+    CZ_CF_GEMV_FLOP,    /* ... steps of at most CZ_COST_GEMV_TOKENS (matrix-vector kernels) */
     CZ_CF_ATTN_FLOP,    /* FLOPs of attention */
-    CZ_CF_WEIGHT_BYTE,  /* weight bytes read x passes (MoE: the experts the tokens reach) */
+    CZ_CF_WEIGHT_BYTE,  /* weight bytes read x passes (MoE: the experts the tokens reach),
+                           steps of at most CZ_COST_GEMV_TOKENS tokens */
+    CZ_CF_GEMM_WEIGHT_BYTE, /* ... steps of more (a matrix product's per-weight work:
+                           widening, packing) */
     CZ_CF_KV_BYTE,      /* KV bytes read and written x passes */
     CZ_CF_N
 } cz_cost_feature;
 
+/* The tokens up to which the engine's linear layers run matrix-vector kernels (its CPU and
+ * CUDA matmuls switch to matrix products above 8 rows): the fitted model gives the two
+ * regimes their own FLOP and weight-byte coefficients. */
+#define CZ_COST_GEMV_TOKENS 8u
+
 /* The cost file's key of each coefficient ("per_step_s", "per_seq_s", "per_token_s",
- * "per_linear_flop_s", "per_attn_flop_s", "per_weight_byte_s", "per_kv_byte_s"). */
+ * "per_linear_flop_s", "per_gemv_flop_s", "per_attn_flop_s", "per_weight_byte_s",
+ * "per_gemm_weight_byte_s", "per_kv_byte_s"). */
 const char *cz_cost_feature_name(cz_cost_feature f);
 
 /* The features of step `b` of stage `s` (p->tp GPUs): all 0 for an empty step. Pure. */

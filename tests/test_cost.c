@@ -434,11 +434,21 @@ Test(cost, fitted_features_are_the_rooflines_terms)
     assert_near(x[CZ_CF_STEP], 1.0);
     assert_near(x[CZ_CF_SEQ], 4.0);
     assert_near(x[CZ_CF_TOKEN], T);
+    /* 103 tokens: matrix products */
     assert_near(x[CZ_CF_LINEAR_FLOP], 2.0 * L3_BODY * T + 2.0 * L3_VH * 4);
+    cr_expect_eq(x[CZ_CF_GEMV_FLOP], 0.0);
     assert_near(x[CZ_CF_ATTN_FLOP], 4.0 * 32 * 32 * 128 * ctx);
-    assert_near(x[CZ_CF_WEIGHT_BYTE], L3_PARAMS * 2.0);
+    assert_near(x[CZ_CF_GEMM_WEIGHT_BYTE], L3_PARAMS * 2.0);
+    cr_expect_eq(x[CZ_CF_WEIGHT_BYTE], 0.0);
     /* KV: decode contexts, the chunk's mean context once, the 103 new tokens written */
     assert_near(x[CZ_CF_KV_BYTE], L3_KV * (3000.0 + (100.0 * 50 + 5050) / 100.0 + T));
+    /* 3 decodes: matrix-vector kernels */
+    cz_batch_shape dec = {.decode_seqs = 3, .decode_ctx_tokens = 3000};
+    cz_cost_features(stage(&m, "llm"), &p, &dec, x);
+    assert_near(x[CZ_CF_GEMV_FLOP], 2.0 * L3_BODY * 3 + 2.0 * L3_VH * 3);
+    cr_expect_eq(x[CZ_CF_LINEAR_FLOP], 0.0);
+    assert_near(x[CZ_CF_WEIGHT_BYTE], L3_PARAMS * 2.0);
+    cr_expect_eq(x[CZ_CF_GEMM_WEIGHT_BYTE], 0.0);
     cz_batch_shape empty = {0};
     cz_cost_features(stage(&m, "llm"), &p, &empty, x);
     for (int i = 0; i < CZ_CF_N; i++)

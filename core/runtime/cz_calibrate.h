@@ -46,7 +46,8 @@ typedef struct cz_calib_xfer {
 } cz_calib_xfer;
 
 /* Fits every stage of `model` that has rows (features with cost params `p`: its tp) and,
- * when n_xfers >= 2, the host link, into *out (model name, stages, link). Each stage's
+ * when n_xfers >= 2, the host link (on absolute time: the large copies carry it), into
+ * *out (model name, stages, link). Each stage's
  * coefficients minimize squared relative error under theta >= 0; `folds`-fold cross
  * validation (seed `seed`; folds clamped to the stage's rows, none below 4 rows) gives
  * every row a held-out prediction. *report receives (caller deletes):
@@ -55,7 +56,7 @@ typedef struct cz_calib_xfer {
  *                      "fit": {"mape", "median_ape", "max_ape"},          in-sample
  *                      "held_out": {"mape", "median_ape", "p90_ape", "max_ape"},
  *                      "by_class": {CLASS: {"rows", "median_ape", "mape", "max_ape"}}}},
- *    "host_link": {"rows", "bandwidth_Bps", "latency_s", "held_out": {...}},
+ *    "host_link": {"rows", "bandwidth_Bps", "latency_s", "fit": {...}},       in-sample
  *    "held_out": {... over every stage's rows}}
  *
  * held_out errors are the cross-validated ones (by_class too). CZ_EINVAL naming the row
