@@ -145,12 +145,17 @@ static cz_status read_steps(inputs *in, const char *path, cz_err *err)
     cJSON_Delete(cfg);
     if (st != CZ_OK)
         return st;
-    static const char *const f[] = {"stage", "prefill_tokens", "prefill_seqs", "prefill_attn_ctx",
-                                    "decode_seqs", "decode_ctx_tokens", "kernel_s"};
-    double *c[7];
+    /* a batch's time is from its hand-over to the device until the run heard it ended
+     * (end_s - start_s): what the simulator's step lasts, the engine's hand-offs included */
+    static const char *const f[] = {"stage",       "prefill_tokens",   "prefill_seqs",
+                                    "prefill_attn_ctx", "decode_seqs", "decode_ctx_tokens",
+                                    "start_s",     "end_s"};
+    double *c[8];
     size_t n;
-    if ((st = cz_h5_read_columns(path, "steps", f, 7, c, &n, err)) != CZ_OK)
+    if ((st = cz_h5_read_columns(path, "steps", f, 8, c, &n, err)) != CZ_OK)
         return st;
+    for (size_t i = 0; i < n; i++)
+        c[6][i] = c[7][i] - c[6][i];
     for (size_t i = 0; i < n && st == CZ_OK; i++) {
         uint32_t p = (uint32_t)c[0][i];
         if (p >= n_pipe) {
@@ -170,7 +175,7 @@ static cz_status read_steps(inputs *in, const char *path, cz_err *err)
                           .seconds = c[6][i]};
         add_row(in, &r);
     }
-    for (int k = 0; k < 7; k++)
+    for (int k = 0; k < 8; k++)
         free(c[k]);
     if (st == CZ_OK && n == 0)
         st = cz_err_set(err, CZ_EINVAL, "%s: /steps is empty (a simulator's results have no "
