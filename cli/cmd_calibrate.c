@@ -74,13 +74,21 @@ static cz_status read_profile(inputs *in, const char *path, cz_err *err)
     free(model);
     if (st != CZ_OK)
         return st;
-    static const char *const f[] = {"card", "prefill_tokens", "prefill_seqs", "prefill_attn_ctx",
-                                    "decode_seqs", "decode_ctx_tokens", "median_s"};
-    double *c[7];
+    cz_model_card card;
+    if ((st = cz_model_card_load(in->model, &card, err)) != CZ_OK)
+        return cz_err_prefix(err, "%s: ", path);
+    /* an inner row (class 5: a code predictor) times `ctx_tokens` sequential steps of the
+     * inner stage of pipeline stage `stage`: one step of that stage is the time over them */
+    static const char *const f[] = {"card",        "prefill_tokens",   "prefill_seqs",
+                                    "prefill_attn_ctx", "decode_seqs", "decode_ctx_tokens",
+                                    "median_s",    "class",            "stage",
+                                    "ctx_tokens"};
+    enum { NF = 10, INNER = 5 };
+    double *c[NF];
     size_t n;
-    if ((st = cz_h5_read_columns(path, "shapes", f, 7, c, &n, err)) != CZ_OK)
+    if ((st = cz_h5_read_columns(path, "shapes", f, NF, c, &n, err)) != CZ_OK)
         return st;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && st == CZ_OK; i++) {
         cz_calib_row r = {.stage = (uint32_t)c[0][i],
                           .shape = {.prefill_tokens = (uint64_t)c[1][i],
                                     .prefill_seqs = (uint32_t)c[2][i],
@@ -88,10 +96,23 @@ static cz_status read_profile(inputs *in, const char *path, cz_err *err)
                                     .decode_seqs = (uint32_t)c[4][i],
                                     .decode_ctx_tokens = (uint64_t)c[5][i]},
                           .seconds = c[6][i]};
+        if ((int)c[7][i] == INNER) {
+            uint32_t p = (uint32_t)c[8][i];
+            if (p >= card.n_pipe || card.pipe[p].inner < 0 || !(c[9][i] >= 1)) {
+                st = cz_err_set(err, CZ_EFORMAT, "%s: /shapes row %zu: an inner row of pipeline "
+                                                 "stage %u, which has no inner stage in model '%s'",
+                                path, i, p, card.name);
+                break;
+            }
+            r.stage = (uint32_t)card.pipe[p].inner;
+            r.seconds /= c[9][i];
+        }
         add_row(in, &r);
     }
-    for (int k = 0; k < 7; k++)
+    for (int k = 0; k < NF; k++)
         free(c[k]);
+    if (st != CZ_OK)
+        return st;
     /* the link is fitted on the copies made the engine's way, block by block and layer by
      * layer (blocks > 0), when the profile has them: one contiguous copy runs faster */
     static const char *const g[] = {"bytes", "median_s", "blocks"};

@@ -92,9 +92,10 @@ static cJSON *steps_report(const cz_config *cfg, const cz_metrics *const *eng, u
     for (uint32_t r = 0; r < repeats; r++)
         for (uint64_t i = 0; i < eng[r]->n_step_rows; i++) {
             const cz_step_record *s = &eng[r]->step_rows[i];
-            if (!(s->kernel_s > 0) || !isfinite(s->predicted_s))
+            double dur = s->end_s - s->start_s; /* what the simulator's step lasts */
+            if (!(dur > 0) || !isfinite(s->predicted_s))
                 continue;
-            double ape = fabs(s->predicted_s - s->kernel_s) / s->kernel_s;
+            double ape = fabs(s->predicted_s - dur) / dur;
             all[k++] = ape;
             int c = step_class(cfg, s);
             by[c][nb[c]++] = ape;

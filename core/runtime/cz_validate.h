@@ -31,7 +31,9 @@ extern const uint32_t cz_validate_n_keys;
  *    "engine_repeats": R}
  *
  * "steps" sets each engine batch's cost-model prediction (/steps' predicted_s, the
- * config's cost model at that batch's shape) against its measured device time (kernel_s),
+ * config's cost model at that batch's shape) against its measured duration, from its
+ * hand-over to the device until the run heard it ended (end_s - start_s: what a step of
+ * the simulator lasts),
  * APE = |predicted - measured| / measured, over every repeat's batches; classes are
  * "prefill", "decode", "mixed" (autoregressive batches with prefill chunks, decodes, or
  * both) and "jobs" (encoder and vocoder batches). "requests" matches the runs' request
