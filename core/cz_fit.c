@@ -476,7 +476,7 @@ cz_status cz_fit_cv(const double *X, const double *y, size_t n, size_t p, uint32
 
 cz_fit_err cz_fit_errors(const double *y, const double *pred, const uint8_t *mask, size_t n)
 {
-    cz_fit_err e = {NAN, NAN, NAN, NAN, 0};
+    cz_fit_err e = {NAN, NAN, NAN, NAN, NAN, 0};
     double *ape = cz_xmalloc((n > 0 ? n : 1) * sizeof *ape);
     size_t m = 0;
     double sum = 0.0, sum2 = 0.0;
@@ -492,6 +492,7 @@ cz_fit_err cz_fit_errors(const double *y, const double *pred, const uint8_t *mas
         gsl_sort(ape, 1, m);
         e.mape = sum / (double)m;
         e.median_ape = cz_percentile_sorted(ape, m, 50.0);
+        e.p90_ape = cz_percentile_sorted(ape, m, 90.0);
         e.max_ape = ape[m - 1];
         e.rmse_rel = sqrt(sum2 / (double)m);
         e.n = m;

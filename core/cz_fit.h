@@ -84,6 +84,7 @@ cz_status cz_fit_cv(const double *X, const double *y, size_t n, size_t p, uint32
 typedef struct cz_fit_err {
     double mape;       /* mean of APE_k = |pred_k - y_k| / y_k over the rows counted */
     double median_ape; /* median APE (numpy's linear interpolation, cz_percentile_sorted) */
+    double p90_ape;    /* 90th percentile of APE (likewise) */
     double max_ape;    /* largest APE */
     double rmse_rel;   /* sqrt(mean APE_k^2): root mean squared relative error */
     size_t n;          /* rows counted */

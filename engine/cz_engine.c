@@ -17,6 +17,7 @@
 #include "cz_kvpool.h"
 #include "cz_link.h"
 #include "cz_net.h"
+#include "cz_wall.h"
 
 #define NONE UINT32_MAX
 
@@ -150,16 +151,7 @@ typedef struct eng {
 
 static double clock_s(const eng *E)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)(ts.tv_sec - E->t0.tv_sec) + (double)(ts.tv_nsec - E->t0.tv_nsec) * 1e-9;
-}
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return cz_wall_since_s(&E->t0);
 }
 
 /* Called with E->mu held. */
@@ -225,10 +217,10 @@ static void *worker_main(void *arg)
         D->q_head = (D->q_head + 1) % D->q_cap;
         D->q_len--;
         pthread_mutex_unlock(&E->mu);
-        double t0 = mono_s();
+        double t0 = cz_wall_s();
         run_step(E, st);
         cz_kctx_sync(D->k);
-        st->kernel_s = mono_s() - t0;
+        st->kernel_s = cz_wall_s() - t0;
         pthread_mutex_lock(&E->mu);
         post_done(E, &st->node);
     }
@@ -878,13 +870,13 @@ static double measure_copy_Bps(cz_kctx *k)
     memset(h, 1, n);
     double best = INFINITY;
     for (int i = 0; i < 6; i++) {
-        double t0 = mono_s();
+        double t0 = cz_wall_s();
         if (i % 2)
             cz_kmem_copy_async(k, h, d, n, true);
         else
             cz_kmem_copy_async(k, d, h, n, false);
         cz_kmem_copy_wait(k);
-        double t = mono_s() - t0;
+        double t = cz_wall_s() - t0;
         if (t < best)
             best = t;
     }
@@ -1058,11 +1050,7 @@ cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics 
     E.wl = wl;
     E.m = m;
     pthread_mutex_init(&E.mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* timed waits on the run's clock */
-    pthread_cond_init(&E.cv_main, &ca);
-    pthread_condattr_destroy(&ca);
+    cz_wall_cond_init(&E.cv_main); /* timed waits on the run's clock */
     cz_evq_init(&E.timers, (size_t)wl->n_sessions + wl->n_streams + 16);
     E.sampling = (cz_sampling){.temperature = (float)cfg->engine.temperature,
                                .top_k = cfg->engine.top_k,
@@ -1176,10 +1164,7 @@ cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics 
         if (!E.done_head) {
             double until = fmin(top ? top->t_s : INFINITY, now + 0.05);
             until = fmin(until, cfg->max_time_s + 1e-3);
-            double abs_t = (double)E.t0.tv_sec + (double)E.t0.tv_nsec * 1e-9 + until;
-            struct timespec ts = {.tv_sec = (time_t)abs_t,
-                                  .tv_nsec = (long)((abs_t - floor(abs_t)) * 1e9)};
-            pthread_cond_timedwait(&E.cv_main, &E.mu, &ts);
+            cz_wall_wait_until(&E.cv_main, &E.mu, &E.t0, until);
         }
         pthread_mutex_unlock(&E.mu);
     }

@@ -30,6 +30,7 @@
 #include "cz_kernels.h"
 #include "cz_kvpool.h"
 #include "cz_net.h"
+#include "cz_wall.h"
 #include "cz_xstage.h"
 
 #define NONE UINT32_MAX
@@ -104,16 +105,7 @@ typedef struct xs_eng {
 
 static double clock_s(const xs_eng *X)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)(ts.tv_sec - X->t0.tv_sec) + (double)(ts.tv_nsec - X->t0.tv_nsec) * 1e-9;
-}
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return cz_wall_since_s(&X->t0);
 }
 
 /* ---- partitions ---- */
@@ -437,10 +429,10 @@ static void *worker_main(void *arg)
             break;
         W->queued = false;
         pthread_mutex_unlock(&X->mu);
-        double t0 = mono_s();
+        double t0 = cz_wall_s();
         run_job(X, &W->job);
         cz_kctx_sync(X->ctx[W->job.ctx].k);
-        W->job.kernel_s = mono_s() - t0;
+        W->job.kernel_s = cz_wall_s() - t0;
         pthread_mutex_lock(&X->mu);
         X->done_order[X->n_done++] = w;
         pthread_cond_signal(&X->cv_main);
@@ -457,10 +449,10 @@ static void drv_start(void *ctx, const cz_xs_step *s, double now)
     uint32_t w = s->work == CZ_XS_DECODE ? XS_DEC : XS_EXCL;
     xs_worker *W = &X->w[w];
     CZ_ASSERT(!W->busy);
-    double t0 = mono_s();
+    double t0 = cz_wall_s();
     build(X, &W->job, s);
     W->job.ctx = ctx_for(X, s);
-    W->job.rec.build_s = mono_s() - t0;
+    W->job.rec.build_s = cz_wall_s() - t0;
     W->job.rec.start_s = now;
     W->job.rec.device = 0;
     W->job.rec.replica = w;
@@ -576,13 +568,9 @@ cz_status cz__engine_xs_run(const cz_config *cfg, const cz_workload *wl, cz_metr
     X.arrival_t = NAN;
     X.sampling = (cz_sampling){.temperature = 0, .top_k = 0, .top_p = 1, .seed = cfg->seed};
     pthread_mutex_init(&X.mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&X.cv_main, &ca);
+    cz_wall_cond_init(&X.cv_main);
     for (int w = 0; w < 2; w++)
         pthread_cond_init(&X.w[w].cv, NULL);
-    pthread_condattr_destroy(&ca);
     cz_xs_driver drv = {.ctx = &X, .start = drv_start, .timer = drv_timer};
     cz_status st = cz_xstage_create(cfg, wl, m, stats, &drv, &X.x, err);
     if (st == CZ_OK && cuda) {
@@ -677,10 +665,7 @@ cz_status cz__engine_xs_run(const cz_config *cfg, const cz_workload *wl, cz_metr
         if (X.n_done == 0) {
             double until = fmin(isnan(X.arrival_t) ? INFINITY : X.arrival_t, now + 0.05);
             until = fmin(until, cfg->max_time_s + 1e-3);
-            double abs_t = (double)X.t0.tv_sec + (double)X.t0.tv_nsec * 1e-9 + until;
-            struct timespec ts = {.tv_sec = (time_t)abs_t,
-                                  .tv_nsec = (long)((abs_t - floor(abs_t)) * 1e9)};
-            pthread_cond_timedwait(&X.cv_main, &X.mu, &ts);
+            cz_wall_wait_until(&X.cv_main, &X.mu, &X.t0, until);
         }
         pthread_mutex_unlock(&X.mu);
     }

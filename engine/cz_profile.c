@@ -14,6 +14,7 @@
 #include "cz_engine.h"
 #include "cz_h5.h"
 #include "cz_kernels.h"
+#include "cz_wall.h"
 #include "cz_kvpool.h"
 #include "cz_net.h"
 #include "cz_proc.h"
@@ -286,12 +287,6 @@ static void plan_jobs_stage(stage_plan *sp, const cz_config *cfg, const grid_siz
 
 /* ---- timing ------------------------------------------------------------------------------- */
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *x, const void *y)
 {
@@ -319,10 +314,10 @@ static void time_set(cz_kctx *k, pass_fn run, void *ctx, uint32_t repeats, doubl
                      cz_profile_times *t)
 {
     for (uint32_t i = 0; i < repeats; i++) {
-        double t0 = mono_s();
+        double t0 = cz_wall_s();
         run(ctx);
         cz_kctx_sync(k);
-        buf[i] = mono_s() - t0;
+        buf[i] = cz_wall_s() - t0;
     }
     qsort(buf, repeats, sizeof *buf, cmp_double);
     t->repeats = repeats;
@@ -339,10 +334,10 @@ static void time_passes(cz_kctx *k, pass_fn run, void *ctx, uint32_t repeats, do
     double warm = 0;
     uint32_t warmup = 0;
     do {
-        double t0 = mono_s();
+        double t0 = cz_wall_s();
         run(ctx);
         cz_kctx_sync(k);
-        warm += mono_s() - t0;
+        warm += cz_wall_s() - t0;
         warmup++;
     } while (warmup < 3 && warm < 0.02);
     time_set(k, run, ctx, repeats, buf, t);
@@ -775,7 +770,7 @@ cz_status cz_profile_run(const cz_config *cfg, const cz_profile_opts *opts, cz_p
 {
     CZ_ASSERT(cfg && opts && out);
     memset(out, 0, sizeof *out);
-    double t0 = mono_s();
+    double t0 = cz_wall_s();
     const grid_sizes *g = opts->quick ? &grid_quick : &grid_full;
     prof_run R = {.cfg = cfg, .opts = opts, .out = out};
     R.repeats = opts->repeats ? opts->repeats : opts->quick ? 3 : 5;
@@ -847,7 +842,7 @@ cz_status cz_profile_run(const cz_config *cfg, const cz_profile_opts *opts, cz_p
     free(R.buf);
     if (R.k)
         cz_kctx_free(R.k);
-    out->wall_s = mono_s() - t0;
+    out->wall_s = cz_wall_s() - t0;
     if (st != CZ_OK)
         cz_profile_free(out);
     return st;

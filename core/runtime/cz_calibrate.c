@@ -32,29 +32,16 @@ static void add_num(cJSON *o, const char *k, double v)
         cJSON_AddNullToObject(o, k);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Held-out APE statistics of the masked rows. */
+/* APE statistics of the masked rows (cz_fit_errors). */
 static cJSON *ape_json(const double *y, const double *pred, const uint8_t *mask, size_t n)
 {
-    cJSON *o = cJSON_CreateObject();
     cz_fit_err e = cz_fit_errors(y, pred, mask, n);
-    double *ape = malloc((n ? n : 1) * sizeof *ape);
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if ((!mask || mask[i]) && y[i] > 0)
-            ape[k++] = fabs(pred[i] - y[i]) / y[i];
-    qsort(ape, k, sizeof *ape, cmp_double);
+    cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "rows", (double)e.n);
     add_num(o, "median_ape", e.median_ape);
     add_num(o, "mape", e.mape);
-    add_num(o, "p90_ape", k ? ape[(size_t)floor(0.9 * (double)(k - 1))] : NAN);
+    add_num(o, "p90_ape", e.p90_ape);
     add_num(o, "max_ape", e.max_ape);
-    free(ape);
     return o;
 }
 

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cz_fit.h"
+
 const char *const cz_validate_keys[] = {
     "p50_ttft_ms",        "p90_ttft_ms",        "p99_ttft_ms",  "p50_tpot_ms",
     "p90_tpot_ms",        "p99_tpot_ms",        "p50_itl_ms",   "p90_itl_ms",
@@ -32,36 +34,16 @@ static void add_num(cJSON *o, const char *key, double v)
         cJSON_AddNullToObject(o, key);
 }
 
-static int cmp_double(const void *a, const void *b)
+/* APE statistics of predictions against measurements (cz_fit_errors). */
+static cJSON *ape_stats(const double *measured, const double *pred, size_t n)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Quantile q of v[0..n) (sorted in place), linear between order statistics. */
-static double quantile(double *v, size_t n, double q)
-{
-    if (n == 0)
-        return NAN;
-    qsort(v, n, sizeof *v, cmp_double);
-    double pos = q * (double)(n - 1);
-    size_t i = (size_t)pos;
-    double f = pos - (double)i;
-    return i + 1 < n ? v[i] * (1 - f) + v[i + 1] * f : v[i];
-}
-
-/* APE statistics of n errors (sorted in place). */
-static cJSON *ape_stats(double *ape, size_t n)
-{
+    cz_fit_err e = cz_fit_errors(measured, pred, NULL, n);
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "n", (double)n);
-    double sum = 0;
-    for (size_t i = 0; i < n; i++)
-        sum += ape[i];
-    add_num(o, "mape", n ? sum / (double)n : NAN);
-    add_num(o, "median_ape", quantile(ape, n, 0.5));
-    add_num(o, "p90_ape", quantile(ape, n, 0.9));
-    add_num(o, "max_ape", n ? ape[n - 1] : NAN);
+    cJSON_AddNumberToObject(o, "n", (double)e.n);
+    add_num(o, "mape", e.mape);
+    add_num(o, "median_ape", e.median_ape);
+    add_num(o, "p90_ape", e.p90_ape);
+    add_num(o, "max_ape", e.max_ape);
     return o;
 }
 
@@ -83,31 +65,37 @@ static cJSON *steps_report(const cz_config *cfg, const cz_metrics *const *eng, u
     size_t n = 0;
     for (uint32_t r = 0; r < repeats; r++)
         n += eng[r]->n_step_rows;
-    double *all = malloc((n ? n : 1) * sizeof *all);
-    double *by[CLS_N];
+    size_t cap = n ? n : 1;
+    double *dur = malloc(cap * sizeof *dur), *pred = malloc(cap * sizeof *pred);
+    double *cd[CLS_N], *cp[CLS_N];
     size_t nb[CLS_N] = {0};
-    for (int c = 0; c < CLS_N; c++)
-        by[c] = malloc((n ? n : 1) * sizeof *by[c]);
+    for (int c = 0; c < CLS_N; c++) {
+        cd[c] = malloc(cap * sizeof *cd[c]);
+        cp[c] = malloc(cap * sizeof *cp[c]);
+    }
     size_t k = 0;
     for (uint32_t r = 0; r < repeats; r++)
         for (uint64_t i = 0; i < eng[r]->n_step_rows; i++) {
             const cz_step_record *s = &eng[r]->step_rows[i];
-            double dur = s->end_s - s->start_s; /* what the simulator's step lasts */
-            if (!(dur > 0) || !isfinite(s->predicted_s))
+            double d = s->end_s - s->start_s; /* what the simulator's step lasts */
+            if (!(d > 0) || !isfinite(s->predicted_s))
                 continue;
-            double ape = fabs(s->predicted_s - dur) / dur;
-            all[k++] = ape;
+            dur[k] = d;
+            pred[k++] = s->predicted_s;
             int c = step_class(cfg, s);
-            by[c][nb[c]++] = ape;
+            cd[c][nb[c]] = d;
+            cp[c][nb[c]++] = s->predicted_s;
         }
-    cJSON *o = ape_stats(all, k);
+    cJSON *o = ape_stats(dur, pred, k);
     cJSON *bc = cJSON_AddObjectToObject(o, "by_class");
     for (int c = 0; c < CLS_N; c++) {
         if (nb[c])
-            cJSON_AddItemToObject(bc, cls_name[c], ape_stats(by[c], nb[c]));
-        free(by[c]);
+            cJSON_AddItemToObject(bc, cls_name[c], ape_stats(cd[c], cp[c], nb[c]));
+        free(cd[c]);
+        free(cp[c]);
     }
-    free(all);
+    free(dur);
+    free(pred);
     return o;
 }
 
@@ -168,14 +156,7 @@ static req_ix *completed_sorted(const cz_metrics *m, size_t *n)
 static cJSON *agreement(const double *eng, const double *sim, size_t n)
 {
     cJSON *o = cJSON_CreateObject();
-    double sum = 0;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (eng[i] > 0) {
-            sum += fabs(sim[i] - eng[i]) / eng[i];
-            k++;
-        }
-    add_num(o, "mape", k ? sum / (double)k : NAN);
+    add_num(o, "mape", cz_fit_errors(eng, sim, NULL, n).mape);
     add_num(o, "pearson_r", pearson(eng, sim, n));
     return o;
 }
