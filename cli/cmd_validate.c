@@ -1,6 +1,7 @@
 /* cmd_validate.c - `cadenza validate`: one config on the engine (repeated) and in the
  * simulator, compared (core/runtime/cz_validate.h, docs/validation.md). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "cz_cli.h"
 #include "cz_json.h"
 #include "cz_out.h"
+#include "cz_profile.h"
 #include "cz_results.h"
 #include "cz_validate.h"
 
@@ -16,14 +18,18 @@
 static const char validate_usage[] =
     "usage: cadenza validate CONFIG.json [--cost cost.json] [--set key=value]...\n"
     "                        [--backend cpu|cuda] [--threads N] [--repeats R]\n"
-    "                        [--summary v.json] [-o v.h5] [--quiet] [--no-progress]\n"
+    "                        [--summary v.json] [-o v.h5] [--no-probe] [--quiet]\n"
+    "                        [--no-progress]\n"
     "\n"
     "Runs the config on the engine (R times, default 2) and in the simulator, and reports\n"
     "side by side each summary metric (P50/P90/P99 TTFT, TPOT, ITL, E2E, audio TTFP,\n"
     "throughput) with the simulator's relative error and the engine's run-to-run spread;\n"
     "the cost model's step-time error on the engine's own batches (cost-model error apart\n"
     "from scheduling divergence), by batch class; and per request, the MAPE and Pearson r\n"
-    "of TTFT and end-to-end latency (docs/validation.md).\n"
+    "of TTFT and end-to-end latency (docs/validation.md). Before each engine run and after\n"
+    "the last, a probe times a few shapes and compares them with the cost model: the\n"
+    "machine's speed now against the fit's; with a fitted cost, the simulator also runs\n"
+    "with its cost scaled by their median (cost.scale), reported beside the plain run.\n"
     "\n"
     "  --cost FILE          the fitted cost model (`cadenza calibrate`) both runs use\n"
     "                       (default: the config's cost object)\n"
@@ -34,9 +40,24 @@ static const char validate_usage[] =
     "  --summary FILE       write the report as JSON, with both runs' summaries\n"
     "  -o, --output FILE    write the first engine run's HDF5 results (with /steps), the\n"
     "                       report as its summary\n"
+    "  --no-probe           no speed probes (and no rescaled simulator run)\n"
     "  --quiet              print nothing but errors\n"
     "  --no-progress        no progress line\n"
     "  -h, --help           this help\n";
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* The config's own cost.scale (1 when it has none). */
+static double cost_scale_of(const cJSON *cfg_json)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cfg_json, "cost"), "scale");
+    return cJSON_IsNumber(v) ? v->valuedouble : 1.0;
+}
 
 int cz_cmd_validate(int argc, char **argv)
 {
@@ -45,7 +66,7 @@ int cz_cmd_validate(int argc, char **argv)
     const char **sets = cz_xcalloc((size_t)argc + 1, sizeof *sets);
     int n_sets = 0;
     unsigned long repeats = 2;
-    bool quiet = false, progress = true;
+    bool quiet = false, progress = true, probe = true;
     int rc = CZ_EXIT_OK;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -56,6 +77,10 @@ int cz_cmd_validate(int argc, char **argv)
         }
         if (strcmp(a, "--quiet") == 0) {
             quiet = true;
+            continue;
+        }
+        if (strcmp(a, "--no-probe") == 0) {
+            probe = false;
             continue;
         }
         if (strcmp(a, "--no-progress") == 0) {
@@ -154,7 +179,24 @@ int cz_cmd_validate(int argc, char **argv)
     uint32_t ran = 0;
     bool sim_ran = false;
     memset(&sm, 0, sizeof sm);
+    /* the probes' config: the one the engine runs (its workload is not needed) */
+    cz_config pcfg;
+    double *ratios = cz_xcalloc((size_t)R + 1, sizeof *ratios);
+    if (st == CZ_OK && probe) {
+        cz_workload wl;
+        cz_workload_init(&wl);
+        st = cz_config_parse(cfg_json, config_path, base_dir, &pcfg, &wl, &err);
+        cz_workload_free(&wl);
+    }
+    cz_profile_opts popts = {.backend = eopts.backend, .threads = eopts.threads};
     for (uint32_t r = 0; r < R && st == CZ_OK; r++) {
+        if (probe) {
+            if (!quiet)
+                fprintf(stderr, "validate: probe %u\n", r + 1);
+            st = cz_profile_probe(&pcfg, &popts, &ratios[r], &err);
+            if (st != CZ_OK)
+                break;
+        }
         if (!quiet)
             fprintf(stderr, "validate: engine run %u of %u\n", r + 1, R);
         st = cz_cli_run(cfg_json, config_path, base_dir, progress && !quiet, &eopts, &cfg,
@@ -166,6 +208,11 @@ int cz_cmd_validate(int argc, char **argv)
                                              "nothing written",
                             r + 1);
     }
+    if (st == CZ_OK && probe) {
+        if (!quiet)
+            fprintf(stderr, "validate: probe %u\n", R + 1);
+        st = cz_profile_probe(&pcfg, &popts, &ratios[R], &err);
+    }
     if (st == CZ_OK) {
         if (!quiet)
             fprintf(stderr, "validate: simulator\n");
@@ -173,12 +220,41 @@ int cz_cmd_validate(int argc, char **argv)
                              &ssum, &wall, &err);
         sim_ran = st == CZ_OK;
     }
+    /* the simulator again at the machine's speed the probes saw */
+    double scale = NAN;
+    cJSON *rsum = NULL;
+    if (st == CZ_OK && probe) {
+        double *sorted = cz_xmalloc(((size_t)R + 1) * sizeof *sorted);
+        memcpy(sorted, ratios, ((size_t)R + 1) * sizeof *sorted);
+        qsort(sorted, (size_t)R + 1, sizeof *sorted, cmp_double);
+        scale = (R + 1) % 2 ? sorted[R / 2] : 0.5 * (sorted[R / 2] + sorted[R / 2 + 1]);
+        free(sorted);
+    }
+    if (st == CZ_OK && probe && cfg.cost_kind == CZ_COST_FITTED && isfinite(scale) &&
+        scale > 1e-3 && scale < 1e3) {
+        cJSON *scaled = cJSON_Duplicate(cfg_json, 1);
+        cJSON *cost = cJSON_GetObjectItemCaseSensitive(scaled, "cost");
+        cJSON_DeleteItemFromObjectCaseSensitive(cost, "scale");
+        cJSON_AddNumberToObject(cost, "scale", cost_scale_of(cfg_json) * scale);
+        cz_config rcfg;
+        cz_metrics rm;
+        memset(&rm, 0, sizeof rm);
+        if (!quiet)
+            fprintf(stderr, "validate: simulator, cost x %.3f\n", scale);
+        st = cz_cli_simulate(scaled, config_path, base_dir, false, &rcfg, &rm, &sum, &stats,
+                             &rsum, &wall, &err);
+        if (st == CZ_OK)
+            cz_metrics_free(&rm);
+        cJSON_Delete(scaled);
+    }
     if (st == CZ_OK) {
         const cz_metrics **ep = cz_xcalloc(R, sizeof *ep);
         for (uint32_t r = 0; r < R; r++)
             ep[r] = &em[r];
         report = cz_validate_report(&cfg, ep, (const cJSON *const *)esum, R, &sm, ssum);
         free(ep);
+        if (probe)
+            cz_validate_add_probe(report, ratios, R + 1, scale, rsum);
         cJSON_AddStringToObject(report, "config", config_path);
         cJSON_AddStringToObject(report, "backend", eopts.backend);
         if (out_summary) {
@@ -218,6 +294,8 @@ int cz_cmd_validate(int argc, char **argv)
     if (sim_ran)
         cz_metrics_free(&sm);
     cJSON_Delete(ssum);
+    cJSON_Delete(rsum);
+    free(ratios);
     cJSON_Delete(report);
     free(em);
     free(esum);

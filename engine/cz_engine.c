@@ -20,6 +20,8 @@
 #include "cz_wall.h"
 
 #define NONE UINT32_MAX
+/* Seconds each replica's net runs before the clock starts (cz_net_warmup). */
+#define CZ__ENG_WARM_S 0.1
 
 /* ---- completions: an intrusive FIFO from the device threads to the run's thread ---- */
 
@@ -860,6 +862,19 @@ static cz_status load_replicas(eng *E, cz_err *err)
     return CZ_OK;
 }
 
+/* Every replica's nets run before the clock starts (cz_net_warmup): the run's first steps
+ * then time what its later ones do, as a profile's shapes do after their warm-up. */
+static void warm_up(eng *E)
+{
+    for (uint32_t ri = 0; ri < E->n_reps; ri++) {
+        eng_rep *r = &E->reps[ri];
+        cz_kctx_bind(E->devs[r->gpu].k);
+        cz_net_warmup(r->net, r->srv ? r->pool : NULL, CZ__ENG_WARM_S);
+        if (r->inner)
+            cz_net_warmup(r->inner, NULL, CZ__ENG_WARM_S / 4);
+    }
+}
+
 /* The host link's model for the preload admission check: the rate of the device's own
  * host-tier copies (memcpy on the CPU, pinned memory over the bus on CUDA), best of three
  * 32 MiB copies each way. */
@@ -1073,9 +1088,11 @@ cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics 
     if (st == CZ_OK) {
         for (uint32_t g = 0; g < E.n_devs; g++)
             cz_link_init(&E.devs[g].link, measure_copy_Bps(E.devs[g].k), 5e-6, true);
+        warm_up(&E);
         if (device_failed(&E, err))
             st = err->status;
-        st = start_threads(&E, err);
+        else
+            st = start_threads(&E, err);
     }
     if (st != CZ_OK) {
         eng_free(&E);

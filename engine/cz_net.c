@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cz_net_int.h"
+#include "cz_wall.h"
 
 void *cz__net_alloc(cz_net *n, size_t bytes, bool weights)
 {
@@ -329,5 +330,85 @@ void cz_net_decode(cz_net *n, const cz_kv_pool *kv, const cz_step_batch *b,
         cz_kmem_download(k, out_ids + c0, n->ids, (size_t)m * sizeof(int32_t));
         if (logits)
             cz_kmem_download(k, logits + (size_t)c0 * V, n->logits, (size_t)m * V * sizeof(float));
+    }
+}
+
+/* ---- warm-up ------------------------------------------------------------------------------ */
+
+/* Tokens of the warm-up's first, largest pass: enough rows for the matrix-product paths
+ * (every kernel's multi-row code), few enough to stay a fraction of a second on a large
+ * model on a CPU. */
+#define CZ__NET_WARM_ROWS 256u
+
+static void warm_decoder(cz_net *n, const cz_kv_pool *kv, double min_s)
+{
+    uint32_t bt = kv->block_tokens;
+    uint32_t T = n->r_tokens < CZ__NET_WARM_ROWS ? n->r_tokens : CZ__NET_WARM_ROWS;
+    if (T > n->r_ctx)
+        T = n->r_ctx;
+    if ((uint64_t)T > (uint64_t)kv->blocks * bt)
+        T = kv->blocks * bt;
+    uint32_t nb = (T + bt - 1) / bt;
+    int32_t *tok = cz_xmalloc((size_t)T * sizeof *tok), *pos = cz_xmalloc((size_t)T * sizeof *pos);
+    int32_t *bt_row = cz_xmalloc((size_t)nb * sizeof *bt_row);
+    int64_t *slots = cz_xmalloc((size_t)T * sizeof *slots);
+    for (uint32_t i = 0; i < T; i++) {
+        tok[i] = (int32_t)(i % n->card.vocab);
+        pos[i] = (int32_t)i;
+        slots[i] = i;
+    }
+    for (uint32_t b = 0; b < nb; b++)
+        bt_row[b] = (int32_t)b;
+    int32_t qsl[2] = {0, (int32_t)T}, len = (int32_t)T, row = (int32_t)T - 1, out = 0;
+    cz_step_batch b = {.n_seqs = 1, .n_tokens = T, .max_blocks = nb, .tokens = tok,
+                       .positions = pos, .qsl = qsl, .seq_lens = &len, .block_table = bt_row,
+                       .slots = slots, .sample_rows = &row, .n_samples = 1};
+    double t0 = cz_wall_s();
+    cz_net_decode(n, kv, &b, NULL, &out, NULL);
+    /* then the shape most steps have: one decode token at the end of that sequence */
+    qsl[1] = 1;
+    row = 0;
+    b.n_tokens = 1;
+    b.tokens = tok + T - 1;
+    b.positions = pos + T - 1;
+    b.slots = slots + T - 1;
+    do {
+        cz_net_decode(n, kv, &b, NULL, &out, NULL);
+        cz_kctx_sync(n->k);
+    } while (cz_wall_s() - t0 < min_s);
+    free(tok);
+    free(pos);
+    free(bt_row);
+    free(slots);
+}
+
+void cz_net_warmup(cz_net *n, const cz_kv_pool *kv, double min_s)
+{
+    const cz_stage_card *c = &n->card;
+    double t0 = cz_wall_s();
+    if (c->kind == CZ_STAGE_AR && kv) {
+        warm_decoder(n, kv, min_s);
+        return;
+    }
+    if (c->kind == CZ_STAGE_AR) {
+        CZ_ASSERT(n->inner_kv != NULL);
+        uint32_t steps = n->r_ctx < 2 ? n->r_ctx : n->r_ctx - 1;
+        do {
+            cz_net_inner(n, 1, steps);
+            cz_kctx_sync(n->k);
+        } while (cz_wall_s() - t0 < min_s);
+        return;
+    }
+    uint32_t big = n->r_tokens < CZ__NET_WARM_ROWS ? n->r_tokens : CZ__NET_WARM_ROWS;
+    uint32_t small = big < 16 ? big : 16;
+    for (uint32_t i = 0;; i++) {
+        uint32_t len = i == 0 ? big : small;
+        if (c->kind == CZ_STAGE_ENCODER)
+            cz_net_encode(n, &len, 1, i);
+        else
+            cz_net_vocode(n, &len, 1, i);
+        cz_kctx_sync(n->k);
+        if (cz_wall_s() - t0 >= min_s)
+            break;
     }
 }

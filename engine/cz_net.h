@@ -123,4 +123,13 @@ uint64_t cz_net_vocode(cz_net *n, const uint32_t *lens, uint32_t n_seqs, uint64_
  * max_seqs and max_tokens, steps <= max_ctx (asserted). Allocates nothing. */
 void cz_net_inner(cz_net *n, uint32_t rows, uint32_t steps);
 
+/* Runs forward passes before a timed run (vLLM's warm-up run), so that its first steps
+ * find the activations' pages, the caches and the kernel context's threads as every later
+ * step does: one pass of up to 256 rows (a decoder: one prefill chunk into `kv`), then the
+ * shape most steps have (one decode token; a 16-frame job) until `min_s` seconds passed.
+ * A decoder with a paged pool writes K/V rows into the pool's first blocks: call it before
+ * the pool holds anything. `kv` is the decoder's pool, NULL for encoders, vocoders and
+ * inner nets (reserved as such). Allocates host arrays for its batch (load time). */
+void cz_net_warmup(cz_net *n, const cz_kv_pool *kv, double min_s);
+
 #endif

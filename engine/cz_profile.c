@@ -5,6 +5,8 @@
 #include "cz_profile.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,7 @@ typedef struct grid_sizes {
     uint32_t xfer_sizes, xfer_blocks;     /* host link */
     uint32_t ctx_hi;                      /* longest context a shape reaches */
     uint32_t xfer_hi;                     /* largest contiguous copy, bytes */
+    bool probe;                           /* ctx_hi as given (not twice the step budget) */
 } grid_sizes;
 
 static const grid_sizes grid_full = {
@@ -47,6 +50,15 @@ static const grid_sizes grid_quick = {
     .mix_seqs = 3, .mix_ctx = 1, .mix_chunks = 4, .mix_prefixes = 1,
     .jobs = 3, .job_tokens = 3, .inner_rows = 3,
     .xfer_sizes = 5, .xfer_blocks = 3, .ctx_hi = 2048, .xfer_hi = 16u << 20,
+};
+
+/* A machine's speed against a fit (cz_profile_opts.probe): a few shapes per stage, short
+ * contexts, no copies. */
+static const grid_sizes grid_probe = {
+    .chunks = 2, .prefixes = 1, .dec_seqs = 2, .dec_ctx = 2,
+    .mix_seqs = 1, .mix_ctx = 1, .mix_chunks = 1, .mix_prefixes = 1,
+    .jobs = 2, .job_tokens = 2, .inner_rows = 2,
+    .xfer_sizes = 0, .xfer_blocks = 0, .ctx_hi = 512, .xfer_hi = 0, .probe = true,
 };
 
 /* Up to n integers geometrically spaced from lo to hi (both included; n == 1 gives hi),
@@ -161,7 +173,7 @@ static void plan_ar_stage(stage_plan *sp, const cz_config *cfg, const grid_sizes
     uint32_t T = sc->max_num_batched_tokens, S = sc->max_num_seqs, bt = sc->block_tokens;
     uint64_t pool = (uint64_t)sc->kv_blocks * sc->block_tokens;
     uint64_t ctx_cap = sc->max_model_len ? sc->max_model_len : pool;
-    uint64_t hi = g->ctx_hi > 2 * (uint64_t)T ? g->ctx_hi : 2 * (uint64_t)T;
+    uint64_t hi = g->probe || g->ctx_hi > 2 * (uint64_t)T ? g->ctx_hi : 2 * (uint64_t)T;
     if (ctx_cap && hi > ctx_cap)
         hi = ctx_cap;
     if (hi > tok_cap)
@@ -238,7 +250,8 @@ static void plan_ar_stage(stage_plan *sp, const cz_config *cfg, const grid_sizes
 
     /* whole blocks to and from host memory, one to all the pool holds (at most 4096) */
     uint32_t most = sp->pool_blocks < 4096 ? sp->pool_blocks : 4096;
-    sp->n_xfer_blocks = logspace(1, most ? most : 1, g->xfer_blocks, sp->xfer_blocks);
+    sp->n_xfer_blocks =
+        g->xfer_blocks ? logspace(1, most ? most : 1, g->xfer_blocks, sp->xfer_blocks) : 0;
 }
 
 /* Encoders and vocoders: jobs x tokens per job; a vocoder's jobs also re-read the prompt.
@@ -304,48 +317,152 @@ static double quantile(const double *v, uint32_t n, double q)
     return v[i] + (pos - (double)i) * (v[i + 1] - v[i]);
 }
 
-/* Warm-up passes (at least one, up to three while they stay under 20 ms in all), then
- * `repeats` timed passes of run(ctx) followed by cz_kctx_sync. When their spread (p90 -
- * p10) exceeds a quarter of the median, something else had the machine for part of them:
- * the repeats run once more and the set with the smaller spread is kept (t->tries 2). */
+/* Passes run the engine's way: on a device thread of their own, handed over and reported
+ * back through a mutex and condition variables as the engine's device worker takes a step
+ * and posts its completion (cz_engine.c), the profiling thread asleep meanwhile. A pass is
+ * timed from its hand-over until the profiling thread runs again (what a replay's /steps
+ * count and a simulated step lasts), and on the device thread around the pass and
+ * cz_kctx_sync (the device time). */
 typedef void (*pass_fn)(void *ctx);
 
-static void time_set(cz_kctx *k, pass_fn run, void *ctx, uint32_t repeats, double *buf,
+typedef struct prof_dev {
+    cz_kctx *k;
+    pthread_t th;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    pass_fn run;
+    void *ctx;
+    bool has_job, done, quit;
+    double device_s;
+} prof_dev;
+
+static void *dev_main(void *arg)
+{
+    prof_dev *D = arg;
+    cz_kctx_bind(D->k);
+    pthread_mutex_lock(&D->mu);
+    for (;;) {
+        while (!D->quit && !D->has_job)
+            pthread_cond_wait(&D->cv_work, &D->mu);
+        if (D->quit)
+            break;
+        D->has_job = false;
+        pthread_mutex_unlock(&D->mu);
+        double t0 = cz_wall_s();
+        D->run(D->ctx);
+        cz_kctx_sync(D->k);
+        double t = cz_wall_s() - t0;
+        pthread_mutex_lock(&D->mu);
+        D->device_s = t;
+        D->done = true;
+        pthread_cond_signal(&D->cv_done);
+    }
+    pthread_mutex_unlock(&D->mu);
+    return NULL;
+}
+
+static bool dev_start(prof_dev *D, cz_kctx *k)
+{
+    memset(D, 0, sizeof *D);
+    D->k = k;
+    pthread_mutex_init(&D->mu, NULL);
+    pthread_cond_init(&D->cv_work, NULL);
+    pthread_cond_init(&D->cv_done, NULL);
+    D->started = pthread_create(&D->th, NULL, dev_main, D) == 0;
+    return D->started;
+}
+
+static void dev_stop(prof_dev *D)
+{
+    if (D->started) {
+        pthread_mutex_lock(&D->mu);
+        D->quit = true;
+        pthread_cond_signal(&D->cv_work);
+        pthread_mutex_unlock(&D->mu);
+        pthread_join(D->th, NULL);
+    }
+    pthread_cond_destroy(&D->cv_done);
+    pthread_cond_destroy(&D->cv_work);
+    pthread_mutex_destroy(&D->mu);
+}
+
+/* One pass through the device thread: returns its hand-over-to-report time and sets
+ * *device_s. */
+static double dev_pass(prof_dev *D, pass_fn run, void *ctx, double *device_s)
+{
+    double t0 = cz_wall_s();
+    pthread_mutex_lock(&D->mu);
+    D->run = run;
+    D->ctx = ctx;
+    D->done = false;
+    D->has_job = true;
+    pthread_cond_signal(&D->cv_work);
+    while (!D->done)
+        pthread_cond_wait(&D->cv_done, &D->mu);
+    *device_s = D->device_s;
+    pthread_mutex_unlock(&D->mu);
+    return cz_wall_s() - t0;
+}
+
+/* Seconds each net runs on the device thread before its first shape (cz_net_warmup). */
+#define PROF_WARM_S 0.1
+
+typedef struct warm_ctx {
+    cz_net *net;
+    const cz_kv_pool *pool;
+    double min_s;
+} warm_ctx;
+
+static void warm_pass(void *ctx)
+{
+    warm_ctx *w = ctx;
+    cz_net_warmup(w->net, w->pool, w->min_s);
+}
+
+static void warm_net(prof_dev *D, cz_net *net, const cz_kv_pool *pool, double min_s)
+{
+    warm_ctx w = {net, pool, min_s};
+    double unused;
+    dev_pass(D, warm_pass, &w, &unused);
+}
+
+/* Warm-up passes (at least one, up to three while they stay under 20 ms in all), then
+ * `repeats` timed passes. When their spread (p90 - p10) exceeds a quarter of the median,
+ * something else had the machine for part of them: the repeats run once more and the set
+ * with the smaller spread is kept (t->tries 2). buf holds 2 x repeats. */
+static void time_set(prof_dev *D, pass_fn run, void *ctx, uint32_t repeats, double *buf,
                      cz_profile_times *t)
 {
-    for (uint32_t i = 0; i < repeats; i++) {
-        double t0 = cz_wall_s();
-        run(ctx);
-        cz_kctx_sync(k);
-        buf[i] = cz_wall_s() - t0;
-    }
+    double *dev = buf + repeats;
+    for (uint32_t i = 0; i < repeats; i++)
+        buf[i] = dev_pass(D, run, ctx, &dev[i]);
     qsort(buf, repeats, sizeof *buf, cmp_double);
+    qsort(dev, repeats, sizeof *dev, cmp_double);
     t->repeats = repeats;
     t->median_s = quantile(buf, repeats, 0.5);
     t->p10_s = quantile(buf, repeats, 0.1);
     t->p90_s = quantile(buf, repeats, 0.9);
     t->min_s = buf[0];
     t->max_s = buf[repeats - 1];
+    t->device_median_s = quantile(dev, repeats, 0.5);
 }
 
-static void time_passes(cz_kctx *k, pass_fn run, void *ctx, uint32_t repeats, double *buf,
+static void time_passes(prof_dev *D, pass_fn run, void *ctx, uint32_t repeats, double *buf,
                         cz_profile_times *t)
 {
-    double warm = 0;
+    double warm = 0, unused;
     uint32_t warmup = 0;
     do {
-        double t0 = cz_wall_s();
-        run(ctx);
-        cz_kctx_sync(k);
-        warm += cz_wall_s() - t0;
+        warm += dev_pass(D, run, ctx, &unused);
         warmup++;
     } while (warmup < 3 && warm < 0.02);
-    time_set(k, run, ctx, repeats, buf, t);
+    time_set(D, run, ctx, repeats, buf, t);
     t->warmup = warmup;
     t->tries = 1;
     if (t->p90_s - t->p10_s > 0.25 * t->median_s) {
         cz_profile_times again;
-        time_set(k, run, ctx, repeats, buf, &again);
+        time_set(D, run, ctx, repeats, buf, &again);
         if (again.p90_s - again.p10_s < t->p90_s - t->p10_s) {
             *t = again;
             t->warmup = warmup;
@@ -519,8 +636,9 @@ typedef struct prof_run {
     const cz_config *cfg;
     const cz_profile_opts *opts;
     cz_kctx *k;
+    prof_dev dev;             /* the device thread passes run on */
     uint32_t repeats, done, total;
-    double *buf;
+    double *buf;              /* 2 x repeats */
     cz_profile *out;
 } prof_run;
 
@@ -606,7 +724,9 @@ static cz_status run_ar_stage(prof_run *R, stage_plan *sp, cz_net *net, cz_err *
             return cz_err_prefix(err, "profile: stage '%s': ", ic->name);
         }
         cz_net_reserve(inner, sp->max_inner_rows, sp->max_inner_rows, ps->inner_steps + 1);
+        warm_net(&R->dev, inner, NULL, PROF_WARM_S / 4);
     }
+    warm_net(&R->dev, net, pool, PROF_WARM_S);
     uint32_t T = max_u32(sp->max_tokens, 1), S = max_u32(sp->max_seqs, 1);
     ar_step s = {.net = net, .pool = pool, .vocab = c->vocab};
     s.tokens = cz_xmalloc(T * sizeof *s.tokens);
@@ -625,10 +745,10 @@ static cz_status run_ar_stage(prof_run *R, stage_plan *sp, cz_net *net, cz_err *
         progress(R, sp->p);
         if (r->cls == CZ_PROFILE_INNER) {
             inner_pass_ctx ic = {inner, r->jobs, r->ctx_tokens};
-            time_passes(R->k, inner_pass, &ic, R->repeats, R->buf, &r->t);
+            time_passes(&R->dev, inner_pass, &ic, R->repeats, R->buf, &r->t);
         } else {
             build_ar(&s, r, bt);
-            time_passes(R->k, ar_pass, &s, R->repeats, R->buf, &r->t);
+            time_passes(&R->dev, ar_pass, &s, R->repeats, R->buf, &r->t);
         }
         st = check_device(R, err);
         R->done++;
@@ -648,7 +768,7 @@ static cz_status run_ar_stage(prof_run *R, stage_plan *sp, cz_net *net, cz_err *
                 copy_pass_ctx cc = {.k = R->k, .to_host = dir, .host = host, .pool = pool,
                                     .perm = perm, .blocks = nb, .host_blocks = (uint32_t)hb};
                 cz_profile_times t;
-                time_passes(R->k, copy_pass, &cc, R->repeats, R->buf, &t);
+                time_passes(&R->dev, copy_pass, &cc, R->repeats, R->buf, &t);
                 add_xfer(R, sp->p, dir, (uint64_t)nb * pool->block_bytes, nb,
                          nb * pool->layers * 2, &t);
                 st = check_device(R, err);
@@ -679,6 +799,7 @@ static cz_status run_jobs_stage(prof_run *R, stage_plan *sp, cz_net *net, cz_err
     uint32_t ds = enc && c->arch.downsample ? c->arch.downsample : 1;
     cz_net_reserve(net, max_u32(max_u32(sp->max_frames_step, sp->max_frames_job), 1),
                    max_u32(sp->max_jobs, 1), max_u32(sp->max_frames_job, 1));
+    warm_net(&R->dev, net, NULL, PROF_WARM_S);
     uint32_t *lens = cz_xmalloc(max_u32(sp->max_jobs, 1) * sizeof *lens);
     cz_status st = CZ_OK;
     for (size_t i = 0; i < sp->n_rows && st == CZ_OK; i++) {
@@ -687,7 +808,7 @@ static cz_status run_jobs_stage(prof_run *R, stage_plan *sp, cz_net *net, cz_err
         for (uint32_t j = 0; j < r->jobs; j++)
             lens[j] = enc ? r->job_tokens * ds : r->job_tokens + ps->prompt_tokens;
         jobs_pass_ctx jc = {net, lens, r->jobs, enc};
-        time_passes(R->k, jobs_pass, &jc, R->repeats, R->buf, &r->t);
+        time_passes(&R->dev, jobs_pass, &jc, R->repeats, R->buf, &r->t);
         st = check_device(R, err);
         R->done++;
     }
@@ -711,7 +832,7 @@ static cz_status run_link(prof_run *R, const uint64_t *sizes, uint32_t n, cz_err
             copy_pass_ctx cc = {.k = R->k, .to_host = dir, .dev = dev, .host = host,
                                 .bytes = sizes[i], .arena = most};
             cz_profile_times t;
-            time_passes(R->k, copy_pass, &cc, R->repeats, R->buf, &t);
+            time_passes(&R->dev, copy_pass, &cc, R->repeats, R->buf, &t);
             add_xfer(R, UINT32_MAX, dir, sizes[i], 0, 1, &t);
             st = check_device(R, err);
             R->done++;
@@ -771,11 +892,11 @@ cz_status cz_profile_run(const cz_config *cfg, const cz_profile_opts *opts, cz_p
     CZ_ASSERT(cfg && opts && out);
     memset(out, 0, sizeof *out);
     double t0 = cz_wall_s();
-    const grid_sizes *g = opts->quick ? &grid_quick : &grid_full;
+    const grid_sizes *g = opts->probe ? &grid_probe : opts->quick ? &grid_quick : &grid_full;
     prof_run R = {.cfg = cfg, .opts = opts, .out = out};
     R.repeats = opts->repeats ? opts->repeats : opts->quick ? 3 : 5;
     out->repeats = R.repeats;
-    R.buf = cz_xmalloc(R.repeats * sizeof *R.buf);
+    R.buf = cz_xmalloc(2 * R.repeats * sizeof *R.buf);
 
     /* plan every stage first: the total for progress, and the KV each needs */
     uint32_t n_pipe = cfg->model.n_pipe;
@@ -804,12 +925,16 @@ cz_status cz_profile_run(const cz_config *cfg, const cz_profile_opts *opts, cz_p
         R.total += (uint32_t)sp->n_rows + 2 * sp->n_xfer_blocks;
     }
     uint64_t sizes[AXIS_MAX];
-    uint32_t n_sizes = logspace(4096, g->xfer_hi, g->xfer_sizes, sizes);
+    uint32_t n_sizes = g->xfer_sizes ? logspace(4096, g->xfer_hi, g->xfer_sizes, sizes) : 0;
     R.total += 2 * n_sizes;
     if (st == CZ_OK)
         st = make_context(cfg, opts, out, &R.k, err);
-    if (st == CZ_OK)
+    bool dev = false;
+    if (st == CZ_OK) {
         cz_kctx_bind(R.k);
+        if (!(dev = dev_start(&R.dev, R.k)))
+            st = cz_err_set(err, CZ_ENOMEM, "profile: cannot start the device thread");
+    }
 
     for (uint32_t p = 0; p < n_pipe && st == CZ_OK; p++) {
         stage_plan *sp = &plans[p];
@@ -840,12 +965,36 @@ cz_status cz_profile_run(const cz_config *cfg, const cz_profile_opts *opts, cz_p
         free(plans[p].rows);
     free(plans);
     free(R.buf);
+    if (dev)
+        dev_stop(&R.dev);
     if (R.k)
         cz_kctx_free(R.k);
     out->wall_s = cz_wall_s() - t0;
     if (st != CZ_OK)
         cz_profile_free(out);
     return st;
+}
+
+cz_status cz_profile_probe(const cz_config *cfg, const cz_profile_opts *opts, double *ratio,
+                           cz_err *err)
+{
+    cz_profile_opts o = *opts;
+    o.probe = true;
+    o.progress = NULL;
+    cz_profile p;
+    cz_status st = cz_profile_run(cfg, &o, &p, err);
+    if (st != CZ_OK)
+        return st;
+    double *r = cz_xmalloc((p.n_rows ? p.n_rows : 1) * sizeof *r);
+    uint32_t n = 0;
+    for (size_t i = 0; i < p.n_rows; i++)
+        if (p.rows[i].predicted_s > 0 && p.rows[i].t.median_s > 0)
+            r[n++] = p.rows[i].t.median_s / p.rows[i].predicted_s;
+    qsort(r, n, sizeof *r, cmp_double);
+    *ratio = n ? quantile(r, n, 0.5) : NAN;
+    free(r);
+    cz_profile_free(&p);
+    return CZ_OK;
 }
 
 /* ---- the file ----------------------------------------------------------------------------- */
@@ -867,6 +1016,7 @@ static hid_t times_insert(hid_t t, size_t base)
     F(p90_s, H5T_NATIVE_DOUBLE);
     F(min_s, H5T_NATIVE_DOUBLE);
     F(max_s, H5T_NATIVE_DOUBLE);
+    F(device_median_s, H5T_NATIVE_DOUBLE);
 #undef F
     return t;
 }

@@ -14,8 +14,13 @@
  *  - the host link: KV copies between a pool and host memory from cz_kmem_host_alloc
  *    (pinned on CUDA), contiguous ranges and whole blocks in the pool's layout (one copy
  *    per layer for K and for V, as the engine's copy thread does), both directions.
- * A shape runs warm-up passes, then `repeats` timed passes of the step and cz_kctx_sync
- * (timed again once when their spread says something else had the machine); the table
+ * Each net first runs cz_net_warmup, as the engine's nets do before a replay's clock
+ * starts. Passes run the engine's way: on a device thread, handed over and reported back
+ * as the engine's device worker takes a step and posts its completion, and are timed from
+ * the hand-over until the profiling thread runs again, as a replay's /steps count a batch
+ * (the pass and cz_kctx_sync alone: device_median_s). A shape runs warm-up passes, then
+ * `repeats` timed passes (timed again once when their spread says something else had the
+ * machine); the table
  * keeps their median, 10th and 90th percentiles (linear interpolation between the sorted
  * samples) and extremes, beside the cost model's prediction for the shape.
  * The grid follows the config's limits (the step's token budget, the sequence cap, the
@@ -52,7 +57,8 @@ typedef struct cz_profile_times {
     uint32_t tries;              /* 1; 2 when the first set's p90 - p10 exceeded a quarter
                                     of its median and the set was timed again (the
                                     tighter of the two is kept) */
-    double median_s, p10_s, p90_s, min_s, max_s;
+    double median_s, p10_s, p90_s, min_s, max_s; /* hand-over to report */
+    double device_median_s;      /* the same passes' median on the device thread alone */
 } cz_profile_times;
 
 /* One measured shape: a row of /shapes. The five shape fields are cz_batch_shape's, as
@@ -106,6 +112,9 @@ typedef struct cz_profile_opts {
     uint32_t threads;            /* CPU threads; 0: what one device of a replay gets
                                     (cz_engine_device_threads) */
     bool quick;                  /* the small grid, 3 repeats by default */
+    bool probe;                  /* the probe grid instead: a few shapes per stage (short
+                                    contexts, no copies), to check a machine's speed
+                                    against a fit (`validate`) */
     uint32_t repeats;            /* timed passes per shape; 0: 5 (quick 3) */
     cz_profile_progress_fn progress; /* may be NULL */
     void *progress_ctx;
@@ -132,6 +141,13 @@ typedef struct cz_profile {
 cz_status cz_profile_run(const cz_config *cfg, const cz_profile_opts *opts, cz_profile *out,
                          cz_err *err);
 void cz_profile_free(cz_profile *p);
+
+/* The machine's speed now against `cfg`'s cost model (a fitted one, typically): profiles
+ * the probe grid (opts->probe implied; a few seconds for a tiny model) and sets *ratio to
+ * the median over its shapes of measured / predicted step time (1: as fast as when the
+ * fit was profiled; 1.2: 20 % slower). Errors as cz_profile_run's. */
+cz_status cz_profile_probe(const cz_config *cfg, const cz_profile_opts *opts, double *ratio,
+                           cz_err *err);
 
 /* What the writer records beside the tables (root attributes). */
 typedef struct cz_profile_meta {

@@ -86,6 +86,23 @@ check "every request is matched" bash -c \
 check "both runs' summaries are kept" bash -c \
     "[ \"\$(json_num '$tmp/v.json' 'len(d[\"engine_summaries\"])')\" = 2 ]"
 check "the results file holds the engine's batches" "$cz" calibrate "$tmp/v.h5" -o "$tmp/c2.json" --quiet
+check "a probe before each run and after the last, each a positive ratio" bash -c \
+    "python3 -c \"import json; d=json.load(open('$tmp/v.json')); r=d['probe']['ratios']; assert len(r)==3 and all(x>0 for x in r) and d['probe']['scale']>0, d['probe']\""
+check "the simulator rescaled by the probes, beside the plain one" bash -c \
+    "python3 -c \"import json; d=json.load(open('$tmp/v.json')); m=d['metrics']['p50_tpot_ms']; assert m['sim_rescaled']>0 and abs(m['rel_error_rescaled']-(m['sim_rescaled']-m['engine'])/m['engine'])<1e-9, m\""
+check "validate --no-probe" "$cz" validate "$cpu" --cost "$tmp/c.json" --no-probe \
+    --set workload.max_requests=2 --repeats 1 --summary "$tmp/v1.json" --quiet --no-progress
+check "... has no probe" bash -c \
+    "python3 -c \"import json; d=json.load(open('$tmp/v1.json')); assert 'probe' not in d and 'sim_rescaled' not in d['metrics']['p50_ttft_ms']\""
+# cost.scale multiplies every fitted step time: one request alone, twice as slow
+for sc in 1 2; do
+    check "sim with cost.scale $sc" "$cz" sim "$cpu" --set cost.file="$tmp/c.json" \
+        --set cost.scale=$sc --set workload.max_requests=1 --summary "$tmp/sc$sc.json" --quiet
+done
+check "cost.scale 2 doubles a lone request's TPOT" bash -c \
+    "python3 -c \"import json; a=json.load(open('$tmp/sc1.json'))['p50_tpot_ms']; b=json.load(open('$tmp/sc2.json'))['p50_tpot_ms']; assert abs(b/a-2)<1e-9, (a,b)\""
+check "cost.scale 0 is refused" expect_exit 2 "$cz" sim "$cpu" --set cost.file="$tmp/c.json" \
+    --set cost.scale=0
 check "validate --repeats 0 is a usage error" expect_exit 2 "$cz" validate "$cpu" --repeats 0
 
 echo "$pass passed, $fail failed"

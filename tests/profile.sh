@@ -58,6 +58,8 @@ done
 check "every median is positive, between p10 and p90, of 3 repeats" is 0 \
     "$(count_where "$p" shapes '!($c["median_s"] > 0 && $c["p10_s"] <= $c["median_s"] &&
         $c["median_s"] <= $c["p90_s"] && $c["repeats"] == 3 && $c["predicted_s"] > 0)')"
+check "the pass alone is positive and within its hand-over-to-report time" is 0 \
+    "$(count_where "$p" shapes '!($c["device_median_s"] > 0 && $c["device_median_s"] <= $c["median_s"])')"
 check "the shape fields are the cost model's" is 0 \
     "$(count_where "$p" shapes '$c["prefill_attn_ctx"] != $c["chunk_tokens"] * ($c["prefix_tokens"] + ($c["chunk_tokens"] + 1) / 2) ||
         $c["decode_ctx_tokens"] != $c["decode_seqs"] * $c["ctx_tokens"] ||

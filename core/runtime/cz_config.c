@@ -263,6 +263,13 @@ static cz_status parse_cost(const cJSON *j, const char *where, const char *base_
     } else if (strcmp(kind, "fitted") == 0) {
         c->cost_kind = CZ_COST_FITTED;
         cJSON_DeleteItemFromObjectCaseSensitive(rest, "file");
+        cJSON_DeleteItemFromObjectCaseSensitive(rest, "scale");
+        c->cost_scale = 1.0;
+        if ((st = cz_json_num(j, ctx, "scale", false, 1e-3, 1e3, &c->cost_scale, err)) !=
+            CZ_OK) {
+            cJSON_Delete(rest);
+            return st;
+        }
         int n = !file ? 0
                 : file[0] == '/' || !base_dir
                     ? snprintf(c->cost_file, sizeof c->cost_file, "%s", file)
@@ -313,8 +320,11 @@ static cz_status apply_cost_file(cz_config *c, const char *where, cz_err *err)
                               "runs",
                               where, c->cost_file, c->model.stages[i].name, c->model.name,
                               f.n_stages);
-        if (fit)
+        if (fit) {
             c->fit[i] = *fit;
+            for (uint32_t t = 0; t < CZ_CF_N; t++)
+                c->fit[i].theta[t] *= c->cost_scale;
+        }
     }
     if (f.has_link) {
         c->hw.host_link_Bps = f.link_Bps;

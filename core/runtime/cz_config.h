@@ -84,6 +84,9 @@ typedef struct cz_config {
                                  bw_sat_sm_fraction */
     cz_cost_fit fit[CZ_MAX_STAGES]; /* CZ_COST_FITTED: per model stage (card order) */
     char cost_file[1024];     /* CZ_COST_FITTED: the cost file, as resolved */
+    double cost_scale;        /* CZ_COST_FITTED: every fitted step time times this (cost.scale,
+                                 default 1: a machine that runs slower or faster than it
+                                 did when profiled) */
     cz_distspec service;      /* CZ_COST_SERVICE */
     cz_stage_place place[CZ_MAX_STAGES]; /* per pipeline stage */
     uint32_t n_gpus;

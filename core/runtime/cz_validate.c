@@ -244,17 +244,58 @@ static double num_or_nan(const cJSON *o, const char *key)
     return number_of(o, key, &v) ? v : NAN;
 }
 
+void cz_validate_add_probe(cJSON *report, const double *ratios, uint32_t n, double scale,
+                           const cJSON *rescaled)
+{
+    cJSON *pr = cJSON_AddObjectToObject(report, "probe");
+    cJSON *arr = cJSON_AddArrayToObject(pr, "ratios");
+    for (uint32_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(arr, isfinite(ratios[i]) ? cJSON_CreateNumber(ratios[i])
+                                                      : cJSON_CreateNull());
+    add_num(pr, "scale", scale);
+    if (!rescaled)
+        return;
+    cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(report, "metrics"))
+    {
+        double e, s;
+        bool have = number_of(m, "engine", &e) && number_of(rescaled, m->string, &s);
+        add_num(m, "sim_rescaled", have ? s : NAN);
+        add_num(m, "rel_error_rescaled", have && e != 0 ? (s - e) / e : NAN);
+    }
+}
+
 void cz_validate_print(const cJSON *report, FILE *out)
 {
     const cJSON *mets = cJSON_GetObjectItemCaseSensitive(report, "metrics");
-    fprintf(out, "  %-20s %12s %12s %10s %14s\n", "metric", "engine", "sim", "error",
-            "engine spread");
+    const cJSON *probe = cJSON_GetObjectItemCaseSensitive(report, "probe");
+    bool resc = false;
     const cJSON *m;
     cJSON_ArrayForEach(m, mets)
+        resc = resc || cJSON_GetObjectItemCaseSensitive(m, "sim_rescaled") != NULL;
+    if (probe) {
+        fprintf(out, "machine speed against the cost model (probe, measured / predicted):");
+        const cJSON *r;
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(probe, "ratios"))
+            fprintf(out, " %.3f", cJSON_IsNumber(r) ? r->valuedouble : NAN);
+        if (resc)
+            fprintf(out, "; rescaled simulator: cost x %.3f", num_or_nan(probe, "scale"));
+        fputc('\n', out);
+    }
+    fprintf(out, "  %-20s %12s %12s %10s %14s", "metric", "engine", "sim", "error",
+            "engine spread");
+    if (resc)
+        fprintf(out, " %12s %10s", "sim rescaled", "error");
+    fputc('\n', out);
+    cJSON_ArrayForEach(m, mets)
     {
-        fprintf(out, "  %-20s %12.3f %12.3f %+9.1f%% %13.1f%%\n", m->string,
+        fprintf(out, "  %-20s %12.3f %12.3f %+9.1f%% %13.1f%%", m->string,
                 num_or_nan(m, "engine"), num_or_nan(m, "sim"), 100 * num_or_nan(m, "rel_error"),
                 100 * num_or_nan(m, "engine_spread"));
+        if (resc)
+            fprintf(out, " %12.3f %+9.1f%%", num_or_nan(m, "sim_rescaled"),
+                    100 * num_or_nan(m, "rel_error_rescaled"));
+        fputc('\n', out);
     }
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(report, "steps");
     fprintf(out, "step time, cost model vs engine (%.0f batches): median %.1f %%, mean %.1f %%, "

@@ -44,6 +44,15 @@ cJSON *cz_validate_report(const cz_config *cfg, const cz_metrics *const *eng,
                           const cJSON *const *eng_summary, uint32_t repeats,
                           const cz_metrics *sim, const cJSON *sim_summary);
 
+/* Adds the machine-speed probes to `report` (`validate`'s --probe): ratios[0..n) of the
+ * engine's step time to the cost model's on a few shapes (cz_profile_probe; before each
+ * engine run and after the last) as "probe": {"ratios": [...], "scale": scale}; and when
+ * `rescaled` (the summary of a simulator run whose fitted cost was multiplied by `scale`,
+ * cost.scale) is not NULL, "sim_rescaled" and "rel_error_rescaled" in each metric (null
+ * where a summary lacks it). */
+void cz_validate_add_probe(cJSON *report, const double *ratios, uint32_t n, double scale,
+                           const cJSON *rescaled);
+
 /* Prints the report as tables (metrics, steps, requests). */
 void cz_validate_print(const cJSON *report, FILE *out);
 
