@@ -62,6 +62,31 @@ cz_status cz_text_check(const char *text, size_t len, const char *name, cz_err *
                       col);
 }
 
+/* The first key an object of `j` (depth first) names twice, its path written to path[cap]
+ * as dotted keys with [i] for array elements; false when there is none. */
+static bool find_duplicate(const cJSON *j, char *path, size_t len, size_t cap)
+{
+    if (!cJSON_IsObject(j) && !cJSON_IsArray(j))
+        return false;
+    size_t i = 0;
+    for (const cJSON *a = j->child; a; a = a->next, i++) {
+        int n;
+        if (cJSON_IsObject(j)) {
+            n = snprintf(path + len, cap - len, "%s%s", len ? "." : "", a->string);
+            for (const cJSON *b = j->child; b != a; b = b->next)
+                if (strcmp(a->string, b->string) == 0)
+                    return true;
+        } else {
+            n = snprintf(path + len, cap - len, "[%zu]", i);
+        }
+        size_t l = n < 0 ? len : len + (size_t)n < cap ? len + (size_t)n : cap - 1;
+        if (find_duplicate(a, path, l, cap))
+            return true;
+        path[len] = '\0';
+    }
+    return false;
+}
+
 cz_status cz_json_parse(const char *text, const char *name, cJSON **out, cz_err *err)
 {
     const char *end = NULL;
@@ -80,6 +105,13 @@ cz_status cz_json_parse(const char *text, const char *name, cJSON **out, cz_err 
             }
         }
         return cz_err_set(err, CZ_EFORMAT, "%s:%d:%d: not valid JSON", name, line, col);
+    }
+    char path[512] = "";
+    if (find_duplicate(j, path, 0, sizeof path)) {
+        cJSON_Delete(j);
+        return cz_err_set(err, CZ_EFORMAT,
+                          "%s: key '%s' appears twice in one object (expected each key once)",
+                          name, path);
     }
     *out = j;
     return CZ_OK;

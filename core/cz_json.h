@@ -17,7 +17,9 @@
  * CZ_EFORMAT naming its line and column (cz_file_read_all). */
 cz_status cz_json_load(const char *path, cJSON **out, cz_err *err);
 
-/* Parses `text` (named `name` in messages) into *out. */
+/* Parses `text` (named `name` in messages) into *out. An object that names a key twice is
+ * CZ_EFORMAT naming the key's path (cJSON would keep both and lookups see the first, so a
+ * later override would be silently ignored). */
 cz_status cz_json_parse(const char *text, const char *name, cJSON **out, cz_err *err);
 
 /* Reads a whole text file into a NUL-terminated buffer (caller frees); *len_out may be

@@ -218,5 +218,16 @@ check "generate: bad flags exit 2" bash -c \
          '$cz' generate \$a >/dev/null 2>&1; [ \$? -eq 2 ] || exit 1; done"
 check "generate: an unknown card exits 2" expect_exit 2 "$cz" generate --model no-such-card --tokens 1 --max-tokens 1
 check "generate: a folder without config.json exits 2" expect_exit 2 "$cz" generate --model "$tmp" --tokens 1 --max-tokens 1
+# silent choices refused: a key twice, a TP degree that splits no heads, a pool no turn fits
+printf '{"seed": 1,\n "seed": 2}\n' > "$tmp/dup.json"
+check "a key named twice exits 2" expect_exit 2 "$cz" sim "$tmp/dup.json"
+check "... naming the file and the key" grep -q "dup.json: key 'seed' appears twice" "$tmp/cmd.err"
+check "a tensor-parallel degree that does not divide the heads exits 2" expect_exit 2 \
+    "$cz" sim "$root/experiments/engine/cpu.json" --set cost.tp=3
+check "... naming cost.tp and the heads" grep -q "'cost.tp': 3 does not divide the 8 attention heads" "$tmp/cmd.err"
+check "a divisor is taken" "$cz" sim "$root/experiments/engine/cpu.json" --set cost.tp=2 --quiet
+check "a pool too small for any turn exits 2" expect_exit 2 \
+    "$cz" sim "$root/experiments/engine/cpu.json" --set server.kv_blocks=1
+check "... naming server.kv_blocks and what it needs" grep -q "'server.kv_blocks': 1 blocks of 16 tokens.*expected at least 2 blocks" "$tmp/cmd.err"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

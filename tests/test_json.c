@@ -15,6 +15,27 @@ Test(json, parse_error_has_line_and_column)
     cr_assert(strstr(err.msg, "x.json:3:") != NULL, "%s", err.msg);
 }
 
+Test(json, duplicate_keys_are_errors_naming_the_path)
+{
+    cJSON *j = NULL;
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_json_parse("{\"server\": {\"kv_blocks\": 4, \"kv_blocks\": 8}}", "c.json",
+                               &j, &err),
+                 CZ_EFORMAT);
+    cr_assert_null(j);
+    cr_assert(strstr(err.msg, "c.json") && strstr(err.msg, "'server.kv_blocks'"), "%s", err.msg);
+    cz_err_clear(&err);
+    cr_assert_eq(cz_json_parse("{\"a\": [{\"x\": 1}, {\"y\": 1, \"y\": 2}]}", "s.json", &j, &err),
+                 CZ_EFORMAT);
+    cr_assert(strstr(err.msg, "'a[1].y'"), "%s", err.msg);
+    /* the same key in different objects is fine */
+    cr_assert_eq(cz_json_parse("{\"a\": {\"x\": 1}, \"b\": {\"x\": 1}, \"x\": [1, 1]}", "ok.json",
+                               &j, &err),
+                 CZ_OK);
+    cJSON_Delete(j);
+}
+
 Test(json, getters_name_field_and_range)
 {
     cJSON *j = cJSON_Parse("{\"n\": -3, \"s\": 5, \"f\": 2.5}");

@@ -706,6 +706,64 @@ static cz_status reconcile_audio(const cz_config *c, const cJSON *wobj, const ch
     return CZ_OK;
 }
 
+/* A pool too small for every turn of the workload would reject them all: an error, not a
+ * run. The check is for a pipeline whose first stage is a decoder without a KV window: the
+ * smallest turn needs its text prompt and one generated token in the pool. */
+static cz_status check_pool_holds_a_request(const cz_config *c, const cz_workload *wl,
+                                            const char *where, cz_err *err)
+{
+    const cz_pipe_stage *ps = &c->model.pipe[0];
+    const cz_server_config *sc = &c->place[0].server;
+    if (c->cross_stage || wl->n_turns == 0 || c->model.stages[ps->stage].kind != CZ_STAGE_AR ||
+        sc->kv_window_tokens || sc->kv_blocks == 0)
+        return CZ_OK;
+    uint64_t least = UINT64_MAX;
+    for (uint32_t t = 0; t < wl->n_turns; t++)
+        if ((uint64_t)wl->turns[t].in_text_tokens + 1 < least)
+            least = (uint64_t)wl->turns[t].in_text_tokens + 1;
+    uint64_t pool = (uint64_t)sc->kv_blocks * sc->block_tokens;
+    if (pool >= least)
+        return CZ_OK;
+    return cz_err_set(err, CZ_EINVAL,
+                      "%s: field 'server.kv_blocks': %u blocks of %u tokens (%llu tokens) hold "
+                      "no turn of the workload: the shortest needs %llu (its prompt and one "
+                      "generated token); expected at least %llu blocks",
+                      where, sc->kv_blocks, sc->block_tokens, (unsigned long long)pool,
+                      (unsigned long long)least,
+                      (unsigned long long)((least + sc->block_tokens - 1) / sc->block_tokens));
+}
+
+/* Every stage the pipeline runs splits its attention heads over cost.tp GPUs (vLLM's
+ * rule): the query heads in equal parts, the KV heads too or each replicated over
+ * tp / kv_heads GPUs. */
+static cz_status check_tp_divides_heads(const cz_config *c, const char *where, cz_err *err)
+{
+    uint32_t tp = c->cost.tp ? c->cost.tp : 1;
+    if (tp == 1)
+        return CZ_OK;
+    for (uint32_t p = 0; p < c->model.n_pipe; p++) {
+        int32_t idx[2] = {(int32_t)c->model.pipe[p].stage, c->model.pipe[p].inner};
+        for (int k = 0; k < 2; k++) {
+            if (idx[k] < 0)
+                continue;
+            const cz_stage_card *s = &c->model.stages[idx[k]];
+            if (s->heads && s->heads % tp)
+                return cz_err_set(err, CZ_EINVAL,
+                                  "%s: field 'cost.tp': %u does not divide the %u attention "
+                                  "heads of stage '%s' (model '%s'); expected a divisor of %u",
+                                  where, tp, s->heads, s->name, c->model.name, s->heads);
+            uint32_t kv = s->kv_heads ? s->kv_heads : s->heads;
+            if (kv && (kv >= tp ? kv % tp : tp % kv))
+                return cz_err_set(err, CZ_EINVAL,
+                                  "%s: field 'cost.tp': %u GPUs cannot share the %u KV heads of "
+                                  "stage '%s' (model '%s'); expected a divisor or a multiple "
+                                  "of %u",
+                                  where, tp, kv, s->name, c->model.name, kv);
+        }
+    }
+    return CZ_OK;
+}
+
 /* Sizes the KV pool of every autoregressive replica left unsized: each GPU's memory
  * (hbm_bytes x gpu_memory_utilization) less the weights of every replica placed on it
  * (inner stages included; tensor parallelism divides them) is shared equally by the
@@ -895,6 +953,8 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
     }
     if (c->cost_kind == CZ_COST_FITTED && (st = apply_cost_file(c, where, err)) != CZ_OK)
         return st;
+    if ((st = check_tp_divides_heads(c, where, err)) != CZ_OK)
+        return st;
 
     if ((st = cz_json_obj(cfg, where, "server", false, &obj, err)) != CZ_OK)
         return st;
@@ -998,6 +1058,8 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
                                   "period; streams 0 and %u have different periods",
                                   where, j);
     }
+    if ((st = check_pool_holds_a_request(c, wl, where, err)) != CZ_OK)
+        return st;
     if (c->cross_stage && c->xs.kind == CZ_XS_NOVA && !c->xs.multi_stream)
         return nova_split(c, wl, where, err);
     return CZ_OK;
