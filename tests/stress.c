@@ -204,8 +204,10 @@ static void add_server(rng *r, cJSON *s, bool allow_window)
     uint32_t bt = bt_v[below(r, 5)];
     cJSON_AddNumberToObject(s, "block_tokens", bt);
     switch (below(r, 4)) {
-    case 0: cJSON_AddNumberToObject(s, "kv_blocks", between(r, 1, 8)); break;
-    case 1: cJSON_AddNumberToObject(s, "kv_blocks", between(r, 9, 256)); break;
+    /* a tiny pool: a few turns fit, longer ones are rejected (a pool no turn fits is a
+     * config error) */
+    case 0: cJSON_AddNumberToObject(s, "kv_blocks", between(r, 1, 8) + 2048 / bt); break;
+    case 1: cJSON_AddNumberToObject(s, "kv_blocks", between(r, 9, 256) + 8192 / bt); break;
     case 2: cJSON_AddNumberToObject(s, "kv_blocks", between(r, 257, 8192)); break;
     default: break; /* derived from the GPU */
     }

@@ -191,7 +191,7 @@ Test(safetensors, malformed_header_json, .init = make_dir, .fini = remove_dir)
              "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
              "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
              8);
-    expect_fail("dup.safetensors", CZ_EFORMAT, "tensor 'w' is listed twice", NULL);
+    expect_fail("dup.safetensors", CZ_EFORMAT, "key 'w' appears twice", NULL);
 }
 
 Test(safetensors, offsets_out_of_bounds, .init = make_dir, .fini = remove_dir)
