@@ -11,6 +11,7 @@
 #include "cz_out.h"
 #include "cz_profile.h"
 #include "cz_results.h"
+#include "cz_stats.h"
 #include "cz_validate.h"
 
 #define CMD "validate"
@@ -44,12 +45,6 @@ static const char validate_usage[] =
     "  --quiet              print nothing but errors\n"
     "  --no-progress        no progress line\n"
     "  -h, --help           this help\n";
-
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
 
 /* The config's own cost.scale (1 when it has none). */
 static double cost_scale_of(const cJSON *cfg_json)
@@ -226,8 +221,9 @@ int cz_cmd_validate(int argc, char **argv)
     if (st == CZ_OK && probe) {
         double *sorted = cz_xmalloc(((size_t)R + 1) * sizeof *sorted);
         memcpy(sorted, ratios, ((size_t)R + 1) * sizeof *sorted);
-        qsort(sorted, (size_t)R + 1, sizeof *sorted, cmp_double);
-        scale = (R + 1) % 2 ? sorted[R / 2] : 0.5 * (sorted[R / 2] + sorted[R / 2 + 1]);
+        cz_dist d;
+        cz_dist_compute(sorted, (size_t)R + 1, &d);
+        scale = d.median;
         free(sorted);
     }
     if (st == CZ_OK && probe && cfg.cost_kind == CZ_COST_FITTED && isfinite(scale) &&

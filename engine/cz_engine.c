@@ -20,8 +20,6 @@
 #include "cz_wall.h"
 
 #define NONE UINT32_MAX
-/* Seconds each replica's net runs before the clock starts (cz_net_warmup). */
-#define CZ__ENG_WARM_S 0.1
 
 /* ---- completions: an intrusive FIFO from the device threads to the run's thread ---- */
 
@@ -869,9 +867,9 @@ static void warm_up(eng *E)
     for (uint32_t ri = 0; ri < E->n_reps; ri++) {
         eng_rep *r = &E->reps[ri];
         cz_kctx_bind(E->devs[r->gpu].k);
-        cz_net_warmup(r->net, r->srv ? r->pool : NULL, CZ__ENG_WARM_S);
+        cz_net_warmup(r->net, r->srv ? r->pool : NULL, CZ_NET_WARMUP_S);
         if (r->inner)
-            cz_net_warmup(r->inner, NULL, CZ__ENG_WARM_S / 4);
+            cz_net_warmup(r->inner, NULL, CZ_NET_WARMUP_S / 4);
     }
 }
 

@@ -35,8 +35,6 @@
 
 #define NONE UINT32_MAX
 #define XS_EXCL 0u
-/* Seconds each net runs before the clock starts (cz_net_warmup). */
-#define CZ__XS_WARM_S 0.1
 #define XS_DEC 1u
 
 /* A kernel context and the nets on it. */
@@ -593,9 +591,9 @@ cz_status cz__engine_xs_run(const cz_config *cfg, const cz_workload *wl, cz_metr
          * every net once */
         xs_ctx *C = &X.ctx[XS_EXCL];
         cz_kctx_bind(C->k);
-        cz_net_warmup(C->llm, X.pool, CZ__XS_WARM_S);
+        cz_net_warmup(C->llm, X.pool, CZ_NET_WARMUP_S);
         for (uint32_t p = 0; C->vis && p < X.llm; p++)
-            cz_net_warmup(C->vis[p], NULL, CZ__XS_WARM_S);
+            cz_net_warmup(C->vis[p], NULL, CZ_NET_WARMUP_S);
     }
     for (int w = 0; st == CZ_OK && w < 2; w++) {
         void **a = cz_xmalloc(2 * sizeof *a);

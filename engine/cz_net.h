@@ -132,4 +132,7 @@ void cz_net_inner(cz_net *n, uint32_t rows, uint32_t steps);
  * inner nets (reserved as such). Allocates host arrays for its batch (load time). */
 void cz_net_warmup(cz_net *n, const cz_kv_pool *kv, double min_s);
 
+/* The seconds each net warms for before a timed run (the engine's and the profiler's). */
+#define CZ_NET_WARMUP_S 0.1
+
 #endif

@@ -20,6 +20,7 @@
 #include "cz_kvpool.h"
 #include "cz_net.h"
 #include "cz_proc.h"
+#include "cz_stats.h"
 
 /* ---- the grid ----------------------------------------------------------------------------- */
 
@@ -307,16 +308,6 @@ static int cmp_double(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* The q-quantile of sorted v[0..n), linear between neighbours (NumPy's default). */
-static double quantile(const double *v, uint32_t n, double q)
-{
-    double pos = q * (double)(n - 1);
-    uint32_t i = (uint32_t)floor(pos);
-    if (i + 1 >= n)
-        return v[n - 1];
-    return v[i] + (pos - (double)i) * (v[i + 1] - v[i]);
-}
-
 /* Passes run the engine's way: on a device thread of their own, handed over and reported
  * back through a mutex and condition variables as the engine's device worker takes a step
  * and posts its completion (cz_engine.c), the profiling thread asleep meanwhile. A pass is
@@ -405,9 +396,6 @@ static double dev_pass(prof_dev *D, pass_fn run, void *ctx, double *device_s)
     return cz_wall_s() - t0;
 }
 
-/* Seconds each net runs on the device thread before its first shape (cz_net_warmup). */
-#define PROF_WARM_S 0.1
-
 typedef struct warm_ctx {
     cz_net *net;
     const cz_kv_pool *pool;
@@ -440,12 +428,12 @@ static void time_set(prof_dev *D, pass_fn run, void *ctx, uint32_t repeats, doub
     qsort(buf, repeats, sizeof *buf, cmp_double);
     qsort(dev, repeats, sizeof *dev, cmp_double);
     t->repeats = repeats;
-    t->median_s = quantile(buf, repeats, 0.5);
-    t->p10_s = quantile(buf, repeats, 0.1);
-    t->p90_s = quantile(buf, repeats, 0.9);
+    t->median_s = cz_percentile_sorted(buf, repeats, 50);
+    t->p10_s = cz_percentile_sorted(buf, repeats, 10);
+    t->p90_s = cz_percentile_sorted(buf, repeats, 90);
     t->min_s = buf[0];
     t->max_s = buf[repeats - 1];
-    t->device_median_s = quantile(dev, repeats, 0.5);
+    t->device_median_s = cz_percentile_sorted(dev, repeats, 50);
 }
 
 static void time_passes(prof_dev *D, pass_fn run, void *ctx, uint32_t repeats, double *buf,
@@ -724,9 +712,9 @@ static cz_status run_ar_stage(prof_run *R, stage_plan *sp, cz_net *net, cz_err *
             return cz_err_prefix(err, "profile: stage '%s': ", ic->name);
         }
         cz_net_reserve(inner, sp->max_inner_rows, sp->max_inner_rows, ps->inner_steps + 1);
-        warm_net(&R->dev, inner, NULL, PROF_WARM_S / 4);
+        warm_net(&R->dev, inner, NULL, CZ_NET_WARMUP_S / 4);
     }
-    warm_net(&R->dev, net, pool, PROF_WARM_S);
+    warm_net(&R->dev, net, pool, CZ_NET_WARMUP_S);
     uint32_t T = max_u32(sp->max_tokens, 1), S = max_u32(sp->max_seqs, 1);
     ar_step s = {.net = net, .pool = pool, .vocab = c->vocab};
     s.tokens = cz_xmalloc(T * sizeof *s.tokens);
@@ -799,7 +787,7 @@ static cz_status run_jobs_stage(prof_run *R, stage_plan *sp, cz_net *net, cz_err
     uint32_t ds = enc && c->arch.downsample ? c->arch.downsample : 1;
     cz_net_reserve(net, max_u32(max_u32(sp->max_frames_step, sp->max_frames_job), 1),
                    max_u32(sp->max_jobs, 1), max_u32(sp->max_frames_job, 1));
-    warm_net(&R->dev, net, NULL, PROF_WARM_S);
+    warm_net(&R->dev, net, NULL, CZ_NET_WARMUP_S);
     uint32_t *lens = cz_xmalloc(max_u32(sp->max_jobs, 1) * sizeof *lens);
     cz_status st = CZ_OK;
     for (size_t i = 0; i < sp->n_rows && st == CZ_OK; i++) {
@@ -986,12 +974,13 @@ cz_status cz_profile_probe(const cz_config *cfg, const cz_profile_opts *opts, do
     if (st != CZ_OK)
         return st;
     double *r = cz_xmalloc((p.n_rows ? p.n_rows : 1) * sizeof *r);
-    uint32_t n = 0;
+    size_t n = 0;
     for (size_t i = 0; i < p.n_rows; i++)
         if (p.rows[i].predicted_s > 0 && p.rows[i].t.median_s > 0)
             r[n++] = p.rows[i].t.median_s / p.rows[i].predicted_s;
-    qsort(r, n, sizeof *r, cmp_double);
-    *ratio = n ? quantile(r, n, 0.5) : NAN;
+    cz_dist d;
+    cz_dist_compute(r, n, &d); /* NaN without rows */
+    *ratio = d.median;
     free(r);
     cz_profile_free(&p);
     return CZ_OK;
