@@ -44,7 +44,8 @@ typedef struct sweep {
 
 static cz_status sweep_load(const char *path, sweep *sw, cz_err *err)
 {
-    static const char *const keys[] = {"name", "description", "base", "grid", "report", "paper"};
+    static const char *const keys[] = {"name", "description", "base", "grid", "report", "paper",
+                                       "paper_values"};
     memset(sw, 0, sizeof *sw);
     cz_status st = cz_json_load(path, &sw->json, err);
     if (st != CZ_OK)
@@ -53,7 +54,7 @@ static cz_status sweep_load(const char *path, sweep *sw, cz_err *err)
         return cz_err_set(err, CZ_EINVAL, "%s: expected a JSON object", path);
     const char *base = NULL;
     sw->name = "sweep";
-    if ((st = cz_json_check_keys(sw->json, path, keys, 6, err)) != CZ_OK ||
+    if ((st = cz_json_check_keys(sw->json, path, keys, CZ_ARRAY_LEN(keys), err)) != CZ_OK ||
         (st = cz_json_str(sw->json, path, "name", false, &sw->name, err)) != CZ_OK ||
         (st = cz_json_str(sw->json, path, "base", true, &base, err)) != CZ_OK ||
         (st = cz_json_obj(sw->json, path, "grid", true, &sw->grid, err)) != CZ_OK)

@@ -23,6 +23,13 @@ int cz_cmd_generate(int argc, char **argv);
 int cz_cmd_validate(int argc, char **argv);
 int cz_cmd_calibrate(int argc, char **argv);
 int cz_cmd_profile(int argc, char **argv);
+int cz_cmd_plot(int argc, char **argv);
+int cz_cmd_figures(int argc, char **argv);
+
+/* An output folder named by `flag` of `cmd`: created when missing (its parent must exist),
+ * refused when not a writable folder. Prints the usage error and returns 2 on failure,
+ * CZ_EXIT_OK otherwise. */
+int cz_cli_output_dir(const char *cmd, const char *flag, const char *dir);
 
 /* Parses and simulates one experiment config. On success: *cfg, *m (caller frees with
  * cz_metrics_free), *sum and *summary (the JSON summary with the config, seed and version;

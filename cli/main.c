@@ -23,6 +23,9 @@ static const char usage[] =
     "  validate CONFIG.json   run a config on the engine and in the simulator and report\n"
     "                         how far apart they are (docs/validation.md)\n"
     "  sweep SWEEP.json       run an experiment over a grid of overrides, one row a point\n"
+    "  plot FILE -o DIR       figures (PNG, SVG) of a results file or of a sweep's rows\n"
+    "  figures [--quick]      regenerate the papers' headline figures with the papers'\n"
+    "                         numbers overlaid (docs/plots.md)\n"
     "  trace info FILE        statistics of a trace (requests, sessions, rate, burstiness)\n"
     "  trace convert FILE     convert a trace to cadenza's session JSONL format\n"
     "  generate               run a decoder (CPU or CUDA): greedy continuation of a prompt\n"
@@ -116,6 +119,10 @@ int main(int argc, char **argv)
         return cz_cmd_generate(argc - 1, argv + 1);
     if (strcmp(cmd, "validate") == 0)
         return cz_cmd_validate(argc - 1, argv + 1);
+    if (strcmp(cmd, "plot") == 0)
+        return cz_cmd_plot(argc - 1, argv + 1);
+    if (strcmp(cmd, "figures") == 0)
+        return cz_cmd_figures(argc - 1, argv + 1);
     if (strcmp(cmd, "calibrate") == 0)
         return cz_cmd_calibrate(argc - 1, argv + 1);
     fprintf(stderr, "cadenza: unknown command '%s'\n\n%s", cmd, usage);

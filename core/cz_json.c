@@ -385,3 +385,51 @@ cJSON *cz_json_add_num(cJSON *obj, const char *key, double v)
         return cJSON_AddNullToObject(obj, key);
     return cJSON_AddNumberToObject(obj, key, v);
 }
+
+const cJSON *cz_json_get_path(const cJSON *j, const char *path)
+{
+    char key[256];
+    while (j && *path) {
+        const char *dot = strchr(path, '.');
+        size_t n = dot ? (size_t)(dot - path) : strlen(path);
+        if (n >= sizeof key)
+            return NULL;
+        memcpy(key, path, n);
+        key[n] = '\0';
+        if (cJSON_IsArray(j)) {
+            char *end;
+            long i = strtol(key, &end, 10);
+            j = *key && !*end && i >= 0 && i < INT32_MAX ? cJSON_GetArrayItem(j, (int)i) : NULL;
+        } else {
+            j = cJSON_GetObjectItemCaseSensitive(j, key);
+        }
+        path += n + (dot ? 1 : 0);
+    }
+    return j;
+}
+
+void cz_json_value_label(const cJSON *v, char *buf, size_t n)
+{
+    CZ_ASSERT(n > 0);
+    const cJSON *name = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "name") : NULL;
+    if (cJSON_IsNumber(v)) {
+        snprintf(buf, n, "%g", v->valuedouble);
+    } else if (cJSON_IsString(v)) {
+        snprintf(buf, n, "%s", v->valuestring);
+    } else if (cJSON_IsString(name)) {
+        size_t len = (size_t)snprintf(buf, n, "%s", name->valuestring);
+        const cJSON *it;
+        cJSON_ArrayForEach(it, v)
+        {
+            if (it == name || len >= n)
+                continue;
+            char *t = cJSON_PrintUnformatted(it);
+            len += (size_t)snprintf(buf + len, n - len, " %s=%s", it->string, t);
+            cJSON_free(t);
+        }
+    } else {
+        char *t = cJSON_PrintUnformatted(v);
+        snprintf(buf, n, "%s", t ? t : "");
+        cJSON_free(t);
+    }
+}

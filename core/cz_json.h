@@ -84,4 +84,13 @@ cz_status cz_json_write_file(const cJSON *json, const char *path, bool formatted
  * not (JSON has no NaN). Returns the added item. */
 cJSON *cz_json_add_num(cJSON *obj, const char *key, double v);
 
+/* The value at a dotted path ("classes.rt.p90_ttft_ms"; an array element by its index:
+ * "stages.0.total_kv_reload_s"), or NULL. */
+const cJSON *cz_json_get_path(const cJSON *j, const char *path);
+
+/* A value as a short label into buf[0..n): numbers (%g) and strings as they are, an object
+ * with a "name" as the name followed by its other members as key=value, anything else as
+ * compact JSON. Truncated to fit. */
+void cz_json_value_label(const cJSON *v, char *buf, size_t n);
+
 #endif

@@ -23,6 +23,7 @@ void cz_metrics_free(cz_metrics *m)
     free(m->turns);
     free(m->audio);
     free(m->frames);
+    free(m->gateway);
     free(m->req);
     free(m->itl);
     free(m->tl);
@@ -120,6 +121,19 @@ uint64_t cz_metrics_add_audio(cz_metrics *m, const cz_audio_record *r)
     m->cap_audio = cap;
     m->audio[m->n_audio] = *r;
     return m->n_audio++;
+}
+
+void cz_metrics_gateway(cz_metrics *m, double t_s, uint32_t cap, uint32_t live)
+{
+    if (m->n_gateway > 0) {
+        const cz_gateway_row *last = &m->gateway[m->n_gateway - 1];
+        if (last->cap == cap && last->live == live)
+            return;
+    }
+    size_t c = m->cap_gateway;
+    cz_grow((void **)&m->gateway, &c, m->n_gateway + 1, sizeof *m->gateway);
+    m->cap_gateway = c;
+    m->gateway[m->n_gateway++] = (cz_gateway_row){.t_s = t_s, .cap = cap, .live = live};
 }
 
 uint64_t cz_metrics_add_frame(cz_metrics *m, const cz_frame_record *r)

@@ -77,6 +77,14 @@ typedef struct cz_timeline_row {
     uint32_t batch_tokens;
 } cz_timeline_row;
 
+/* The session gateway of periodic streams at a change: its admission cap (Metronome §4.2,
+ * 002_6a4d0efb28323924.txt; UINT32_MAX: unbounded) and the live sessions. */
+typedef struct cz_gateway_row {
+    double t_s;
+    uint32_t cap;
+    uint32_t live;
+} cz_gateway_row;
+
 /* What the client heard of one spoken turn (docs/playback.md). */
 typedef struct cz_audio_record {
     uint64_t session;
@@ -161,6 +169,8 @@ typedef struct cz_metrics {
     uint64_t n_audio, cap_audio;
     cz_frame_record *frames;
     uint64_t n_frames, cap_frames;
+    cz_gateway_row *gateway;  /* one row per change of the cap or the live sessions */
+    uint64_t n_gateway, cap_gateway;
     cz_step_record *step_rows; /* batches a real engine executed (driver's records) */
     uint64_t n_step_rows, cap_step_rows;
     uint64_t steps;           /* batches executed */
@@ -188,6 +198,10 @@ cz_status cz_metrics_check(const cz_metrics *m, cz_err *err);
  * until the next add. */
 uint64_t cz_metrics_add_audio(cz_metrics *m, const cz_audio_record *r);
 uint64_t cz_metrics_add_frame(cz_metrics *m, const cz_frame_record *r);
+
+/* Records the gateway's cap and live sessions at `t_s` when either differs from the last
+ * row (grows by doubling). */
+void cz_metrics_gateway(cz_metrics *m, double t_s, uint32_t cap, uint32_t live);
 
 /* Records `count` inter-token gaps of `gap_s` seconds. Merges with the previous sample
  * when the value is equal, so a step costs one sample per distinct gap. */

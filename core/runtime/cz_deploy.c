@@ -972,6 +972,7 @@ static void frame_done(cz_deploy *S, uint32_t j, double now)
         live_account(S, now);
         sr->live = false;
         S->live_streams--;
+        cz_metrics_gateway(S->m, now, S->adm.cap, S->live_streams);
         S->end_blocks_sum += cz_server_seq(S->reps[sr->rep].srv, sr->seq)->blocks;
         S->n_ended++;
         cz_server_seq_close(S->reps[sr->rep].srv, sr->seq);
@@ -999,6 +1000,7 @@ static void on_tick(cz_deploy *S, uint32_t j, uint32_t f, double now)
         live_account(S, now);
         sr->live = true;
         S->live_streams++;
+        cz_metrics_gateway(S->m, now, S->adm.cap, S->live_streams);
         /* a resident request grows frame by frame with no bound known up front (the
          * Metronome cliff): only its first frame is checked */
         uint64_t rec = cz_server_turn(r->srv, now, sr->seq, 0, S->ar_ord[S->first_ar],
@@ -1009,6 +1011,7 @@ static void on_tick(cz_deploy *S, uint32_t j, uint32_t f, double now)
             live_account(S, now);
             sr->live = false;
             S->live_streams--;
+            cz_metrics_gateway(S->m, now, S->adm.cap, S->live_streams);
             sr->rejected = true;
             return;
         }
@@ -1047,6 +1050,7 @@ static void on_admit_tick(cz_deploy *S, double now)
             measured = age;
     }
     cz_admission_tick(&S->adm, measured, period, S->live_streams);
+    cz_metrics_gateway(S->m, now, S->adm.cap, S->live_streams);
     S->tick_max_lat_s = NAN;
     if (now + period < S->streams_end_s)
         S->drv.timer(S->drv.ctx, now + period, CZ_TIMER_ADMIT, 0, 0);
@@ -1345,6 +1349,8 @@ cz_status cz_deploy_create(const cz_config *cfg, const cz_workload *wl, cz_metri
     }
     S->adm = cfg->admission;
     S->cap_at_last_s = S->adm.cap;
+    if (wl->n_streams > 0)
+        cz_metrics_gateway(m, 0.0, S->adm.cap, 0);
     S->tick_max_lat_s = NAN;
     for (uint32_t j = 0; j < wl->n_streams; j++) {
         double end = wl->streams[j].start_s + wl->streams[j].duration_s;

@@ -1,0 +1,507 @@
+/* cz_gnuplot.c - writes a figure's data and script and runs gnuplot on them (cz_gnuplot.h). */
+#include "cz_gnuplot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Figure size in pixels per panel, and the most panels a row. */
+#define GP_PANEL_W 620
+#define GP_PANEL_H 430
+
+void cz_gp_figure_init(cz_gp_figure *f, const char *title, int rows, int cols)
+{
+    CZ_ASSERT(rows >= 1 && cols >= 1);
+    memset(f, 0, sizeof *f);
+    snprintf(f->title, sizeof f->title, "%s", title ? title : "");
+    f->rows = rows;
+    f->cols = cols;
+}
+
+cz_gp_panel *cz_gp_panel_add(cz_gp_figure *f, const char *title, const char *xlabel,
+                             const char *ylabel)
+{
+    if (f->n_panels == f->cap_panels) {
+        f->cap_panels = f->cap_panels ? 2 * f->cap_panels : 4;
+        f->panels = cz_xrealloc(f->panels, f->cap_panels, sizeof *f->panels);
+    }
+    cz_gp_panel *p = &f->panels[f->n_panels++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->title, sizeof p->title, "%s", title ? title : "");
+    snprintf(p->xlabel, sizeof p->xlabel, "%s", xlabel ? xlabel : "");
+    snprintf(p->ylabel, sizeof p->ylabel, "%s", ylabel ? ylabel : "");
+    p->hline = NAN;
+    return p;
+}
+
+static double *dup_doubles(const double *v, size_t n)
+{
+    if (!v)
+        return NULL;
+    double *d = cz_xmalloc((n ? n : 1) * sizeof *d);
+    if (n)
+        memcpy(d, v, n * sizeof *d);
+    return d;
+}
+
+cz_gp_series *cz_gp_series_add(cz_gp_panel *p, const char *label, cz_gp_style style, size_t n,
+                               const double *x, const double *y, const double *lo,
+                               const double *hi)
+{
+    CZ_ASSERT(style != CZ_GP_ERRORLINES || (lo && hi));
+    if (p->n_series == p->cap_series) {
+        p->cap_series = p->cap_series ? 2 * p->cap_series : 4;
+        p->series = cz_xrealloc(p->series, p->cap_series, sizeof *p->series);
+    }
+    cz_gp_series *s = &p->series[p->n_series++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->label, sizeof s->label, "%s", label ? label : "");
+    s->style = style;
+    s->n = n;
+    s->x = dup_doubles(x, n);
+    s->y = dup_doubles(y, n);
+    s->lo = dup_doubles(lo, n);
+    s->hi = dup_doubles(hi, n);
+    return s;
+}
+
+void cz_gp_panel_xtics(cz_gp_panel *p, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < p->n_xtics; i++)
+        free(p->xtics[i]);
+    free(p->xtics);
+    p->xtics = cz_xcalloc(n ? n : 1, sizeof *p->xtics);
+    for (size_t i = 0; i < n; i++)
+        p->xtics[i] = cz_xstrdup(names[i]);
+    p->n_xtics = n;
+}
+
+void cz_gp_figure_free(cz_gp_figure *f)
+{
+    for (size_t i = 0; i < f->n_panels; i++) {
+        cz_gp_panel *p = &f->panels[i];
+        for (size_t j = 0; j < p->n_series; j++) {
+            free(p->series[j].x);
+            free(p->series[j].y);
+            free(p->series[j].lo);
+            free(p->series[j].hi);
+        }
+        free(p->series);
+        for (size_t j = 0; j < p->n_xtics; j++)
+            free(p->xtics[j]);
+        free(p->xtics);
+    }
+    free(f->panels);
+    memset(f, 0, sizeof *f);
+}
+
+/* Writes `s` as a gnuplot string literal: single-quoted, a quote doubled. */
+static void put_str(FILE *fp, const char *s)
+{
+    fputc('\'', fp);
+    for (; *s; s++) {
+        if (*s == '\'')
+            fputc('\'', fp);
+        fputc(*s, fp);
+    }
+    fputc('\'', fp);
+}
+
+/* Writes `s` as a double-quoted gnuplot string, broken into lines of at most `width`
+ * characters at spaces. */
+static void put_wrapped(FILE *fp, const char *s, size_t width)
+{
+    fputc('"', fp);
+    size_t col = 0;
+    for (; *s; s++) {
+        if (*s == ' ' && col >= width) {
+            fputs("\\n", fp);
+            col = 0;
+            continue;
+        }
+        if (*s == '"' || *s == '\\')
+            fputc('\\', fp);
+        fputc(*s, fp);
+        col++;
+    }
+    fputc('"', fp);
+}
+
+static void put_num(FILE *fp, double v)
+{
+    if (isnan(v) || isinf(v))
+        fputs("NaN", fp);
+    else
+        fprintf(fp, "%.10g", v);
+}
+
+static void write_data(FILE *fp, const cz_gp_figure *f)
+{
+    int block = 0;
+    for (size_t i = 0; i < f->n_panels; i++) {
+        const cz_gp_panel *p = &f->panels[i];
+        for (size_t j = 0; j < p->n_series; j++, block++) {
+            const cz_gp_series *s = &p->series[j];
+            fprintf(fp, "# block %d: panel %zu, series '%s'\n", block, i + 1, s->label);
+            for (size_t k = 0; k < s->n; k++) {
+                put_num(fp, s->x[k]);
+                fputc(' ', fp);
+                put_num(fp, s->y[k]);
+                if (s->lo) {
+                    fputc(' ', fp);
+                    put_num(fp, s->lo[k]);
+                    fputc(' ', fp);
+                    put_num(fp, s->hi[k]);
+                }
+                fputc('\n', fp);
+            }
+            if (s->n == 0) /* an empty block would merge with the next: one gap row */
+                fputs("NaN NaN\n", fp);
+            fputs("\n\n", fp);
+        }
+    }
+}
+
+/* The clustered-bar offsets of series j of m: bars of width 0.8/m centred in the group. */
+static double bar_offset(size_t j, size_t m)
+{
+    double w = 0.8 / (double)m;
+    return -0.4 + w * ((double)j + 0.5);
+}
+
+static void write_panel(FILE *fp, const cz_gp_panel *p, const char *dat, int *block,
+                        bool single, const char *note)
+{
+    fputs("reset\nset grid back lc rgb '#dddddd'\n", fp);
+    /* one panel: the key under the plot and the note as its title; several: inside */
+    if (single)
+        fputs("set key below left Left reverse box noenhanced font ',9' maxrows 6\n", fp);
+    else
+        fputs("set key top left box opaque noenhanced font ',9'\n", fp);
+    if (!p->logx && !p->n_xtics)
+        fputs("set offsets graph 0.03, graph 0.03, graph 0.05, 0\n", fp);
+    fputs("set datafile missing 'NaN'\nset termoption noenhanced\n", fp);
+    /* one panel: the note (what the paper reports) is its title */
+    fputs("set title ", fp);
+    if (single && note && note[0]) {
+        put_wrapped(fp, note, 120);
+        fputs(" font ',9'", fp);
+    } else {
+        put_str(fp, p->title);
+    }
+    fputs("\nset xlabel ", fp);
+    put_str(fp, p->xlabel);
+    fputs("\nset ylabel ", fp);
+    put_str(fp, p->ylabel);
+    fputc('\n', fp);
+    bool any2 = false;
+    bool bars = false;
+    size_t n_bars = 0;
+    for (size_t j = 0; j < p->n_series; j++) {
+        any2 |= p->series[j].axis2;
+        if (p->series[j].style == CZ_GP_BARS) {
+            bars = true;
+            n_bars++;
+        }
+    }
+    if (any2) {
+        fputs("set y2tics\nset ytics nomirror\nset y2label ", fp);
+        put_str(fp, p->y2label);
+        fputc('\n', fp);
+    }
+    if (p->logx)
+        fputs("set logscale x\n", fp);
+    if (p->logy)
+        fputs("set logscale y\n", fp);
+    if (p->n_xtics) {
+        fputs("set xtics (", fp);
+        for (size_t i = 0; i < p->n_xtics; i++) {
+            if (i)
+                fputs(", ", fp);
+            put_str(fp, p->xtics[i]);
+            fprintf(fp, " %zu", i);
+        }
+        fprintf(fp, ")\nset xrange [-0.6:%zu.6]\n", p->n_xtics - 1);
+    }
+    if (bars)
+        fputs("set style fill solid 0.75 border -1\nset yrange [0:*]\n", fp);
+    if (!isnan(p->hline)) {
+        fputs("set arrow from graph 0, first ", fp);
+        put_num(fp, p->hline);
+        fputs(" to graph 1, first ", fp);
+        put_num(fp, p->hline);
+        fputs(" nohead dashtype 2 lw 1.5 lc rgb '#aa0000'\n", fp);
+        if (p->hline_label[0]) {
+            fputs("set label ", fp);
+            put_str(fp, p->hline_label);
+            fputs(" at graph 0.99, first ", fp);
+            put_num(fp, p->hline);
+            fputs(" right offset 0,0.6 textcolor rgb '#aa0000' font ',9'\n", fp);
+        }
+    }
+    if (p->n_series == 0) {
+        fputs("set label 'no data' at graph 0.5, graph 0.5 center\nunset key\n"
+              "plot [0:1] [0:1] NaN notitle\n",
+              fp);
+        return;
+    }
+    fputs("plot ", fp);
+    size_t bar_j = 0;
+    for (size_t j = 0; j < p->n_series; j++) {
+        const cz_gp_series *s = &p->series[j];
+        if (j)
+            fputs(", \\\n     ", fp);
+        put_str(fp, dat);
+        fprintf(fp, " index %d", (*block)++);
+        switch (s->style) {
+        case CZ_GP_LINES: fputs(" using 1:2 with lines lw 2", fp); break;
+        case CZ_GP_LINESPOINTS: fputs(" using 1:2 with linespoints lw 2 pt 7 ps 0.8", fp); break;
+        case CZ_GP_STEPS: fputs(" using 1:2 with steps lw 2", fp); break;
+        case CZ_GP_POINTS: fputs(" using 1:2 with points pt 7 ps 0.5", fp); break;
+        case CZ_GP_ERRORLINES:
+            fputs(" using 1:2:3:4 with yerrorlines lw 2 pt 7 ps 0.8", fp);
+            break;
+        case CZ_GP_PAPER:
+            fputs(" using 1:2 with points pt 6 ps 2.2 lw 2.5 lc rgb '#000000'", fp);
+            break;
+        case CZ_GP_BARS:
+            fprintf(fp, " using ($1%+.4f):2:(%.4f) with boxes", bar_offset(bar_j, n_bars),
+                    0.8 / (double)n_bars);
+            bar_j++;
+            break;
+        }
+        if (s->axis2)
+            fputs(" axes x1y2", fp);
+        fputs(" title ", fp);
+        put_str(fp, s->label);
+    }
+    fputc('\n', fp);
+}
+
+/* The drawing commands, written once per terminal. */
+static void write_body(FILE *fp, const cz_gp_figure *f, const char *dat)
+{
+    int block = 0;
+    fprintf(fp, "set multiplot layout %d,%d title ", f->rows, f->cols);
+    put_str(fp, f->title);
+    fputs(" noenhanced\n", fp);
+    for (size_t i = 0; i < f->n_panels; i++)
+        write_panel(fp, &f->panels[i], dat, &block, f->n_panels == 1, f->note);
+    fputs("unset multiplot\n", fp);
+}
+
+static void write_script(FILE *fp, const cz_gp_figure *f, const char *name)
+{
+    char dat[512];
+    snprintf(dat, sizeof dat, "%s.dat", name);
+    bool single = f->rows * f->cols == 1;
+    int w = single ? 960 : GP_PANEL_W * f->cols, h = single ? 680 : GP_PANEL_H * f->rows;
+    fprintf(fp, "# %s: drawn by `cadenza`; redraw with `gnuplot %s.gp` in this folder.\n",
+            name, name);
+    fputs("# The data are in ", fp);
+    fprintf(fp, "%s (one block per series, in plotting order).\n", dat);
+    fputs("if (!exists('out')) out = ", fp);
+    put_str(fp, name);
+    fputc('\n', fp);
+    const char *terms[2][2] = {{"pngcairo", ".png"}, {"svg", ".svg"}};
+    for (int t = 0; t < 2; t++) {
+        fprintf(fp, "\nset terminal %s size %d,%d noenhanced%s\n", terms[t][0], w, h,
+                t == 1 ? " dynamic background rgb 'white'" : " background rgb 'white'");
+        fprintf(fp, "set output out.'%s'\n", terms[t][1]);
+        write_body(fp, f, dat);
+        fputs("set output\n", fp);
+    }
+}
+
+/* Runs gnuplot in `dir` on `script` with out=`out`; on failure *msg holds its last
+ * stderr line (or why it could not start). */
+static int run_gnuplot(const char *dir, const char *script, const char *out, char *msg,
+                       size_t msg_len)
+{
+    const char *gp = getenv("CZ_GNUPLOT");
+    if (!gp || !*gp)
+        gp = "gnuplot";
+    int pfd[2];
+    if (pipe(pfd) != 0) {
+        snprintf(msg, msg_len, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    char expr[700];
+    snprintf(expr, sizeof expr, "out='%s'", out);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(msg, msg_len, "fork: %s", strerror(errno));
+        close(pfd[0]);
+        close(pfd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(pfd[0]);
+        dup2(pfd[1], 2);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+        }
+        if (chdir(dir) != 0) {
+            fprintf(stderr, "cannot enter %s: %s\n", dir, strerror(errno));
+            _exit(126);
+        }
+        execlp(gp, gp, "-e", expr, script, (char *)NULL);
+        fprintf(stderr, "cannot run '%s' (%s): install gnuplot (Debian: gnuplot-nox) or set "
+                        "$CZ_GNUPLOT\n", gp, strerror(errno));
+        _exit(127);
+    }
+    close(pfd[1]);
+    char buf[4096];
+    size_t len = 0;
+    for (;;) {
+        char chunk[1024];
+        ssize_t r = read(pfd[0], chunk, sizeof chunk);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        /* keep the tail: the last lines name what went wrong */
+        if (len + (size_t)r > sizeof buf - 1) {
+            size_t drop = len + (size_t)r - (sizeof buf - 1);
+            if (drop > len)
+                drop = len;
+            memmove(buf, buf + drop, len - drop);
+            len -= drop;
+        }
+        size_t take = (size_t)r < sizeof buf - 1 - len ? (size_t)r : sizeof buf - 1 - len;
+        memcpy(buf + len, chunk + ((size_t)r - take), take);
+        len += take;
+    }
+    close(pfd[0]);
+    buf[len] = '\0';
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    /* gnuplot reports a bad script on stderr and may still exit 0 */
+    bool complained = strstr(buf, "line ") && (strstr(buf, "rror") || strstr(buf, "invalid"));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !complained)
+        return 0;
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
+        buf[--len] = '\0';
+    const char *last = strrchr(buf, '\n');
+    snprintf(msg, msg_len, "%.400s", len ? (last ? last + 1 : buf) : "gnuplot failed");
+    return -1;
+}
+
+static cz_status write_file(const char *path, const cz_gp_figure *f, const char *name,
+                            bool script, cz_err *err)
+{
+    FILE *fp = fopen(path, "w");
+    if (!fp)
+        return cz_err_set(err, CZ_EIO, "cannot write '%s': %s", path, strerror(errno));
+    if (script)
+        write_script(fp, f, name);
+    else
+        write_data(fp, f);
+    if (ferror(fp) | (fclose(fp) != 0)) {
+        remove(path);
+        return cz_err_set(err, CZ_EIO, "cannot write '%s': %s", path, strerror(errno));
+    }
+    return CZ_OK;
+}
+
+cz_status cz_gp_render(const cz_gp_figure *f, const char *dir, const char *name, cz_err *err)
+{
+    static const char *const ext[4] = {".dat", ".gp", ".png", ".svg"};
+    char fin[4][1024], tmp[4][1024];
+    char tmp_name[600];
+    snprintf(tmp_name, sizeof tmp_name, "%s.tmp%ld", name, (long)getpid());
+    for (int i = 0; i < 4; i++) {
+        int a = snprintf(fin[i], sizeof fin[i], "%s/%s%s", dir, name, ext[i]);
+        int b = snprintf(tmp[i], sizeof tmp[i], "%s/%s%s", dir, tmp_name, ext[i]);
+        if (a < 0 || b < 0 || (size_t)a >= sizeof fin[i] || (size_t)b >= sizeof tmp[i])
+            return cz_err_set(err, CZ_EINVAL, "figure path too long: %s/%s", dir, name);
+    }
+    /* The temporary script reads the final data name; write data under its final name
+     * only after gnuplot succeeded: draw from the temporary data through a copy of the
+     * figure's script that names it. */
+    cz_status st = write_file(tmp[0], f, name, false, err);
+    if (st != CZ_OK)
+        return st;
+    if ((st = write_file(tmp[1], f, tmp_name, true, err)) != CZ_OK) {
+        remove(tmp[0]);
+        return st;
+    }
+    char script_base[640];
+    snprintf(script_base, sizeof script_base, "%s.gp", tmp_name);
+    char msg[512];
+    if (run_gnuplot(dir, script_base, tmp_name, msg, sizeof msg) != 0) {
+        for (int i = 0; i < 4; i++)
+            remove(tmp[i]);
+        return cz_err_set(err, CZ_EIO, "%s: gnuplot: %s", fin[2], msg);
+    }
+    /* the kept script names the final files */
+    remove(tmp[1]);
+    if ((st = write_file(tmp[1], f, name, true, err)) != CZ_OK) {
+        for (int i = 0; i < 4; i++)
+            remove(tmp[i]);
+        return st;
+    }
+    for (int i = 0; i < 4; i++) {
+        if (rename(tmp[i], fin[i]) != 0) {
+            st = cz_err_set(err, CZ_EIO, "cannot write '%s': %s", fin[i], strerror(errno));
+            for (int j = 0; j < 4; j++)
+                remove(j < i ? fin[j] : tmp[j]);
+            return st;
+        }
+    }
+    return CZ_OK;
+}
+
+cz_status cz_gp_available(cz_err *err)
+{
+    const char *gp = getenv("CZ_GNUPLOT");
+    if (!gp || !*gp)
+        gp = "gnuplot";
+    char msg[512];
+    fflush(NULL);
+    int pfd[2];
+    if (pipe(pfd) != 0)
+        return cz_err_set(err, CZ_EIO, "pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return cz_err_set(err, CZ_EIO, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        close(pfd[0]);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+            dup2(devnull, 2);
+        }
+        execlp(gp, gp, "-e", "set terminal pngcairo; set terminal svg", (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    close(pfd[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return CZ_OK;
+    snprintf(msg, sizeof msg, "%s",
+             WIFEXITED(status) && WEXITSTATUS(status) == 127
+                 ? "cannot be run"
+                 : "cannot draw PNG (pngcairo) and SVG");
+    return cz_err_set(err, CZ_EIO,
+                      "gnuplot ('%s') %s: install it (Debian: apt-get install gnuplot-nox) or "
+                      "set $CZ_GNUPLOT to its path",
+                      gp, msg);
+}

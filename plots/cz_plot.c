@@ -1,0 +1,863 @@
+/* cz_plot.c - a run's and a sweep's figures (cz_plot.h). */
+#include "cz_plot.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cz_gnuplot.h"
+#include "cz_h5read.h"
+#include "cz_json.h"
+#include "cz_metrics.h"
+
+/* Most autoregressive stages drawn as panels. */
+#define PLOT_MAX_STAGES 8
+
+static void list_add(cz_plot_list *out, const char *name)
+{
+    CZ_ASSERT(out->n < CZ_PLOT_MAX_FIGS);
+    snprintf(out->names[out->n++], sizeof out->names[0], "%s", name);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Adds the CDF of v[0..n) (finite values only, each with weight w[i] or 1) as a step
+ * series. Sorts v (and w with it when given). */
+static void add_cdf(cz_gp_panel *p, const char *label, double *v, const double *w, size_t n)
+{
+    size_t m = 0;
+    double *x = cz_xmalloc((n ? n : 1) * sizeof *x), *y = cz_xmalloc((n ? n : 1) * sizeof *y);
+    if (!w) {
+        for (size_t i = 0; i < n; i++)
+            if (isfinite(v[i]))
+                x[m++] = v[i];
+        qsort(x, m, sizeof *x, cmp_double);
+        for (size_t i = 0; i < m; i++)
+            y[i] = (double)(i + 1) / (double)m;
+    } else {
+        /* weighted: sort (value, weight) pairs by value */
+        double *pairs = cz_xmalloc((n ? n : 1) * 2 * sizeof *pairs);
+        double total = 0;
+        for (size_t i = 0; i < n; i++)
+            if (isfinite(v[i]) && w[i] > 0) {
+                pairs[2 * m] = v[i];
+                pairs[2 * m + 1] = w[i];
+                total += w[i];
+                m++;
+            }
+        qsort(pairs, m, 2 * sizeof *pairs, cmp_double);
+        double acc = 0;
+        for (size_t i = 0; i < m; i++) {
+            acc += pairs[2 * i + 1];
+            x[i] = pairs[2 * i];
+            y[i] = acc / total;
+        }
+        free(pairs);
+    }
+    if (m > 0)
+        cz_gp_series_add(p, label, CZ_GP_STEPS, m, x, y, NULL, NULL);
+    free(x);
+    free(y);
+}
+
+/* A CDF panel's x axis on a log scale when its values span more than two decades. */
+static void maybe_logx(cz_gp_panel *p)
+{
+    double lo = INFINITY, hi = 0;
+    for (size_t j = 0; j < p->n_series; j++)
+        for (size_t k = 0; k < p->series[j].n; k++) {
+            double v = p->series[j].x[k];
+            if (v > 0 && v < lo)
+                lo = v;
+            if (v > hi)
+                hi = v;
+        }
+    p->logx = isfinite(lo) && hi / lo > 100.0;
+    /* a log axis cannot hold a zero: drop the zeros' rows of the CDF */
+    if (p->logx)
+        for (size_t j = 0; j < p->n_series; j++)
+            for (size_t k = 0; k < p->series[j].n; k++)
+                if (p->series[j].x[k] <= 0)
+                    p->series[j].x[k] = NAN;
+}
+
+/* The stage names of a results file, from its summary attribute ("stages"[i].stage);
+ * "stage i" where it has none. Returns how many (at least 1). */
+static size_t stage_names(const cJSON *summary, char names[PLOT_MAX_STAGES][64])
+{
+    size_t n = 0;
+    const cJSON *stages = cJSON_GetObjectItemCaseSensitive(summary, "stages");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, stages)
+    {
+        if (n == PLOT_MAX_STAGES)
+            break;
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "stage");
+        snprintf(names[n], 64, "%s", cJSON_IsString(nm) ? nm->valuestring : "stage");
+        n++;
+    }
+    if (n == 0)
+        snprintf(names[n++], 64, "stage 0");
+    return n;
+}
+
+typedef struct table {
+    size_t n;
+    size_t nf;
+    double *col[24];
+} table;
+
+static void table_free(table *t)
+{
+    for (size_t i = 0; i < t->nf; i++)
+        free(t->col[i]);
+    memset(t, 0, sizeof *t);
+}
+
+/* Reads the named columns of `name`; an absent table reads as zero rows. */
+static cz_status table_read(const char *h5, const char *name, const char *const *fields,
+                            size_t nf, table *t, cz_err *err)
+{
+    CZ_ASSERT(nf <= CZ_ARRAY_LEN(t->col));
+    memset(t, 0, sizeof *t);
+    t->nf = nf;
+    if (!cz_h5_has_table(h5, name)) {
+        for (size_t i = 0; i < nf; i++)
+            t->col[i] = cz_xmalloc(sizeof(double));
+        return CZ_OK;
+    }
+    cz_status st = cz_h5_read_columns(h5, name, fields, nf, t->col, &t->n, err);
+    if (st != CZ_OK)
+        t->nf = 0;
+    return st;
+}
+
+/* latency_cdf: TTFT, TPOT, E2E of the first stage's completed turns (per class when both
+ * classes ran), ITL per stage, audio TTFP. */
+static cz_status fig_latency(const char *h5, const char *dir, const char *title,
+                             char stages[PLOT_MAX_STAGES][64], size_t n_stages,
+                             cz_plot_list *out, cz_err *err)
+{
+    static const char *const rf[] = {"stage", "stream", "cls", "outcome", "ttft_s", "tpot_s",
+                                     "e2el_s"};
+    table rq, itl, au;
+    cz_status st = table_read(h5, "requests", rf, CZ_ARRAY_LEN(rf), &rq, err);
+    if (st != CZ_OK)
+        return st;
+    bool itl_stage = true;
+    static const char *const itf[] = {"gap_s", "count", "stage"};
+    st = table_read(h5, "itl", itf, 3, &itl, err);
+    if (st == CZ_EFORMAT) { /* a file whose ITL gaps carry no stage */
+        itl_stage = false;
+        st = table_read(h5, "itl", itf, 2, &itl, err);
+    }
+    if (st != CZ_OK) {
+        table_free(&rq);
+        return st;
+    }
+    static const char *const af[] = {"ready_s", "first_audio_s"};
+    if ((st = table_read(h5, "audio", af, 2, &au, err)) != CZ_OK) {
+        table_free(&rq);
+        table_free(&itl);
+        return st;
+    }
+    bool classes[2] = {false, false};
+    for (size_t i = 0; i < rq.n; i++)
+        if (rq.col[0][i] == 0 && rq.col[1][i] == 0 && rq.col[2][i] >= 0 && rq.col[2][i] < 2)
+            classes[(int)rq.col[2][i]] = true;
+    bool split = classes[0] && classes[1];
+    static const char *const cls_name[2] = {"rt", "be"};
+    cz_gp_figure f;
+    bool audio = au.n > 0;
+    cz_gp_figure_init(&f, title, 2, audio ? 3 : 2);
+    const char *const labels[3] = {"TTFT (ms)", "TPOT (ms)", "E2E latency (s)"};
+    const double scale[3] = {1e3, 1e3, 1.0};
+    const int col[3] = {4, 5, 6};
+    double *v = cz_xmalloc((rq.n ? rq.n : 1) * sizeof *v);
+    for (int k = 0; k < 3; k++) {
+        char t[96];
+        snprintf(t, sizeof t, "%s, completed turns", labels[k]);
+        cz_gp_panel *p = cz_gp_panel_add(&f, t, labels[k], "fraction of turns");
+        for (int c = 0; c < (split ? 2 : 1); c++) {
+            size_t m = 0;
+            for (size_t i = 0; i < rq.n; i++) {
+                if (rq.col[0][i] != 0 || rq.col[1][i] != 0 ||
+                    rq.col[3][i] != CZ_REQ_COMPLETED || (split && rq.col[2][i] != c))
+                    continue;
+                v[m++] = rq.col[col[k]][i] * scale[k];
+            }
+            char lab[128];
+            snprintf(lab, sizeof lab, "%.64s%s", stages[0], split ? (c ? ", be" : ", rt") : "");
+            (void)cls_name;
+            add_cdf(p, lab, v, NULL, m);
+        }
+        maybe_logx(p);
+        if (k == 1) { /* ITL beside TPOT */
+            cz_gp_panel *q = cz_gp_panel_add(&f, "ITL (ms), every token gap", "ITL (ms)",
+                                             "fraction of gaps");
+            double *g = cz_xmalloc((itl.n ? itl.n : 1) * sizeof *g);
+            double *w = cz_xmalloc((itl.n ? itl.n : 1) * sizeof *w);
+            for (size_t s = 0; s < (itl_stage ? n_stages : 1); s++) {
+                size_t m = 0;
+                for (size_t i = 0; i < itl.n; i++) {
+                    if (itl_stage && itl.col[2][i] != (double)s)
+                        continue;
+                    g[m] = itl.col[0][i] * 1e3;
+                    w[m++] = itl.col[1][i];
+                }
+                add_cdf(q, itl_stage ? stages[s] : "all stages", g, w, m);
+            }
+            maybe_logx(q);
+            free(g);
+            free(w);
+        }
+    }
+    if (audio) {
+        cz_gp_panel *p = cz_gp_panel_add(&f, "audio TTFP (ms): end of speech to first audio",
+                                         "audio TTFP (ms)", "fraction of spoken turns");
+        double *a = cz_xmalloc(au.n * sizeof *a);
+        for (size_t i = 0; i < au.n; i++)
+            a[i] = (au.col[1][i] - au.col[0][i]) * 1e3;
+        add_cdf(p, "spoken turns", a, NULL, au.n);
+        maybe_logx(p);
+        free(a);
+    }
+    free(v);
+    st = cz_gp_render(&f, dir, "latency_cdf", err);
+    if (st == CZ_OK)
+        list_add(out, "latency_cdf");
+    cz_gp_figure_free(&f);
+    table_free(&rq);
+    table_free(&itl);
+    table_free(&au);
+    return st;
+}
+
+/* Per-stage sums over replicas of timeline columns: each row updates its replica's latest
+ * values, and the stage's total is emitted at that row's time. */
+typedef struct stage_series {
+    size_t n;
+    double *t;
+    double *v[4];
+} stage_series;
+
+static void stage_series_build(const table *tl, uint32_t stage, const int *cols, int nc,
+                               stage_series *s)
+{
+    CZ_ASSERT(nc <= 4);
+    memset(s, 0, sizeof *s);
+    size_t n_rep = 0;
+    for (size_t i = 0; i < tl->n; i++)
+        if (tl->col[1][i] == stage && tl->col[2][i] + 1 > (double)n_rep)
+            n_rep = (size_t)tl->col[2][i] + 1;
+    double *last = cz_xcalloc((n_rep ? n_rep : 1) * 4, sizeof *last);
+    s->t = cz_xmalloc((tl->n ? tl->n : 1) * sizeof *s->t);
+    for (int c = 0; c < nc; c++)
+        s->v[c] = cz_xmalloc((tl->n ? tl->n : 1) * sizeof *s->v[c]);
+    for (size_t i = 0; i < tl->n; i++) {
+        if (tl->col[1][i] != stage)
+            continue;
+        size_t r = (size_t)tl->col[2][i];
+        for (int c = 0; c < nc; c++)
+            last[r * 4 + (size_t)c] = tl->col[cols[c]][i];
+        s->t[s->n] = tl->col[0][i];
+        for (int c = 0; c < nc; c++) {
+            double sum = 0;
+            for (size_t q = 0; q < n_rep; q++)
+                sum += last[q * 4 + (size_t)c];
+            s->v[c][s->n] = sum;
+        }
+        s->n++;
+    }
+    free(last);
+}
+
+static void stage_series_free(stage_series *s)
+{
+    free(s->t);
+    for (int c = 0; c < 4; c++)
+        free(s->v[c]);
+    memset(s, 0, sizeof *s);
+}
+
+static void layout(size_t n, int *rows, int *cols)
+{
+    *cols = n <= 1 ? 1 : 2;
+    *rows = (int)((n + (size_t)*cols - 1) / (size_t)*cols);
+}
+
+/* kv_blocks and load: per-stage timelines. */
+static cz_status fig_timelines(const char *h5, const char *dir, const char *title,
+                               char stages[PLOT_MAX_STAGES][64], size_t n_stages,
+                               cz_plot_list *out, cz_err *err)
+{
+    static const char *const tf[] = {"t_s",     "stage",   "replica",     "kv_blocks_used",
+                                     "kv_blocks_idle", "host_kv_tokens", "running", "waiting",
+                                     "batch_tokens"};
+    table tl;
+    cz_status st = table_read(h5, "timeline", tf, CZ_ARRAY_LEN(tf), &tl, err);
+    if (st != CZ_OK)
+        return st;
+    if (tl.n == 0) {
+        table_free(&tl);
+        return CZ_OK;
+    }
+    int rows, cols;
+    layout(n_stages, &rows, &cols);
+    for (int which = 0; which < 2; which++) {
+        char t[256];
+        snprintf(t, sizeof t, "%s: %s", title,
+                 which == 0 ? "KV cache per tier" : "requests and batch size");
+        cz_gp_figure f;
+        cz_gp_figure_init(&f, t, rows, cols);
+        for (size_t s = 0; s < n_stages; s++) {
+            stage_series ss;
+            if (which == 0) {
+                static const int kc[3] = {3, 4, 5};
+                stage_series_build(&tl, (uint32_t)s, kc, 3, &ss);
+                cz_gp_panel *p = cz_gp_panel_add(&f, stages[s], "time (s)", "GPU KV blocks");
+                snprintf(p->y2label, sizeof p->y2label, "host-memory KV (tokens)");
+                cz_gp_series_add(p, "GPU: in use", CZ_GP_STEPS, ss.n, ss.t, ss.v[0], NULL, NULL);
+                cz_gp_series_add(p, "GPU: idle sessions' (of in use)", CZ_GP_STEPS, ss.n, ss.t,
+                                 ss.v[1], NULL, NULL);
+                bool host = false;
+                for (size_t i = 0; i < ss.n; i++)
+                    host |= ss.v[2][i] > 0;
+                if (host)
+                    cz_gp_series_add(p, "host memory (tokens, right axis)", CZ_GP_STEPS, ss.n,
+                                     ss.t, ss.v[2], NULL, NULL)
+                        ->axis2 = true;
+            } else {
+                static const int lc[3] = {6, 7, 8};
+                stage_series_build(&tl, (uint32_t)s, lc, 3, &ss);
+                cz_gp_panel *p = cz_gp_panel_add(&f, stages[s], "time (s)", "requests");
+                snprintf(p->y2label, sizeof p->y2label, "batch tokens");
+                cz_gp_series_add(p, "running", CZ_GP_STEPS, ss.n, ss.t, ss.v[0], NULL, NULL);
+                cz_gp_series_add(p, "waiting", CZ_GP_STEPS, ss.n, ss.t, ss.v[1], NULL, NULL);
+                cz_gp_series_add(p, "batch tokens (right axis)", CZ_GP_STEPS, ss.n, ss.t,
+                                 ss.v[2], NULL, NULL)
+                    ->axis2 = true;
+            }
+            stage_series_free(&ss);
+        }
+        const char *name = which == 0 ? "kv_blocks" : "load";
+        st = cz_gp_render(&f, dir, name, err);
+        cz_gp_figure_free(&f);
+        if (st != CZ_OK)
+            break;
+        list_add(out, name);
+    }
+    table_free(&tl);
+    return st;
+}
+
+/* frames: each frame's latency at its tick, empty frames apart; the gateway's cap and the
+ * live sessions over time when the file has them (/gateway). */
+static cz_status fig_frames(const char *h5, const char *dir, const char *title,
+                            cz_plot_list *out, cz_err *err)
+{
+    static const char *const ff[] = {"tick_s", "latency_s", "empty"};
+    table fr, gw;
+    cz_status st = table_read(h5, "frames", ff, 3, &fr, err);
+    if (st != CZ_OK)
+        return st;
+    if (fr.n == 0) {
+        table_free(&fr);
+        return CZ_OK;
+    }
+    static const char *const gf[] = {"t_s", "cap", "live"};
+    if ((st = table_read(h5, "gateway", gf, 3, &gw, err)) != CZ_OK) {
+        table_free(&fr);
+        return st;
+    }
+    double *x[2], *y[2];
+    size_t m[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        x[k] = cz_xmalloc(fr.n * sizeof *x[k]);
+        y[k] = cz_xmalloc(fr.n * sizeof *y[k]);
+    }
+    for (size_t i = 0; i < fr.n; i++) {
+        int k = fr.col[2][i] != 0;
+        x[k][m[k]] = fr.col[0][i];
+        y[k][m[k]++] = fr.col[1][i] * 1e3;
+    }
+    char t[256];
+    snprintf(t, sizeof t, "%s: periodic streams", title);
+    cz_gp_figure f;
+    cz_gp_figure_init(&f, t, 1, 1);
+    cz_gp_panel *p = cz_gp_panel_add(&f, "frame latency at its tick", "time (s)",
+                                     "frame latency (ms)");
+    cz_gp_series_add(p, "served frames", CZ_GP_POINTS, m[0], x[0], y[0], NULL, NULL);
+    cz_gp_series_add(p, "empty frames", CZ_GP_POINTS, m[1], x[1], y[1], NULL, NULL);
+    if (gw.n > 0) {
+        snprintf(p->y2label, sizeof p->y2label, "sessions");
+        double *cap = cz_xmalloc(gw.n * sizeof *cap);
+        for (size_t i = 0; i < gw.n; i++)
+            cap[i] = gw.col[1][i] >= (double)UINT32_MAX ? NAN : gw.col[1][i]; /* unbounded */
+        cz_gp_series_add(p, "admission cap (right axis)", CZ_GP_STEPS, gw.n, gw.col[0], cap,
+                         NULL, NULL)
+            ->axis2 = true;
+        cz_gp_series_add(p, "live sessions (right axis)", CZ_GP_STEPS, gw.n, gw.col[0],
+                         gw.col[2], NULL, NULL)
+            ->axis2 = true;
+        free(cap);
+    }
+    st = cz_gp_render(&f, dir, "frames", err);
+    if (st == CZ_OK)
+        list_add(out, "frames");
+    cz_gp_figure_free(&f);
+    for (int k = 0; k < 2; k++) {
+        free(x[k]);
+        free(y[k]);
+    }
+    table_free(&fr);
+    table_free(&gw);
+    return st;
+}
+
+/* stage_tokens: generated against heard tokens per autoregressive stage. */
+static cz_status fig_stage_tokens(const char *h5, const char *dir, const char *title,
+                                  char stages[PLOT_MAX_STAGES][64], size_t n_stages,
+                                  cz_plot_list *out, cz_err *err)
+{
+    if (n_stages < 2)
+        return CZ_OK;
+    static const char *const rf[] = {"stage", "output_tokens", "heard_tokens"};
+    table rq;
+    cz_status st = table_read(h5, "requests", rf, 3, &rq, err);
+    if (st != CZ_OK)
+        return st;
+    double gen[PLOT_MAX_STAGES] = {0}, heard[PLOT_MAX_STAGES] = {0}, x[PLOT_MAX_STAGES];
+    for (size_t i = 0; i < rq.n; i++) {
+        size_t s = (size_t)rq.col[0][i];
+        if (s < n_stages) {
+            gen[s] += rq.col[1][i];
+            heard[s] += rq.col[2][i];
+        }
+    }
+    const char *names[PLOT_MAX_STAGES];
+    for (size_t s = 0; s < n_stages; s++) {
+        x[s] = (double)s;
+        names[s] = stages[s];
+    }
+    char t[256];
+    snprintf(t, sizeof t, "%s: tokens per stage", title);
+    cz_gp_figure f;
+    cz_gp_figure_init(&f, t, 1, 1);
+    cz_gp_panel *p = cz_gp_panel_add(&f, "generated and heard (the rest was cut by barge-in)",
+                                     "stage", "tokens");
+    cz_gp_panel_xtics(p, names, n_stages);
+    cz_gp_series_add(p, "generated", CZ_GP_BARS, n_stages, x, gen, NULL, NULL);
+    cz_gp_series_add(p, "heard", CZ_GP_BARS, n_stages, x, heard, NULL, NULL);
+    st = cz_gp_render(&f, dir, "stage_tokens", err);
+    if (st == CZ_OK)
+        list_add(out, "stage_tokens");
+    cz_gp_figure_free(&f);
+    table_free(&rq);
+    return st;
+}
+
+cz_status cz_plot_timeline(const char *h5, const char *column, uint32_t stage, double **t,
+                           double **v, size_t *n, cz_err *err)
+{
+    const char *const tf[] = {"t_s", "stage", "replica", column};
+    table tl;
+    cz_status st = table_read(h5, "timeline", tf, 4, &tl, err);
+    if (st != CZ_OK)
+        return st;
+    static const int c[1] = {3};
+    stage_series ss;
+    stage_series_build(&tl, stage, c, 1, &ss);
+    *t = ss.t;
+    *v = ss.v[0];
+    *n = ss.n;
+    table_free(&tl);
+    return CZ_OK;
+}
+
+cz_status cz_plot_results(const char *h5, const char *dir, cz_plot_list *out, cz_err *err)
+{
+    char *text = NULL;
+    cz_status st = cz_h5_read_str_attr(h5, "summary", &text, err);
+    if (st == CZ_ENOTFOUND)
+        return cz_err_set(err, CZ_EFORMAT,
+                          "%s: no 'summary' attribute: not a cadenza results file (expected "
+                          "the output of `cadenza sim -o` or `cadenza replay -o`)",
+                          h5);
+    if (st != CZ_OK)
+        return st;
+    cJSON *summary = cJSON_Parse(text);
+    free(text);
+    if (!summary)
+        return cz_err_set(err, CZ_EFORMAT, "%s: the 'summary' attribute is not JSON", h5);
+    char stages[PLOT_MAX_STAGES][64];
+    size_t n_stages = stage_names(summary, stages);
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(summary, "config");
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cfg, "name");
+    const cJSON *drv = cJSON_GetObjectItemCaseSensitive(summary, "driver");
+    char title[160];
+    snprintf(title, sizeof title, "%s (%s)", cJSON_IsString(nm) ? nm->valuestring : h5,
+             cJSON_IsString(drv) ? drv->valuestring : "sim");
+    if ((st = fig_latency(h5, dir, title, stages, n_stages, out, err)) == CZ_OK &&
+        (st = fig_timelines(h5, dir, title, stages, n_stages, out, err)) == CZ_OK &&
+        (st = fig_frames(h5, dir, title, out, err)) == CZ_OK)
+        st = fig_stage_tokens(h5, dir, title, stages, n_stages, out, err);
+    cJSON_Delete(summary);
+    return st;
+}
+
+cz_status cz_plot_read_rows(const char *path, cJSON **rows, cz_err *err)
+{
+    *rows = NULL;
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return cz_err_set(err, CZ_EIO, "cannot open '%s': %s", path, strerror(errno));
+    cJSON *arr = cJSON_CreateArray();
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long lineno = 0;
+    cz_status st = CZ_OK;
+    while ((len = getline(&line, &cap, fp)) >= 0) {
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
+        if (len == 0)
+            continue;
+        cJSON *row = cJSON_ParseWithLength(line, (size_t)len);
+        const cJSON *point = cJSON_GetObjectItemCaseSensitive(row, "point");
+        if (!cJSON_IsObject(row) || !cJSON_IsObject(point) ||
+            !(cJSON_HasObjectItem(row, "summary") || cJSON_HasObjectItem(row, "summaries"))) {
+            cJSON_Delete(row);
+            st = cz_err_set(err, CZ_EFORMAT,
+                            "%s:%ld: expected a sweep row: a JSON object with a \"point\" "
+                            "object and a \"summary\" (the output of `cadenza sweep -o`)",
+                            path, lineno);
+            break;
+        }
+        cJSON_AddItemToArray(arr, row);
+    }
+    if (st == CZ_OK && ferror(fp))
+        st = cz_err_set(err, CZ_EIO, "cannot read '%s': %s", path, strerror(errno));
+    free(line);
+    fclose(fp);
+    if (st == CZ_OK && cJSON_GetArraySize(arr) == 0)
+        st = cz_err_set(err, CZ_EFORMAT, "%s: no sweep rows", path);
+    if (st != CZ_OK) {
+        cJSON_Delete(arr);
+        return st;
+    }
+    *rows = arr;
+    return CZ_OK;
+}
+
+bool cz_plot_point_matches(const cJSON *point, const cJSON *where)
+{
+    const cJSON *w;
+    cJSON_ArrayForEach(w, where)
+    {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(point, w->string);
+        if (!v || !cJSON_Compare(v, w, true))
+            return false;
+    }
+    return true;
+}
+
+double cz_plot_row_value(const cJSON *row, const char *metric, double *lo, double *hi)
+{
+    double v = NAN, l = NAN, h = NAN;
+    const cJSON *mean = cJSON_GetObjectItemCaseSensitive(row, "mean");
+    if (cJSON_IsObject(mean)) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(mean, metric);
+        const cJSON *ci = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(row, "ci95"), metric);
+        if (cJSON_IsNumber(m))
+            v = l = h = m->valuedouble;
+        if (cJSON_IsArray(ci) && cJSON_GetArraySize(ci) == 2 &&
+            cJSON_IsNumber(cJSON_GetArrayItem(ci, 0)) && cJSON_IsNumber(cJSON_GetArrayItem(ci, 1))) {
+            l = cJSON_GetArrayItem(ci, 0)->valuedouble;
+            h = cJSON_GetArrayItem(ci, 1)->valuedouble;
+        }
+    } else {
+        const cJSON *m = cz_json_get_path(cJSON_GetObjectItemCaseSensitive(row, "summary"), metric);
+        if (cJSON_IsNumber(m))
+            v = l = h = m->valuedouble;
+    }
+    if (lo)
+        *lo = l;
+    if (hi)
+        *hi = h;
+    return v;
+}
+
+/* The sweep description a row carries ("sweep": {"name", "report", "paper_values"}). */
+static const cJSON *row_sweep(const cJSON *rows)
+{
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rows, 0), "sweep");
+}
+
+/* The grid keys of the rows (the first row's point keys) and how many distinct values
+ * each takes; whether all its values are numbers. */
+typedef struct grid_key {
+    const char *key;
+    size_t n_values;
+    bool numeric;
+} grid_key;
+
+static size_t grid_keys(const cJSON *rows, grid_key *keys, size_t max)
+{
+    size_t n = 0;
+    const cJSON *k;
+    cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rows, 0), "point"))
+    {
+        if (n == max)
+            break;
+        grid_key *g = &keys[n++];
+        g->key = k->string;
+        g->numeric = true;
+        g->n_values = 0;
+        int nr = cJSON_GetArraySize(rows);
+        for (int i = 0; i < nr; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rows, i), "point"), k->string);
+            g->numeric &= cJSON_IsNumber(v);
+            bool seen = false;
+            for (int j = 0; j < i && !seen; j++)
+                seen = cJSON_Compare(v,
+                                     cJSON_GetObjectItemCaseSensitive(
+                                         cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rows, j), "point"),
+                                         k->string),
+                                     true);
+            if (!seen)
+                g->n_values++;
+        }
+    }
+    return n;
+}
+
+/* A figure name's characters: letters, digits, '_', '-' and '.'; others become '_'. */
+static void safe_name(char *s)
+{
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_' || *s == '-' || *s == '.'))
+            *s = '_';
+}
+
+/* The label of a row's line: the values of the grid keys other than x that vary. */
+static void line_label(const cJSON *point, const grid_key *keys, size_t nk, const char *x,
+                       char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < nk; i++) {
+        if (strcmp(keys[i].key, x) == 0 || keys[i].n_values < 2)
+            continue;
+        char v[96];
+        cz_json_value_label(cJSON_GetObjectItemCaseSensitive(point, keys[i].key), v, sizeof v);
+        const char *dot = strrchr(keys[i].key, '.');
+        const char *short_key = dot ? dot + 1 : keys[i].key;
+        bool bare = strcmp(short_key, "scheduler") == 0; /* a policy reads as itself */
+        if (len < n)
+            len += (size_t)snprintf(buf + len, n - len, "%s%s%s%s", len ? ", " : "",
+                                    bare ? "" : short_key, bare ? "" : "=", v);
+    }
+    if (!buf[0])
+        snprintf(buf, n, "%s", "all points");
+}
+
+static cz_status one_metric(const cJSON *rows, const cz_plot_sweep_opts *o, const char *metric,
+                            const char *x, const grid_key *keys, size_t nk, bool x_numeric,
+                            const char *dir, cz_plot_list *out, cz_err *err)
+{
+    const cJSON *sw = row_sweep(rows);
+    const cJSON *swname = cJSON_GetObjectItemCaseSensitive(sw, "name");
+    int nr = cJSON_GetArraySize(rows);
+    double ys = o->y_scale > 0 ? o->y_scale : 1.0;
+    /* categorical x: the distinct values in first-seen order */
+    const cJSON *cats[256];
+    size_t n_cats = 0;
+    char title[200];
+    snprintf(title, sizeof title, "%s%s%s", o->title ? o->title : (cJSON_IsString(swname) ? swname->valuestring : "sweep"),
+             o->title ? "" : ": ", o->title ? "" : metric);
+    cz_gp_figure f;
+    cz_gp_figure_init(&f, title, 1, 1);
+    if (o->note)
+        snprintf(f.note, sizeof f.note, "%s", o->note);
+    cz_gp_panel *p = cz_gp_panel_add(&f, "", o->xlabel ? o->xlabel : x, o->ylabel ? o->ylabel : metric);
+    p->logy = o->logy;
+    p->hline = o->hline;
+    if (o->hline_label)
+        snprintf(p->hline_label, sizeof p->hline_label, "%s", o->hline_label);
+    bool *done = cz_xcalloc((size_t)nr + 1, sizeof *done);
+    double *xs = cz_xmalloc(((size_t)nr + 1) * sizeof *xs);
+    double *yv = cz_xmalloc(((size_t)nr + 1) * sizeof *yv);
+    double *lo = cz_xmalloc(((size_t)nr + 1) * sizeof *lo);
+    double *hi = cz_xmalloc(((size_t)nr + 1) * sizeof *hi);
+    bool any_ci = false, any_row = false;
+    for (int i = 0; i < nr; i++) {
+        const cJSON *pt = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rows, i), "point");
+        const cJSON *xv = cJSON_GetObjectItemCaseSensitive(pt, x);
+        if (!x_numeric) {
+            bool seen = false;
+            for (size_t c = 0; c < n_cats && !seen; c++)
+                seen = cJSON_Compare(cats[c], xv, true);
+            if (!seen && n_cats < CZ_ARRAY_LEN(cats))
+                cats[n_cats++] = xv;
+        }
+        if (cJSON_HasObjectItem(cJSON_GetArrayItem(rows, i), "mean"))
+            any_ci = true;
+    }
+    for (int i = 0; i < nr; i++) {
+        if (done[i])
+            continue;
+        const cJSON *ri = cJSON_GetArrayItem(rows, i);
+        const cJSON *pi = cJSON_GetObjectItemCaseSensitive(ri, "point");
+        if (o->where && !cz_plot_point_matches(pi, o->where)) {
+            done[i] = true;
+            continue;
+        }
+        char label[128];
+        line_label(pi, keys, nk, x, label, sizeof label);
+        size_t m = 0;
+        for (int j = i; j < nr; j++) {
+            const cJSON *rj = cJSON_GetArrayItem(rows, j);
+            const cJSON *pj = cJSON_GetObjectItemCaseSensitive(rj, "point");
+            if (done[j])
+                continue;
+            char lj[128];
+            line_label(pj, keys, nk, x, lj, sizeof lj);
+            if (strcmp(lj, label) != 0 || (o->where && !cz_plot_point_matches(pj, o->where)))
+                continue;
+            done[j] = true;
+            const cJSON *xv = cJSON_GetObjectItemCaseSensitive(pj, x);
+            if (x_numeric) {
+                xs[m] = xv->valuedouble;
+            } else {
+                xs[m] = NAN;
+                for (size_t c = 0; c < n_cats; c++)
+                    if (cJSON_Compare(cats[c], xv, true))
+                        xs[m] = (double)c;
+            }
+            yv[m] = cz_plot_row_value(rj, metric, &lo[m], &hi[m]) * ys;
+            lo[m] *= ys;
+            hi[m] *= ys;
+            m++;
+        }
+        any_row = true;
+        cz_gp_series_add(p, label, any_ci ? CZ_GP_ERRORLINES : CZ_GP_LINESPOINTS, m, xs, yv, lo,
+                         hi);
+    }
+    if (!x_numeric) {
+        const char *names[256];
+        char bufs[256][64];
+        for (size_t c = 0; c < n_cats; c++) {
+            cz_json_value_label(cats[c], bufs[c], sizeof bufs[c]);
+            names[c] = bufs[c];
+        }
+        cz_gp_panel_xtics(p, names, n_cats);
+    }
+    /* the papers' values for this metric */
+    const cJSON *pv;
+    cJSON_ArrayForEach(pv, cJSON_GetObjectItemCaseSensitive(sw, "paper_values"))
+    {
+        const cJSON *pm = cJSON_GetObjectItemCaseSensitive(pv, "metric");
+        const cJSON *px = cJSON_GetObjectItemCaseSensitive(pv, "x");
+        const cJSON *py = cJSON_GetObjectItemCaseSensitive(pv, "value");
+        const cJSON *pl = cJSON_GetObjectItemCaseSensitive(pv, "label");
+        if (!cJSON_IsString(pm) || strcmp(pm->valuestring, metric) != 0 || !cJSON_IsNumber(px) ||
+            !cJSON_IsNumber(py))
+            continue;
+        double vx = px->valuedouble, vy = py->valuedouble * ys;
+        char lab[128];
+        snprintf(lab, sizeof lab, "paper: %s", cJSON_IsString(pl) ? pl->valuestring : metric);
+        cz_gp_series_add(p, lab, CZ_GP_PAPER, 1, &vx, &vy, NULL, NULL);
+    }
+    free(done);
+    free(xs);
+    free(yv);
+    free(lo);
+    free(hi);
+    cz_status st;
+    if (!any_row) {
+        st = cz_err_set(err, CZ_EINVAL, "no sweep row matches the points asked for (%s)", metric);
+    } else {
+        char name[128];
+        if (o->name)
+            snprintf(name, sizeof name, "%s", o->name);
+        else
+            snprintf(name, sizeof name, "sweep_%s", metric);
+        safe_name(name);
+        st = cz_gp_render(&f, dir, name, err);
+        if (st == CZ_OK)
+            list_add(out, name);
+    }
+    cz_gp_figure_free(&f);
+    return st;
+}
+
+cz_status cz_plot_sweep(const cJSON *rows, const cz_plot_sweep_opts *o, const char *dir,
+                        cz_plot_list *out, cz_err *err)
+{
+    grid_key keys[32];
+    size_t nk = grid_keys(rows, keys, CZ_ARRAY_LEN(keys));
+    if (nk == 0)
+        return cz_err_set(err, CZ_EINVAL, "the sweep rows have an empty point: nothing varies");
+    const char *x = o->x;
+    bool x_numeric = false;
+    if (x) {
+        size_t i = 0;
+        while (i < nk && strcmp(keys[i].key, x) != 0)
+            i++;
+        if (i == nk)
+            return cz_err_set(err, CZ_EINVAL, "x '%s': not a grid key of the sweep (its keys: "
+                                              "%s%s%s)",
+                              x, keys[0].key, nk > 1 ? ", " : "", nk > 1 ? keys[1].key : "");
+        x_numeric = keys[i].numeric;
+    } else {
+        const grid_key *best = NULL;
+        for (size_t i = 0; i < nk; i++)
+            if (!best || (keys[i].numeric && !best->numeric) ||
+                (keys[i].numeric == best->numeric && keys[i].n_values > best->n_values))
+                best = &keys[i];
+        x = best->key;
+        x_numeric = best->numeric;
+    }
+    const cJSON *report = cJSON_GetObjectItemCaseSensitive(row_sweep(rows), "report");
+    const cJSON *mean = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rows, 0), "mean");
+    size_t nm = o->metrics ? o->n_metrics
+                : cJSON_IsArray(report) ? (size_t)cJSON_GetArraySize(report)
+                : cJSON_IsObject(mean) ? (size_t)cJSON_GetArraySize(mean)
+                                        : 0;
+    if (nm == 0)
+        return cz_err_set(err, CZ_EINVAL,
+                          "the rows name no reported metric (rows from `cadenza sweep -o` carry "
+                          "the sweep's report list): name one with --metric");
+    for (size_t i = 0; i < nm; i++) {
+        const char *metric = o->metrics ? o->metrics[i]
+                             : cJSON_IsArray(report)
+                                 ? cJSON_GetArrayItem(report, (int)i)->valuestring
+                                 : cJSON_GetArrayItem(mean, (int)i)->string;
+        if (!metric)
+            continue;
+        /* a metric no row has is a typo, not an empty figure */
+        bool found = false;
+        for (int r = 0; r < cJSON_GetArraySize(rows) && !found; r++) {
+            const cJSON *row = cJSON_GetArrayItem(rows, r);
+            found = cJSON_HasObjectItem(cJSON_GetObjectItemCaseSensitive(row, "mean"), metric) ||
+                    cz_json_get_path(cJSON_GetObjectItemCaseSensitive(row, "summary"), metric);
+        }
+        if (!found)
+            return cz_err_set(err, CZ_EINVAL, "metric '%s': no sweep row has it", metric);
+        cz_status st = one_metric(rows, o, metric, x, keys, nk, x_numeric, dir, out, err);
+        if (st != CZ_OK)
+            return st;
+    }
+    return CZ_OK;
+}
