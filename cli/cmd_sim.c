@@ -22,7 +22,8 @@
 
 static const char sim_usage[] =
     "usage: cadenza sim [CONFIG.json] [--set key=value]... [-o results.h5]\n"
-    "                   [--summary summary.json] [--quiet] [--no-progress]\n"
+    "                   [--summary summary.json] [--percentiles LIST] [--quiet]\n"
+    "                   [--no-progress]\n"
     "\n"
     "Run the discrete-event simulator on an experiment config (docs/config.md). Without\n"
     "CONFIG.json the built-in default experiment runs (experiments/default.json).\n"
@@ -31,6 +32,9 @@ static const char sim_usage[] =
     "                       or --set server.max_num_seqs=64 (repeatable)\n"
     "  -o, --output FILE    write the HDF5 results: per-request table, timelines, config\n"
     "  --summary FILE       write the JSON summary (vLLM benchmark key names)\n"
+    "  --percentiles LIST   percentiles reported per latency metric, comma-separated in\n"
+    "                       (0, 100] (vLLM's --metric-percentiles), e.g. 25,50,99.9 gives\n"
+    "                       p25_ttft_ms, p50_ttft_ms, p99.9_ttft_ms; default 50,90,95,99\n"
     "  --cost FILE          step times from a fitted cost model (`cadenza calibrate`)\n"
     "                       instead of the config's cost object\n"
     "  --quiet              print nothing but errors\n"
@@ -42,8 +46,8 @@ static const char sim_usage[] =
 
 static const char replay_usage[] =
     "usage: cadenza replay CONFIG.json [--set key=value]... [-o results.h5]\n"
-    "                      [--summary summary.json] [--backend cpu|cuda] [--threads N]\n"
-    "                      [--quiet] [--no-progress]\n"
+    "                      [--summary summary.json] [--percentiles LIST]\n"
+    "                      [--backend cpu|cuda] [--threads N] [--quiet] [--no-progress]\n"
     "\n"
     "Serve an experiment config's workload on the real engine, in wall-clock time: the same\n"
     "deployment, serving cores and metrics as `cadenza sim`, with every batch run through\n"
@@ -54,7 +58,9 @@ static const char replay_usage[] =
     "  --set key=value      override a config field (repeatable)\n"
     "  -o, --output FILE    write the HDF5 results, with a /steps table of every batch\n"
     "                       (its shape, host time, device time and the cost model's time)\n"
-    "  --summary FILE       write the JSON summary (the simulator's keys, \"driver\": \"engine\")\n"
+    "  --summary FILE       write the JSON summary (the simulator's keys, \"driver\": \"engine\",\n"
+    "                       \"backend\": \"cadenza-engine\", \"kernel_backend\")\n"
+    "  --percentiles LIST   percentiles reported per latency metric (as for `sim`)\n"
     "  --cost FILE          the fitted cost model /steps compares each batch with\n"
     "  --backend NAME       kernel backend: cpu (default) or cuda (a build with -Dcuda;\n"
     "                       GPU g of the placement runs on CUDA device g)\n"
@@ -155,7 +161,7 @@ static void print_pipeline_lines(const cJSON *s)
                "%.1f s/s\n",
                num(s, "spoken_turns"), num(s, "barged_turns"), num(s, "p50_audio_ttfp_ms"),
                num(s, "p90_audio_ttfp_ms"), num(s, "p99_audio_ttfp_ms"),
-               num(s, "median_audio_rtf"), num(s, "continuity_ok_rate"),
+               num(s, "median_audio_rtf"), num(s, "audio_continuity_ok_rate"),
                num(s, "streaming_viability"),
                num(s, "effective_request_throughput"), num(s, "audio_throughput"));
     if (cJSON_GetObjectItemCaseSensitive(s, "frames")) {
@@ -220,11 +226,68 @@ static void print_pipeline_lines(const cJSON *s)
     }
 }
 
+/* vLLM's date format ("%Y%m%d-%H%M%S", benchmarks/serve.py: result_json["date"]) of the
+ * simulator's run: SOURCE_DATE_EPOCH's time in UTC when the environment sets it (the
+ * reproducible-builds convention, so a run stays byte-identical), else none (*out = '\0').
+ * CZ_EINVAL naming the variable when it is not a count of seconds. */
+static cz_status sim_date(char *out, size_t n, cz_err *err)
+{
+    out[0] = '\0';
+    const char *v = getenv("SOURCE_DATE_EPOCH");
+    if (!v)
+        return CZ_OK;
+    char *end;
+    errno = 0;
+    long long secs = strtoll(v, &end, 10);
+    struct tm tm;
+    time_t t = (time_t)secs;
+    if (errno || end == v || *end || secs < 0 || !gmtime_r(&t, &tm))
+        return cz_err_set(err, CZ_EINVAL,
+                          "environment variable SOURCE_DATE_EPOCH: expected a count of seconds "
+                          "since 1970-01-01 UTC, got '%s'",
+                          v);
+    strftime(out, n, "%Y%m%d-%H%M%S", &tm);
+    return CZ_OK;
+}
+
+/* The arrival keys of vLLM's result JSON (benchmarks/serve.py, main_async: request_rate is
+ * the configured --request-rate, "inf" for none; burstiness the gamma shape, 1.0 for
+ * Poisson; max_concurrency --max-concurrency or None), from the config's
+ * workload.arrivals (already validated) and the workload: trace-timed arrivals have no
+ * configured rate (null); a closed loop starts each session as a slot frees, vLLM's
+ * request rate "inf" with max_concurrency = its concurrency (docs/metrics.md). */
+static void add_arrival_keys(const cJSON *cfg_json, const cz_workload *wl, cJSON *j)
+{
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(cfg_json, "workload");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(w, "arrivals");
+    const cJSON *proc = cJSON_GetObjectItemCaseSensitive(a, "process");
+    const char *p = cJSON_IsString(proc) ? proc->valuestring : "trace";
+    const cJSON *rate = cJSON_GetObjectItemCaseSensitive(a, "rate_rps");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(a, "burstiness");
+    bool paced = strcmp(p, "poisson") == 0 || strcmp(p, "gamma") == 0;
+    if (paced && cJSON_IsNumber(rate))
+        cJSON_AddNumberToObject(j, "request_rate", rate->valuedouble);
+    else if (strcmp(p, "closed_loop") == 0)
+        cJSON_AddStringToObject(j, "request_rate", "inf");
+    else
+        cJSON_AddNullToObject(j, "request_rate");
+    if (strcmp(p, "gamma") == 0)
+        cJSON_AddNumberToObject(j, "burstiness", cJSON_IsNumber(b) ? b->valuedouble : 1.0);
+    else if (strcmp(p, "poisson") == 0)
+        cJSON_AddNumberToObject(j, "burstiness", 1.0);
+    else
+        cJSON_AddNullToObject(j, "burstiness");
+    if (wl->concurrency)
+        cJSON_AddNumberToObject(j, "max_concurrency", (double)wl->concurrency);
+    else
+        cJSON_AddNullToObject(j, "max_concurrency");
+}
+
 /* Parses the config and runs it on the simulator or the engine (`eng`: the engine's
  * options; NULL: the simulator). */
 static cz_status run_config(const cJSON *cfg_json, const char *where, const char *base_dir,
-                            bool progress, const cz_engine_opts *eng, cz_config *cfg,
-                            cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
+                            bool progress, const cz_engine_opts *eng, const cz_pctset *pct,
+                            cz_config *cfg, cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
                             cJSON **summary, double *wall_s, bool *partial, cz_err *err)
 {
     cz_workload wl;
@@ -232,11 +295,23 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
     *summary = NULL;
     *partial = false;
     memset(m, 0, sizeof *m);
-    cz_status st = cz_config_parse(cfg_json, where, base_dir, cfg, &wl, err);
+    char date[32] = "";
+    cz_status st = eng ? CZ_OK : sim_date(date, sizeof date, err);
+    if (st == CZ_OK)
+        st = cz_config_parse(cfg_json, where, base_dir, cfg, &wl, err);
     if (st == CZ_OK) {
         cz_metrics_init(m, cfg->timeline_interval_s, wl.n_turns);
+        if (pct)
+            m->pct = *pct;
         progress_ctx pc = {isatty(STDERR_FILENO) == 1, wall_now(), wall_now(),
                            eng ? "replay" : "sim"};
+        if (eng) {
+            /* the engine's start time, as vLLM stamps its runs (datetime.now()) */
+            time_t now = time(NULL);
+            struct tm tm;
+            if (localtime_r(&now, &tm))
+                strftime(date, sizeof date, "%Y%m%d-%H%M%S", &tm);
+        }
         double t0 = wall_now();
         if (eng)
             st = cz_engine_run(cfg, &wl, m, eng, stats, partial,
@@ -247,13 +322,34 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
     }
     if (st == CZ_OK) {
         cz_metrics_summarize(m, &cfg->slo, sum);
-        cJSON *j = cz_summary_json(sum);
+        /* vLLM's result JSON opens with the run's setup (benchmarks/serve.py, main_async) */
+        cJSON *j = cJSON_CreateObject();
+        CZ_ASSERT(j != NULL);
+        if (date[0])
+            cJSON_AddStringToObject(j, "date", date);
+        else
+            cJSON_AddNullToObject(j, "date");
+        cJSON_AddStringToObject(j, "backend", eng ? "cadenza-engine" : "cadenza-sim");
+        cJSON_AddStringToObject(j, "model_id", cfg->model.name);
+        cJSON_AddNumberToObject(j, "num_prompts", (double)m->acct.requests);
+        add_arrival_keys(cfg_json, &wl, j);
+        uint64_t peak_conc;
+        double peak_tok;
+        cz_metrics_peaks(m, &peak_conc, &peak_tok);
+        cJSON_AddNumberToObject(j, "max_concurrent_requests", (double)peak_conc);
+        cJSON_AddNumberToObject(j, "max_output_tokens_per_s", peak_tok);
+        cJSON *body = cz_summary_json(sum);
+        while (body->child) {
+            cJSON *it = cJSON_DetachItemViaPointer(body, body->child);
+            cJSON_AddItemToObject(j, it->string, it);
+        }
+        cJSON_Delete(body);
         cz_run_summary_json(cfg, m, stats, sum, j);
         cz_run_add_theory(cfg, cfg_json, sum, j);
         cJSON_AddStringToObject(j, "cadenza_version", cz_version());
         cJSON_AddStringToObject(j, "driver", eng ? "engine" : "sim");
         if (eng) {
-            cJSON_AddStringToObject(j, "backend", eng->backend ? eng->backend : "cpu");
+            cJSON_AddStringToObject(j, "kernel_backend", eng->backend ? eng->backend : "cpu");
             cJSON_AddBoolToObject(j, "partial", *partial);
         }
         cJSON_AddNumberToObject(j, "seed", (double)cfg->seed);
@@ -265,21 +361,52 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
 }
 
 cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *base_dir,
-                          bool progress, cz_config *cfg, cz_metrics *m, cz_summary *sum,
-                          cz_run_stats *stats, cJSON **summary, double *wall_s, cz_err *err)
+                          bool progress, const cz_pctset *pct, cz_config *cfg, cz_metrics *m,
+                          cz_summary *sum, cz_run_stats *stats, cJSON **summary, double *wall_s,
+                          cz_err *err)
 {
     bool partial;
-    return run_config(cfg_json, where, base_dir, progress, NULL, cfg, m, sum, stats, summary,
-                      wall_s, &partial, err);
+    return run_config(cfg_json, where, base_dir, progress, NULL, pct, cfg, m, sum, stats,
+                      summary, wall_s, &partial, err);
 }
 
 cz_status cz_cli_run(const cJSON *cfg_json, const char *where, const char *base_dir,
-                     bool progress, const cz_engine_opts *eng, cz_config *cfg, cz_metrics *m,
-                     cz_summary *sum, cz_run_stats *stats, cJSON **summary, double *wall_s,
-                     bool *partial, cz_err *err)
+                     bool progress, const cz_engine_opts *eng, const cz_pctset *pct,
+                     cz_config *cfg, cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
+                     cJSON **summary, double *wall_s, bool *partial, cz_err *err)
 {
-    return run_config(cfg_json, where, base_dir, progress, eng, cfg, m, sum, stats, summary,
+    return run_config(cfg_json, where, base_dir, progress, eng, pct, cfg, m, sum, stats, summary,
                       wall_s, partial, err);
+}
+
+int cz_cli_parse_percentiles(const char *cmd, const char *value, cz_pctset *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *p = value;
+    if (!*p)
+        return cz_cli_usage_error(cmd, "option '--percentiles': expected comma-separated "
+                                       "percentiles in (0, 100], got an empty list");
+    for (;;) {
+        char *end;
+        errno = 0;
+        double q = strtod(p, &end);
+        size_t len = strcspn(p, ",");
+        if (end == p || end != p + len || errno || !isfinite(q) || !(q > 0.0 && q <= 100.0))
+            return cz_cli_usage_error(cmd, "option '--percentiles': expected comma-separated "
+                                           "percentiles in (0, 100], got '%.*s' in '%s'",
+                                      (int)len, p, value);
+        for (uint32_t i = 0; i < out->n; i++)
+            if (out->q[i] == q)
+                return cz_cli_usage_error(cmd, "option '--percentiles': %g is given twice in "
+                                               "'%s'", q, value);
+        if (out->n == CZ_PCT_MAX)
+            return cz_cli_usage_error(cmd, "option '--percentiles': at most %d percentiles, "
+                                           "got more in '%s'", CZ_PCT_MAX, value);
+        out->q[out->n++] = q;
+        if (!p[len])
+            return CZ_EXIT_OK;
+        p += len + 1;
+    }
 }
 
 cz_status cz_cli_use_cost_file(cJSON *cfg_json, const char *path, cz_err *err)
@@ -343,6 +470,7 @@ static int run_command(int argc, char **argv, bool engine)
     const char *cmd = engine ? "replay" : "sim";
     const char *config_path = NULL, *out_h5 = NULL, *out_summary = NULL, *cost_path = NULL;
     cz_engine_opts eopts = {.backend = "cpu"};
+    cz_pctset pct = {0};
     const char **sets = cz_xcalloc((size_t)argc, sizeof *sets);
     int n_sets = 0;
     bool quiet = false, show_progress = true;
@@ -354,7 +482,7 @@ static int run_command(int argc, char **argv, bool engine)
             return CZ_EXIT_OK;
         } else if (strcmp(a, "--set") == 0 || strcmp(a, "-o") == 0 ||
                    strcmp(a, "--output") == 0 || strcmp(a, "--summary") == 0 ||
-                   strcmp(a, "--cost") == 0 ||
+                   strcmp(a, "--cost") == 0 || strcmp(a, "--percentiles") == 0 ||
                    (engine && (strcmp(a, "--backend") == 0 || strcmp(a, "--threads") == 0))) {
             if (i + 1 >= argc) {
                 free(sets);
@@ -363,6 +491,12 @@ static int run_command(int argc, char **argv, bool engine)
             const char *v = argv[++i];
             if (strcmp(a, "--set") == 0) {
                 sets[n_sets++] = v;
+            } else if (strcmp(a, "--percentiles") == 0) {
+                int prc = cz_cli_parse_percentiles(cmd, v, &pct);
+                if (prc != CZ_EXIT_OK) {
+                    free(sets);
+                    return prc;
+                }
             } else if (strcmp(a, "--cost") == 0) {
                 cost_path = v;
             } else if (strcmp(a, "--summary") == 0) {
@@ -440,7 +574,7 @@ static int run_command(int argc, char **argv, bool engine)
     bool partial = false;
     if (st == CZ_OK) {
         st = run_config(cfg_json, where, base_dir, show_progress && !quiet,
-                        engine ? &eopts : NULL, &cfg, &m, &sum, &stats, &summary, &wall_s,
+                        engine ? &eopts : NULL, &pct, &cfg, &m, &sum, &stats, &summary, &wall_s,
                         &partial, &err);
         if (st != CZ_OK)
             cz_cli_blame_set(&err, where, sets, n_sets, n_sets);

@@ -1,9 +1,14 @@
-/* cmd_sweep.c - `cadenza sweep`: runs an experiment config over a grid of overrides and
- * tabulates chosen summary keys, one row per point (docs/config.md). */
+/* cmd_sweep.c - `cadenza sweep`: runs an experiment config over a grid of overrides, once
+ * per seed when seeds are given, and tabulates chosen summary keys, one row per point
+ * (docs/config.md). */
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <gsl/gsl_cdf.h>
 
 #include "cz_cli.h"
 #include "cz_json.h"
@@ -11,7 +16,7 @@
 
 static const char sweep_usage[] =
     "usage: cadenza sweep SWEEP.json [--set key=value]... [--cost cost.json]\n"
-    "                     [-o results.jsonl] [--quiet]\n"
+    "                     [--seeds N] [--percentiles LIST] [-o results.jsonl] [--quiet]\n"
     "\n"
     "Runs the sweep's base experiment once per point of its grid (every combination of\n"
     "the values listed per key, the last key varying fastest) and prints one row per point\n"
@@ -20,14 +25,22 @@ static const char sweep_usage[] =
     "  {\"name\": \"...\", \"base\": \"experiment.json\",\n"
     "   \"grid\": {\"workload.arrivals.concurrency\": [2, 4, 8],\n"
     "            \"server.kv_idle\": [\"drop\", \"offload\"]},\n"
-    "   \"report\": [\"p90_audio_ttfp_ms\", \"continuity_ok_rate\"],\n"
+    "   \"report\": [\"p90_audio_ttfp_ms\", \"audio_continuity_ok_rate\"],\n"
+    "   \"seeds\": [1, 2, 3],\n"
     "   \"paper\": [\"what the paper reports, printed after the rows\"]}\n"
     "\n"
-    "A report key may be a dotted path into the summary (classes.rt.p90_ttft_ms).\n"
+    "A report key may be a dotted path into the summary (classes.rt.p90_ttft_ms). With\n"
+    "seeds, every point runs once per seed (the config's seed set to it) and the table\n"
+    "prints each report key's mean over the seeds +- the half-width of its Student-t 95 %\n"
+    "interval; a key that is null in some seed's summary has a null mean. The table is\n"
+    "printed once every point has run; progress goes to stderr.\n"
     "\n"
     "  --set key=value      override a field of the base experiment at every point\n"
     "  --cost FILE          step times from a fitted cost model (`cadenza calibrate`)\n"
-    "  -o, --output FILE    write every point's full summary as JSON lines\n"
+    "  --seeds N            run every point with seeds 1..N (overrides the file's seeds)\n"
+    "  --percentiles LIST   percentiles in each summary, as for `cadenza sim`\n"
+    "  -o, --output FILE    write every point as a JSON line: {\"point\", \"summary\"}, or\n"
+    "                       with seeds {\"point\", \"seeds\", \"summaries\", \"mean\", \"ci95\"}\n"
     "  --quiet              print nothing but errors\n"
     "  -h, --help           this help\n";
 
@@ -40,12 +53,44 @@ typedef struct sweep {
     int n_keys;
     const cJSON *keys[16];  /* the grid's arrays */
     const cJSON *report;
+    uint32_t n_seeds;       /* 0: no seeds (one run per point, the config's seed) */
+    uint64_t *seeds;
 } sweep;
+
+/* The file's "seeds": a non-empty array of distinct integers in [0, 2^53]. */
+static cz_status parse_seeds(const cJSON *j, const char *path, sweep *sw, cz_err *err)
+{
+    int n = cJSON_IsArray(j) ? cJSON_GetArraySize(j) : 0;
+    if (n < 1 || n > 1000)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'seeds': expected an array of 1 to 1000 integer seeds", path);
+    sw->seeds = cz_xcalloc((size_t)n, sizeof *sw->seeds);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, j)
+    {
+        double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
+        if (!(v >= 0.0 && v <= 9007199254740992.0 && v == floor(v))) {
+            char *t = cJSON_PrintUnformatted(it);
+            cz_status st = cz_err_set(err, CZ_EINVAL,
+                                      "%s: field 'seeds': expected integer seeds from 0 to "
+                                      "2^53, got %s",
+                                      path, t);
+            cJSON_free(t);
+            return st;
+        }
+        for (uint32_t i = 0; i < sw->n_seeds; i++)
+            if (sw->seeds[i] == (uint64_t)v)
+                return cz_err_set(err, CZ_EINVAL, "%s: field 'seeds': seed %.0f is given twice",
+                                  path, v);
+        sw->seeds[sw->n_seeds++] = (uint64_t)v;
+    }
+    return CZ_OK;
+}
 
 static cz_status sweep_load(const char *path, sweep *sw, cz_err *err)
 {
-    static const char *const keys[] = {"name", "description", "base", "grid", "report", "paper",
-                                       "paper_values"};
+    static const char *const keys[] = {"name", "description", "base",  "grid",
+                                       "report", "paper", "paper_values", "seeds"};
     memset(sw, 0, sizeof *sw);
     cz_status st = cz_json_load(path, &sw->json, err);
     if (st != CZ_OK)
@@ -54,7 +99,7 @@ static cz_status sweep_load(const char *path, sweep *sw, cz_err *err)
         return cz_err_set(err, CZ_EINVAL, "%s: expected a JSON object", path);
     const char *base = NULL;
     sw->name = "sweep";
-    if ((st = cz_json_check_keys(sw->json, path, keys, CZ_ARRAY_LEN(keys), err)) != CZ_OK ||
+    if ((st = cz_json_check_keys(sw->json, path, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK ||
         (st = cz_json_str(sw->json, path, "name", false, &sw->name, err)) != CZ_OK ||
         (st = cz_json_str(sw->json, path, "base", true, &base, err)) != CZ_OK ||
         (st = cz_json_obj(sw->json, path, "grid", true, &sw->grid, err)) != CZ_OK)
@@ -70,6 +115,9 @@ static cz_status sweep_load(const char *path, sweep *sw, cz_err *err)
             return cz_err_set(err, CZ_EINVAL, "%s: field 'report': expected summary key names",
                               path);
     }
+    const cJSON *seeds = cJSON_GetObjectItemCaseSensitive(sw->json, "seeds");
+    if (seeds && (st = parse_seeds(seeds, path, sw, err)) != CZ_OK)
+        return st;
     cJSON_ArrayForEach(it, sw->grid)
     {
         if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) < 1)
@@ -99,6 +147,7 @@ static void sweep_free(sweep *sw)
     cJSON_Delete(sw->json);
     cJSON_Delete(sw->base);
     free(sw->base_dir);
+    free(sw->seeds);
 }
 
 /* "key=value" with the value as JSON text; caller frees. */
@@ -136,62 +185,145 @@ static const cJSON *lookup(const cJSON *j, const char *path)
     return j;
 }
 
-/* A grid value as a short label: numbers and strings as they are, an object with a
- * "name" as the name followed by its other keys as key=value, anything else as JSON. */
-static void value_label(const cJSON *v, char *buf, size_t n)
+/* printf into a new string; caller frees. */
+static char *xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *xprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    CZ_ASSERT(n >= 0);
+    char *b = cz_xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(b, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return b;
+}
+
+/* A non-numeric grid value as a label: a string as it is, an object with a "name" as the
+ * name followed by its other keys as key=value, anything else as JSON; caller frees. */
+static char *value_label(const cJSON *v)
 {
     const cJSON *name = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "name") : NULL;
-    if (cJSON_IsNumber(v)) {
-        snprintf(buf, n, "%g", v->valuedouble);
-    } else if (cJSON_IsString(v)) {
-        snprintf(buf, n, "%s", v->valuestring);
-    } else if (cJSON_IsString(name)) {
-        size_t len = (size_t)snprintf(buf, n, "%s", name->valuestring);
-        const cJSON *it;
-        cJSON_ArrayForEach(it, v)
-        {
-            if (it == name || len >= n)
-                continue;
-            char *t = cJSON_PrintUnformatted(it);
-            len += (size_t)snprintf(buf + len, n - len, " %s=%s", it->string, t);
-            cJSON_free(t);
-        }
-    } else {
+    if (cJSON_IsString(v))
+        return cz_xstrdup(v->valuestring);
+    if (cJSON_IsNull(v) || !v)
+        return cz_xstrdup("null");
+    if (!cJSON_IsString(name)) {
         char *t = cJSON_PrintUnformatted(v);
-        snprintf(buf, n, "%s", t);
+        char *b = cz_xstrdup(t);
         cJSON_free(t);
+        return b;
     }
-}
-
-/* Width of a grid column: its longest label or key, at least 14, at most 64. */
-static int column_width(const cJSON *key)
-{
-    int w = (int)strlen(key->string);
-    const cJSON *v;
-    char buf[80];
-    cJSON_ArrayForEach(v, key)
+    char *b = cz_xstrdup(name->valuestring);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v)
     {
-        value_label(v, buf, sizeof buf);
-        if ((int)strlen(buf) > w)
-            w = (int)strlen(buf);
+        if (it == name)
+            continue;
+        char *t = cJSON_PrintUnformatted(it);
+        char *nb = xprintf("%s %s=%s", b, it->string, t);
+        cJSON_free(t);
+        free(b);
+        b = nb;
     }
-    return w < 14 ? 14 : w > 64 ? 64 : w;
+    return b;
 }
 
-static void print_value(const cJSON *v)
+/* One column's numbers share a format: integers when every value is one, else the same
+ * number of decimals for all, enough for 4 significant digits of the smallest non-zero
+ * magnitude (1 to 6). Returns the decimals; -1 for integers. */
+static int column_decimals(const double *v, size_t n)
 {
-    if (cJSON_IsNumber(v)) {
-        printf(" %14.4g", v->valuedouble);
-    } else if (cJSON_IsString(v)) {
-        printf(" %14.14s", v->valuestring);
-    } else if (cJSON_IsNull(v) || !v) {
-        printf(" %14s", "null");
-    } else {
-        /* an object or array value of the grid: its JSON, cut to the column */
-        char *t = cJSON_PrintUnformatted(v);
-        printf(" %14.14s", t);
-        cJSON_free(t);
+    bool ints = true;
+    double least = INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(v[i]))
+            continue;
+        if (!(v[i] == floor(v[i]) && fabs(v[i]) < 1e15))
+            ints = false;
+        if (v[i] != 0 && fabs(v[i]) < least)
+            least = fabs(v[i]);
     }
+    if (ints)
+        return -1;
+    int d = isfinite(least) ? 3 - (int)floor(log10(least)) : 1;
+    return d < 1 ? 1 : d > 6 ? 6 : d;
+}
+
+static char *format_num(double v, int decimals)
+{
+    if (isnan(v))
+        return cz_xstrdup("null");
+    if (decimals < 0)
+        return xprintf("%.0f", v);
+    return xprintf("%.*f", decimals, v);
+}
+
+/* A column of the table: its name and one cell per row. */
+typedef struct column {
+    const char *name;
+    char **cell;
+} column;
+
+/* Prints the columns right-aligned, each as wide as the longer of its name and its widest
+ * cell (never cut), separated by one space. */
+static void print_table(const column *cols, int n_cols, uint64_t n_rows)
+{
+    int *w = cz_xcalloc((size_t)n_cols, sizeof *w);
+    for (int c = 0; c < n_cols; c++) {
+        w[c] = (int)strlen(cols[c].name);
+        for (uint64_t r = 0; r < n_rows; r++)
+            if ((int)strlen(cols[c].cell[r]) > w[c])
+                w[c] = (int)strlen(cols[c].cell[r]);
+    }
+    for (int c = 0; c < n_cols; c++)
+        printf(" %*s", w[c], cols[c].name);
+    printf("\n");
+    for (uint64_t r = 0; r < n_rows; r++) {
+        for (int c = 0; c < n_cols; c++)
+            printf(" %*s", w[c], cols[c].cell[r]);
+        printf("\n");
+    }
+    free(w);
+}
+
+/* A report value as a number: NaN when it is missing, null or not a number. */
+static double report_num(const cJSON *summary, const char *key)
+{
+    const cJSON *v = lookup(summary, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* The mean of x[0..n) and its Student-t 95 % interval (t_{0.975, n-1} s / sqrt(n), s the
+ * sample standard deviation; gsl_cdf_tdist_Pinv); lo = hi = x[0] for n = 1. NaN when any
+ * x is NaN (a null in some seed's summary). */
+static void mean_ci95(const double *x, size_t n, double *mean, double *lo, double *hi)
+{
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += x[i];
+    *mean = sum / (double)n;
+    if (isnan(*mean)) {
+        *lo = *hi = NAN;
+        return;
+    }
+    double half = 0;
+    if (n > 1) {
+        double ss = 0;
+        for (size_t i = 0; i < n; i++)
+            ss += (x[i] - *mean) * (x[i] - *mean);
+        double sd = sqrt(ss / (double)(n - 1));
+        half = gsl_cdf_tdist_Pinv(0.975, (double)(n - 1)) * sd / sqrt((double)n);
+    }
+    *lo = *mean - half;
+    *hi = *mean + half;
+}
+
+static cJSON *json_num_or_null(double v)
+{
+    return isnan(v) ? cJSON_CreateNull() : cJSON_CreateNumber(v);
 }
 
 static bool write_lines(FILE *f, const void *ctx)
@@ -209,12 +341,143 @@ static bool write_lines(FILE *f, const void *ctx)
     return true;
 }
 
+/* Sets the config's top-level seed. */
+static void set_seed(cJSON *cfg, uint64_t seed)
+{
+    cJSON *v = cJSON_CreateNumber((double)seed);
+    if (cJSON_GetObjectItemCaseSensitive(cfg, "seed"))
+        cJSON_ReplaceItemInObjectCaseSensitive(cfg, "seed", v);
+    else
+        cJSON_AddItemToObject(cfg, "seed", v);
+}
+
+/* The table of a finished sweep: a column per grid key, then one per report key (with
+ * seeds: mean +- half-width of the 95 % interval). `rows` holds one JSON row per point. */
+static void print_sweep_table(const sweep *sw, const cJSON *rows, uint64_t points)
+{
+    int n_rep = cJSON_GetArraySize(sw->report);
+    int n_cols = sw->n_keys + n_rep;
+    column *cols = cz_xcalloc((size_t)n_cols, sizeof *cols);
+    double *v = cz_xcalloc(points ? points : 1, sizeof *v);
+    double *h = cz_xcalloc(points ? points : 1, sizeof *h);
+    for (int c = 0; c < n_cols; c++)
+        cols[c].cell = cz_xcalloc(points ? points : 1, sizeof *cols[c].cell);
+    for (int k = 0; k < sw->n_keys; k++) {
+        cols[k].name = sw->keys[k]->string;
+        bool numeric = true;
+        uint64_t r = 0;
+        const cJSON *row;
+        cJSON_ArrayForEach(row, rows)
+        {
+            const cJSON *val = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(row, "point"), sw->keys[k]->string);
+            numeric = numeric && cJSON_IsNumber(val);
+            v[r++] = cJSON_IsNumber(val) ? val->valuedouble : NAN;
+        }
+        int d = numeric ? column_decimals(v, points) : 0;
+        r = 0;
+        cJSON_ArrayForEach(row, rows)
+        {
+            const cJSON *val = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(row, "point"), sw->keys[k]->string);
+            cols[k].cell[r] = numeric ? format_num(v[r], d) : value_label(val);
+            r++;
+        }
+    }
+    const cJSON *rep;
+    int c = sw->n_keys;
+    cJSON_ArrayForEach(rep, sw->report)
+    {
+        cols[c].name = rep->valuestring;
+        uint64_t r = 0;
+        const cJSON *row;
+        cJSON_ArrayForEach(row, rows)
+        {
+            if (sw->n_seeds) {
+                const cJSON *mean = cJSON_GetObjectItemCaseSensitive(row, "mean");
+                const cJSON *ci = cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(row, "ci95"), rep->valuestring);
+                const cJSON *mv = cJSON_GetObjectItemCaseSensitive(mean, rep->valuestring);
+                v[r] = cJSON_IsNumber(mv) ? mv->valuedouble : NAN;
+                h[r] = cJSON_IsArray(ci) ? (cJSON_GetArrayItem(ci, 1)->valuedouble -
+                                            cJSON_GetArrayItem(ci, 0)->valuedouble) / 2
+                                         : NAN;
+            } else {
+                v[r] = report_num(cJSON_GetObjectItemCaseSensitive(row, "summary"),
+                                  rep->valuestring);
+            }
+            r++;
+        }
+        int d = column_decimals(v, points);
+        if (sw->n_seeds && d < 0) {
+            /* integer means: the half-widths decide (all integers too: stay integers) */
+            int dh = column_decimals(h, points);
+            d = dh < 0 ? -1 : dh;
+        }
+        for (r = 0; r < points; r++) {
+            if (!sw->n_seeds || isnan(v[r])) {
+                cols[c].cell[r] = format_num(v[r], d);
+            } else {
+                char *m = format_num(v[r], d), *hw = format_num(h[r], d);
+                cols[c].cell[r] = xprintf("%s ± %s", m, hw);
+                free(m);
+                free(hw);
+            }
+        }
+        c++;
+    }
+    print_table(cols, n_cols, points);
+    for (c = 0; c < n_cols; c++) {
+        for (uint64_t r = 0; r < points; r++)
+            free(cols[c].cell[r]);
+        free(cols[c].cell);
+    }
+    free(cols);
+    free(v);
+    free(h);
+}
+
+/* The mean and ci95 objects of a point run with seeds: for each report key, over the
+ * seeds' summaries; null for a key that is not a number in some summary. */
+static void add_seed_stats(const sweep *sw, const cJSON *summaries, cJSON *row)
+{
+    cJSON *mean = cJSON_AddObjectToObject(row, "mean");
+    cJSON *ci = cJSON_AddObjectToObject(row, "ci95");
+    CZ_ASSERT(mean && ci);
+    double *x = cz_xcalloc(sw->n_seeds, sizeof *x);
+    const cJSON *rep;
+    cJSON_ArrayForEach(rep, sw->report)
+    {
+        size_t n = 0;
+        const cJSON *s;
+        cJSON_ArrayForEach(s, summaries)
+        {
+            x[n++] = report_num(s, rep->valuestring);
+        }
+        CZ_ASSERT(n == sw->n_seeds);
+        double mu, lo, hi;
+        mean_ci95(x, n, &mu, &lo, &hi);
+        cJSON_AddItemToObject(mean, rep->valuestring, json_num_or_null(mu));
+        if (isnan(mu)) {
+            cJSON_AddNullToObject(ci, rep->valuestring);
+        } else {
+            cJSON *pair = cJSON_CreateArray();
+            cJSON_AddItemToArray(pair, cJSON_CreateNumber(lo));
+            cJSON_AddItemToArray(pair, cJSON_CreateNumber(hi));
+            cJSON_AddItemToObject(ci, rep->valuestring, pair);
+        }
+    }
+    free(x);
+}
+
 int cz_cmd_sweep(int argc, char **argv)
 {
     const char *path = NULL, *out = NULL, *cost_path = NULL;
     const char **sets = cz_xcalloc((size_t)argc, sizeof *sets);
     int n_sets = 0;
     bool quiet = false;
+    uint32_t cli_seeds = 0;
+    cz_pctset pct = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -222,17 +485,36 @@ int cz_cmd_sweep(int argc, char **argv)
             free(sets);
             return CZ_EXIT_OK;
         } else if (strcmp(a, "--set") == 0 || strcmp(a, "-o") == 0 ||
-                   strcmp(a, "--output") == 0 || strcmp(a, "--cost") == 0) {
+                   strcmp(a, "--output") == 0 || strcmp(a, "--cost") == 0 ||
+                   strcmp(a, "--seeds") == 0 || strcmp(a, "--percentiles") == 0) {
             if (i + 1 >= argc) {
                 free(sets);
                 return cz_cli_usage_error("sweep", "option '%s' needs a value", a);
             }
-            if (strcmp(a, "--set") == 0)
-                sets[n_sets++] = argv[++i];
-            else if (strcmp(a, "--cost") == 0)
-                cost_path = argv[++i];
-            else
-                out = argv[++i];
+            const char *v = argv[++i];
+            if (strcmp(a, "--set") == 0) {
+                sets[n_sets++] = v;
+            } else if (strcmp(a, "--cost") == 0) {
+                cost_path = v;
+            } else if (strcmp(a, "--seeds") == 0) {
+                char *end;
+                errno = 0;
+                unsigned long n = strtoul(v, &end, 10);
+                if (errno || end == v || *end || v[0] == '-' || n < 1 || n > 1000) {
+                    free(sets);
+                    return cz_cli_usage_error(
+                        "sweep", "option '--seeds': expected a count from 1 to 1000, got '%s'", v);
+                }
+                cli_seeds = (uint32_t)n;
+            } else if (strcmp(a, "--percentiles") == 0) {
+                int prc = cz_cli_parse_percentiles("sweep", v, &pct);
+                if (prc != CZ_EXIT_OK) {
+                    free(sets);
+                    return prc;
+                }
+            } else {
+                out = v;
+            }
         } else if (strcmp(a, "--quiet") == 0) {
             quiet = true;
         } else if (a[0] == '-' || path) {
@@ -250,6 +532,13 @@ int cz_cmd_sweep(int argc, char **argv)
     cz_err_clear(&err);
     sweep sw;
     cz_status st = sweep_load(path, &sw, &err);
+    if (st == CZ_OK && cli_seeds) {
+        free(sw.seeds);
+        sw.seeds = cz_xcalloc(cli_seeds, sizeof *sw.seeds);
+        for (uint32_t i = 0; i < cli_seeds; i++)
+            sw.seeds[i] = i + 1;
+        sw.n_seeds = cli_seeds;
+    }
     for (int i = 0; i < n_sets && st == CZ_OK; i++)
         st = cz_json_set_path(sw.base, sets[i], &err);
     if (st == CZ_OK && cost_path)
@@ -271,23 +560,20 @@ int cz_cmd_sweep(int argc, char **argv)
     uint64_t points = 1;
     for (int k = 0; k < sw.n_keys; k++)
         points *= (uint64_t)cJSON_GetArraySize(sw.keys[k]);
+    uint32_t runs = sw.n_seeds ? sw.n_seeds : 1;
     cJSON *rows = cJSON_CreateArray();
     if (!quiet) {
-        printf("sweep '%s': %llu points\n", sw.name, (unsigned long long)points);
-        for (int k = 0; k < sw.n_keys; k++)
-            printf(" %*.*s", column_width(sw.keys[k]), column_width(sw.keys[k]),
-                   sw.keys[k]->string);
-        const cJSON *r;
-        cJSON_ArrayForEach(r, sw.report)
-        {
-            printf(" %14.14s", r->valuestring);
-        }
-        printf("\n");
+        if (sw.n_seeds)
+            printf("sweep '%s': %llu points x %u seeds\n", sw.name, (unsigned long long)points,
+                   sw.n_seeds);
+        else
+            printf("sweep '%s': %llu points\n", sw.name, (unsigned long long)points);
+        fflush(stdout);
     }
     int rc = CZ_EXIT_OK;
     for (uint64_t pt = 0; pt < points && rc == CZ_EXIT_OK; pt++) {
-        cJSON *cfg = cJSON_Duplicate(sw.base, 1);
         cJSON *point = cJSON_CreateObject();
+        cJSON *pcfg = cJSON_Duplicate(sw.base, 1);
         uint64_t rest = pt;
         for (int k = sw.n_keys - 1; k >= 0; k--) {
             int n = cJSON_GetArraySize(sw.keys[k]);
@@ -297,60 +583,70 @@ int cz_cmd_sweep(int argc, char **argv)
             grid_asg[k] = assignment(sw.keys[k]->string, v);
             applied[n_sets + k] = grid_asg[k];
             if (st == CZ_OK)
-                st = cz_json_set_path(cfg, grid_asg[k], &err);
+                st = cz_json_set_path(pcfg, grid_asg[k], &err);
             cJSON_AddItemToObject(point, sw.keys[k]->string, cJSON_Duplicate(v, 1));
         }
-        char where[512];
-        snprintf(where, sizeof where, "%s (point %llu)", path, (unsigned long long)pt + 1);
-        cz_config c;
-        cz_metrics m;
-        memset(&m, 0, sizeof m);
-        cz_summary sum;
-        cz_run_stats stats;
-        cJSON *summary = NULL;
-        double wall_s = 0;
-        if (st == CZ_OK) {
-            st = cz_cli_simulate(cfg, where, sw.base_dir, false, &c, &m, &sum, &stats, &summary,
-                                 &wall_s, &err);
-            if (st != CZ_OK)
+        cJSON *summaries = cJSON_CreateArray();
+        for (uint32_t si = 0; si < runs && st == CZ_OK; si++) {
+            cJSON *cfg = cJSON_Duplicate(pcfg, 1);
+            char where[512];
+            if (sw.n_seeds) {
+                set_seed(cfg, sw.seeds[si]);
+                snprintf(where, sizeof where, "%s (point %llu, seed %llu)", path,
+                         (unsigned long long)pt + 1, (unsigned long long)sw.seeds[si]);
+            } else {
+                snprintf(where, sizeof where, "%s (point %llu)", path, (unsigned long long)pt + 1);
+            }
+            cz_config c;
+            cz_metrics m;
+            memset(&m, 0, sizeof m);
+            cz_summary sum;
+            cz_run_stats stats;
+            cJSON *summary = NULL;
+            double wall_s = 0;
+            st = cz_cli_simulate(cfg, where, sw.base_dir, false, &pct, &c, &m, &sum, &stats,
+                                 &summary, &wall_s, &err);
+            if (st != CZ_OK) {
                 cz_cli_blame_set(&err, where, applied, n_sets + sw.n_keys, n_sets);
+            } else {
+                cJSON_AddItemToArray(summaries, summary);
+                if (!quiet && sw.n_seeds)
+                    fprintf(stderr, "sweep: point %llu/%llu seed %llu done in %.2f s\n",
+                            (unsigned long long)pt + 1, (unsigned long long)points,
+                            (unsigned long long)sw.seeds[si], wall_s);
+                else if (!quiet)
+                    fprintf(stderr, "sweep: point %llu/%llu done in %.2f s\n",
+                            (unsigned long long)pt + 1, (unsigned long long)points, wall_s);
+            }
+            cz_metrics_free(&m);
+            cJSON_Delete(cfg);
         }
         if (st != CZ_OK) {
             rc = cz_cli_fail(&err);
+            cJSON_Delete(summaries);
+            cJSON_Delete(point);
         } else {
-            if (!quiet) {
-                for (int k = 0; k < sw.n_keys; k++) {
-                    char label[80];
-                    int w = column_width(sw.keys[k]);
-                    value_label(cJSON_GetObjectItemCaseSensitive(point, sw.keys[k]->string),
-                                label, sizeof label);
-                    printf(" %*.*s", w, w, label);
-                }
-                const cJSON *r;
-                cJSON_ArrayForEach(r, sw.report)
-                {
-                    print_value(lookup(summary, r->valuestring));
-                }
-                printf("\n");
-                fflush(stdout);
-                fprintf(stderr, "sweep: point %llu/%llu done in %.2f s\n",
-                        (unsigned long long)pt + 1, (unsigned long long)points, wall_s);
-            }
             cJSON *row = cJSON_CreateObject();
             cJSON_AddItemToObject(row, "point", point);
-            point = NULL;
-            cJSON_AddItemToObject(row, "summary", summary);
-            summary = NULL;
+            if (sw.n_seeds) {
+                cJSON *seeds = cJSON_AddArrayToObject(row, "seeds");
+                for (uint32_t si = 0; si < sw.n_seeds; si++)
+                    cJSON_AddItemToArray(seeds, cJSON_CreateNumber((double)sw.seeds[si]));
+                cJSON_AddItemToObject(row, "summaries", summaries);
+                add_seed_stats(&sw, summaries, row);
+            } else {
+                cJSON_AddItemToObject(row, "summary",
+                                      cJSON_DetachItemFromArray(summaries, 0));
+                cJSON_Delete(summaries);
+            }
             cJSON_AddItemToArray(rows, row);
         }
-        cz_metrics_free(&m);
-        cJSON_Delete(summary);
-        cJSON_Delete(point);
-        cJSON_Delete(cfg);
+        cJSON_Delete(pcfg);
     }
-    /* what the paper reports for the same setting, printed beside our rows */
-    const cJSON *paper = cJSON_GetObjectItemCaseSensitive(sw.json, "paper");
-    if (rc == CZ_EXIT_OK && !quiet && paper) {
+    if (rc == CZ_EXIT_OK && !quiet) {
+        print_sweep_table(&sw, rows, points);
+        /* what the paper reports for the same setting, printed beside our rows */
+        const cJSON *paper = cJSON_GetObjectItemCaseSensitive(sw.json, "paper");
         const cJSON *line;
         if (cJSON_IsString(paper))
             printf("paper: %s\n", paper->valuestring);

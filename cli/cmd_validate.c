@@ -194,7 +194,7 @@ int cz_cmd_validate(int argc, char **argv)
         }
         if (!quiet)
             fprintf(stderr, "validate: engine run %u of %u\n", r + 1, R);
-        st = cz_cli_run(cfg_json, config_path, base_dir, progress && !quiet, &eopts, &cfg,
+        st = cz_cli_run(cfg_json, config_path, base_dir, progress && !quiet, &eopts, NULL, &cfg,
                         &em[r], &sum, &stats, &esum[r], &wall, &partial, &err);
         if (st == CZ_OK)
             ran++;
@@ -211,7 +211,7 @@ int cz_cmd_validate(int argc, char **argv)
     if (st == CZ_OK) {
         if (!quiet)
             fprintf(stderr, "validate: simulator\n");
-        st = cz_cli_simulate(cfg_json, config_path, base_dir, false, &cfg, &sm, &sum, &stats,
+        st = cz_cli_simulate(cfg_json, config_path, base_dir, false, NULL, &cfg, &sm, &sum, &stats,
                              &ssum, &wall, &err);
         sim_ran = st == CZ_OK;
     }
@@ -237,7 +237,7 @@ int cz_cmd_validate(int argc, char **argv)
         memset(&rm, 0, sizeof rm);
         if (!quiet)
             fprintf(stderr, "validate: simulator, cost x %.3f\n", scale);
-        st = cz_cli_simulate(scaled, config_path, base_dir, false, &rcfg, &rm, &sum, &stats,
+        st = cz_cli_simulate(scaled, config_path, base_dir, false, NULL, &rcfg, &rm, &sum, &stats,
                              &rsum, &wall, &err);
         if (st == CZ_OK)
             cz_metrics_free(&rm);
@@ -252,7 +252,7 @@ int cz_cmd_validate(int argc, char **argv)
         if (probe)
             cz_validate_add_probe(report, ratios, R + 1, scale, rsum);
         cJSON_AddStringToObject(report, "config", config_path);
-        cJSON_AddStringToObject(report, "backend", eopts.backend);
+        cJSON_AddStringToObject(report, "kernel_backend", eopts.backend);
         if (out_summary) {
             cJSON *out = cJSON_Duplicate(report, 1);
             cJSON *runs = cJSON_AddArrayToObject(out, "engine_summaries");

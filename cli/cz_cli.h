@@ -32,18 +32,28 @@ int cz_cmd_figures(int argc, char **argv);
 int cz_cli_output_dir(const char *cmd, const char *flag, const char *dir);
 
 /* Parses and simulates one experiment config. On success: *cfg, *m (caller frees with
- * cz_metrics_free), *sum and *summary (the JSON summary with the config, seed and version;
- * caller deletes) are filled and *wall_s is the simulation's wall time. */
+ * cz_metrics_free), *sum and *summary (the JSON summary: the run's metadata first, vLLM's
+ * date, backend, model_id, num_prompts, request_rate, burstiness, max_concurrency,
+ * max_concurrent_requests, max_output_tokens_per_s (docs/metrics.md), then the metrics,
+ * the config, seed and version; caller deletes) are filled and *wall_s is the
+ * simulation's wall time. `pct`: the percentiles reported per metric (NULL: the default
+ * set). CZ_EINVAL naming SOURCE_DATE_EPOCH when it is set and not a count of seconds. */
 cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *base_dir,
-                          bool progress, cz_config *cfg, cz_metrics *m, cz_summary *sum,
-                          cz_run_stats *stats, cJSON **summary, double *wall_s, cz_err *err);
+                          bool progress, const cz_pctset *pct, cz_config *cfg, cz_metrics *m,
+                          cz_summary *sum, cz_run_stats *stats, cJSON **summary, double *wall_s,
+                          cz_err *err);
 
 /* cz_cli_simulate on the engine when `eng` is not NULL (`cadenza replay`'s run): *partial
  * is true for a run cut by Ctrl-C. */
 cz_status cz_cli_run(const cJSON *cfg_json, const char *where, const char *base_dir,
-                     bool progress, const cz_engine_opts *eng, cz_config *cfg, cz_metrics *m,
-                     cz_summary *sum, cz_run_stats *stats, cJSON **summary, double *wall_s,
-                     bool *partial, cz_err *err);
+                     bool progress, const cz_engine_opts *eng, const cz_pctset *pct,
+                     cz_config *cfg, cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
+                     cJSON **summary, double *wall_s, bool *partial, cz_err *err);
+
+/* Parses `--percentiles` (vLLM's --metric-percentiles): comma-separated numbers in
+ * (0, 100], at most CZ_PCT_MAX, none twice. On a bad value prints a usage error naming
+ * the flag and returns CZ_EXIT_USAGE; CZ_EXIT_OK otherwise. */
+int cz_cli_parse_percentiles(const char *cmd, const char *value, cz_pctset *out);
 
 /* `--cost FILE`: makes the config's cost object {"kind": "fitted", "file": <FILE made
  * absolute>}, keeping its tp and bw_sat_sm_fraction (the fitted model reads them).

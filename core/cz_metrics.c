@@ -26,6 +26,7 @@ void cz_metrics_free(cz_metrics *m)
     free(m->gateway);
     free(m->req);
     free(m->itl);
+    free(m->tokens);
     free(m->tl);
     free(m->step_rows);
     memset(m, 0, sizeof *m);
@@ -145,6 +146,74 @@ uint64_t cz_metrics_add_frame(cz_metrics *m, const cz_frame_record *r)
     return m->n_frames++;
 }
 
+void cz_metrics_add_tokens(cz_metrics *m, double t_s, uint64_t count)
+{
+    if (count == 0)
+        return;
+    if (m->n_tokens && m->tokens[m->n_tokens - 1].v == t_s) {
+        m->tokens[m->n_tokens - 1].w += count;
+        return;
+    }
+    size_t cap = m->cap_tokens;
+    cz_grow((void **)&m->tokens, &cap, m->n_tokens + 1, sizeof *m->tokens);
+    m->cap_tokens = cap;
+    m->tokens[m->n_tokens++] = (cz_wsample){t_s, count};
+}
+
+/* vLLM's benchmarks/serve.py (calculate_metrics): buckets of one second from the earliest
+ * start of a successful request, `int(t - min_start_time)`; a request counts in every
+ * bucket from its start's to its end's, inclusive; the peaks are the largest bucket. A
+ * simulated turn starts at its arrival and ends with its last token (its e2el). */
+void cz_metrics_peaks(const cz_metrics *m, uint64_t *max_concurrent_requests,
+                      double *max_output_tokens_per_s)
+{
+    *max_concurrent_requests = 0;
+    *max_output_tokens_per_s = 0.0;
+    double t0 = INFINITY, t1 = -INFINITY;
+    for (uint64_t i = 0; i < m->n_turns; i++) {
+        const cz_turn_record *t = &m->turns[i];
+        if (t->outcome != CZ_REQ_COMPLETED)
+            continue;
+        const cz_req_record *r = &m->req[t->req];
+        t0 = fmin(t0, r->arrival_s);
+        t1 = fmax(t1, r->finish_s);
+    }
+    if (!(t0 <= t1))
+        return;
+    /* duration_seconds = int(ceil(max_end - min_start)) + 1 */
+    size_t nb = (size_t)ceil(t1 - t0) + 1;
+    int64_t *conc = cz_xcalloc(nb + 1, sizeof *conc); /* difference array */
+    for (uint64_t i = 0; i < m->n_turns; i++) {
+        const cz_turn_record *t = &m->turns[i];
+        if (t->outcome != CZ_REQ_COMPLETED)
+            continue;
+        const cz_req_record *r = &m->req[t->req];
+        size_t a = (size_t)(r->arrival_s - t0), b = (size_t)(r->finish_s - t0);
+        CZ_ASSERT(a <= b && b < nb);
+        conc[a]++;
+        conc[b + 1]--;
+    }
+    int64_t run = 0;
+    for (size_t k = 0; k < nb; k++) {
+        run += conc[k];
+        if (run > (int64_t)*max_concurrent_requests)
+            *max_concurrent_requests = (uint64_t)run;
+    }
+    /* tokens: `if 0 <= second_bucket < duration_seconds`; the samples are in time order */
+    uint64_t *tok = (uint64_t *)conc;
+    memset(tok, 0, (nb + 1) * sizeof *tok);
+    for (uint64_t i = 0; i < m->n_tokens; i++) {
+        double d = m->tokens[i].v - t0;
+        if (d < 0 || d >= (double)nb)
+            continue;
+        tok[(size_t)d] += m->tokens[i].w;
+    }
+    for (size_t k = 0; k < nb; k++)
+        if ((double)tok[k] > *max_output_tokens_per_s)
+            *max_output_tokens_per_s = (double)tok[k];
+    free(conc);
+}
+
 void cz_metrics_add_itl(cz_metrics *m, double gap_s, uint64_t count)
 {
     if (count == 0)
@@ -258,14 +327,14 @@ static void summarize(const cz_metrics *m, const cz_slo *slo, int64_t cls, cz_su
         o->total_token_throughput =
             (double)(o->total_input_tokens + o->total_output_tokens) / o->duration_s;
     }
-    cz_dist_compute(ttft, n_ok, &o->ttft_ms);
-    cz_dist_compute(tpot, n_tpot, &o->tpot_ms);
-    cz_dist_compute(e2el, n_ok, &o->e2el_ms);
-    cz_dist_compute(qw, n_qw, &o->queue_wait_ms);
+    cz_dist_compute_set(ttft, n_ok, &m->pct, &o->ttft_ms);
+    cz_dist_compute_set(tpot, n_tpot, &m->pct, &o->tpot_ms);
+    cz_dist_compute_set(e2el, n_ok, &m->pct, &o->e2el_ms);
+    cz_dist_compute_set(qw, n_qw, &m->pct, &o->queue_wait_ms);
     cz_wsample *itl = cz_xmalloc((m->n_itl ? m->n_itl : 1) * sizeof *itl);
     for (uint64_t i = 0; i < m->n_itl; i++)
         itl[i] = (cz_wsample){m->itl[i].v * 1e3, m->itl[i].w};
-    cz_wdist_compute(itl, m->n_itl, &o->itl_ms);
+    cz_wdist_compute_set(itl, m->n_itl, &m->pct, &o->itl_ms);
     free(itl);
     free(ttft);
     free(tpot);
@@ -343,8 +412,9 @@ void cz_summary_print(const cz_summary *s, FILE *f)
 }
 
 void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_s,
-                        cz_audio_summary *o)
+                        double sample_rate_hz, cz_audio_summary *o)
 {
+    CZ_ASSERT(sample_rate_hz > 0);
     memset(o, 0, sizeof *o);
     uint64_t n = m->n_audio ? m->n_audio : 1;
     double *ttfp = cz_xmalloc(n * sizeof(double)), *rtf = cz_xmalloc(n * sizeof(double));
@@ -368,6 +438,9 @@ void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_
         }
         o->completed++;
         o->total_audio_s += a->audio_s;
+        /* vLLM-Omni's audio_frames: len(pcm) // frame_width, the samples per channel;
+         * total_audio_frames sums them over successful requests (metrics.py) */
+        o->total_audio_frames += (uint64_t)llround(a->audio_s * sample_rate_hz);
         o->underrun_events += a->underruns;
         double gen_s = a->last_audio_s - a->ready_s;
         o->mean_generation_s += gen_s;
@@ -403,10 +476,10 @@ void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_
                                              : NAN;
     o->audio_span_s = o->completed ? last_chunk - first_sent : NAN;
     o->inverse_rtf = o->audio_span_s > 0 ? o->total_audio_s / o->audio_span_s : NAN;
-    cz_dist_compute(ttfp, n_ttfp, &o->ttfp_ms);
-    cz_dist_compute(rtf, n_ok, &o->rtf);
-    cz_dist_compute(dur, n_ok, &o->duration_s);
-    cz_dist_compute(und, n_ok, &o->underrun_s);
+    cz_dist_compute_set(ttfp, n_ttfp, &m->pct, &o->ttfp_ms);
+    cz_dist_compute_set(rtf, n_ok, &m->pct, &o->rtf);
+    cz_dist_compute_set(dur, n_ok, &m->pct, &o->duration_s);
+    cz_dist_compute_set(und, n_ok, &m->pct, &o->underrun_s);
     free(ttfp);
     free(rtf);
     free(dur);
@@ -436,7 +509,7 @@ void cz_frame_summarize(const cz_metrics *m, cz_frame_summary *o)
         if (f->empty && !(back >= o->first_empty_s))
             o->first_empty_s = back;
     }
-    cz_dist_compute(lat, m->n_frames, &o->latency_ms);
+    cz_dist_compute_set(lat, m->n_frames, &m->pct, &o->latency_ms);
     free(lat);
 }
 
@@ -457,21 +530,29 @@ void cz_stage_summarize(const cz_metrics *m, uint32_t stage, cz_stage_summary *o
     }
     o->waste_ratio =
         o->generated_tokens ? 1.0 - (double)o->heard_tokens / (double)o->generated_tokens : 0.0;
-    cz_dist_compute(rl, n, &o->kv_reload_ms);
+    cz_dist_compute_set(rl, n, &m->pct, &o->kv_reload_ms);
     free(rl);
 }
 
-/* Adds mean/median/std/p50/p90/p95/p99/max of `d` as "<stat>_<name><unit>". */
+/* Adds mean, median, std, each percentile of d's set and max of `d` as
+ * "<stat>_<name><unit>"; a percentile's stat is "p" and its vLLM label (cz_pct_label:
+ * p99_ttft_ms, p99.9_ttft_ms; vLLM's benchmarks/serve.py, process_one_metric). */
 static void add_dist_unit(cJSON *j, const char *name, const char *unit, const cz_dist *d)
 {
-    char key[96];
-    static const char *const stat[] = {"mean", "median", "std", "p50",
-                                       "p90",  "p95",    "p99", "max"};
-    const double val[] = {d->mean, d->median, d->std, d->p50, d->p90, d->p95, d->p99, d->max};
+    char key[128], label[32];
+    static const char *const stat[] = {"mean", "median", "std"};
+    const double val[] = {d->mean, d->median, d->std};
     for (size_t i = 0; i < CZ_ARRAY_LEN(stat); i++) {
         snprintf(key, sizeof key, "%s_%s%s", stat[i], name, unit);
         cz_json_add_num(j, key, val[i]);
     }
+    for (uint32_t i = 0; i < d->n_pct; i++) {
+        cz_pct_label(d->pct_q[i], label, sizeof label);
+        snprintf(key, sizeof key, "p%s_%s%s", label, name, unit);
+        cz_json_add_num(j, key, d->pct_v[i]);
+    }
+    snprintf(key, sizeof key, "max_%s%s", name, unit);
+    cz_json_add_num(j, key, d->max);
 }
 
 void cz_audio_summary_json(cJSON *j, const cz_audio_summary *a)
@@ -480,9 +561,12 @@ void cz_audio_summary_json(cJSON *j, const cz_audio_summary *a)
     add_dist_unit(j, "audio_rtf", "", &a->rtf);
     add_dist_unit(j, "audio_duration", "_s", &a->duration_s);
     add_dist_unit(j, "audio_underrun", "_s", &a->underrun_s);
+    /* vLLM-Omni's names (vllm_omni/metrics/definitions.py, filled by calculate_metrics in
+     * vllm_omni/benchmarks/metrics/metrics.py) */
     cz_json_add_num(j, "total_audio_duration_s", a->total_audio_s);
+    cJSON_AddNumberToObject(j, "total_audio_frames", (double)a->total_audio_frames);
     cz_json_add_num(j, "audio_throughput", a->audio_throughput);
-    cz_json_add_num(j, "continuity_ok_rate", a->continuity_ok_rate);
+    cz_json_add_num(j, "audio_continuity_ok_rate", a->continuity_ok_rate);
     cz_json_add_num(j, "streaming_viability", a->streaming_viability);
     cJSON_AddNumberToObject(j, "paced_chunks", (double)a->paced_chunks);
     cz_json_add_num(j, "audio_span_s", a->audio_span_s);

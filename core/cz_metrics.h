@@ -162,6 +162,10 @@ typedef struct cz_metrics {
     cz_accounting acct;
     cz_wsample *itl;          /* inter-token latencies, seconds, with multiplicities */
     uint64_t n_itl, cap_itl;
+    cz_wsample *tokens;       /* output tokens of the first autoregressive stage: (time
+                                 they were produced, s; how many), one per step */
+    uint64_t n_tokens, cap_tokens;
+    cz_pctset pct;            /* percentiles the summaries report (n = 0: the default) */
     cz_timeline_row *tl;
     uint64_t n_tl, cap_tl;
     double timeline_interval_s;
@@ -207,6 +211,18 @@ void cz_metrics_gateway(cz_metrics *m, double t_s, uint32_t cap, uint32_t live);
  * when the value is equal, so a step costs one sample per distinct gap. */
 void cz_metrics_add_itl(cz_metrics *m, double gap_s, uint64_t count);
 
+/* Records `count` output tokens produced at `t_s` by the first autoregressive stage
+ * (max_output_tokens_per_s). Merges with the previous sample at the same time. */
+void cz_metrics_add_tokens(cz_metrics *m, double t_s, uint64_t count);
+
+/* vLLM's peaks (benchmarks/serve.py, calculate_metrics), over one-second buckets counted
+ * from the earliest arrival of a completed turn: the most completed turns in flight
+ * (arrival to last token) at any time within one bucket, and the most output tokens of
+ * the first autoregressive stage produced within one bucket. 0 and 0 with no completed
+ * turn. */
+void cz_metrics_peaks(const cz_metrics *m, uint64_t *max_concurrent_requests,
+                      double *max_output_tokens_per_s);
+
 /* Appends a step record (grows by doubling). */
 void cz_metrics_add_step(cz_metrics *m, const cz_step_record *r);
 
@@ -230,6 +246,8 @@ typedef struct cz_summary {
 typedef struct cz_audio_summary {
     uint64_t turns, completed, barged, continuous, effective, underrun_events;
     uint64_t paced_chunks;    /* chunks Eq. 2 constrains: every chunk after a turn's first */
+    uint64_t total_audio_frames; /* vLLM-Omni's: PCM frames (samples per channel) of the
+                                    completed turns' audio, round(audio_s x rate) each */
     double total_audio_s, audio_throughput, continuity_ok_rate, effective_request_throughput;
     double streaming_viability; /* VoxServe's Eq. 2 per chunk (threshold 0): the share of
                                    paced chunks that arrived by the end of the audio before
@@ -264,10 +282,10 @@ typedef struct cz_stage_summary {
     cz_dist kv_reload_ms;
 } cz_stage_summary;
 
-/* `duration_s` is the run's duration (cz_summary.duration_s); `threshold_s` the continuity
- * threshold used. */
+/* `duration_s` is the run's duration (cz_summary.duration_s); `sample_rate_hz` the audio's
+ * sample rate (the vocoder's, > 0), for total_audio_frames. */
 void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_s,
-                        cz_audio_summary *out);
+                        double sample_rate_hz, cz_audio_summary *out);
 void cz_frame_summarize(const cz_metrics *m, cz_frame_summary *out);
 void cz_stage_summarize(const cz_metrics *m, uint32_t stage, cz_stage_summary *out);
 
@@ -285,7 +303,8 @@ void cz_metrics_summarize_class(const cz_metrics *m, const cz_slo *slo, uint32_t
 
 /* The summary as a JSON object with vLLM's key names (completed, request_throughput,
  * mean_ttft_ms, median_ttft_ms, std_ttft_ms, p90_ttft_ms, ...) and cadenza's own in the
- * same style (failed, rejected, mean_queue_wait_ms, ...). */
+ * same style (failed, rejected, mean_queue_wait_ms, ...). Each metric's percentile keys
+ * are those of its cz_dist (m->pct when summarized from m). */
 cJSON *cz_summary_json(const cz_summary *s);
 
 /* Writes a readable table of the summary to `f`. */

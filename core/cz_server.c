@@ -1485,8 +1485,10 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
 
     /* the decode set: every member computed one token and sampled the next; all of them
      * had their previous token at the previous step's end */
+    uint64_t tokens = 0; /* output tokens this step produced */
     if (s->batch_decode) {
         CZ_ASSERT(s->batch_decode == s->n_decode);
+        tokens += s->n_decode;
         cz_metrics_add_itl(s->metrics, t_s - s->last_done_s, s->n_decode);
         s->d_sum_computed += s->n_decode;
     }
@@ -1527,6 +1529,7 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
         if (!s->ordered)
             pf_remove(s, id);
         q->generated++;
+        tokens++;
         cz_req_record *rec = &s->metrics->req[q->turn_rec];
         if (q->generated == q->turn_generated_base + 1) {
             rec->first_token_s = t_s;
@@ -1544,6 +1547,8 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
     }
     if (s->ordered)
         pf_compact(s);
+    if (s->cfg.timeline_stage == 0)
+        cz_metrics_add_tokens(s->metrics, t_s, tokens);
     s->n_items = 0;
     s->batch_decode = 0;
     ev->turn_done = s->turn_done;

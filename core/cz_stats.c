@@ -2,18 +2,48 @@
 #include "cz_stats.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
 
 #include "cz_base.h"
 
-static void dist_nan(cz_dist *o)
+void cz_pctset_resolve(const cz_pctset *set, cz_pctset *out)
+{
+    static const cz_pctset def = {4, {50, 90, 95, 99}};
+    *out = set && set->n ? *set : def;
+    CZ_ASSERT(out->n <= CZ_PCT_MAX);
+}
+
+void cz_pct_label(double q, char *buf, size_t n)
+{
+    CZ_ASSERT(isfinite(q));
+    if (q == floor(q) && fabs(q) < 1e15) {
+        snprintf(buf, n, "%lld", (long long)q);
+        return;
+    }
+    /* Python's repr of a float: the fewest significant digits that read back exactly
+     * (%g switches to an exponent where repr does for |q| < 1e-4) */
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, q);
+        if (strtod(buf, NULL) == q)
+            return;
+    }
+}
+
+static void dist_nan(const cz_pctset *set, cz_dist *o)
 {
     o->n = 0;
     o->mean = o->std = o->median = o->min = o->max = NAN;
     o->p50 = o->p90 = o->p95 = o->p99 = NAN;
+    o->n_pct = set->n;
+    for (uint32_t i = 0; i < set->n; i++) {
+        o->pct_q[i] = set->q[i];
+        o->pct_v[i] = NAN;
+    }
 }
 
 double cz_percentile_sorted(const double *sorted, size_t n, double q)
@@ -24,8 +54,15 @@ double cz_percentile_sorted(const double *sorted, size_t n, double q)
 
 void cz_dist_compute(double *v, size_t n, cz_dist *o)
 {
+    cz_dist_compute_set(v, n, NULL, o);
+}
+
+void cz_dist_compute_set(double *v, size_t n, const cz_pctset *set, cz_dist *o)
+{
+    cz_pctset ps;
+    cz_pctset_resolve(set, &ps);
     if (n == 0) {
-        dist_nan(o);
+        dist_nan(&ps, o);
         return;
     }
     gsl_sort(v, 1, n);
@@ -38,6 +75,11 @@ void cz_dist_compute(double *v, size_t n, cz_dist *o)
     o->p90 = cz_percentile_sorted(v, n, 90);
     o->p95 = cz_percentile_sorted(v, n, 95);
     o->p99 = cz_percentile_sorted(v, n, 99);
+    o->n_pct = ps.n;
+    for (uint32_t i = 0; i < ps.n; i++) {
+        o->pct_q[i] = ps.q[i];
+        o->pct_v[i] = cz_percentile_sorted(v, n, ps.q[i]);
+    }
 }
 
 static int cmp_wsample(const void *a, const void *b)
@@ -72,13 +114,20 @@ static double wpercentile(const cz_wsample *s, const uint64_t *cum, size_t n, ui
 
 void cz_wdist_compute(cz_wsample *s, size_t n, cz_dist *o)
 {
+    cz_wdist_compute_set(s, n, NULL, o);
+}
+
+void cz_wdist_compute_set(cz_wsample *s, size_t n, const cz_pctset *set, cz_dist *o)
+{
+    cz_pctset ps;
+    cz_pctset_resolve(set, &ps);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (s[i].w > 0)
             s[k++] = s[i];
     n = k;
     if (n == 0) {
-        dist_nan(o);
+        dist_nan(&ps, o);
         return;
     }
     qsort(s, n, sizeof *s, cmp_wsample);
@@ -104,5 +153,10 @@ void cz_wdist_compute(cz_wsample *s, size_t n, cz_dist *o)
     o->p90 = wpercentile(s, cum, n, total, 90);
     o->p95 = wpercentile(s, cum, n, total, 95);
     o->p99 = wpercentile(s, cum, n, total, 99);
+    o->n_pct = ps.n;
+    for (uint32_t i = 0; i < ps.n; i++) {
+        o->pct_q[i] = ps.q[i];
+        o->pct_v[i] = wpercentile(s, cum, n, total, ps.q[i]);
+    }
     free(cum);
 }

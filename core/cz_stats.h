@@ -10,14 +10,39 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Most percentiles one summary reports per metric (`--percentiles`). */
+#define CZ_PCT_MAX 16
+
+/* The percentiles reported per metric, in the order given (vLLM's --metric-percentiles).
+ * n = 0 stands for the default set {50, 90, 95, 99}. */
+typedef struct cz_pctset {
+    uint32_t n;
+    double q[CZ_PCT_MAX]; /* each in (0, 100], no two equal */
+} cz_pctset;
+
 typedef struct cz_dist {
     uint64_t n;
     double mean, std, median, min, max;
     double p50, p90, p95, p99;
+    uint32_t n_pct;            /* the reported set: pct_q[i]-th percentile is pct_v[i] */
+    double pct_q[CZ_PCT_MAX];
+    double pct_v[CZ_PCT_MAX];  /* NaN with no samples */
 } cz_dist;
 
-/* Summary of v[0..n). Sorts v in place. n == 0 gives n = 0 and NaN everywhere. */
+/* The set `set` stands for (the default one for NULL or n = 0). */
+void cz_pctset_resolve(const cz_pctset *set, cz_pctset *out);
+
+/* A percentile's name as vLLM's benchmark writes it in a key (`p{label}_ttft_ms`):
+ * `str(int(p)) if int(p) == p else str(p)`, i.e. "99" for 99 and Python's shortest
+ * round-trip form for the rest ("99.9", "0.5"). Writes at most n bytes with the NUL. */
+void cz_pct_label(double q, char *buf, size_t n);
+
+/* Summary of v[0..n) with the default percentile set. Sorts v in place. n == 0 gives
+ * n = 0 and NaN everywhere. */
 void cz_dist_compute(double *v, size_t n, cz_dist *out);
+
+/* The same with the percentiles of `set` (NULL: the default) in pct_q / pct_v. */
+void cz_dist_compute_set(double *v, size_t n, const cz_pctset *set, cz_dist *out);
 
 /* q-th percentile (0..100) of sorted data, numpy's linear interpolation. n > 0. */
 double cz_percentile_sorted(const double *sorted, size_t n, double q);
@@ -30,5 +55,6 @@ typedef struct cz_wsample {
 
 /* Summary of the multiset {s[i].v repeated s[i].w times}. Sorts s in place. */
 void cz_wdist_compute(cz_wsample *s, size_t n, cz_dist *out);
+void cz_wdist_compute_set(cz_wsample *s, size_t n, const cz_pctset *set, cz_dist *out);
 
 #endif

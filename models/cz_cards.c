@@ -584,7 +584,7 @@ static cz_status parse_pipeline(const cJSON *p, const char *where, cz_model_card
     static const char *const keys[] = {"stage",          "from",         "io",
                                        "chunk_tokens",   "overlap_tokens", "out_per_in",
                                        "audio_s_per_token", "inner_stage", "inner_steps_per_token",
-                                       "input_tokens", "prompt_tokens"};
+                                       "input_tokens", "prompt_tokens", "sample_rate_hz"};
     if (!p) {
         for (uint32_t i = 0; i < m->n_stages; i++) {
             if (m->stages[i].kind == CZ_STAGE_AR) {
@@ -626,8 +626,10 @@ static cz_status parse_pipeline(const cJSON *p, const char *where, cz_model_card
             return cz_err_set(err, CZ_EINVAL, "%s: field 'stage': no stage named '%s'", ctx, name);
         ps->stage = (uint32_t)si;
         cz_stage_kind kind = m->stages[si].kind;
-        if (kind == CZ_STAGE_VOCODER)
+        if (kind == CZ_STAGE_VOCODER) {
             ps->chunk_tokens = 25;
+            ps->sample_rate_hz = 24000.0;
+        }
         if ((st = get_u32(it, ctx, "chunk_tokens", false, 1, &ps->chunk_tokens, err)) != CZ_OK ||
             (st = get_u32(it, ctx, "overlap_tokens", false, 0, &ps->overlap_tokens, err)) !=
                 CZ_OK ||
@@ -636,8 +638,14 @@ static cz_status parse_pipeline(const cJSON *p, const char *where, cz_model_card
                 CZ_OK ||
             (st = get_pos(it, ctx, "out_per_in", false, false, &ps->out_per_in, err)) != CZ_OK ||
             (st = get_pos(it, ctx, "audio_s_per_token", kind == CZ_STAGE_VOCODER, false,
-                          &ps->audio_s_per_token, err)) != CZ_OK)
+                          &ps->audio_s_per_token, err)) != CZ_OK ||
+            (st = get_pos(it, ctx, "sample_rate_hz", false, false, &ps->sample_rate_hz, err)) !=
+                CZ_OK)
             return st;
+        if (kind != CZ_STAGE_VOCODER && cJSON_GetObjectItemCaseSensitive(it, "sample_rate_hz"))
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'sample_rate_hz': only a vocoder has an audio sample "
+                              "rate", ctx);
         if (from) {
             int fi = -1;
             for (uint32_t q = 0; q < k; q++)

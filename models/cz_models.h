@@ -144,6 +144,8 @@ typedef struct cz_pipe_stage {
                                  (zero-shot voice conditioning); 0 none */
     double out_per_in;        /* fed AR stage: tokens it may produce per upstream token (1) */
     double audio_s_per_token; /* vocoder: seconds of audio per input token */
+    double sample_rate_hz;    /* vocoder: PCM frames (samples per channel) per second of its
+                                 audio (default 24000) */
     int32_t inner;            /* stage run inside every step of this one (a code predictor),
                                  -1 for none */
     uint32_t inner_steps;     /* sequential inner steps per token */

@@ -229,5 +229,129 @@ check "a divisor is taken" "$cz" sim "$root/experiments/engine/cpu.json" --set c
 check "a pool too small for any turn exits 2" expect_exit 2 \
     "$cz" sim "$root/experiments/engine/cpu.json" --set server.kv_blocks=1
 check "... naming server.kv_blocks and what it needs" grep -q "'server.kv_blocks': 1 blocks of 16 tokens.*expected at least 2 blocks" "$tmp/cmd.err"
+# Summary keys: vLLM's metadata, --percentiles, and the docs listing exactly the keys written
+dk="$tmp/dk"
+mkdir -p "$dk"
+check "summaries of every kind: text, spoken, cross-stage, streams, classes, theory, replay" bash -c \
+    "'$cz' sim '$cfg' --quiet --set workload.max_requests=200 --set slo.ttft_ms=1000 --summary '$dk/text.json' &&
+     '$cz' sim '$root/experiments/liveserve/sharegpt_audio.json' --quiet --set workload.max_requests=40 \
+        --set server.kv_idle=offload --set server.kv_preload=true --summary '$dk/spoken.json' &&
+     '$cz' sim '$vlm' --quiet --set workload.synthetic.requests=60 --summary '$dk/vlm.json' &&
+     '$cz' sim '$root/experiments/metronome/aimd.json' --quiet --summary '$dk/streams.json' &&
+     '$cz' sim '$root/experiments/bros/mix.json' --quiet --set server.kv_bidirectional=true --summary '$dk/mix.json' &&
+     '$cz' sim '$root/experiments/validation/mm1_rho0.5.json' --quiet --summary '$dk/theory.json' &&
+     '$cz' replay '$root/experiments/engine/cpu.json' --quiet --no-progress --set workload.max_requests=2 --summary '$dk/replay.json'"
+check "every summary key is in docs/metrics.md or docs/playback.md, and every key they list is written" \
+    python3 "$root/tests/doc_keys.py" "$root" "$dk"/text.json "$dk"/spoken.json "$dk"/vlm.json \
+        "$dk"/streams.json "$dk"/mix.json "$dk"/theory.json "$dk"/replay.json
+check "vLLM's metadata: a simulation's date is null, its backend cadenza-sim" bash -c \
+    "python3 -c \"import json; d=json.load(open('$dk/text.json')); assert d['date'] is None and d['backend']=='cadenza-sim' and d['model_id']=='llama-3-8b' and d['num_prompts']==d['requests']==200 and list(d)[:9]==['date','backend','model_id','num_prompts','request_rate','burstiness','max_concurrency','max_concurrent_requests','max_output_tokens_per_s'], list(d)[:9]\""
+check "a replay names its backends and stamps its date" bash -c \
+    "python3 -c \"import json,re; d=json.load(open('$dk/replay.json')); assert d['backend']=='cadenza-engine' and d['kernel_backend']=='cpu' and re.fullmatch(r'[0-9]{8}-[0-9]{6}', d['date']), d['date']\""
+check "request_rate and burstiness: Poisson, closed loop" bash -c \
+    "python3 -c \"import json; v=json.load(open('$dk/vlm.json')); s=json.load(open('$dk/spoken.json')); assert v['request_rate']==0.5 and v['burstiness']==1 and v['max_concurrency'] is None and s['request_rate']=='inf' and s['burstiness'] is None and s['max_concurrency']==8 and 0<s['max_concurrent_requests']<=8, (v['request_rate'], s['request_rate'])\""
+check "vLLM-Omni's audio names: audio_continuity_ok_rate, total_audio_frames at 24 kHz" bash -c \
+    "python3 -c \"import json; s=json.load(open('$dk/spoken.json')); assert 'continuity_ok_rate' not in s and 0<=s['audio_continuity_ok_rate']<=1 and abs(s['total_audio_frames']-24000*s['total_audio_duration_s'])<=s['spoken_turns'], s['total_audio_frames']\""
+# one request alone: every bucket holds at most it, and its tokens come one per step
+cat >"$tmp/one.json" <<'JSON'
+{"workload": {"synthetic": {"requests": 1, "input_tokens": 1, "output_tokens": 40},
+              "arrivals": {"process": "poisson", "rate_rps": 1}},
+ "cost": {"kind": "service", "service_s": 5.0}}
+JSON
+# a token every 0.125 s from 0.125 s: 7 in the first second, 8 in each next
+check "peaks of one request at 8 tokens/s: 1 in flight, 8 tokens in a second" bash -c \
+    "'$cz' sim '$tmp/one.json' --quiet --summary '$tmp/one.out.json' &&
+     python3 -c \"import json; d=json.load(open('$tmp/one.out.json')); assert d['max_concurrent_requests']==1 and d['max_output_tokens_per_s']==8 and d['mean_e2el_ms']==5000, (d['max_concurrent_requests'], d['max_output_tokens_per_s'])\""
+check "SOURCE_DATE_EPOCH dates a simulation, the same bytes twice" bash -c \
+    "SOURCE_DATE_EPOCH=86400 '$cz' sim '$cfg' --quiet --set workload.max_requests=50 --summary '$tmp/d1.json' &&
+     SOURCE_DATE_EPOCH=86400 '$cz' sim '$cfg' --quiet --set workload.max_requests=50 --summary '$tmp/d2.json' &&
+     cmp '$tmp/d1.json' '$tmp/d2.json' && grep -q '\"date\":[[:space:]]*\"19700102-000000\"' '$tmp/d1.json'"
+check "a bad SOURCE_DATE_EPOCH exits 2 naming it" bash -c \
+    "SOURCE_DATE_EPOCH=yesterday '$cz' sim '$cfg' --quiet --summary '$tmp/d3.json' 2>'$tmp/d.err'; [ \$? -eq 2 ] &&
+     grep -q SOURCE_DATE_EPOCH '$tmp/d.err' && [ ! -e '$tmp/d3.json' ]"
+check "--percentiles 25,50,99.9 writes vLLM's names for every metric" bash -c \
+    "'$cz' sim '$root/experiments/liveserve/sharegpt_audio.json' --quiet --set workload.max_requests=20 \
+        --percentiles 25,50,99.9 --summary '$tmp/p.json' &&
+     python3 -c \"import json; d=json.load(open('$tmp/p.json')); ks=[k for k in d if k.startswith('p') and k[1:2].isdigit()];
+assert sorted(k for k in ks if k.endswith('_ttft_ms'))==['p25_ttft_ms','p50_ttft_ms','p99.9_ttft_ms'] and 'p99.9_audio_ttfp_ms' in d and 'p90_ttft_ms' not in d and d['p25_ttft_ms']<=d['p50_ttft_ms']<=d['p99.9_ttft_ms']<=d['max_ttft_ms'], ks\""
+check "the default percentiles are p50, p90, p95, p99" bash -c \
+    "python3 -c \"import json; d=json.load(open('$dk/text.json')); assert [k for k in d if k.endswith('_ttft_ms')]==['mean_ttft_ms','median_ttft_ms','std_ttft_ms','p50_ttft_ms','p90_ttft_ms','p95_ttft_ms','p99_ttft_ms','max_ttft_ms']\""
+for bad in 0 101 x '' 5,5 '50,' nan; do
+    check "--percentiles '$bad' exits 2 naming the flag" bash -c \
+        "'$cz' sim '$cfg' --quiet --percentiles '$bad' 2>'$tmp/p.err'; [ \$? -eq 2 ] && grep -q -- '--percentiles' '$tmp/p.err'"
+done
+
+# Sweep tables: whole names, one format per column
+cat >"$tmp/sweep_t.json" <<JSON
+{"name": "t", "base": "$cfg", "grid": {"server.max_num_seqs": [8, 64]},
+ "report": ["completed", "p90_ttft_ms", "max_output_tokens_per_s"]}
+JSON
+check "sweep table: whole column names and one number format per column" bash -c \
+    "'$cz' sweep '$tmp/sweep_t.json' --set workload.max_requests=100 >'$tmp/t.out' 2>/dev/null &&
+     head -2 '$tmp/t.out' | tail -1 | grep -q 'server.max_num_seqs completed p90_ttft_ms max_output_tokens_per_s' &&
+     python3 -c \"
+import re
+rows = open('$tmp/t.out').read().splitlines()[2:4]
+cells = [r.split() for r in rows]
+assert all(c[1].isdigit() and c[3].isdigit() for c in cells), cells
+dec = {len(c[2].split('.')[1]) for c in cells if '.' in c[2]}
+assert len(dec) == 1 and all('.' in c[2] for c in cells), cells
+assert len(set(len(r) for r in rows)) == 1, rows\""
+
+# Seeds: one run per seed, the documented row, and the interval of the mean
+cat >"$tmp/seeded.json" <<'JSON'
+{"workload": {"synthetic": {"requests": 100, "input_tokens": 200, "output_tokens": 100},
+              "arrivals": {"process": "poisson", "rate_rps": 20}}}
+JSON
+cat >"$tmp/sweep_s.json" <<JSON
+{"name": "s", "base": "$tmp/seeded.json", "grid": {"server.max_num_seqs": [8, 64]},
+ "report": ["completed", "p90_ttft_ms", "request_goodput"], "seeds": [1, 2, 3]}
+JSON
+check "sweep with seeds: progress per point and seed, the documented rows" bash -c \
+    "'$cz' sweep '$tmp/sweep_s.json' --set workload.max_requests=100 -o '$tmp/s1.jsonl' >'$tmp/s.out' 2>'$tmp/s.err' &&
+     grep -q 'point 2/2 seed 3 done' '$tmp/s.err' && grep -q ' ± ' '$tmp/s.out' &&
+     python3 -c \"
+import json
+rows = [json.loads(l) for l in open('$tmp/s1.jsonl')]
+assert len(rows) == 2
+for r in rows:
+    assert list(r) == ['point', 'seeds', 'summaries', 'mean', 'ci95'] and r['seeds'] == [1, 2, 3]
+    assert [s['seed'] for s in r['summaries']] == [1, 2, 3]
+    v = [s['p90_ttft_ms'] for s in r['summaries']]
+    assert abs(r['mean']['p90_ttft_ms'] - sum(v) / 3) < 1e-9 * abs(sum(v))
+    lo, hi = r['ci95']['p90_ttft_ms']
+    assert lo < r['mean']['p90_ttft_ms'] < hi, (lo, hi)
+    assert r['mean']['request_goodput'] is None and r['ci95']['request_goodput'] is None
+\""
+check "the interval is the Student-t one (t = 4.303 for 3 seeds)" bash -c \
+    "python3 -c \"
+import json, statistics
+r = json.loads(open('$tmp/s1.jsonl').readline())
+v = [s['p90_ttft_ms'] for s in r['summaries']]
+half = 4.302652729911275 * statistics.stdev(v) / 3 ** 0.5
+lo, hi = r['ci95']['p90_ttft_ms']
+assert abs((hi - lo) / 2 - half) < 1e-6 * half, (hi - lo, half)\""
+check "a deterministic sweep with seeds gives identical output twice" bash -c \
+    "'$cz' sweep '$tmp/sweep_s.json' --quiet --set workload.max_requests=100 -o '$tmp/s2.jsonl' && cmp '$tmp/s1.jsonl' '$tmp/s2.jsonl'"
+check "--seeds 1: the interval has zero width, and overrides the file's seeds" bash -c \
+    "'$cz' sweep '$tmp/sweep_s.json' --quiet --seeds 1 --set workload.max_requests=100 -o '$tmp/s3.jsonl' &&
+     python3 -c \"
+import json
+for l in open('$tmp/s3.jsonl'):
+    r = json.loads(l)
+    assert r['seeds'] == [1] and len(r['summaries']) == 1
+    m = r['mean']['p90_ttft_ms']
+    assert r['ci95']['p90_ttft_ms'] == [m, m] and m == r['summaries'][0]['p90_ttft_ms']\""
+check "without seeds the rows stay {point, summary}" bash -c \
+    "'$cz' sweep '$tmp/sweep.json' --quiet --set workload.max_requests=20 -o '$tmp/s4.jsonl' &&
+     python3 -c \"import json; assert all(list(json.loads(l)) == ['point', 'summary'] for l in open('$tmp/s4.jsonl'))\""
+for bad in '[]' '[1, 1]' '[1.5]' '[-1]' '"3"'; do
+    sed "s/\"seeds\": \[1, 2, 3\]/\"seeds\": $bad/" "$tmp/sweep_s.json" >"$tmp/sweep_bad.json"
+    check "seeds $bad exits 2 naming the field" bash -c \
+        "'$cz' sweep '$tmp/sweep_bad.json' --quiet -o '$tmp/sb.jsonl' 2>'$tmp/sb.err'; [ \$? -eq 2 ] &&
+         grep -q \"field 'seeds'\" '$tmp/sb.err' && [ ! -e '$tmp/sb.jsonl' ]"
+done
+check "--seeds 0 exits 2 naming the flag" bash -c \
+    "'$cz' sweep '$tmp/sweep_s.json' --quiet --seeds 0 2>'$tmp/sb.err'; [ \$? -eq 2 ] && grep -q -- '--seeds' '$tmp/sb.err'"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -29,7 +29,7 @@ cuda_replay() {
     "$cz" replay "$cpu" --backend cuda --set workload.max_requests=4 --summary "$tmp/cu.json" \
         --no-progress >"$tmp/cmd.out" 2>"$tmp/cmd.err"
     case $? in
-    0) grep -q '"backend":[[:space:]]*"cuda"' "$tmp/cu.json" ;;
+    0) grep -q '"kernel_backend":[[:space:]]*"cuda"' "$tmp/cu.json" ;;
     1) grep -q "backend 'cuda'" "$tmp/cmd.err" && [ ! -e "$tmp/cu.json" ] ;;
     *) false ;;
     esac

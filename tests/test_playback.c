@@ -284,7 +284,7 @@ Test(playback, streaming_viability_per_chunk_and_inverse_rtf)
     for (int i = 0; i < 4; i++)
         cz_metrics_add_audio(&m, &r[i]);
     cz_audio_summary s;
-    cz_audio_summarize(&m, NULL, 10.0, &s);
+    cz_audio_summarize(&m, NULL, 10.0, 24000.0, &s);
     cr_assert_eq(s.completed, 3);
     cr_assert_float_eq(s.continuity_ok_rate, 1.0, 0);
     cr_assert_eq(s.paced_chunks, 3);
@@ -297,7 +297,7 @@ Test(playback, streaming_viability_per_chunk_and_inverse_rtf)
     /* no chunk after a first: nothing for Eq. 2 to judge */
     cz_metrics_init(&m, 0.0, 0);
     cz_metrics_add_audio(&m, &r[3]);
-    cz_audio_summarize(&m, NULL, 10.0, &s);
+    cz_audio_summarize(&m, NULL, 10.0, 24000.0, &s);
     cr_assert_eq(s.paced_chunks, 0);
     cr_assert(isnan(s.streaming_viability));
     cz_metrics_free(&m);

@@ -63,8 +63,13 @@ void cz_run_summary_json(const cz_config *cfg, const cz_metrics *m, const cz_run
                          const cz_summary *sum, cJSON *summary)
 {
     if (m->n_audio) {
+        /* the audio's sample rate: the (last) vocoder's */
+        double rate_hz = 24000.0;
+        for (uint32_t p = 0; p < cfg->model.n_pipe; p++)
+            if (cfg->model.stages[cfg->model.pipe[p].stage].kind == CZ_STAGE_VOCODER)
+                rate_hz = cfg->model.pipe[p].sample_rate_hz;
         cz_audio_summary a;
-        cz_audio_summarize(m, &cfg->slo, sum->duration_s, &a);
+        cz_audio_summarize(m, &cfg->slo, sum->duration_s, rate_hz, &a);
         cz_audio_summary_json(summary, &a);
     }
     if (m->acct.streams) {
