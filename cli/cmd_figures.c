@@ -131,10 +131,10 @@ static void sel_label(const cJSON *sel, char *buf, size_t n)
     const cJSON *it;
     cJSON_ArrayForEach(it, sel)
     {
-        char v[96];
-        cz_json_value_label(it, v, sizeof v);
+        char *v = cz_json_value_label(it);
         if (len < n)
             len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? " " : "", v);
+        free(v);
     }
 }
 

@@ -2,6 +2,7 @@
  * per seed when seeds are given, and tabulates chosen summary keys, one row per point
  * (docs/config.md). */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -87,6 +88,40 @@ static cz_status parse_seeds(const cJSON *j, const char *path, sweep *sw, cz_err
     return CZ_OK;
 }
 
+/* The file's "paper_values": the papers' numbers at the papers' settings, drawn as points
+ * by `cadenza plot` (docs/plots.md): objects {"metric": key, "x": number, "value": number,
+ * "label": text}. */
+static cz_status check_paper_values(const cJSON *json, const char *path, cz_err *err)
+{
+    static const char *const keys[] = {"metric", "x", "value", "label"};
+    const cJSON *pv = cJSON_GetObjectItemCaseSensitive(json, "paper_values");
+    if (!pv)
+        return CZ_OK;
+    if (!cJSON_IsArray(pv))
+        return cz_err_set(err, CZ_EINVAL, "%s: field 'paper_values': expected an array of "
+                                          "{\"metric\", \"x\", \"value\", \"label\"}",
+                          path);
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, pv)
+    {
+        char where[600];
+        snprintf(where, sizeof where, "%s: paper_values[%d]", path, i++);
+        double x, v;
+        const char *s;
+        cz_status st;
+        if (!cJSON_IsObject(it))
+            return cz_err_set(err, CZ_EINVAL, "%s: expected an object", where);
+        if ((st = cz_json_check_keys(it, where, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK ||
+            (st = cz_json_str(it, where, "metric", true, &s, err)) != CZ_OK ||
+            (st = cz_json_num(it, where, "x", true, -DBL_MAX, DBL_MAX, &x, err)) != CZ_OK ||
+            (st = cz_json_num(it, where, "value", true, -DBL_MAX, DBL_MAX, &v, err)) != CZ_OK ||
+            (st = cz_json_str(it, where, "label", true, &s, err)) != CZ_OK)
+            return st;
+    }
+    return CZ_OK;
+}
+
 static cz_status sweep_load(const char *path, sweep *sw, cz_err *err)
 {
     static const char *const keys[] = {"name", "description", "base",  "grid",
@@ -103,6 +138,8 @@ static cz_status sweep_load(const char *path, sweep *sw, cz_err *err)
         (st = cz_json_str(sw->json, path, "name", false, &sw->name, err)) != CZ_OK ||
         (st = cz_json_str(sw->json, path, "base", true, &base, err)) != CZ_OK ||
         (st = cz_json_obj(sw->json, path, "grid", true, &sw->grid, err)) != CZ_OK)
+        return st;
+    if ((st = check_paper_values(sw->json, path, err)) != CZ_OK)
         return st;
     sw->report = cJSON_GetObjectItemCaseSensitive(sw->json, "report");
     if (!sw->report || !cJSON_IsArray(sw->report) || cJSON_GetArraySize(sw->report) < 1)
@@ -161,30 +198,6 @@ static char *assignment(const char *key, const cJSON *value)
     return a;
 }
 
-/* The summary value at a dotted path ("classes.rt.p90_ttft_ms"; an array element by its
- * index: "stages.0.total_kv_reload_s"), or NULL. */
-static const cJSON *lookup(const cJSON *j, const char *path)
-{
-    char key[256];
-    while (j && *path) {
-        const char *dot = strchr(path, '.');
-        size_t n = dot ? (size_t)(dot - path) : strlen(path);
-        if (n >= sizeof key)
-            return NULL;
-        memcpy(key, path, n);
-        key[n] = '\0';
-        if (cJSON_IsArray(j)) {
-            char *end;
-            long i = strtol(key, &end, 10);
-            j = *key && !*end && i >= 0 && i < INT32_MAX ? cJSON_GetArrayItem(j, (int)i) : NULL;
-        } else {
-            j = cJSON_GetObjectItemCaseSensitive(j, key);
-        }
-        path += n + (dot ? 1 : 0);
-    }
-    return j;
-}
-
 /* printf into a new string; caller frees. */
 static char *xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *xprintf(const char *fmt, ...)
@@ -198,36 +211,6 @@ static char *xprintf(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(b, (size_t)n + 1, fmt, ap);
     va_end(ap);
-    return b;
-}
-
-/* A non-numeric grid value as a label: a string as it is, an object with a "name" as the
- * name followed by its other keys as key=value, anything else as JSON; caller frees. */
-static char *value_label(const cJSON *v)
-{
-    const cJSON *name = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "name") : NULL;
-    if (cJSON_IsString(v))
-        return cz_xstrdup(v->valuestring);
-    if (cJSON_IsNull(v) || !v)
-        return cz_xstrdup("null");
-    if (!cJSON_IsString(name)) {
-        char *t = cJSON_PrintUnformatted(v);
-        char *b = cz_xstrdup(t);
-        cJSON_free(t);
-        return b;
-    }
-    char *b = cz_xstrdup(name->valuestring);
-    const cJSON *it;
-    cJSON_ArrayForEach(it, v)
-    {
-        if (it == name)
-            continue;
-        char *t = cJSON_PrintUnformatted(it);
-        char *nb = xprintf("%s %s=%s", b, it->string, t);
-        cJSON_free(t);
-        free(b);
-        b = nb;
-    }
     return b;
 }
 
@@ -292,7 +275,7 @@ static void print_table(const column *cols, int n_cols, uint64_t n_rows)
 /* A report value as a number: NaN when it is missing, null or not a number. */
 static double report_num(const cJSON *summary, const char *key)
 {
-    const cJSON *v = lookup(summary, key);
+    const cJSON *v = cz_json_get_path(summary, key);
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
@@ -380,7 +363,7 @@ static void print_sweep_table(const sweep *sw, const cJSON *rows, uint64_t point
         {
             const cJSON *val = cJSON_GetObjectItemCaseSensitive(
                 cJSON_GetObjectItemCaseSensitive(row, "point"), sw->keys[k]->string);
-            cols[k].cell[r] = numeric ? format_num(v[r], d) : value_label(val);
+            cols[k].cell[r] = numeric ? format_num(v[r], d) : cz_json_value_label(val);
             r++;
         }
     }
@@ -639,6 +622,13 @@ int cz_cmd_sweep(int argc, char **argv)
                                       cJSON_DetachItemFromArray(summaries, 0));
                 cJSON_Delete(summaries);
             }
+            /* what a plot of the rows needs without the sweep file (docs/plots.md) */
+            cJSON *info = cJSON_AddObjectToObject(row, "sweep");
+            cJSON_AddStringToObject(info, "name", sw.name);
+            cJSON_AddItemToObject(info, "report", cJSON_Duplicate(sw.report, 1));
+            const cJSON *pv = cJSON_GetObjectItemCaseSensitive(sw.json, "paper_values");
+            if (pv)
+                cJSON_AddItemToObject(info, "paper_values", cJSON_Duplicate(pv, 1));
             cJSON_AddItemToArray(rows, row);
         }
         cJSON_Delete(pcfg);

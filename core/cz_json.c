@@ -408,28 +408,37 @@ const cJSON *cz_json_get_path(const cJSON *j, const char *path)
     return j;
 }
 
-void cz_json_value_label(const cJSON *v, char *buf, size_t n)
+char *cz_json_value_label(const cJSON *v)
 {
-    CZ_ASSERT(n > 0);
     const cJSON *name = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "name") : NULL;
+    if (!v || cJSON_IsNull(v))
+        return cz_xstrdup("null");
     if (cJSON_IsNumber(v)) {
-        snprintf(buf, n, "%g", v->valuedouble);
-    } else if (cJSON_IsString(v)) {
-        snprintf(buf, n, "%s", v->valuestring);
-    } else if (cJSON_IsString(name)) {
-        size_t len = (size_t)snprintf(buf, n, "%s", name->valuestring);
-        const cJSON *it;
-        cJSON_ArrayForEach(it, v)
-        {
-            if (it == name || len >= n)
-                continue;
-            char *t = cJSON_PrintUnformatted(it);
-            len += (size_t)snprintf(buf + len, n - len, " %s=%s", it->string, t);
-            cJSON_free(t);
-        }
-    } else {
+        char b[64];
+        snprintf(b, sizeof b, "%g", v->valuedouble);
+        return cz_xstrdup(b);
+    }
+    if (cJSON_IsString(v))
+        return cz_xstrdup(v->valuestring);
+    if (!cJSON_IsString(name)) {
         char *t = cJSON_PrintUnformatted(v);
-        snprintf(buf, n, "%s", t ? t : "");
+        char *b = cz_xstrdup(t ? t : "");
+        cJSON_free(t);
+        return b;
+    }
+    size_t len = strlen(name->valuestring), cap = len + 1;
+    char *b = cz_xmalloc(cap);
+    memcpy(b, name->valuestring, len + 1);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v)
+    {
+        if (it == name)
+            continue;
+        char *t = cJSON_PrintUnformatted(it);
+        size_t add = 2 + strlen(it->string) + strlen(t ? t : "");
+        b = cz_xrealloc(b, len + add + 1, 1);
+        len += (size_t)snprintf(b + len, add + 1, " %s=%s", it->string, t ? t : "");
         cJSON_free(t);
     }
+    return b;
 }

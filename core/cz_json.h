@@ -88,9 +88,9 @@ cJSON *cz_json_add_num(cJSON *obj, const char *key, double v);
  * "stages.0.total_kv_reload_s"), or NULL. */
 const cJSON *cz_json_get_path(const cJSON *j, const char *path);
 
-/* A value as a short label into buf[0..n): numbers (%g) and strings as they are, an object
- * with a "name" as the name followed by its other members as key=value, anything else as
- * compact JSON. Truncated to fit. */
-void cz_json_value_label(const cJSON *v, char *buf, size_t n);
+/* A value as a label (caller frees): numbers (%g) and strings as they are, an object with
+ * a "name" as the name followed by its other members as key=value, null or NULL as
+ * "null", anything else as compact JSON. */
+char *cz_json_value_label(const cJSON *v);
 
 #endif

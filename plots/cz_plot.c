@@ -659,14 +659,14 @@ static void line_label(const cJSON *point, const grid_key *keys, size_t nk, cons
     for (size_t i = 0; i < nk; i++) {
         if (strcmp(keys[i].key, x) == 0 || keys[i].n_values < 2)
             continue;
-        char v[96];
-        cz_json_value_label(cJSON_GetObjectItemCaseSensitive(point, keys[i].key), v, sizeof v);
+        char *v = cz_json_value_label(cJSON_GetObjectItemCaseSensitive(point, keys[i].key));
         const char *dot = strrchr(keys[i].key, '.');
         const char *short_key = dot ? dot + 1 : keys[i].key;
         bool bare = strcmp(short_key, "scheduler") == 0; /* a policy reads as itself */
         if (len < n)
             len += (size_t)snprintf(buf + len, n - len, "%s%s%s%s", len ? ", " : "",
                                     bare ? "" : short_key, bare ? "" : "=", v);
+        free(v);
     }
     if (!buf[0])
         snprintf(buf, n, "%s", "all points");
@@ -758,7 +758,9 @@ static cz_status one_metric(const cJSON *rows, const cz_plot_sweep_opts *o, cons
         const char *names[256];
         char bufs[256][64];
         for (size_t c = 0; c < n_cats; c++) {
-            cz_json_value_label(cats[c], bufs[c], sizeof bufs[c]);
+            char *l = cz_json_value_label(cats[c]);
+            snprintf(bufs[c], sizeof bufs[c], "%s", l);
+            free(l);
             names[c] = bufs[c];
         }
         cz_gp_panel_xtics(p, names, n_cats);

@@ -315,7 +315,7 @@ import json
 rows = [json.loads(l) for l in open('$tmp/s1.jsonl')]
 assert len(rows) == 2
 for r in rows:
-    assert list(r) == ['point', 'seeds', 'summaries', 'mean', 'ci95'] and r['seeds'] == [1, 2, 3]
+    assert list(r) == ['point', 'seeds', 'summaries', 'mean', 'ci95', 'sweep'] and r['seeds'] == [1, 2, 3]
     assert [s['seed'] for s in r['summaries']] == [1, 2, 3]
     v = [s['p90_ttft_ms'] for s in r['summaries']]
     assert abs(r['mean']['p90_ttft_ms'] - sum(v) / 3) < 1e-9 * abs(sum(v))
@@ -342,9 +342,9 @@ for l in open('$tmp/s3.jsonl'):
     assert r['seeds'] == [1] and len(r['summaries']) == 1
     m = r['mean']['p90_ttft_ms']
     assert r['ci95']['p90_ttft_ms'] == [m, m] and m == r['summaries'][0]['p90_ttft_ms']\""
-check "without seeds the rows stay {point, summary}" bash -c \
+check "without seeds the rows are {point, summary, sweep}" bash -c \
     "'$cz' sweep '$tmp/sweep.json' --quiet --set workload.max_requests=20 -o '$tmp/s4.jsonl' &&
-     python3 -c \"import json; assert all(list(json.loads(l)) == ['point', 'summary'] for l in open('$tmp/s4.jsonl'))\""
+     python3 -c \"import json; assert all(list(json.loads(l)) == ['point', 'summary', 'sweep'] for l in open('$tmp/s4.jsonl'))\""
 for bad in '[]' '[1, 1]' '[1.5]' '[-1]' '"3"'; do
     sed "s/\"seeds\": \[1, 2, 3\]/\"seeds\": $bad/" "$tmp/sweep_s.json" >"$tmp/sweep_bad.json"
     check "seeds $bad exits 2 naming the field" bash -c \
