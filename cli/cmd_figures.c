@@ -169,7 +169,8 @@ static cz_status sweep_direction(const char *fig, const cJSON *rows, const char 
         double a = value_at(rows, x, min_x, better, metric);
         double b = value_at(rows, x, max_x, better, metric);
         *as_paper = isfinite(a) && isfinite(b) && b > a;
-        snprintf(ours, n, "%s: %.4g at %g -> %.4g at %g", bl, a, min_x, b, max_x);
+        snprintf(ours, n, "%s%s%s %.4g at %s = %g -> %.4g at %g", bl, bl[0] ? ": " : "", metric, a,
+                 x, min_x, b, max_x);
         return CZ_OK;
     }
     if (!cJSON_IsArray(than) || cJSON_GetArraySize(than) < 1)

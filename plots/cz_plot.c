@@ -669,7 +669,7 @@ static void line_label(const cJSON *point, const grid_key *keys, size_t nk, cons
         free(v);
     }
     if (!buf[0])
-        snprintf(buf, n, "%s", "all points");
+        snprintf(buf, n, "%s", "cadenza");
 }
 
 static cz_status one_metric(const cJSON *rows, const cz_plot_sweep_opts *o, const char *metric,
@@ -765,22 +765,40 @@ static cz_status one_metric(const cJSON *rows, const cz_plot_sweep_opts *o, cons
         }
         cz_gp_panel_xtics(p, names, n_cats);
     }
-    /* the papers' values for this metric */
-    const cJSON *pv;
-    cJSON_ArrayForEach(pv, cJSON_GetObjectItemCaseSensitive(sw, "paper_values"))
-    {
-        const cJSON *pm = cJSON_GetObjectItemCaseSensitive(pv, "metric");
-        const cJSON *px = cJSON_GetObjectItemCaseSensitive(pv, "x");
-        const cJSON *py = cJSON_GetObjectItemCaseSensitive(pv, "value");
-        const cJSON *pl = cJSON_GetObjectItemCaseSensitive(pv, "label");
-        if (!cJSON_IsString(pm) || strcmp(pm->valuestring, metric) != 0 || !cJSON_IsNumber(px) ||
-            !cJSON_IsNumber(py))
+    /* the papers' values for this metric: one series per label */
+    const cJSON *pvs = cJSON_GetObjectItemCaseSensitive(sw, "paper_values");
+    int n_pv = cJSON_GetArraySize(pvs);
+    bool *drawn = cz_xcalloc((size_t)n_pv + 1, sizeof *drawn);
+    double *px = cz_xmalloc(((size_t)n_pv + 1) * sizeof *px);
+    double *py = cz_xmalloc(((size_t)n_pv + 1) * sizeof *py);
+    for (int a = 0; a < n_pv; a++) {
+        const cJSON *pa = cJSON_GetArrayItem(pvs, a);
+        const cJSON *la = cJSON_GetObjectItemCaseSensitive(pa, "label");
+        const char *lab_a = cJSON_IsString(la) ? la->valuestring : metric;
+        size_t m = 0;
+        for (int b = a; b < n_pv; b++) {
+            const cJSON *pb = cJSON_GetArrayItem(pvs, b);
+            const cJSON *mb = cJSON_GetObjectItemCaseSensitive(pb, "metric");
+            const cJSON *xb = cJSON_GetObjectItemCaseSensitive(pb, "x");
+            const cJSON *vb = cJSON_GetObjectItemCaseSensitive(pb, "value");
+            const cJSON *lb = cJSON_GetObjectItemCaseSensitive(pb, "label");
+            if (drawn[b] || !cJSON_IsString(mb) || strcmp(mb->valuestring, metric) != 0 ||
+                !cJSON_IsNumber(xb) || !cJSON_IsNumber(vb) ||
+                strcmp(cJSON_IsString(lb) ? lb->valuestring : metric, lab_a) != 0)
+                continue;
+            drawn[b] = true;
+            px[m] = xb->valuedouble;
+            py[m++] = vb->valuedouble * ys;
+        }
+        if (m == 0)
             continue;
-        double vx = px->valuedouble, vy = py->valuedouble * ys;
-        char lab[128];
-        snprintf(lab, sizeof lab, "paper: %s", cJSON_IsString(pl) ? pl->valuestring : metric);
-        cz_gp_series_add(p, lab, CZ_GP_PAPER, 1, &vx, &vy, NULL, NULL);
+        char lab[160];
+        snprintf(lab, sizeof lab, "paper: %s", lab_a);
+        cz_gp_series_add(p, lab, CZ_GP_PAPER, m, px, py, NULL, NULL);
     }
+    free(drawn);
+    free(px);
+    free(py);
     free(done);
     free(xs);
     free(yv);
