@@ -131,18 +131,31 @@ uint64_t cz_metrics_add_frame(cz_metrics *m, const cz_frame_record *r)
     return m->n_frames++;
 }
 
-void cz_metrics_add_itl(cz_metrics *m, double gap_s, uint64_t count)
+void cz_metrics_add_itl(cz_metrics *m, uint32_t stage, double gap_s, uint64_t count)
 {
     if (count == 0)
         return;
-    if (m->n_itl && m->itl[m->n_itl - 1].v == gap_s) {
-        m->itl[m->n_itl - 1].w += count;
+    cz_itl_record *last = m->n_itl ? &m->itl[m->n_itl - 1] : NULL;
+    if (last && last->stage == stage && last->gap_s == gap_s) {
+        last->count += count;
         return;
     }
     size_t cap = m->cap_itl;
     cz_grow((void **)&m->itl, &cap, m->n_itl + 1, sizeof *m->itl);
     m->cap_itl = cap;
-    m->itl[m->n_itl++] = (cz_wsample){.v = gap_s, .w = count};
+    m->itl[m->n_itl++] = (cz_itl_record){.gap_s = gap_s, .count = count, .stage = stage};
+}
+
+/* The distribution of the gaps recorded at `stage`, in ms. */
+static void itl_dist(const cz_metrics *m, uint32_t stage, cz_dist *out)
+{
+    cz_wsample *itl = cz_xmalloc((m->n_itl ? m->n_itl : 1) * sizeof *itl);
+    size_t n = 0;
+    for (uint64_t i = 0; i < m->n_itl; i++)
+        if (m->itl[i].stage == stage)
+            itl[n++] = (cz_wsample){m->itl[i].gap_s * 1e3, m->itl[i].count};
+    cz_wdist_compute(itl, n, out);
+    free(itl);
 }
 
 void cz_metrics_timeline(cz_metrics *m, const cz_timeline_row *row)
@@ -248,11 +261,7 @@ static void summarize(const cz_metrics *m, const cz_slo *slo, int64_t cls, cz_su
     cz_dist_compute(tpot, n_tpot, &o->tpot_ms);
     cz_dist_compute(e2el, n_ok, &o->e2el_ms);
     cz_dist_compute(qw, n_qw, &o->queue_wait_ms);
-    cz_wsample *itl = cz_xmalloc((m->n_itl ? m->n_itl : 1) * sizeof *itl);
-    for (uint64_t i = 0; i < m->n_itl; i++)
-        itl[i] = (cz_wsample){m->itl[i].v * 1e3, m->itl[i].w};
-    cz_wdist_compute(itl, m->n_itl, &o->itl_ms);
-    free(itl);
+    itl_dist(m, 0, &o->itl_ms);
     free(ttft);
     free(tpot);
     free(e2el);
@@ -445,6 +454,7 @@ void cz_stage_summarize(const cz_metrics *m, uint32_t stage, cz_stage_summary *o
         o->generated_tokens ? 1.0 - (double)o->heard_tokens / (double)o->generated_tokens : 0.0;
     cz_dist_compute(rl, n, &o->kv_reload_ms);
     free(rl);
+    itl_dist(m, stage, &o->itl_ms);
 }
 
 /* Adds mean/median/std/p50/p90/p95/p99/max of `d` as "<stat>_<name><unit>". */
@@ -510,5 +520,6 @@ cJSON *cz_stage_summary_json(const cz_stage_summary *st, const char *name)
     cz_json_add_num(j, "waste_ratio", st->waste_ratio);
     cz_json_add_num(j, "total_kv_reload_s", st->kv_reload_total_s);
     add_dist_unit(j, "kv_reload", "_ms", &st->kv_reload_ms);
+    add_dist_unit(j, "itl", "_ms", &st->itl_ms);
     return j;
 }
