@@ -17,6 +17,7 @@
 #include "cz_out.h"
 #include "cz_proc.h"
 #include "cz_results.h"
+#include "cz_run.h"
 #include "cz_sim.h"
 #include "cz_version.h"
 
@@ -587,7 +588,9 @@ static int run_command(int argc, char **argv, bool engine)
     if (out_h5) {
         char *cfg_text = cJSON_PrintUnformatted(cfg_json);
         char *sum_text = cJSON_PrintUnformatted(summary);
-        st = cz_results_write_h5(tmp_h5, &m, cfg_text, sum_text, cfg.seed, &err);
+        cz_results_stages stages;
+        cz_run_stages(&cfg, &stages);
+        st = cz_results_write_h5(tmp_h5, &m, &stages, cfg_text, sum_text, cfg.seed, &err);
         cJSON_free(cfg_text);
         cJSON_free(sum_text);
     }

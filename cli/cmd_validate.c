@@ -11,6 +11,7 @@
 #include "cz_out.h"
 #include "cz_profile.h"
 #include "cz_results.h"
+#include "cz_run.h"
 #include "cz_stats.h"
 #include "cz_validate.h"
 
@@ -265,7 +266,10 @@ int cz_cmd_validate(int argc, char **argv)
         if (st == CZ_OK && out_h5) {
             char *cfg_text = cJSON_PrintUnformatted(cfg_json);
             char *rep_text = cJSON_PrintUnformatted(report);
-            st = cz_results_write_h5(tmp_h5, &em[0], cfg_text, rep_text, cfg.seed, &err);
+            cz_results_stages stages;
+            cz_run_stages(&cfg, &stages);
+            st = cz_results_write_h5(tmp_h5, &em[0], &stages, cfg_text, rep_text, cfg.seed,
+                                     &err);
             cJSON_free(cfg_text);
             cJSON_free(rep_text);
         }

@@ -1,28 +1,201 @@
 /* cz_h5.c - see cz_h5.h. */
 #include "cz_h5.h"
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
-herr_t cz_h5_write_table(hid_t file, const char *name, hid_t type, uint64_t n, const void *data)
+static size_t col_bytes(const cz_h5_col *c)
 {
-    hsize_t dims[1] = {n};
-    hid_t ftype = H5Tcopy(type);
-    if (ftype < 0)
-        return -1;
-    hid_t space = H5Tpack(ftype) < 0 ? -1 : H5Screate_simple(1, dims, NULL);
-    if (space < 0) {
-        H5Tclose(ftype);
-        return -1;
+    switch (c->type) {
+    case CZ_H5_U32:
+    case CZ_H5_ENUM: return sizeof(uint32_t);
+    case CZ_H5_U64: return sizeof(uint64_t);
+    case CZ_H5_F64: return sizeof(double);
+    case CZ_H5_STR: return c->size;
     }
-    hid_t ds = H5Dcreate2(file, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = ds < 0 ? -1 : 0;
-    if (rc == 0 && n > 0)
-        rc = H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+    CZ_ASSERT(!"a column of an unknown type");
+    return 0;
+}
+
+static size_t col_align(const cz_h5_col *c)
+{
+    return c->type == CZ_H5_STR ? 1 : col_bytes(c);
+}
+
+static size_t round_up(size_t x, size_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+/* The columns cover the row struct: no member left out, none overlapping (cz_h5.h). */
+static void check_cover(const cz_h5_table *t)
+{
+    enum { MAX_COLS = 64 };
+    CZ_ASSERT(t->n_cols >= 1 && t->n_cols <= MAX_COLS);
+    size_t order[MAX_COLS];
+    for (size_t i = 0; i < t->n_cols; i++) {
+        size_t k = i;
+        while (k > 0 && t->cols[order[k - 1]].offset > t->cols[i].offset) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = i;
+    }
+    size_t end = 0, align = 1;
+    for (size_t i = 0; i < t->n_cols; i++) {
+        const cz_h5_col *c = &t->cols[order[i]];
+        CZ_ASSERT(c->name && c->units && (c->type != CZ_H5_STR || c->size > 0));
+        CZ_ASSERT(c->offset == round_up(end, col_align(c)));
+        end = c->offset + col_bytes(c);
+        align = col_align(c) > align ? col_align(c) : align;
+    }
+    CZ_ASSERT(t->row_size == round_up(end, align));
+}
+
+hid_t cz_h5_enum_type(const cz_h5_enum *e)
+{
+    CZ_ASSERT(e->n >= 1 && e->names);
+    hid_t t = H5Tenum_create(H5T_NATIVE_UINT32);
+    if (t < 0)
+        return -1;
+    for (uint32_t i = 0; i < e->n; i++) {
+        uint32_t v = e->values ? e->values[i] : i, other;
+        const char *name = e->names[i];
+        char alt[256];
+        if (H5Tenum_valueof(t, name, &other) >= 0) {
+            snprintf(alt, sizeof alt, "%s#%u", name, v);
+            name = alt;
+        }
+        if (H5Tenum_insert(t, name, &v) < 0) {
+            H5Tclose(t);
+            return -1;
+        }
+    }
+    return t;
+}
+
+hid_t cz_h5_table_type(const cz_h5_table *t, const cz_h5_enum *enums, size_t n_enums)
+{
+    check_cover(t);
+    hid_t ct = H5Tcreate(H5T_COMPOUND, t->row_size);
+    if (ct < 0)
+        return -1;
+    for (size_t i = 0; i < t->n_cols; i++) {
+        const cz_h5_col *c = &t->cols[i];
+        hid_t mt = -1;
+        bool own = true;
+        switch (c->type) {
+        case CZ_H5_U32: mt = H5T_NATIVE_UINT32; own = false; break;
+        case CZ_H5_U64: mt = H5T_NATIVE_UINT64; own = false; break;
+        case CZ_H5_F64: mt = H5T_NATIVE_DOUBLE; own = false; break;
+        case CZ_H5_STR: mt = cz_h5_str_type(c->size); break;
+        case CZ_H5_ENUM:
+            CZ_ASSERT(c->enum_id < n_enums);
+            mt = cz_h5_enum_type(&enums[c->enum_id]);
+            break;
+        }
+        herr_t rc = mt < 0 ? -1 : H5Tinsert(ct, c->name, c->offset, mt);
+        if (own && mt >= 0)
+            H5Tclose(mt);
+        if (rc < 0) {
+            H5Tclose(ct);
+            return -1;
+        }
+    }
+    return ct;
+}
+
+/* The `units` attribute: one variable-length string per column, in the order of the
+ * stored type `ftype`'s members. */
+static herr_t write_units(hid_t ds, hid_t ftype, const cz_h5_table *t)
+{
+    enum { MAX_COLS = 64 };
+    const char *units[MAX_COLS];
+    int nm = H5Tget_nmembers(ftype);
+    if (nm != (int)t->n_cols)
+        return -1;
+    for (int i = 0; i < nm; i++) {
+        char *name = H5Tget_member_name(ftype, (unsigned)i);
+        if (!name)
+            return -1;
+        units[i] = NULL;
+        for (size_t k = 0; k < t->n_cols; k++)
+            if (strcmp(t->cols[k].name, name) == 0)
+                units[i] = t->cols[k].units;
+        H5free_memory(name);
+        CZ_ASSERT(units[i] != NULL);
+    }
+    hsize_t dims[1] = {t->n_cols};
+    hid_t st = H5Tcopy(H5T_C_S1);
+    if (st < 0)
+        return -1;
+    hid_t space = H5Tset_size(st, H5T_VARIABLE) < 0 ? -1 : H5Screate_simple(1, dims, NULL);
+    hid_t a = space < 0 ? -1 : H5Acreate2(ds, "units", st, space, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Awrite(a, st, units);
+    if (a >= 0)
+        H5Aclose(a);
+    if (space >= 0)
+        H5Sclose(space);
+    H5Tclose(st);
+    return rc;
+}
+
+herr_t cz_h5_write_table(hid_t file, const cz_h5_table *t, const cz_h5_enum *enums,
+                         size_t n_enums, uint64_t n, const void *rows)
+{
+    herr_t rc = -1;
+    hid_t type = cz_h5_table_type(t, enums, n_enums), ftype = -1, space = -1, dcpl = -1;
+    hid_t ds = -1;
+    hsize_t dims[1] = {n}, maxdims[1] = {H5S_UNLIMITED};
+    hsize_t chunk[1] = {n < CZ_H5_CHUNK_ROWS ? (n ? n : 1) : CZ_H5_CHUNK_ROWS};
+    if (type < 0 || (ftype = H5Tcopy(type)) < 0 || H5Tpack(ftype) < 0)
+        goto out;
+    if ((space = H5Screate_simple(1, dims, maxdims)) < 0 ||
+        (dcpl = H5Pcreate(H5P_DATASET_CREATE)) < 0 || H5Pset_chunk(dcpl, 1, chunk) < 0 ||
+        H5Pset_shuffle(dcpl) < 0 || H5Pset_deflate(dcpl, CZ_H5_DEFLATE_LEVEL) < 0)
+        goto out;
+    /* no modification times: the same run writes the same bytes */
+    if (H5Pset_obj_track_times(dcpl, false) < 0)
+        goto out;
+    if ((ds = H5Dcreate2(file, t->name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0)
+        goto out;
+    if (n > 0 && H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) < 0)
+        goto out;
+    if (cz_h5_write_str_attr(ds, "description", t->description) < 0 ||
+        write_units(ds, ftype, t) < 0)
+        goto out;
+    rc = 0;
+out:
     if (ds >= 0)
         H5Dclose(ds);
-    H5Sclose(space);
-    H5Tclose(ftype);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (space >= 0)
+        H5Sclose(space);
+    if (ftype >= 0)
+        H5Tclose(ftype);
+    if (type >= 0)
+        H5Tclose(type);
     return rc;
+}
+
+cz_status cz_h5_check_filters(const char *path, cz_err *err)
+{
+    static const struct {
+        H5Z_filter_t id;
+        const char *name;
+    } need[] = {{H5Z_FILTER_DEFLATE, "deflate (zlib)"}, {H5Z_FILTER_SHUFFLE, "shuffle"}};
+    for (size_t i = 0; i < CZ_ARRAY_LEN(need); i++) {
+        unsigned info = 0;
+        if (H5Zfilter_avail(need[i].id) <= 0 || H5Zget_filter_info(need[i].id, &info) < 0 ||
+            !(info & H5Z_FILTER_CONFIG_ENCODE_ENABLED))
+            return cz_err_set(err, CZ_EIO,
+                              "%s: this HDF5 library cannot write the %s filter that cadenza's "
+                              "tables are compressed with (install a libhdf5 built with it)",
+                              path, need[i].name);
+    }
+    return CZ_OK;
 }
 
 hid_t cz_h5_str_type(size_t bytes)

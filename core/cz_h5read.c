@@ -1,6 +1,8 @@
 /* cz_h5read.c - see cz_h5read.h. */
 #include "cz_h5read.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +15,83 @@ static hid_t open_file(const char *path, cz_err *err)
     if (f < 0)
         cz_err_set(err, CZ_EIO, "%s: cannot open it as an HDF5 file", path);
     return f;
+}
+
+/* The enum codes of column `field` of dataset `d` (file type `ft`; the member is an enum)
+ * as doubles into out[0..n): HDF5 converts no enum to a number, so each code is read as
+ * the enum's native type, whose bytes are its base integer's, and widened here. */
+static herr_t read_enum_column(hid_t d, hid_t et, const char *field, size_t n, double *out)
+{
+    herr_t rc = -1;
+    hid_t ne = H5Tget_native_type(et, H5T_DIR_ASCEND), base = -1, mt = -1;
+    if (ne < 0 || (base = H5Tget_super(ne)) < 0)
+        goto out;
+    size_t size = H5Tget_size(ne);
+    bool sgn = H5Tget_sign(base) == H5T_SGN_2;
+    if (size != 1 && size != 2 && size != 4 && size != 8)
+        goto out;
+    /* each code at the start of its double's 8 bytes, widened in place below */
+    if ((mt = H5Tcreate(H5T_COMPOUND, sizeof(double))) < 0 || H5Tinsert(mt, field, 0, ne) < 0)
+        goto out;
+    if (n && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+        goto out;
+    for (size_t r = 0; r < n; r++) {
+        const unsigned char *b = (const unsigned char *)&out[r];
+        double v;
+        switch (size) {
+        case 1: v = sgn ? (double)*(const int8_t *)b : (double)*(const uint8_t *)b; break;
+        case 2: {
+            uint16_t u;
+            memcpy(&u, b, 2);
+            v = sgn ? (double)(int16_t)u : (double)u;
+            break;
+        }
+        case 4: {
+            uint32_t u;
+            memcpy(&u, b, 4);
+            v = sgn ? (double)(int32_t)u : (double)u;
+            break;
+        }
+        default: {
+            uint64_t u;
+            memcpy(&u, b, 8);
+            v = sgn ? (double)(int64_t)u : (double)u;
+            break;
+        }
+        }
+        out[r] = v;
+    }
+    rc = 0;
+out:
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (base >= 0)
+        H5Tclose(base);
+    if (ne >= 0)
+        H5Tclose(ne);
+    return rc;
+}
+
+/* Column `field` of dataset `d` (compound file type `ft`) as doubles into out[0..n). */
+static herr_t read_column(hid_t d, hid_t ft, const char *field, size_t n, double *out)
+{
+    int k = H5Tget_member_index(ft, field);
+    hid_t et = k < 0 ? -1 : H5Tget_member_type(ft, (unsigned)k);
+    if (et < 0)
+        return -1;
+    herr_t rc;
+    if (H5Tget_class(et) == H5T_ENUM) {
+        rc = read_enum_column(d, et, field, n, out);
+    } else {
+        hid_t mt = H5Tcreate(H5T_COMPOUND, sizeof(double));
+        rc = mt < 0 || H5Tinsert(mt, field, 0, H5T_NATIVE_DOUBLE) < 0 ? -1 : 0;
+        if (rc == 0 && n)
+            rc = H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0 ? -1 : 0;
+        if (mt >= 0)
+            H5Tclose(mt);
+    }
+    H5Tclose(et);
+    return rc;
 }
 
 int cz_h5_has_table(const char *path, const char *table)
@@ -55,13 +134,10 @@ cz_status cz_h5_read_columns(const char *path, const char *table, const char *co
             goto out;
         }
     for (size_t i = 0; i < nf && st == CZ_OK; i++) {
-        cols[i] = malloc((dims[0] ? dims[0] : 1) * sizeof(double));
-        hid_t mt = H5Tcreate(H5T_COMPOUND, sizeof(double));
-        H5Tinsert(mt, fields[i], 0, H5T_NATIVE_DOUBLE);
-        if (dims[0] && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, cols[i]) < 0)
+        cols[i] = cz_xmalloc((dims[0] ? dims[0] : 1) * sizeof(double));
+        if (read_column(d, ft, fields[i], (size_t)dims[0], cols[i]) < 0)
             st = cz_err_set(err, CZ_EFORMAT, "%s: /%s: cannot read column '%s' as numbers", path,
                             table, fields[i]);
-        H5Tclose(mt);
     }
     if (st == CZ_OK)
         *n = (size_t)dims[0];

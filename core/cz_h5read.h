@@ -10,7 +10,8 @@
 #include "cz_base.h"
 
 /* Reads the members fields[0..nf) of the 1-D compound dataset `table` of the file at
- * `path`, each converted to double (integer and float members alike) into cols[f]
+ * `path`, each converted to double (integer and float members alike, and enum members as
+ * their integer codes) into cols[f]
  * (allocated here, *n rows each; the caller frees every cols[f], even when *n is 0).
  * CZ_EIO when the file cannot be opened as HDF5; CZ_EFORMAT naming the table when it is
  * missing or not a compound table, or the first field it lacks. Nothing is allocated on

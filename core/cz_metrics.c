@@ -214,18 +214,31 @@ void cz_metrics_peaks(const cz_metrics *m, uint64_t *max_concurrent_requests,
     free(conc);
 }
 
-void cz_metrics_add_itl(cz_metrics *m, double gap_s, uint64_t count)
+void cz_metrics_add_itl(cz_metrics *m, uint32_t stage, double gap_s, uint64_t count)
 {
     if (count == 0)
         return;
-    if (m->n_itl && m->itl[m->n_itl - 1].v == gap_s) {
-        m->itl[m->n_itl - 1].w += count;
+    cz_itl_record *last = m->n_itl ? &m->itl[m->n_itl - 1] : NULL;
+    if (last && last->stage == stage && last->gap_s == gap_s) {
+        last->count += count;
         return;
     }
     size_t cap = m->cap_itl;
     cz_grow((void **)&m->itl, &cap, m->n_itl + 1, sizeof *m->itl);
     m->cap_itl = cap;
-    m->itl[m->n_itl++] = (cz_wsample){.v = gap_s, .w = count};
+    m->itl[m->n_itl++] = (cz_itl_record){.gap_s = gap_s, .count = count, .stage = stage};
+}
+
+/* The distribution of the gaps recorded at `stage`, in ms. */
+static void itl_dist(const cz_metrics *m, uint32_t stage, cz_dist *out)
+{
+    cz_wsample *itl = cz_xmalloc((m->n_itl ? m->n_itl : 1) * sizeof *itl);
+    size_t n = 0;
+    for (uint64_t i = 0; i < m->n_itl; i++)
+        if (m->itl[i].stage == stage)
+            itl[n++] = (cz_wsample){m->itl[i].gap_s * 1e3, m->itl[i].count};
+    cz_wdist_compute_set(itl, n, &m->pct, out);
+    free(itl);
 }
 
 void cz_metrics_timeline(cz_metrics *m, const cz_timeline_row *row)
@@ -331,11 +344,7 @@ static void summarize(const cz_metrics *m, const cz_slo *slo, int64_t cls, cz_su
     cz_dist_compute_set(tpot, n_tpot, &m->pct, &o->tpot_ms);
     cz_dist_compute_set(e2el, n_ok, &m->pct, &o->e2el_ms);
     cz_dist_compute_set(qw, n_qw, &m->pct, &o->queue_wait_ms);
-    cz_wsample *itl = cz_xmalloc((m->n_itl ? m->n_itl : 1) * sizeof *itl);
-    for (uint64_t i = 0; i < m->n_itl; i++)
-        itl[i] = (cz_wsample){m->itl[i].v * 1e3, m->itl[i].w};
-    cz_wdist_compute_set(itl, m->n_itl, &m->pct, &o->itl_ms);
-    free(itl);
+    itl_dist(m, 0, &o->itl_ms);
     free(ttft);
     free(tpot);
     free(e2el);
@@ -532,6 +541,7 @@ void cz_stage_summarize(const cz_metrics *m, uint32_t stage, cz_stage_summary *o
         o->generated_tokens ? 1.0 - (double)o->heard_tokens / (double)o->generated_tokens : 0.0;
     cz_dist_compute_set(rl, n, &m->pct, &o->kv_reload_ms);
     free(rl);
+    itl_dist(m, stage, &o->itl_ms);
 }
 
 /* Adds mean, median, std, each percentile of d's set and max of `d` as
@@ -608,5 +618,6 @@ cJSON *cz_stage_summary_json(const cz_stage_summary *st, const char *name)
     cz_json_add_num(j, "waste_ratio", st->waste_ratio);
     cz_json_add_num(j, "total_kv_reload_s", st->kv_reload_total_s);
     add_dist_unit(j, "kv_reload", "_ms", &st->kv_reload_ms);
+    add_dist_unit(j, "itl", "_ms", &st->itl_ms);
     return j;
 }

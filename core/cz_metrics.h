@@ -1,10 +1,11 @@
 /* cz_metrics.h - the metrics recorder both drivers fill, and the summary they share.
  *
  * Per request: arrival, first scheduled, first token, last token, finish, tokens in and
- * out, preemptions. Inter-token latencies are kept as (value, multiplicity) samples, since
- * every request decoding in one step sees the same gap. Timelines sample the serving
- * state (KV blocks in use, running and waiting counts, batch tokens) at most once per
- * interval of driver time. Definitions follow vLLM's benchmark (docs/metrics.md). */
+ * out, preemptions. Inter-token latencies are kept per autoregressive stage as (value,
+ * multiplicity) samples, since every request decoding in one step sees the same gap.
+ * Timelines sample the serving state (KV blocks in use, running and waiting counts, batch
+ * tokens) at most once per interval of driver time. Definitions follow vLLM's benchmark
+ * (docs/metrics.md). */
 #ifndef CZ_METRICS_H
 #define CZ_METRICS_H
 
@@ -64,6 +65,13 @@ typedef struct cz_turn_record {
     uint32_t outcome;        /* cz_req_outcome, terminal */
     uint32_t stage;          /* rejected or failed: the autoregressive stage that refused it */
 } cz_turn_record;
+
+/* `count` inter-token gaps of `gap_s` seconds at one autoregressive stage (a row of /itl). */
+typedef struct cz_itl_record {
+    double gap_s;
+    uint64_t count;
+    uint32_t stage;           /* autoregressive stage ordinal (0 = the first) */
+} cz_itl_record;
 
 typedef struct cz_timeline_row {
     double t_s;
@@ -160,7 +168,7 @@ typedef struct cz_metrics {
     cz_turn_record *turns;    /* one per turn of the workload, in the order decided */
     uint64_t n_turns, cap_turns;
     cz_accounting acct;
-    cz_wsample *itl;          /* inter-token latencies, seconds, with multiplicities */
+    cz_itl_record *itl;       /* inter-token latencies with multiplicities, every stage */
     uint64_t n_itl, cap_itl;
     cz_wsample *tokens;       /* output tokens of the first autoregressive stage: (time
                                  they were produced, s; how many), one per step */
@@ -207,9 +215,10 @@ uint64_t cz_metrics_add_frame(cz_metrics *m, const cz_frame_record *r);
  * row (grows by doubling). */
 void cz_metrics_gateway(cz_metrics *m, double t_s, uint32_t cap, uint32_t live);
 
-/* Records `count` inter-token gaps of `gap_s` seconds. Merges with the previous sample
- * when the value is equal, so a step costs one sample per distinct gap. */
-void cz_metrics_add_itl(cz_metrics *m, double gap_s, uint64_t count);
+/* Records `count` inter-token gaps of `gap_s` seconds at autoregressive stage `stage`.
+ * Merges with the previous sample when its stage and value are equal, so a step costs one
+ * sample per distinct gap. */
+void cz_metrics_add_itl(cz_metrics *m, uint32_t stage, double gap_s, uint64_t count);
 
 /* Records `count` output tokens produced at `t_s` by the first autoregressive stage
  * (max_output_tokens_per_s). Merges with the previous sample at the same time. */
@@ -274,12 +283,13 @@ typedef struct cz_frame_summary {
 } cz_frame_summary;
 
 /* Tokens each stage generated and the user heard, and the KV reload on the critical
- * path, over the turns recorded for `stage`. */
+ * path, over the turns recorded for `stage`; its inter-token gaps. */
 typedef struct cz_stage_summary {
     uint64_t turns, generated_tokens, heard_tokens;
     double waste_ratio;     /* 1 - heard / generated (0 when nothing was generated) */
     double kv_reload_total_s;
     cz_dist kv_reload_ms;
+    cz_dist itl_ms;         /* every gap recorded at the stage (stage 0's: cz_summary's) */
 } cz_stage_summary;
 
 /* `duration_s` is the run's duration (cz_summary.duration_s); `sample_rate_hz` the audio's
@@ -294,7 +304,8 @@ void cz_audio_summary_json(cJSON *j, const cz_audio_summary *a);
 void cz_frame_summary_json(cJSON *j, const cz_frame_summary *f);
 cJSON *cz_stage_summary_json(const cz_stage_summary *st, const char *name);
 
-/* Computes the summary of the turns recorded for stage 0 in `m`. Does not modify m. */
+/* Computes the summary of the turns recorded for stage 0 in `m` (its ITL: the gaps
+ * recorded at stage 0). Does not modify m. */
 void cz_metrics_summarize(const cz_metrics *m, const cz_slo *slo, cz_summary *out);
 
 /* The same over the turns of class `cls` (cz_class) only; the duration is the class's. */

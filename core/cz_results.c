@@ -2,6 +2,7 @@
 #include "cz_results.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,138 +20,174 @@ typedef struct h5_req_row {
     double queue_wait_s, ttft_s, tpot_s, e2el_s;
 } h5_req_row;
 
-static hid_t req_type(void)
+/* The enums the tables' code columns name. */
+enum { E_AR_STAGE = 0, E_PIPE_STAGE, E_CLASS, E_OUTCOME, N_ENUMS };
+
+#define COL(T, member, ctype, units) {#member, offsetof(T, member), ctype, 0, 0, units}
+#define CODE(T, member, e) {#member, offsetof(T, member), CZ_H5_ENUM, 0, e, ""}
+#define TABLE(name, desc, T, cols) {name, desc, sizeof(T), cols, CZ_ARRAY_LEN(cols)}
+
+static const cz_h5_col req_cols[] = {
+    COL(h5_req_row, session, CZ_H5_U64, ""),
+    COL(h5_req_row, turn, CZ_H5_U32, ""),
+    CODE(h5_req_row, stage, E_AR_STAGE),
+    COL(h5_req_row, stream, CZ_H5_U32, ""),
+    CODE(h5_req_row, cls, E_CLASS),
+    COL(h5_req_row, input_tokens, CZ_H5_U32, "tokens"),
+    COL(h5_req_row, output_tokens, CZ_H5_U32, "tokens"),
+    COL(h5_req_row, heard_tokens, CZ_H5_U32, "tokens"),
+    COL(h5_req_row, preemptions, CZ_H5_U32, "count"),
+    CODE(h5_req_row, outcome, E_OUTCOME),
+    COL(h5_req_row, arrival_s, CZ_H5_F64, "s"),
+    COL(h5_req_row, first_sched_s, CZ_H5_F64, "s"),
+    COL(h5_req_row, first_token_s, CZ_H5_F64, "s"),
+    COL(h5_req_row, finish_s, CZ_H5_F64, "s"),
+    COL(h5_req_row, kv_load_s, CZ_H5_F64, "s"),
+    COL(h5_req_row, queue_wait_s, CZ_H5_F64, "s"),
+    COL(h5_req_row, ttft_s, CZ_H5_F64, "s"),
+    COL(h5_req_row, tpot_s, CZ_H5_F64, "s"),
+    COL(h5_req_row, e2el_s, CZ_H5_F64, "s"),
+};
+
+static const cz_h5_col tl_cols[] = {
+    COL(cz_timeline_row, t_s, CZ_H5_F64, "s"),
+    CODE(cz_timeline_row, stage, E_AR_STAGE),
+    COL(cz_timeline_row, replica, CZ_H5_U32, ""),
+    COL(cz_timeline_row, kv_blocks_used, CZ_H5_U32, "blocks"),
+    COL(cz_timeline_row, kv_blocks_idle, CZ_H5_U32, "blocks"),
+    COL(cz_timeline_row, host_kv_tokens, CZ_H5_U64, "tokens"),
+    COL(cz_timeline_row, running, CZ_H5_U32, "count"),
+    COL(cz_timeline_row, waiting, CZ_H5_U32, "count"),
+    COL(cz_timeline_row, batch_tokens, CZ_H5_U32, "tokens"),
+};
+
+static const cz_h5_col itl_cols[] = {
+    COL(cz_itl_record, gap_s, CZ_H5_F64, "s"),
+    COL(cz_itl_record, count, CZ_H5_U64, "count"),
+    CODE(cz_itl_record, stage, E_AR_STAGE),
+};
+
+static const cz_h5_col audio_cols[] = {
+    COL(cz_audio_record, session, CZ_H5_U64, ""),
+    COL(cz_audio_record, turn, CZ_H5_U32, ""),
+    COL(cz_audio_record, barged, CZ_H5_U32, ""),
+    COL(cz_audio_record, continuous, CZ_H5_U32, ""),
+    COL(cz_audio_record, underruns, CZ_H5_U32, "count"),
+    COL(cz_audio_record, chunks, CZ_H5_U32, "count"),
+    COL(cz_audio_record, ready_s, CZ_H5_F64, "s"),
+    COL(cz_audio_record, speech_start_s, CZ_H5_F64, "s"),
+    COL(cz_audio_record, first_audio_s, CZ_H5_F64, "s"),
+    COL(cz_audio_record, last_audio_s, CZ_H5_F64, "s"),
+    COL(cz_audio_record, audio_s, CZ_H5_F64, "s"),
+    COL(cz_audio_record, heard_s, CZ_H5_F64, "s"),
+    COL(cz_audio_record, max_underrun_s, CZ_H5_F64, "s"),
+    COL(cz_audio_record, end_s, CZ_H5_F64, "s"),
+};
+
+static const cz_h5_col frame_cols[] = {
+    COL(cz_frame_record, stream, CZ_H5_U32, ""),
+    COL(cz_frame_record, frame, CZ_H5_U32, ""),
+    COL(cz_frame_record, empty, CZ_H5_U32, ""),
+    COL(cz_frame_record, missed, CZ_H5_U32, ""),
+    COL(cz_frame_record, tick_s, CZ_H5_F64, "s"),
+    COL(cz_frame_record, done_s, CZ_H5_F64, "s"),
+    COL(cz_frame_record, latency_s, CZ_H5_F64, "s"),
+};
+
+static const cz_h5_col turn_cols[] = {
+    COL(cz_turn_record, session, CZ_H5_U64, ""),
+    COL(cz_turn_record, req, CZ_H5_U64, ""),
+    COL(cz_turn_record, end_s, CZ_H5_F64, "s"),
+    COL(cz_turn_record, turn, CZ_H5_U32, ""),
+    CODE(cz_turn_record, cls, E_CLASS),
+    CODE(cz_turn_record, outcome, E_OUTCOME),
+    CODE(cz_turn_record, stage, E_AR_STAGE),
+};
+
+static const cz_h5_col step_cols[] = {
+    COL(cz_step_record, start_s, CZ_H5_F64, "s"),
+    COL(cz_step_record, end_s, CZ_H5_F64, "s"),
+    COL(cz_step_record, build_s, CZ_H5_F64, "s"),
+    COL(cz_step_record, kernel_s, CZ_H5_F64, "s"),
+    COL(cz_step_record, predicted_s, CZ_H5_F64, "s"),
+    COL(cz_step_record, prefill_tokens, CZ_H5_U64, "tokens"),
+    COL(cz_step_record, prefill_attn_ctx, CZ_H5_U64, "tokens"),
+    COL(cz_step_record, decode_ctx_tokens, CZ_H5_U64, "tokens"),
+    COL(cz_step_record, replica, CZ_H5_U32, ""),
+    CODE(cz_step_record, stage, E_PIPE_STAGE),
+    COL(cz_step_record, prefill_seqs, CZ_H5_U32, "count"),
+    COL(cz_step_record, decode_seqs, CZ_H5_U32, "count"),
+    COL(cz_step_record, sampled, CZ_H5_U32, "tokens"),
+    COL(cz_step_record, device, CZ_H5_U32, ""),
+};
+
+static const cz_h5_table req_table =
+    TABLE("requests", "One turn (or a periodic stream's resident request) at one autoregressive "
+                      "stage: its tokens, outcome, timestamps and latencies.",
+          h5_req_row, req_cols);
+static const cz_h5_table tl_table =
+    TABLE("timeline", "The serving state of one stage replica at the start of a step: KV "
+                      "blocks, host KV, running and waiting sequences, batch tokens.",
+          cz_timeline_row, tl_cols);
+static const cz_h5_table itl_table =
+    TABLE("itl", "`count` inter-token gaps of `gap_s` seconds at one autoregressive stage.",
+          cz_itl_record, itl_cols);
+static const cz_h5_table audio_table =
+    TABLE("audio", "One spoken turn as the client heard it: when it was sent, its first and "
+                   "last audio, the audio received and heard, underruns and barge-in.",
+          cz_audio_record, audio_cols);
+static const cz_h5_table frame_table =
+    TABLE("frames", "One returned frame of a periodic stream: its tick, when its tokens were "
+                    "done, the Step's wait, and whether it came back empty or late.",
+          cz_frame_record, frame_cols);
+static const cz_h5_table turn_table =
+    TABLE("turns", "One turn of the workload, in the order outcomes were decided: its class, "
+                   "outcome, the stage that refused it and its row in /requests.",
+          cz_turn_record, turn_cols);
+static const cz_h5_table step_table =
+    TABLE("steps", "One batch a real engine executed: its stage, shape, times on the run's "
+                   "clock and the cost model's prediction.",
+          cz_step_record, step_cols);
+
+/* Every stage code of the tables names a stage (a bug otherwise). */
+static void check_stage_codes(const cz_metrics *m, const cz_results_stages *s)
 {
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(h5_req_row));
-#define F(name, ht) H5Tinsert(t, #name, HOFFSET(h5_req_row, name), ht)
-    F(session, H5T_NATIVE_UINT64);
-    F(turn, H5T_NATIVE_UINT32);
-    F(stage, H5T_NATIVE_UINT32);
-    F(stream, H5T_NATIVE_UINT32);
-    F(cls, H5T_NATIVE_UINT32);
-    F(input_tokens, H5T_NATIVE_UINT32);
-    F(output_tokens, H5T_NATIVE_UINT32);
-    F(heard_tokens, H5T_NATIVE_UINT32);
-    F(preemptions, H5T_NATIVE_UINT32);
-    F(outcome, H5T_NATIVE_UINT32);
-    F(arrival_s, H5T_NATIVE_DOUBLE);
-    F(first_sched_s, H5T_NATIVE_DOUBLE);
-    F(first_token_s, H5T_NATIVE_DOUBLE);
-    F(finish_s, H5T_NATIVE_DOUBLE);
-    F(kv_load_s, H5T_NATIVE_DOUBLE);
-    F(queue_wait_s, H5T_NATIVE_DOUBLE);
-    F(ttft_s, H5T_NATIVE_DOUBLE);
-    F(tpot_s, H5T_NATIVE_DOUBLE);
-    F(e2el_s, H5T_NATIVE_DOUBLE);
-#undef F
-    return t;
+    for (uint64_t i = 0; i < m->n_req; i++)
+        CZ_ASSERT(m->req[i].stage < s->n_ar && m->req[i].cls < 2 &&
+                  m->req[i].outcome < CZ_REQ_N_OUTCOMES);
+    for (uint64_t i = 0; i < m->n_tl; i++)
+        CZ_ASSERT(m->tl[i].stage < s->n_ar);
+    for (uint64_t i = 0; i < m->n_itl; i++)
+        CZ_ASSERT(m->itl[i].stage < s->n_ar);
+    for (uint64_t i = 0; i < m->n_turns; i++)
+        CZ_ASSERT(m->turns[i].stage < s->n_ar && m->turns[i].cls < 2 &&
+                  m->turns[i].outcome < CZ_REQ_N_OUTCOMES);
+    for (uint64_t i = 0; i < m->n_step_rows; i++)
+        CZ_ASSERT(m->step_rows[i].stage < s->n_pipe);
 }
 
-static hid_t tl_type(void)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_timeline_row));
-    H5Tinsert(t, "t_s", HOFFSET(cz_timeline_row, t_s), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "stage", HOFFSET(cz_timeline_row, stage), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "replica", HOFFSET(cz_timeline_row, replica), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "kv_blocks_used", HOFFSET(cz_timeline_row, kv_blocks_used), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "kv_blocks_idle", HOFFSET(cz_timeline_row, kv_blocks_idle), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "host_kv_tokens", HOFFSET(cz_timeline_row, host_kv_tokens), H5T_NATIVE_UINT64);
-    H5Tinsert(t, "running", HOFFSET(cz_timeline_row, running), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "waiting", HOFFSET(cz_timeline_row, waiting), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "batch_tokens", HOFFSET(cz_timeline_row, batch_tokens), H5T_NATIVE_UINT32);
-    return t;
-}
-
-static hid_t audio_type(void)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_audio_record));
-#define F(name, ht) H5Tinsert(t, #name, HOFFSET(cz_audio_record, name), ht)
-    F(session, H5T_NATIVE_UINT64);
-    F(turn, H5T_NATIVE_UINT32);
-    F(barged, H5T_NATIVE_UINT32);
-    F(continuous, H5T_NATIVE_UINT32);
-    F(underruns, H5T_NATIVE_UINT32);
-    F(chunks, H5T_NATIVE_UINT32);
-    F(ready_s, H5T_NATIVE_DOUBLE);
-    F(speech_start_s, H5T_NATIVE_DOUBLE);
-    F(first_audio_s, H5T_NATIVE_DOUBLE);
-    F(last_audio_s, H5T_NATIVE_DOUBLE);
-    F(audio_s, H5T_NATIVE_DOUBLE);
-    F(heard_s, H5T_NATIVE_DOUBLE);
-    F(max_underrun_s, H5T_NATIVE_DOUBLE);
-    F(end_s, H5T_NATIVE_DOUBLE);
-#undef F
-    return t;
-}
-
-static hid_t turn_type(void)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_turn_record));
-#define F(name, ht) H5Tinsert(t, #name, HOFFSET(cz_turn_record, name), ht)
-    F(session, H5T_NATIVE_UINT64);
-    F(req, H5T_NATIVE_UINT64);
-    F(end_s, H5T_NATIVE_DOUBLE);
-    F(turn, H5T_NATIVE_UINT32);
-    F(cls, H5T_NATIVE_UINT32);
-    F(outcome, H5T_NATIVE_UINT32);
-    F(stage, H5T_NATIVE_UINT32);
-#undef F
-    return t;
-}
-
-static hid_t step_type(void)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_step_record));
-#define F(name, ht) H5Tinsert(t, #name, HOFFSET(cz_step_record, name), ht)
-    F(start_s, H5T_NATIVE_DOUBLE);
-    F(end_s, H5T_NATIVE_DOUBLE);
-    F(build_s, H5T_NATIVE_DOUBLE);
-    F(kernel_s, H5T_NATIVE_DOUBLE);
-    F(predicted_s, H5T_NATIVE_DOUBLE);
-    F(prefill_tokens, H5T_NATIVE_UINT64);
-    F(prefill_attn_ctx, H5T_NATIVE_UINT64);
-    F(decode_ctx_tokens, H5T_NATIVE_UINT64);
-    F(replica, H5T_NATIVE_UINT32);
-    F(stage, H5T_NATIVE_UINT32);
-    F(prefill_seqs, H5T_NATIVE_UINT32);
-    F(decode_seqs, H5T_NATIVE_UINT32);
-    F(sampled, H5T_NATIVE_UINT32);
-    F(device, H5T_NATIVE_UINT32);
-#undef F
-    return t;
-}
-
-static hid_t frame_type(void)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_frame_record));
-#define F(name, ht) H5Tinsert(t, #name, HOFFSET(cz_frame_record, name), ht)
-    F(stream, H5T_NATIVE_UINT32);
-    F(frame, H5T_NATIVE_UINT32);
-    F(empty, H5T_NATIVE_UINT32);
-    F(missed, H5T_NATIVE_UINT32);
-    F(tick_s, H5T_NATIVE_DOUBLE);
-    F(done_s, H5T_NATIVE_DOUBLE);
-    F(latency_s, H5T_NATIVE_DOUBLE);
-#undef F
-    return t;
-}
-
-static hid_t itl_type(void)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_wsample));
-    H5Tinsert(t, "gap_s", HOFFSET(cz_wsample, v), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "count", HOFFSET(cz_wsample, w), H5T_NATIVE_UINT64);
-    return t;
-}
-
-cz_status cz_results_write_h5(const char *path, const cz_metrics *m, const char *config_json,
+cz_status cz_results_write_h5(const char *path, const cz_metrics *m,
+                              const cz_results_stages *stages, const char *config_json,
                               const char *summary_json, uint64_t seed, cz_err *err)
 {
+    CZ_ASSERT(stages->n_pipe >= 1 && stages->n_pipe <= CZ_RESULTS_MAX_STAGES);
+    CZ_ASSERT(stages->n_ar >= 1 && stages->n_ar <= CZ_RESULTS_MAX_STAGES);
+    check_stage_codes(m, stages);
+    const char *outcomes[CZ_REQ_N_OUTCOMES];
+    for (uint32_t o = 0; o < CZ_REQ_N_OUTCOMES; o++)
+        outcomes[o] = cz_req_outcome_name(o);
+    static const char *const classes[] = {"rt", "be"};
+    const cz_h5_enum enums[N_ENUMS] = {
+        [E_AR_STAGE] = {stages->ar, NULL, stages->n_ar},
+        [E_PIPE_STAGE] = {stages->pipe, NULL, stages->n_pipe},
+        [E_CLASS] = {classes, NULL, 2},
+        [E_OUTCOME] = {outcomes, NULL, CZ_REQ_N_OUTCOMES},
+    };
     cz_status st = CZ_OK;
     bool created = false;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t rt = req_type(), tt = tl_type(), it = itl_type(), at = audio_type(), ft = frame_type();
-    hid_t ut = turn_type(), st_t = step_type();
+    if ((st = cz_h5_check_filters(path, err)) != CZ_OK)
+        return st;
     h5_req_row *rows = cz_xmalloc((m->n_req ? m->n_req : 1) * sizeof *rows);
     for (uint64_t i = 0; i < m->n_req; i++) {
         const cz_req_record *r = &m->req[i];
@@ -181,14 +218,23 @@ cz_status cz_results_write_h5(const char *path, const cz_metrics *m, const char 
     hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     CZ_H5_CHECK(file, "create the file");
     created = true;
-    CZ_H5_CHECK(cz_h5_write_table(file, "requests", rt, m->n_req, rows), "write /requests");
-    CZ_H5_CHECK(cz_h5_write_table(file, "timeline", tt, m->n_tl, m->tl), "write /timeline");
-    CZ_H5_CHECK(cz_h5_write_table(file, "itl", it, m->n_itl, m->itl), "write /itl");
-    CZ_H5_CHECK(cz_h5_write_table(file, "audio", at, m->n_audio, m->audio), "write /audio");
-    CZ_H5_CHECK(cz_h5_write_table(file, "frames", ft, m->n_frames, m->frames), "write /frames");
-    CZ_H5_CHECK(cz_h5_write_table(file, "turns", ut, m->n_turns, m->turns), "write /turns");
-    CZ_H5_CHECK(cz_h5_write_table(file, "steps", st_t, m->n_step_rows, m->step_rows),
-                "write /steps");
+    const struct {
+        const cz_h5_table *t;
+        uint64_t n;
+        const void *rows;
+    } tables[] = {
+        {&req_table, m->n_req, rows},         {&tl_table, m->n_tl, m->tl},
+        {&itl_table, m->n_itl, m->itl},       {&audio_table, m->n_audio, m->audio},
+        {&frame_table, m->n_frames, m->frames}, {&turn_table, m->n_turns, m->turns},
+        {&step_table, m->n_step_rows, m->step_rows},
+    };
+    for (size_t i = 0; i < CZ_ARRAY_LEN(tables); i++) {
+        char what[64];
+        snprintf(what, sizeof what, "write /%s", tables[i].t->name);
+        CZ_H5_CHECK(cz_h5_write_table(file, tables[i].t, enums, N_ENUMS, tables[i].n,
+                                      tables[i].rows),
+                    what);
+    }
     CZ_H5_CHECK(cz_h5_write_str_attr(file, "config", config_json), "write the config attribute");
     CZ_H5_CHECK(cz_h5_write_str_attr(file, "summary", summary_json), "write the summary attribute");
     CZ_H5_CHECK(cz_h5_write_str_attr(file, "cadenza_version", cz_version()), "write the version");
@@ -202,13 +248,6 @@ fail:
     struct stat sb;
     if (st != CZ_OK && created && stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
         remove(path);
-    H5Tclose(rt);
-    H5Tclose(tt);
-    H5Tclose(it);
-    H5Tclose(at);
-    H5Tclose(ft);
-    H5Tclose(ut);
-    H5Tclose(st_t);
     free(rows);
     return st;
 }

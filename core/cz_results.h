@@ -1,13 +1,17 @@
 /* cz_results.h - the HDF5 results file both drivers write (docs/metrics.md):
- *   /requests   compound table, one row per request (cz_req_record fields + derived
- *               ttft_s, tpot_s, e2el_s, queue_wait_s)
- *   /timeline   compound table (t_s, kv_blocks_used, running, waiting, batch_tokens)
- *   /itl        compound table of inter-token gaps (gap_s, count)
- *   /audio      compound table, one row per spoken turn (cz_audio_record)
- *   /frames     compound table, one row per periodic-stream frame (cz_frame_record)
+ *   /requests   one row per request at one autoregressive stage (cz_req_record fields +
+ *               derived ttft_s, tpot_s, e2el_s, queue_wait_s)
+ *   /timeline   serving-state samples per stage replica (cz_timeline_row)
+ *   /itl        inter-token gaps per autoregressive stage (cz_itl_record)
+ *   /audio      one row per spoken turn (cz_audio_record)
+ *   /frames     one row per periodic-stream frame (cz_frame_record)
+ *   /turns      one row per turn of the workload (cz_turn_record)
+ *   /steps      one row per batch a real engine executed (cz_step_record)
  *   attributes on /: config (JSON text), summary (JSON text), cadenza_version, seed.
- * Each table stores its fields packed, without the C structs' padding, so the bytes
- * written are the fields' alone. The file is written at `path` and removed on an error,
+ * Every table is a cz_h5_table (cz_h5.h): `description` and `units` attributes, stage,
+ * class and outcome columns as HDF5 enums named as the summary names them, chunked and
+ * compressed. Each table stores its fields packed, without the C structs' padding, so the
+ * bytes written are the fields' alone. The file is written at `path` and removed on an error,
  * so an error never leaves a half-written file; to replace a file atomically or survive a
  * kill, write to a temporary path and rename it (the CLI does, cli/cz_out.h). HDF5's own
  * error printing is switched off; its failures come back as CZ_EIO with the path and the
@@ -20,7 +24,22 @@
 #include "cz_base.h"
 #include "cz_metrics.h"
 
-cz_status cz_results_write_h5(const char *path, const cz_metrics *m, const char *config_json,
+enum { CZ_RESULTS_MAX_STAGES = 8 };
+
+/* The names of a run's stages, for the stage enums: the pipeline's stages in order (/steps'
+ * `stage`) and its autoregressive stages in order (the `stage` of /requests, /timeline,
+ * /itl and /turns: the ordinal among them). The strings are borrowed. */
+typedef struct cz_results_stages {
+    uint32_t n_pipe, n_ar;        /* 1 ..= CZ_RESULTS_MAX_STAGES each */
+    const char *pipe[CZ_RESULTS_MAX_STAGES];
+    const char *ar[CZ_RESULTS_MAX_STAGES];
+} cz_results_stages;
+
+/* Writes the results of the run recorded in `m`, whose stages `stages` names (every stage
+ * code in `m` must be one of them: CZ_ASSERT), with the config and summary as JSON text.
+ * CZ_EIO naming `path` when HDF5 lacks the deflate or shuffle filter or a step fails. */
+cz_status cz_results_write_h5(const char *path, const cz_metrics *m,
+                              const cz_results_stages *stages, const char *config_json,
                               const char *summary_json, uint64_t seed, cz_err *err);
 
 #endif

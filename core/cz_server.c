@@ -1489,7 +1489,8 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
     if (s->batch_decode) {
         CZ_ASSERT(s->batch_decode == s->n_decode);
         tokens += s->n_decode;
-        cz_metrics_add_itl(s->metrics, t_s - s->last_done_s, s->n_decode);
+        cz_metrics_add_itl(s->metrics, s->cfg.timeline_stage, t_s - s->last_done_s,
+                           s->n_decode);
         s->d_sum_computed += s->n_decode;
     }
     s->steps++;
@@ -1536,7 +1537,7 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
             rec->output_tokens = 1;
             s->first_token[s->n_first_token++] = id;
         } else {
-            cz_metrics_add_itl(s->metrics, t_s - q->last_token_s, 1);
+            cz_metrics_add_itl(s->metrics, s->cfg.timeline_stage, t_s - q->last_token_s, 1);
         }
         q->last_token_s = t_s;
         check_milestone(s, id);

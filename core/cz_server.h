@@ -76,7 +76,8 @@ typedef struct cz_server_config {
     uint32_t kv_window_tokens;       /* sequence keeps [0, sinks) and the last `window`
                                         tokens, at block granularity; 0: keep everything.
                                         Needs an ordering scheduler (select) */
-    uint32_t timeline_stage;         /* labels of its timeline rows */
+    uint32_t timeline_stage;         /* its autoregressive stage ordinal: labels its timeline
+                                        rows and its inter-token gaps */
     uint32_t timeline_replica;
 } cz_server_config;
 

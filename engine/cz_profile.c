@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -988,69 +989,62 @@ cz_status cz_profile_probe(const cz_config *cfg, const cz_profile_opts *opts, do
 
 /* ---- the file ----------------------------------------------------------------------------- */
 
-/* A row of /shapes as stored: the class as a name beside its code. */
-typedef struct h5_shape_row {
-    cz_profile_row r;
-    char class_name[16];
-} h5_shape_row;
+/* The enums the profile's code columns name. */
+enum { E_PIPE_STAGE = 0, E_CARD_STAGE, E_KIND, E_CLASS, E_XFER_STAGE, N_ENUMS };
 
-static hid_t times_insert(hid_t t, size_t base)
-{
-#define F(name, ht) H5Tinsert(t, #name, base + HOFFSET(cz_profile_times, name), ht)
-    F(warmup, H5T_NATIVE_UINT32);
-    F(repeats, H5T_NATIVE_UINT32);
-    F(tries, H5T_NATIVE_UINT32);
-    F(median_s, H5T_NATIVE_DOUBLE);
-    F(p10_s, H5T_NATIVE_DOUBLE);
-    F(p90_s, H5T_NATIVE_DOUBLE);
-    F(min_s, H5T_NATIVE_DOUBLE);
-    F(max_s, H5T_NATIVE_DOUBLE);
-    F(device_median_s, H5T_NATIVE_DOUBLE);
-#undef F
-    return t;
-}
+#define COLN(name, T, member, ctype, units) {name, offsetof(T, member), ctype, 0, 0, units}
+#define COL(T, member, ctype, units) COLN(#member, T, member, ctype, units)
+#define CODE(name, T, member, e) {name, offsetof(T, member), CZ_H5_ENUM, 0, e, ""}
+#define TIMES(T)                                                                               \
+    COLN("warmup", T, t.warmup, CZ_H5_U32, "count"),                                           \
+        COLN("repeats", T, t.repeats, CZ_H5_U32, "count"),                                     \
+        COLN("tries", T, t.tries, CZ_H5_U32, "count"),                                         \
+        COLN("median_s", T, t.median_s, CZ_H5_F64, "s"),                                       \
+        COLN("p10_s", T, t.p10_s, CZ_H5_F64, "s"), COLN("p90_s", T, t.p90_s, CZ_H5_F64, "s"),  \
+        COLN("min_s", T, t.min_s, CZ_H5_F64, "s"), COLN("max_s", T, t.max_s, CZ_H5_F64, "s"),  \
+        COLN("device_median_s", T, t.device_median_s, CZ_H5_F64, "s")
 
-static hid_t shape_type(hid_t name_t, hid_t class_t)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(h5_shape_row));
-#define F(name, ht) H5Tinsert(t, #name, HOFFSET(h5_shape_row, r.name), ht)
-    F(stage, H5T_NATIVE_UINT32);
-    F(card, H5T_NATIVE_UINT32);
-    F(kind, H5T_NATIVE_UINT32);
-    F(stage_name, name_t);
-    H5Tinsert(t, "class", HOFFSET(h5_shape_row, r.cls), H5T_NATIVE_UINT32);
-    H5Tinsert(t, "class_name", HOFFSET(h5_shape_row, class_name), class_t);
-    F(prefill_tokens, H5T_NATIVE_UINT64);
-    F(prefill_seqs, H5T_NATIVE_UINT32);
-    F(prefill_attn_ctx, H5T_NATIVE_UINT64);
-    F(decode_seqs, H5T_NATIVE_UINT32);
-    F(decode_ctx_tokens, H5T_NATIVE_UINT64);
-    F(chunk_tokens, H5T_NATIVE_UINT32);
-    F(prefix_tokens, H5T_NATIVE_UINT32);
-    F(ctx_tokens, H5T_NATIVE_UINT32);
-    F(jobs, H5T_NATIVE_UINT32);
-    F(job_tokens, H5T_NATIVE_UINT32);
-    F(net_rows, H5T_NATIVE_UINT32);
-#undef F
-    times_insert(t, HOFFSET(h5_shape_row, r.t));
-    H5Tinsert(t, "predicted_s", HOFFSET(h5_shape_row, r.predicted_s), H5T_NATIVE_DOUBLE);
-    return t;
-}
+static const cz_h5_col shape_cols[] = {
+    CODE("stage", cz_profile_row, stage, E_PIPE_STAGE),
+    CODE("card", cz_profile_row, card, E_CARD_STAGE),
+    CODE("kind", cz_profile_row, kind, E_KIND),
+    {"stage_name", offsetof(cz_profile_row, stage_name), CZ_H5_STR, CZ_NAME_MAX, 0, ""},
+    CODE("class", cz_profile_row, cls, E_CLASS),
+    COL(cz_profile_row, prefill_tokens, CZ_H5_U64, "tokens"),
+    COL(cz_profile_row, prefill_seqs, CZ_H5_U32, "count"),
+    COL(cz_profile_row, prefill_attn_ctx, CZ_H5_U64, "tokens"),
+    COL(cz_profile_row, decode_seqs, CZ_H5_U32, "count"),
+    COL(cz_profile_row, decode_ctx_tokens, CZ_H5_U64, "tokens"),
+    COL(cz_profile_row, chunk_tokens, CZ_H5_U32, "tokens"),
+    COL(cz_profile_row, prefix_tokens, CZ_H5_U32, "tokens"),
+    COL(cz_profile_row, ctx_tokens, CZ_H5_U32, "tokens"),
+    COL(cz_profile_row, jobs, CZ_H5_U32, "count"),
+    COL(cz_profile_row, job_tokens, CZ_H5_U32, "tokens"),
+    COL(cz_profile_row, net_rows, CZ_H5_U32, "count"),
+    TIMES(cz_profile_row),
+    COL(cz_profile_row, predicted_s, CZ_H5_F64, "s"),
+};
 
-static hid_t xfer_type(void)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(cz_profile_xfer));
-#define F(name, ht) H5Tinsert(t, #name, HOFFSET(cz_profile_xfer, name), ht)
-    F(bytes, H5T_NATIVE_UINT64);
-    F(to_host, H5T_NATIVE_UINT32);
-    F(stage, H5T_NATIVE_UINT32);
-    F(blocks, H5T_NATIVE_UINT32);
-    F(copies, H5T_NATIVE_UINT32);
-#undef F
-    times_insert(t, HOFFSET(cz_profile_xfer, t));
-    H5Tinsert(t, "predicted_s", HOFFSET(cz_profile_xfer, predicted_s), H5T_NATIVE_DOUBLE);
-    return t;
-}
+static const cz_h5_col xfer_cols[] = {
+    COL(cz_profile_xfer, bytes, CZ_H5_U64, "bytes"),
+    COL(cz_profile_xfer, to_host, CZ_H5_U32, ""),
+    CODE("stage", cz_profile_xfer, stage, E_XFER_STAGE),
+    COL(cz_profile_xfer, blocks, CZ_H5_U32, "blocks"),
+    COL(cz_profile_xfer, copies, CZ_H5_U32, "count"),
+    TIMES(cz_profile_xfer),
+    COL(cz_profile_xfer, predicted_s, CZ_H5_F64, "s"),
+};
+
+static const cz_h5_table shape_table = {
+    "shapes",
+    "One batch shape of one pipeline stage timed on the engine: the grid point, the shape "
+    "the cost model sees, the timing statistics of its passes and the model's prediction.",
+    sizeof(cz_profile_row), shape_cols, CZ_ARRAY_LEN(shape_cols)};
+static const cz_h5_table xfer_table = {
+    "transfers",
+    "One KV copy between a pool and host memory timed on the engine: its bytes, direction "
+    "and layout, the timing statistics of its passes and the cost model's prediction.",
+    sizeof(cz_profile_xfer), xfer_cols, CZ_ARRAY_LEN(xfer_cols)};
 
 static const char *dtype_name(uint32_t dt)
 {
@@ -1089,14 +1083,37 @@ cz_status cz_profile_write_h5(const char *path, const cz_profile *p, const cz_co
     cz_status st = CZ_OK;
     bool created = false;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t name_t = cz_h5_str_type(CZ_NAME_MAX), class_t = cz_h5_str_type(16);
-    hid_t shp_t = shape_type(name_t, class_t), xf_t = xfer_type();
-    h5_shape_row *rows = cz_xcalloc(p->n_rows ? p->n_rows : 1, sizeof *rows);
-    for (size_t i = 0; i < p->n_rows; i++) {
-        rows[i].r = p->rows[i];
-        snprintf(rows[i].class_name, sizeof rows[i].class_name, "%s",
-                 cz_profile_class_name((cz_profile_class)p->rows[i].cls));
+    if ((st = cz_h5_check_filters(path, err)) != CZ_OK)
+        return st;
+    /* the code columns' names: pipeline and card stages, stage kinds, shape classes, and a
+     * copy's layout (a pipeline stage's blocks, or a contiguous range: UINT32_MAX) */
+    const char *pipe[CZ_MAX_STAGES], *cards[CZ_MAX_STAGES], *kinds_e[CZ_STAGE_VOCODER + 1];
+    const char *classes_e[CZ_PROFILE_N_CLASSES], *xfer[CZ_MAX_STAGES + 1];
+    uint32_t xfer_v[CZ_MAX_STAGES + 1];
+    for (uint32_t i = 0; i < cfg->model.n_pipe; i++) {
+        pipe[i] = xfer[i] = cfg->model.stages[cfg->model.pipe[i].stage].name;
+        xfer_v[i] = i;
     }
+    xfer[cfg->model.n_pipe] = "contiguous";
+    xfer_v[cfg->model.n_pipe] = UINT32_MAX;
+    for (uint32_t i = 0; i < cfg->model.n_stages; i++)
+        cards[i] = cfg->model.stages[i].name;
+    for (uint32_t k = 0; k <= CZ_STAGE_VOCODER; k++)
+        kinds_e[k] = cz_stage_kind_name((cz_stage_kind)k);
+    for (uint32_t c = 0; c < CZ_PROFILE_N_CLASSES; c++)
+        classes_e[c] = cz_profile_class_name((cz_profile_class)c);
+    const cz_h5_enum enums[N_ENUMS] = {
+        [E_PIPE_STAGE] = {pipe, NULL, cfg->model.n_pipe},
+        [E_CARD_STAGE] = {cards, NULL, cfg->model.n_stages},
+        [E_KIND] = {kinds_e, NULL, CZ_STAGE_VOCODER + 1},
+        [E_CLASS] = {classes_e, NULL, CZ_PROFILE_N_CLASSES},
+        [E_XFER_STAGE] = {xfer, xfer_v, cfg->model.n_pipe + 1},
+    };
+    for (size_t i = 0; i < p->n_rows; i++)
+        CZ_ASSERT(p->rows[i].stage < cfg->model.n_pipe && p->rows[i].card < cfg->model.n_stages &&
+                  p->rows[i].kind <= CZ_STAGE_VOCODER && p->rows[i].cls < CZ_PROFILE_N_CLASSES);
+    for (size_t i = 0; i < p->n_xfers; i++)
+        CZ_ASSERT(p->xfers[i].stage < cfg->model.n_pipe || p->xfers[i].stage == UINT32_MAX);
     char cpu[256], names[CZ_MAX_STAGES * (CZ_NAME_MAX + 1)] = "", kinds[CZ_MAX_STAGES * 8] = "";
     cz_proc_cpu_model(cpu, sizeof cpu);
     for (uint32_t i = 0; i < cfg->model.n_pipe; i++) {
@@ -1119,10 +1136,9 @@ cz_status cz_profile_write_h5(const char *path, const cz_profile *p, const cz_co
     hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     CZ_H5_CHECK(file, "create the file");
     created = true;
-    CZ_H5_CHECK(name_t, "make a string type");
-    CZ_H5_CHECK(class_t, "make a string type");
-    CZ_H5_CHECK(cz_h5_write_table(file, "shapes", shp_t, p->n_rows, rows), "write /shapes");
-    CZ_H5_CHECK(cz_h5_write_table(file, "transfers", xf_t, p->n_xfers, p->xfers),
+    CZ_H5_CHECK(cz_h5_write_table(file, &shape_table, enums, N_ENUMS, p->n_rows, p->rows),
+                "write /shapes");
+    CZ_H5_CHECK(cz_h5_write_table(file, &xfer_table, enums, N_ENUMS, p->n_xfers, p->xfers),
                 "write /transfers");
     struct {
         const char *name, *value;
@@ -1163,13 +1179,6 @@ fail:
     struct stat sb;
     if (st != CZ_OK && created && stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
         remove(path);
-    if (name_t >= 0)
-        H5Tclose(name_t);
-    if (class_t >= 0)
-        H5Tclose(class_t);
-    H5Tclose(shp_t);
-    H5Tclose(xf_t);
     cJSON_free(stages);
-    free(rows);
     return st;
 }

@@ -26,7 +26,8 @@ run_one() { # config path relative to the root; writes its digest to stdout
     sha256sum "$out" | cut -d' ' -f1
 }
 
-configs=$(find experiments -name '*.json' | LC_ALL=C sort)
+# experiments/figures.json lists figures (cadenza figures), not an experiment
+configs=$(find experiments -name '*.json' ! -path experiments/figures.json | LC_ALL=C sort)
 if [ "$update" = "--update" ]; then
     : >"$tmp/new"
     for f in $configs; do

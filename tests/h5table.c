@@ -1,9 +1,12 @@
 /* h5table.c - a reader of cadenza's HDF5 files for the shell suites (no h5dump needed):
  *   h5table FILE TABLE     the compound table /TABLE as tab-separated text: a header of
  *                          its field names, then one line per row; numbers as %.9g,
- *                          strings as they are
+ *                          strings as they are, enum codes as their names
  *   h5table FILE --attrs   the root attributes, one "name<TAB>value" line each (numbers
  *                          as %.9g, strings on one line with newlines as spaces)
+ *   h5table FILE TABLE --units
+ *                          the table's description, then one "column<TAB>units" line per
+ *                          column from its `units` attribute
  * Exit 0, or 1 with a message when the file, the table or a field cannot be read. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +45,24 @@ static int print_member(hid_t ct, unsigned i, const unsigned char *row)
             print_flat(s);
         }
         free(s);
-    } else if (cls == H5T_INTEGER || cls == H5T_FLOAT || cls == H5T_ENUM) {
+    } else if (cls == H5T_ENUM) {
+        /* its name; a code the enum does not name prints as the number */
+        char name[256];
+        if (H5Tenum_nameof(mt, row + off, name, sizeof name) >= 0) {
+            print_flat(name);
+        } else {
+            hid_t base = H5Tget_super(mt);
+            unsigned char buf[64] = {0};
+            double v;
+            memcpy(buf, row + off, H5Tget_size(mt));
+            if (base < 0 || H5Tconvert(base, H5T_NATIVE_DOUBLE, 1, buf, NULL, H5P_DEFAULT) < 0)
+                rc = -1;
+            memcpy(&v, buf, sizeof v);
+            printf("%.9g", v);
+            if (base >= 0)
+                H5Tclose(base);
+        }
+    } else if (cls == H5T_INTEGER || cls == H5T_FLOAT) {
         double v;
         hid_t tmp = H5Tcopy(mt);
         unsigned char buf[64] = {0};
@@ -99,6 +119,47 @@ static int dump_table(hid_t f, const char *name)
     return 0;
 }
 
+static int print_units(hid_t f, const char *name)
+{
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+    if (ds < 0)
+        return fail("open the table", name);
+    hid_t da = H5Aopen(ds, "description", H5P_DEFAULT);
+    hid_t dt = da < 0 ? -1 : H5Aget_type(da);
+    hid_t ua = H5Aopen(ds, "units", H5P_DEFAULT);
+    hid_t ft = H5Dget_type(ds);
+    int nm = H5Tget_nmembers(ft);
+    hid_t sp = ua < 0 ? -1 : H5Aget_space(ua);
+    if (dt < 0 || H5Tget_class(dt) != H5T_STRING || sp < 0 || nm <= 0 ||
+        H5Sget_simple_extent_npoints(sp) != nm)
+        return fail("read the description and units of", name);
+    char *desc = calloc(H5Tget_size(dt) + 1, 1);
+    char **units = calloc((size_t)nm, sizeof *units);
+    hid_t st = H5Tcopy(H5T_C_S1);
+    H5Tset_size(st, H5T_VARIABLE);
+    if (H5Aread(da, dt, desc) < 0 || H5Aread(ua, st, units) < 0)
+        return fail("read the description and units of", name);
+    printf("description\t");
+    print_flat(desc);
+    putchar('\n');
+    for (int i = 0; i < nm; i++) {
+        char *m = H5Tget_member_name(ft, (unsigned)i);
+        printf("%s\t%s\n", m, units[i] ? units[i] : "");
+        H5free_memory(m);
+        H5free_memory(units[i]);
+    }
+    free(units);
+    free(desc);
+    H5Tclose(st);
+    H5Sclose(sp);
+    H5Tclose(ft);
+    H5Aclose(ua);
+    H5Tclose(dt);
+    H5Aclose(da);
+    H5Dclose(ds);
+    return 0;
+}
+
 static herr_t print_attr(hid_t loc, const char *name, const H5A_info_t *info, void *data)
 {
     (void)info;
@@ -127,8 +188,8 @@ static herr_t print_attr(hid_t loc, const char *name, const H5A_info_t *info, vo
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: h5table FILE TABLE | h5table FILE --attrs\n");
+    if (argc != 3 && !(argc == 4 && strcmp(argv[3], "--units") == 0)) {
+        fprintf(stderr, "usage: h5table FILE TABLE [--units] | h5table FILE --attrs\n");
         return 2;
     }
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -139,6 +200,8 @@ int main(int argc, char **argv)
     if (strcmp(argv[2], "--attrs") == 0) {
         if (H5Aiterate2(f, H5_INDEX_NAME, H5_ITER_INC, NULL, print_attr, &rc) < 0)
             rc = fail("list the attributes of", argv[1]);
+    } else if (argc == 4) {
+        rc = print_units(f, argv[2]);
     } else {
         rc = dump_table(f, argv[2]);
     }

@@ -32,6 +32,12 @@ field_values() { # file table field: its distinct values, sorted, on one line
 attr() { # file name: a root attribute's value
     "$h5" "$1" --attrs | awk -F'\t' -v k="$2" '$1 == k { print $2 }'
 }
+describes() { # file table: a description, units for every column, "s" just for *_s ones
+    "$h5" "$1" "$2" --units | awk -F'\t' '
+        NR == 1 { ok = $1 == "description" && length($2) > 20; next }
+        { n++; if (($1 ~ /_s$/) != ($2 == "s")) ok = 0 }
+        END { exit !(ok && n > 10) }'
+}
 is() { # want got
     [ "$1" = "$2" ] || { echo "expected '$1', got '$2'"; false; }
 }
@@ -50,10 +56,10 @@ cp "$tmp/err" "$tmp/p.err"
 check "no progress line with --no-progress" test ! -s "$tmp/p.err"
 p="$tmp/p.h5"
 check "/shapes has prefill, decode and mixed rows" is "decode mixed prefill " \
-    "$(field_values "$p" shapes class_name)"
+    "$(field_values "$p" shapes class)"
 for cls in prefill decode mixed; do
     check "at least 8 $cls shapes" at_least 8 \
-        "$(count_where "$p" shapes "\$c[\"class_name\"] == \"$cls\"")"
+        "$(count_where "$p" shapes "\$c[\"class\"] == \"$cls\"")"
 done
 check "every median is positive, between p10 and p90, of 3 repeats" is 0 \
     "$(count_where "$p" shapes '!($c["median_s"] > 0 && $c["p10_s"] <= $c["median_s"] &&
@@ -66,10 +72,18 @@ check "the shape fields are the cost model's" is 0 \
         $c["prefill_tokens"] != $c["chunk_tokens"] ||
         $c["prefill_seqs"] != ($c["chunk_tokens"] > 0)')"
 check "mixed shapes hold decodes and a chunk" is 0 \
-    "$(count_where "$p" shapes '$c["class_name"] == "mixed" &&
+    "$(count_where "$p" shapes '$c["class"] == "mixed" &&
         !($c["decode_seqs"] > 0 && $c["prefill_seqs"] == 1)')"
 check "the shape columns carry /steps' names" bash -c \
     "'$h5' '$p' shapes | head -1 | tr '\t' '\n' | grep -cxE 'prefill_tokens|prefill_seqs|prefill_attn_ctx|decode_seqs|decode_ctx_tokens|stage' | grep -qx 6"
+for t in shapes transfers; do
+    check "/$t describes itself: a description, and seconds exactly for the *_s columns" \
+        describes "$p" "$t"
+done
+check "/shapes' codes read as names" is "llm ar" \
+    "$(table_awk "$p" shapes '{ print $c["stage"], $c["kind"] }' | sort -u)"
+check "/transfers' contiguous ranges name no stage" is 0 \
+    "$(count_where "$p" transfers '($c["blocks"] == 0) != ($c["stage"] == "contiguous")')"
 check "/transfers has copies both ways" is "0 1 " "$(field_values "$p" transfers to_host)"
 check "/transfers has contiguous ranges and whole blocks" is 0 \
     "$(count_where "$p" transfers '!($c["median_s"] > 0 && $c["p10_s"] <= $c["median_s"] &&
@@ -102,7 +116,7 @@ omni="$root/experiments/engine/omni_barge_in.json"
 check "a quick profile of the omni pipeline" "$cz" profile "$omni" --quick --repeats 1 \
     -o "$tmp/o.h5" --no-progress
 check "its classes" is "decode encoder inner mixed prefill vocoder " \
-    "$(field_values "$tmp/o.h5" shapes class_name)"
+    "$(field_values "$tmp/o.h5" shapes class)"
 check "its stages" is "audio_encoder,thinker,talker,code2wav" "$(attr "$tmp/o.h5" stage_names)"
 
 # bad input: exit 2, a message naming the flag or file, no output

@@ -8,8 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cz_h5read.h"
 #include "cz_json.h"
+#include "cz_results.h"
 #include "cz_sim.h"
 #include "test_util.h"
 
@@ -508,4 +511,92 @@ Test(pipeline, detokenizer_reads_its_reference_every_call)
     cr_assert_float_eq(r.m.audio[0].first_audio_s, 0.055, EPS, "%g",
                        r.m.audio[0].first_audio_s);
     run_free(&r);
+}
+
+/* Inter-token latency per stage: LiveServe's ShareGPT audio deployment (a thinker and a
+ * talker; experiments/liveserve/sharegpt_audio.json, 100 sessions). Each stage's object of
+ * the summary carries the ITL statistics of its own gaps; the first stage's are the
+ * top-level ones (vLLM's ITL, the text model's), and the results file's /itl rows name the
+ * stage they were recorded at. */
+Test(pipeline, itl_per_stage)
+{
+    char *path = cz_test_path("experiments/liveserve/sharegpt_audio.json");
+    char *dir = cz_test_path("experiments/liveserve");
+    cJSON *j = NULL;
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_json_load(path, &j, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(cz_json_set_path(j, "workload.synthetic.requests=100", &err), CZ_OK, "%s",
+                 err.msg);
+    run r;
+    cz_workload_init(&r.wl);
+    cr_assert_eq(cz_config_parse(j, path, dir, &r.cfg, &r.wl, &err), CZ_OK, "%s", err.msg);
+    cz_metrics_init(&r.m, 0.1, 0);
+    cr_assert_eq(cz_sim_run(&r.cfg, &r.wl, &r.m, &r.st, NULL, NULL, &err), CZ_OK, "%s",
+                 err.msg);
+    cz_metrics_summarize(&r.m, &r.cfg.slo, &r.sum);
+    r.summary = cz_summary_json(&r.sum);
+    cz_run_summary_json(&r.cfg, &r.m, &r.st, &r.sum, r.summary);
+
+    const cJSON *stages = cJSON_GetObjectItemCaseSensitive(r.summary, "stages");
+    cr_assert_eq(cJSON_GetArraySize(stages), 2);
+    static const char *const names[] = {"thinker", "talker"};
+    static const char *const keys[] = {"mean_itl_ms", "median_itl_ms", "std_itl_ms",
+                                       "p50_itl_ms",  "p90_itl_ms",    "p95_itl_ms",
+                                       "p99_itl_ms",  "max_itl_ms"};
+    double mean[2];
+    for (int s = 0; s < 2; s++) {
+        const cJSON *st = cJSON_GetArrayItem(stages, s);
+        cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(st, "stage")->valuestring, names[s]);
+        for (size_t k = 0; k < CZ_ARRAY_LEN(keys); k++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, keys[k]);
+            cr_assert(cJSON_IsNumber(v), "%s: %s", names[s], keys[k]);
+            if (s == 0) {
+                const cJSON *top = cJSON_GetObjectItemCaseSensitive(r.summary, keys[k]);
+                cr_assert(cJSON_IsNumber(top));
+                cr_assert_eq(v->valuedouble, top->valuedouble, "%s", keys[k]);
+            }
+        }
+        mean[s] = cJSON_GetObjectItemCaseSensitive(st, "mean_itl_ms")->valuedouble;
+    }
+    /* the talker decodes 3.5 codec frames a text token, one step each: its gaps are not
+     * the thinker's */
+    cr_assert(mean[0] > 0 && mean[1] > 0 && mean[0] != mean[1], "%g %g", mean[0], mean[1]);
+
+    /* the results file: /itl's stage column holds both stages, as the enum names them, and
+     * its gaps at each stage sum to the tokens after each turn's first there */
+    char h5[] = "/tmp/cz_test_pipeline_XXXXXX";
+    int fd = mkstemp(h5);
+    cr_assert(fd >= 0);
+    close(fd);
+    cz_results_stages rs;
+    cz_run_stages(&r.cfg, &rs);
+    cr_assert(rs.n_ar == 2 && strcmp(rs.ar[0], "thinker") == 0 && strcmp(rs.ar[1], "talker") == 0);
+    cr_assert_eq(rs.n_pipe, 4);
+    cr_assert_eq(cz_results_write_h5(h5, &r.m, &rs, "{}", "{}", r.cfg.seed, &err), CZ_OK, "%s",
+                 err.msg);
+    const char *const cols[] = {"stage", "count"};
+    double *c[2];
+    size_t n;
+    cr_assert_eq(cz_h5_read_columns(h5, "itl", cols, 2, c, &n, &err), CZ_OK, "%s", err.msg);
+    double gaps[2] = {0, 0}, want[2] = {0, 0};
+    for (size_t i = 0; i < n; i++) {
+        cr_assert(c[0][i] == 0 || c[0][i] == 1);
+        gaps[(int)c[0][i]] += c[1][i];
+    }
+    for (uint64_t i = 0; i < r.m.n_req; i++)
+        if (r.m.req[i].output_tokens > 1)
+            want[r.m.req[i].stage] += r.m.req[i].output_tokens - 1;
+    cr_assert(gaps[0] > 0 && gaps[1] > 0);
+    cr_assert_float_eq(gaps[0], want[0], 0, "thinker: %g gaps, %g tokens after a first", gaps[0],
+                       want[0]);
+    cr_assert_float_eq(gaps[1], want[1], 0, "talker: %g gaps, %g tokens after a first", gaps[1],
+                       want[1]);
+    free(c[0]);
+    free(c[1]);
+    remove(h5);
+    run_free(&r);
+    cJSON_Delete(j);
+    free(path);
+    free(dir);
 }

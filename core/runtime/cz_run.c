@@ -144,6 +144,19 @@ void cz_run_summary_json(const cz_config *cfg, const cz_metrics *m, const cz_run
     }
 }
 
+void cz_run_stages(const cz_config *cfg, cz_results_stages *out)
+{
+    _Static_assert(CZ_MAX_STAGES <= CZ_RESULTS_MAX_STAGES, "a results file names every stage");
+    memset(out, 0, sizeof *out);
+    for (uint32_t p = 0; p < cfg->model.n_pipe; p++) {
+        const cz_stage_card *card = &cfg->model.stages[cfg->model.pipe[p].stage];
+        out->pipe[out->n_pipe++] = card->name;
+        if (card->kind == CZ_STAGE_AR)
+            out->ar[out->n_ar++] = card->name;
+    }
+    CZ_ASSERT(out->n_pipe >= 1 && out->n_ar >= 1);
+}
+
 bool cz_run_add_theory(const cz_config *cfg, const cJSON *cfg_json, const cz_summary *sum,
                        cJSON *summary)
 {

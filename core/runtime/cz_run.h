@@ -11,6 +11,7 @@
 
 #include "cz_config.h"
 #include "cz_metrics.h"
+#include "cz_results.h"
 #include "cz_server.h"
 
 /* Counters of a run. */
@@ -60,6 +61,10 @@ typedef void (*cz_run_progress_fn)(void *ctx, const cz_run_progress *p);
  * tokens and the waste ratio over all autoregressive stages, and kv_pool_saturated_at_s. */
 void cz_run_summary_json(const cz_config *cfg, const cz_metrics *m, const cz_run_stats *st,
                          const cz_summary *sum, cJSON *summary);
+
+/* The names of `cfg`'s pipeline stages and of its autoregressive ones, in order, as the
+ * summary's "stages" names them (borrowed from cfg): the stage enums of its results file. */
+void cz_run_stages(const cz_config *cfg, cz_results_stages *out);
 
 /* Queueing-theory check of a run: when the config is a single server without batching
  * (cost kind "service", max_num_seqs 1) fed by Poisson arrivals

@@ -116,7 +116,7 @@ static void token(cz_xstage *S, uint32_t i, double now)
     if (q->gen == 0)
         rec->first_token_s = now;
     else
-        cz_metrics_add_itl(S->m, now - q->last_tok_s, 1);
+        cz_metrics_add_itl(S->m, 0, now - q->last_tok_s, 1);
     cz_metrics_add_tokens(S->m, now, 1);
     q->gen++;
     q->last_tok_s = now;
