@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,13 +75,10 @@ cz_status cz_err_open(cz_err *err, const char *path, int errnum)
 
 cz_status cz_file_check_input(const char *path, cz_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    struct stat sb; /* stat and access, not open: a pipe's one reader stays the real one */
+    if (stat(path, &sb) != 0 || access(path, R_OK) != 0)
         return cz_err_open(err, path, errno);
-    struct stat sb;
-    bool dir = fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode);
-    fclose(f);
-    return dir ? cz_err_open(err, path, EISDIR) : CZ_OK;
+    return S_ISDIR(sb.st_mode) ? cz_err_open(err, path, EISDIR) : CZ_OK;
 }
 
 cz_status cz_err_prefix(cz_err *err, const char *fmt, ...)

@@ -81,9 +81,9 @@ cz_status cz_err_prefix(cz_err *err, const char *fmt, ...) __attribute__((format
  * prefixes the flag or field that named the file ("exp.json: workload.trace.path: "). */
 cz_status cz_err_open(cz_err *err, const char *path, int errnum);
 
-/* Checks that the input file at `path` opens for reading and is not a folder: CZ_OK, or
- * cz_err_open's CZ_ENOTFOUND (the caller prefixes the flag or field that named the file).
- * Reads nothing. */
+/* Checks that the input file at `path` exists, is readable and is not a folder: CZ_OK,
+ * or cz_err_open's CZ_ENOTFOUND (the caller prefixes the flag or field that named the
+ * file). Opens nothing, so a pipe (`<(...)`) is left for its reader. */
 cz_status cz_file_check_input(const char *path, cz_err *err);
 
 /* Clears `err` to CZ_OK with an empty message. */
