@@ -266,31 +266,27 @@ int cz_cmd_calibrate(int argc, char **argv)
     cz_err_clear(&err);
     inputs in;
     memset(&in, 0, sizeof in);
-    cz_status st = CZ_OK;
+    /* the output gets its temporary first, so an unwritable one fails before any reading */
+    const char *tmp = NULL;
+    cz_status st = cz_out_add("-o", out, &tmp, &err);
     for (size_t i = 0; i < n_paths && st == CZ_OK; i++) {
-        if (cz_h5_has_table(paths[i], "shapes"))
+        if (cz_file_check_input(paths[i], &err) != CZ_OK)
+            st = cz_err_prefix(&err, "input argument: ");
+        else if (cz_h5_has_table(paths[i], "shapes"))
             st = read_profile(&in, paths[i], &err);
         else if (cz_h5_has_table(paths[i], "steps"))
             st = read_steps(&in, paths[i], &err);
-        else {
-            FILE *f = fopen(paths[i], "rb");
-            st = f ? cz_err_set(&err, CZ_EFORMAT,
-                                "%s: expected a profile (/shapes) or replay results (/steps), "
-                                "an HDF5 file",
-                                paths[i])
-                   : cz_err_set(&err, CZ_EIO, "%s: cannot open: %s", paths[i], strerror(errno));
-            if (f)
-                fclose(f);
-        }
+        else
+            st = cz_err_set(&err, CZ_EFORMAT,
+                            "%s: expected a profile (/shapes) or replay results (/steps), an "
+                            "HDF5 file",
+                            paths[i]);
     }
-    const char *tmp = NULL;
     cz_cost_file cf;
     cJSON *report = NULL;
     cz_model_card card;
     if (st == CZ_OK)
         st = cz_model_card_load(in.model, &card, &err);
-    if (st == CZ_OK)
-        st = cz_out_add(out, &tmp, &err);
     if (st == CZ_OK) {
         cz_cost_params p = cz_cost_params_default();
         st = cz_calibrate(&card, &p, in.rows, in.n_rows, in.xfers, in.n_xfers, (uint32_t)folds,

@@ -104,14 +104,17 @@ static cz_status load_stage(const char *model, bool *checkpoint, cz_model_card *
 {
     *checkpoint = is_checkpoint_dir(model);
     cz_status s;
+    struct stat sb;
     if (*checkpoint) {
         cz_hf_arch arch;
         s = cz_hf_config_load(model, m, &arch, err);
+    } else if (strchr(model, '/') && stat(model, &sb) != 0) {
+        s = cz_err_open(err, model, errno); /* a path, not a card name */
     } else {
         s = cz_model_card_load(model, m, err);
     }
     if (s != CZ_OK)
-        return s;
+        return cz_err_prefix(err, "--model: ");
     *stage = NULL;
     for (uint32_t i = 0; i < m->n_pipe && !*stage; i++)
         if (m->stages[m->pipe[i].stage].kind == CZ_STAGE_AR)
@@ -320,7 +323,7 @@ int cz_cmd_generate(int argc, char **argv)
     }
 
     const char *tmp_logits = NULL;
-    if (logits_path && (st = cz_out_add(logits_path, &tmp_logits, &err)) != CZ_OK) {
+    if (logits_path && (st = cz_out_add("--logits", logits_path, &tmp_logits, &err)) != CZ_OK) {
         free(prompt);
         return cz_cli_fail(&err);
     }
@@ -334,7 +337,8 @@ int cz_cmd_generate(int argc, char **argv)
     if ((st = cuda ? cz_kctx_cuda_create((int)device, 0, NULL, &k, &err)
                    : cz_kctx_cpu_create(nthreads, &k, &err)) != CZ_OK)
         goto fail;
-    cz_net_source src = {.checkpoint = checkpoint ? model : NULL, .seed = seed, .dtype = dtype};
+    cz_net_source src = {.checkpoint = checkpoint ? model : NULL, .named_by = "--model",
+                         .seed = seed, .dtype = dtype};
     if ((st = cz_net_create(k, stage, &src, &net, &err)) != CZ_OK)
         goto fail;
     uint32_t total = np + (uint32_t)max_new;

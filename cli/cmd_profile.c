@@ -197,7 +197,7 @@ int cz_cmd_profile(int argc, char **argv)
     cz_status st = cz_cli_load_config(config_path, sets, n_sets, &cfg_json, &base_dir, &err);
     /* the output gets its temporary now, so an unwritable one fails before the run */
     if (st == CZ_OK)
-        st = cz_out_add(out_h5, &tmp_h5, &err);
+        st = cz_out_add("-o", out_h5, &tmp_h5, &err);
     if (st == CZ_OK) {
         /* the config as replay reads it (its workload is built and checked too) */
         st = cz_config_parse(cfg_json, config_path, base_dir, &cfg, &wl, &err);

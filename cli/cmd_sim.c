@@ -19,7 +19,6 @@
 #include "cz_results.h"
 #include "cz_run.h"
 #include "cz_sim.h"
-#include "cz_version.h"
 
 static const char sim_usage[] =
     "usage: cadenza sim [CONFIG.json] [--set key=value]... [-o results.h5]\n"
@@ -412,9 +411,13 @@ int cz_cli_parse_percentiles(const char *cmd, const char *value, cz_pctset *out)
 
 cz_status cz_cli_use_cost_file(cJSON *cfg_json, const char *path, cz_err *err)
 {
+    if (cz_file_check_input(path, err) != CZ_OK)
+        return cz_err_prefix(err, "--cost: ");
     char *abs = realpath(path, NULL);
-    if (!abs)
-        return cz_err_set(err, CZ_EIO, "--cost %s: %s", path, strerror(errno));
+    if (!abs) {
+        cz_err_open(err, path, errno);
+        return cz_err_prefix(err, "--cost: ");
+    }
     cJSON *old = cJSON_GetObjectItemCaseSensitive(cfg_json, "cost");
     cJSON *cost = cJSON_CreateObject();
     static const char *const keep[] = {"tp", "bw_sat_sm_fraction"};
@@ -439,8 +442,11 @@ cz_status cz_cli_load_config(const char *path, const char *const *sets, int n_se
     *cfg_json = NULL;
     *base_dir = NULL;
     cJSON *j = NULL;
-    cz_status st = path ? cz_json_load(path, &j, err)
-                        : cz_json_parse(cz_default_config, "default config", &j, err);
+    cz_status st = CZ_OK;
+    if (path && (st = cz_file_check_input(path, err)) != CZ_OK)
+        return cz_err_prefix(err, "config argument: ");
+    st = path ? cz_json_load(path, &j, err)
+              : cz_json_parse(cz_default_config, "default config", &j, err);
     for (int i = 0; i < n_sets && st == CZ_OK; i++)
         st = cz_json_set_path(j, sets[i], err);
     if (st != CZ_OK) {
@@ -448,7 +454,15 @@ cz_status cz_cli_load_config(const char *path, const char *const *sets, int n_se
         return st;
     }
     *cfg_json = j;
-    *base_dir = path ? cz_cli_dir_of(path) : cz_xstrdup(CZ_SOURCE_ROOT "/experiments");
+    if (path) {
+        *base_dir = cz_cli_dir_of(path);
+    } else {
+        char data[4096];
+        cz_data_dir(data, sizeof data); /* the default names its trace from experiments/ */
+        size_t n = strlen(data) + sizeof "/experiments";
+        *base_dir = cz_xmalloc(n);
+        snprintf(*base_dir, n, "%s/experiments", data);
+    }
     return CZ_OK;
 }
 
@@ -560,9 +574,9 @@ static int run_command(int argc, char **argv, bool engine)
     /* every output gets its temporary now, so an unwritable one fails before the run */
     const char *tmp_h5 = NULL, *tmp_summary = NULL;
     if (st == CZ_OK && out_h5)
-        st = cz_out_add(out_h5, &tmp_h5, &err);
+        st = cz_out_add("-o", out_h5, &tmp_h5, &err);
     if (st == CZ_OK && out_summary)
-        st = cz_out_add(out_summary, &tmp_summary, &err);
+        st = cz_out_add("--summary", out_summary, &tmp_summary, &err);
 
     cz_config cfg;
     cz_metrics m;

@@ -127,8 +127,10 @@ static cz_status sweep_load(const char *path, sweep *sw, cz_err *err)
     static const char *const keys[] = {"name", "description", "base",  "grid",
                                        "report", "paper", "paper_values", "seeds"};
     memset(sw, 0, sizeof *sw);
-    cz_status st = cz_json_load(path, &sw->json, err);
+    cz_status st = cz_file_check_input(path, err);
     if (st != CZ_OK)
+        return cz_err_prefix(err, "sweep argument: ");
+    if ((st = cz_json_load(path, &sw->json, err)) != CZ_OK)
         return st;
     if (!cJSON_IsObject(sw->json))
         return cz_err_set(err, CZ_EINVAL, "%s: expected a JSON object", path);
@@ -528,7 +530,7 @@ int cz_cmd_sweep(int argc, char **argv)
         st = cz_cli_use_cost_file(sw.base, cost_path, &err);
     const char *tmp_out = NULL;
     if (st == CZ_OK && out)
-        st = cz_out_add(out, &tmp_out, &err);
+        st = cz_out_add("-o", out, &tmp_out, &err);
     if (st != CZ_OK) {
         free(sets);
         sweep_free(&sw);

@@ -93,7 +93,9 @@ int cz_cmd_trace(int argc, char **argv)
     cz_workload_init(&wl);
     int rc = CZ_EXIT_OK;
     const char *tmp_out = NULL;
-    cz_status st = convert ? cz_out_add(out, &tmp_out, &err) : CZ_OK;
+    cz_status st = convert ? cz_out_add("-o", out, &tmp_out, &err) : CZ_OK;
+    if (st == CZ_OK && cz_file_check_input(file, &err) != CZ_OK)
+        st = cz_err_prefix(&err, "trace argument: ");
     if (st == CZ_OK)
         st = cz_trace_read(file, &opts, &wl, &err);
     if (st == CZ_OK && convert)

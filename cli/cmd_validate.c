@@ -148,7 +148,11 @@ int cz_cmd_validate(int argc, char **argv)
     cz_err err;
     cz_err_clear(&err);
     cJSON *cfg_json = NULL;
-    cz_status st = cz_json_load(config_path, &cfg_json, &err);
+    cz_status st = cz_file_check_input(config_path, &err);
+    if (st != CZ_OK)
+        cz_err_prefix(&err, "config argument: ");
+    else
+        st = cz_json_load(config_path, &cfg_json, &err);
     if (st != CZ_OK) {
         free(sets);
         return cz_cli_fail(&err);
@@ -160,9 +164,9 @@ int cz_cmd_validate(int argc, char **argv)
         st = cz_cli_use_cost_file(cfg_json, cost_path, &err);
     const char *tmp_h5 = NULL, *tmp_summary = NULL;
     if (st == CZ_OK && out_h5)
-        st = cz_out_add(out_h5, &tmp_h5, &err);
+        st = cz_out_add("-o", out_h5, &tmp_h5, &err);
     if (st == CZ_OK && out_summary)
-        st = cz_out_add(out_summary, &tmp_summary, &err);
+        st = cz_out_add("--summary", out_summary, &tmp_summary, &err);
 
     uint32_t R = (uint32_t)repeats;
     cz_metrics *em = cz_xcalloc(R, sizeof *em), sm;

@@ -57,12 +57,14 @@ int cz_cli_parse_percentiles(const char *cmd, const char *value, cz_pctset *out)
 
 /* `--cost FILE`: makes the config's cost object {"kind": "fitted", "file": <FILE made
  * absolute>}, keeping its tp and bw_sat_sm_fraction (the fitted model reads them).
- * CZ_EIO naming the file when it does not exist. */
+ * CZ_ENOTFOUND naming --cost and the file when it cannot be opened. */
 cz_status cz_cli_use_cost_file(cJSON *cfg_json, const char *path, cz_err *err);
 /* Loads the experiment config at `path` (NULL: the built-in default) and applies the
  * --set assignments sets[0..n_sets) in order. On success *cfg_json (caller deletes) and
  * *base_dir (the folder its relative paths resolve against; caller frees) are set; on
- * failure (cz_json_load's and cz_json_set_path's errors) both are NULL. */
+ * failure (cz_json_load's and cz_json_set_path's errors; a file that cannot be opened
+ * is CZ_ENOTFOUND naming the "config argument") both are NULL. The built-in default's
+ * folder is <data folder>/experiments (cz_data_dir). */
 cz_status cz_cli_load_config(const char *path, const char *const *sets, int n_sets,
                              cJSON **cfg_json, char **base_dir, cz_err *err);
 

@@ -125,8 +125,10 @@ static void forget(void)
     }
 }
 
-cz_status cz_out_add(const char *final_path, const char **tmp_path, cz_err *err)
+cz_status cz_out_add(const char *flag, const char *final_path, const char **tmp_path,
+                     cz_err *err)
 {
+    CZ_ASSERT(flag != NULL && final_path != NULL);
     struct stat sb;
     if (stat(final_path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
         *tmp_path = final_path; /* a device or pipe (/dev/stdout): written in place */
@@ -136,11 +138,12 @@ cz_status cz_out_add(const char *final_path, const char **tmp_path, cz_err *err)
     CZ_ASSERT(n < CZ_OUT_MAX);
     for (int i = 0; i < n; i++)
         if (strcmp(out_table.final[i], final_path) == 0)
-            return cz_err_set(err, CZ_EINVAL, "%s: given for two outputs", final_path);
+            return cz_err_set(err, CZ_EINVAL, "%s: '%s' is also given for another output",
+                              flag, final_path);
     char tmp[CZ_OUT_PATH_MAX];
     int len = snprintf(tmp, sizeof tmp, "%s.tmp%ld", final_path, (long)getpid());
     if (len < 0 || (size_t)len >= sizeof tmp)
-        return cz_err_set(err, CZ_EINVAL, "%s: output path too long", final_path);
+        return cz_err_set(err, CZ_EINVAL, "%s: output path '%s' too long", flag, final_path);
     if (!out_table.hooked) {
         install_handlers();
         out_table.hooked = true;
@@ -157,7 +160,8 @@ cz_status cz_out_add(const char *final_path, const char **tmp_path, cz_err *err)
         int e = errno;
         restore_signals(&old);
         free(final_copy);
-        return cz_err_set(err, CZ_EIO, "%s: cannot write: %s", final_path, strerror(e));
+        return cz_err_set(err, CZ_EIO, "%s: cannot write '%s' (%s)", flag, final_path,
+                          strerror(e));
     }
     close(fd);
     memcpy(out_table.tmp[n], tmp, (size_t)len + 1);

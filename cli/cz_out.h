@@ -27,14 +27,17 @@
 /* Most outputs one command registers. */
 #define CZ_OUT_MAX 4
 
-/* Registers `final_path` as an output and creates its temporary; *tmp_path (valid until
- * the commit or discard) is where the writer must write. A path that exists and is not a
+/* Registers `final_path`, given by `flag` ("-o", "--summary"), as an output and creates
+ * its temporary; *tmp_path (valid until the commit or discard) is where the writer must
+ * write. A path that exists and is not a
  * regular file (/dev/stdout, a pipe) is not registered: *tmp_path is `final_path` itself,
  * written in place, never renamed over or removed. The first call installs the
  * signal handlers and the atexit handler. CZ_EINVAL when the path is already registered
- * or too long, CZ_EIO naming `final_path` when the temporary cannot be created. Registering
+ * or too long, CZ_EIO "<flag>: cannot write '<final_path>' (<reason>)" when the temporary
+ * cannot be created (a missing or unwritable folder). Registering
  * more than CZ_OUT_MAX outputs is a bug (CZ_ASSERT). */
-cz_status cz_out_add(const char *final_path, const char **tmp_path, cz_err *err);
+cz_status cz_out_add(const char *flag, const char *final_path, const char **tmp_path,
+                     cz_err *err);
 
 /* For a long run that can stop early with what it has (`cadenza replay`): the first SIGINT
  * only sets the returned flag (and says so on stderr), and the run ends and commits its

@@ -1,12 +1,19 @@
-/* cz_base.c - status names, error formatting, assert failure and allocation helpers. */
+/* cz_base.c - status names, error formatting, assert failure, allocation helpers and the
+ * data folder. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "cz_base.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cz_version.h"
+
+#define CZ_DATA_PATH_MAX 4096
 
 const char *cz_strerror(cz_status status)
 {
@@ -59,6 +66,19 @@ cz_status cz_err_field(cz_err *err, cz_status status, const char *where, const c
     cz_err_set(err, status, "%s: field '%s': %s", where, key, detail);
     cz_err_locate(err, where, key);
     return status;
+}
+
+cz_status cz_err_open(cz_err *err, const char *path, int errnum)
+{
+    return cz_err_set(err, CZ_ENOTFOUND, "cannot open '%s' (%s)", path, strerror(errnum));
+}
+
+cz_status cz_file_check_input(const char *path, cz_err *err)
+{
+    struct stat sb; /* stat and access, not open: a pipe's one reader stays the real one */
+    if (stat(path, &sb) != 0 || access(path, R_OK) != 0)
+        return cz_err_open(err, path, errno);
+    return S_ISDIR(sb.st_mode) ? cz_err_open(err, path, EISDIR) : CZ_OK;
 }
 
 cz_status cz_err_prefix(cz_err *err, const char *fmt, ...)
@@ -158,4 +178,32 @@ void cz_grow(void **arr, size_t *cap, size_t need, size_t elem)
 const char *cz_version(void)
 {
     return CZ_VERSION;
+}
+
+void cz_data_dir(char *out, size_t n)
+{
+    CZ_ASSERT(out != NULL && n > 0);
+    char dir[CZ_DATA_PATH_MAX] = "";
+    if (CZ_DATA_FROM_BIN[0] == '/') {
+        snprintf(dir, sizeof dir, "%s", CZ_DATA_FROM_BIN);
+    } else {
+        char exe[CZ_DATA_PATH_MAX];
+        ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        char *slash = NULL;
+        if (len > 0) {
+            exe[len] = '\0';
+            slash = strrchr(exe, '/');
+        }
+        if (slash) {
+            *slash = '\0';
+            if ((size_t)snprintf(dir, sizeof dir, "%s/%s", exe, CZ_DATA_FROM_BIN) >= sizeof dir)
+                dir[0] = '\0';
+        }
+    }
+    struct stat sb;
+    char *canon = NULL; /* "/opt/x/share/cadenza", not "/opt/x/bin/../share/cadenza" */
+    if (dir[0] && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
+        canon = realpath(dir, NULL);
+    CZ_ASSERT((size_t)snprintf(out, n, "%s", canon ? canon : CZ_SOURCE_ROOT) < n);
+    free(canon);
 }

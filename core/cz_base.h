@@ -25,7 +25,8 @@ typedef enum cz_status {
     CZ_EIO,      /* cannot open, read or write a file */
     CZ_ENOMEM,   /* an allocation failed */
     CZ_ERANGE,   /* a value is out of the representable or supported range */
-    CZ_ENOTFOUND,/* a named thing (model card, policy, format) does not exist */
+    CZ_ENOTFOUND,/* a named thing (model card, policy, format) does not exist, or an input
+                    file a flag or field names cannot be opened */
     CZ_EINTERNAL,/* a run broke its own accounting (a request lost or stuck): a bug in
                     cadenza, reported with the state that shows it, never a silent count */
     CZ_EDEVICE   /* a device, its runtime or a library on it failed (CUDA, cuBLAS, the
@@ -75,6 +76,16 @@ cz_status cz_err_field(cz_err *err, cz_status status, const char *where, const c
  * Keeps the field location. Returns err->status. `err` must not be NULL. */
 cz_status cz_err_prefix(cz_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* An input file that cannot be opened (errno `errnum`): records CZ_ENOTFOUND and
+ * "cannot open '<path>' (<strerror(errnum)>)" and returns CZ_ENOTFOUND. The caller
+ * prefixes the flag or field that named the file ("exp.json: workload.trace.path: "). */
+cz_status cz_err_open(cz_err *err, const char *path, int errnum);
+
+/* Checks that the input file at `path` exists, is readable and is not a folder: CZ_OK,
+ * or cz_err_open's CZ_ENOTFOUND (the caller prefixes the flag or field that named the
+ * file). Opens nothing, so a pipe (`<(...)`) is left for its reader. */
+cz_status cz_file_check_input(const char *path, cz_err *err);
+
 /* Clears `err` to CZ_OK with an empty message. */
 void cz_err_clear(cz_err *err);
 
@@ -104,6 +115,14 @@ void cz_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
 /* The toolkit's version string (from meson's project version). */
 const char *cz_version(void);
+
+/* The folder holding the shipped data (models/, experiments/, traces/data/), written to
+ * out[0..n): the installed data folder <folder of the running program>/CZ_DATA_FROM_BIN
+ * (../share/cadenza for the default layout, so an installed tree can be moved) when it
+ * exists (its canonical path), else the source root compiled in (a program run from its
+ * build tree). Reads /proc/self/exe on every call; keeps no state. A result longer than
+ * n is a bug. */
+void cz_data_dir(char *out, size_t n);
 
 #ifdef __cplusplus
 }

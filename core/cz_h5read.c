@@ -1,20 +1,28 @@
 /* cz_h5read.c - see cz_h5read.h. */
 #include "cz_h5read.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <hdf5.h>
 
-static hid_t open_file(const char *path, cz_err *err)
+/* Opens `path` read-only into *f: CZ_ENOTFOUND (cz_err_open) for a file that cannot be
+ * opened, CZ_EFORMAT for one that opens but is not HDF5. */
+static cz_status open_file(const char *path, hid_t *f, cz_err *err)
 {
+    FILE *probe = fopen(path, "rb");
+    if (!probe)
+        return cz_err_open(err, path, errno);
+    fclose(probe);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0)
-        cz_err_set(err, CZ_EIO, "%s: cannot open it as an HDF5 file", path);
-    return f;
+    *f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (*f < 0)
+        return cz_err_set(err, CZ_EFORMAT, "%s: cannot open it as an HDF5 file", path);
+    return CZ_OK;
 }
 
 /* The enum codes of column `field` of dataset `d` (file type `ft`; the member is an enum)
@@ -111,10 +119,10 @@ cz_status cz_h5_read_columns(const char *path, const char *table, const char *co
     *n = 0;
     for (size_t i = 0; i < nf; i++)
         cols[i] = NULL;
-    hid_t f = open_file(path, err);
-    if (f < 0)
-        return CZ_EIO;
-    cz_status st = CZ_OK;
+    hid_t f = -1;
+    cz_status st = open_file(path, &f, err);
+    if (st != CZ_OK)
+        return st;
     hid_t d = -1, ft = -1, sp = -1;
     if (H5Lexists(f, table, H5P_DEFAULT) <= 0 || (d = H5Dopen2(f, table, H5P_DEFAULT)) < 0) {
         st = cz_err_set(err, CZ_EFORMAT, "%s: no table /%s", path, table);
@@ -160,10 +168,10 @@ out:
 cz_status cz_h5_read_str_attr(const char *path, const char *name, char **out, cz_err *err)
 {
     *out = NULL;
-    hid_t f = open_file(path, err);
-    if (f < 0)
-        return CZ_EIO;
-    cz_status st = CZ_OK;
+    hid_t f = -1;
+    cz_status st = open_file(path, &f, err);
+    if (st != CZ_OK)
+        return st;
     hid_t a = -1, t = -1;
     if (H5Aexists(f, name) <= 0) {
         st = cz_err_set(err, CZ_ENOTFOUND, "%s: no attribute '%s'", path, name);

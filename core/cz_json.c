@@ -13,7 +13,7 @@ cz_status cz_file_read_all(const char *path, char **out, size_t *len_out, cz_err
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return cz_err_set(err, CZ_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return cz_err_open(err, path, errno);
     size_t cap = 1 << 16, len = 0;
     char *buf = cz_xmalloc(cap);
     for (;;) {

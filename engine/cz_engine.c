@@ -1022,8 +1022,10 @@ cz_net_source cz_engine_net_source(const cz_config *cfg, uint32_t card)
     for (uint32_t p = 0; p < cfg->model.n_pipe && first_ar < 0; p++)
         if (cfg->model.stages[cfg->model.pipe[p].stage].kind == CZ_STAGE_AR)
             first_ar = (int32_t)cfg->model.pipe[p].stage;
-    if (strcmp(cfg->engine.weights, "random") != 0 && (int32_t)card == first_ar)
+    if (strcmp(cfg->engine.weights, "random") != 0 && (int32_t)card == first_ar) {
         src.checkpoint = cfg->engine.weights;
+        src.named_by = "engine.weights";
+    }
     return src;
 }
 

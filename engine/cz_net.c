@@ -75,6 +75,8 @@ cz_status cz_net_create(cz_kctx *k, const cz_stage_card *card, const cz_net_sour
     if (src->checkpoint && card->kind == CZ_STAGE_AR) {
         cz_safetensors *st = NULL;
         s = cz_st_open_dir(src->checkpoint, &st, err);
+        if (s != CZ_OK && src->named_by)
+            cz_err_prefix(err, "%s: ", src->named_by);
         if (s == CZ_OK)
             s = cz__net_load(n, st, err);
         cz_st_close(st);

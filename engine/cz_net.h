@@ -28,6 +28,8 @@
 /* Where the weights come from. */
 typedef struct cz_net_source {
     const char *checkpoint; /* a Hugging Face checkpoint folder; NULL: random weights */
+    const char *named_by;   /* the flag or field that named the checkpoint ("--model"),
+                               prefixed to errors opening it; NULL: none */
     uint64_t seed;          /* random weights: the stream they are drawn from */
     cz_dtype dtype;         /* random weights' element type (checkpoints keep theirs) */
 } cz_net_source;

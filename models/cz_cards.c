@@ -12,7 +12,6 @@
 
 #include "cz_json.h"
 #include "cz_models_int.h"
-#include "cz_version.h"
 
 #define CZ_PATH_MAX 4096
 /* Largest accepted weight or KV element size in bytes (fp64). */
@@ -813,6 +812,7 @@ static bool ends_with(const char *s, const char *suffix)
 static cz_status card_path(const char *what, const char *sub, const char *name_or_path,
                            char *path, size_t n, bool *by_name, cz_err *err)
 {
+    bool from_env = true;
     if (name_or_path[0] == '\0')
         return cz_err_set(err, CZ_EINVAL, "%s card: empty name", what);
     if (ends_with(name_or_path, ".json")) {
@@ -830,21 +830,26 @@ static cz_status card_path(const char *what, const char *sub, const char *name_o
         const char *dir = getenv("CZ_CARDS_DIR");
         char fallback[CZ_PATH_MAX];
         if (!dir || dir[0] == '\0') {
-            snprintf(fallback, sizeof fallback, "%s/models", CZ_SOURCE_ROOT);
+            char data[CZ_PATH_MAX - 8];
+            cz_data_dir(data, sizeof data);
+            snprintf(fallback, sizeof fallback, "%s/models", data);
             dir = fallback;
+            from_env = false;
         }
         if ((size_t)snprintf(path, n, "%s/%s/%s.json", dir, sub, name_or_path) >= n)
             return cz_err_set(err, CZ_ERANGE, "%s card '%s': path too long", what, name_or_path);
         *by_name = true;
     }
-    if (access(path, F_OK) != 0) {
-        if (errno == ENOENT)
-            return cz_err_set(err, CZ_ENOTFOUND,
-                              "%s card '%s' not found: no file %s%s", what, name_or_path, path,
-                              *by_name ? " (cards are looked up in $CZ_CARDS_DIR or "
-                                         "<source root>/models)"
-                                       : "");
-        return cz_err_set(err, CZ_EIO, "%s: cannot access: %s", path, strerror(errno));
+    if (access(path, R_OK) != 0) {
+        int e = errno;
+        if (!*by_name)
+            return cz_err_open(err, path, e);
+        return cz_err_set(err, CZ_ENOTFOUND,
+                          "%s card '%s': cannot open '%s' (%s); cards by name are looked up "
+                          "in %s",
+                          what, name_or_path, path, strerror(e),
+                          from_env ? "$CZ_CARDS_DIR" : "the data folder ($CZ_CARDS_DIR is not "
+                                                       "set; docs/install.md)");
     }
     return CZ_OK;
 }

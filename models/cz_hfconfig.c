@@ -3,6 +3,7 @@
  * mapping is tabled in docs/models.md. */
 #include "cz_hfconfig.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -336,7 +337,8 @@ cz_status cz_hf_config_load(const char *dir, cz_model_card *out, cz_hf_arch *arc
         return cz_err_set(err, CZ_ERANGE, "%s: path too long", dir);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return cz_err_set(err, CZ_ENOTFOUND, "%s: no config.json in the folder", dir);
+        return cz_err_set(err, CZ_ENOTFOUND, "cannot open '%s' (%s): expected a Hugging Face "
+                          "checkpoint folder with a config.json", path, strerror(errno));
     fclose(f);
     cJSON *j = NULL;
     cz_status s = cz_json_load(path, &j, err);

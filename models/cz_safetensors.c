@@ -352,8 +352,7 @@ static cz_status file_open(const char *path, st_file *f, cz_err *err)
     memset(f, 0, sizeof *f);
     int fd = open(path, O_RDONLY);
     if (fd < 0)
-        return cz_err_set(err, errno == ENOENT ? CZ_ENOTFOUND : CZ_EIO, "%s: cannot open: %s",
-                          path, strerror(errno));
+        return cz_err_open(err, path, errno);
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         int e = errno;
@@ -525,6 +524,11 @@ cz_status cz_st_open_dir(const char *dir, cz_safetensors **out, cz_err *err)
     if ((size_t)snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir) >=
         sizeof path)
         return cz_err_set(err, CZ_ERANGE, "%s: path too long", dir);
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return cz_err_open(err, dir, errno);
+    if (!S_ISDIR(sb.st_mode))
+        return cz_err_open(err, dir, ENOTDIR);
     if (access(path, F_OK) == 0)
         return cz_st_open_index(path, out, err);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);

@@ -25,7 +25,7 @@ check "calibrate --help" "$cz" calibrate --help
 check "calibrate needs an input" expect_exit 2 "$cz" calibrate -o "$tmp/c.json"
 check "calibrate needs -o" expect_exit 2 "$cz" calibrate "$tmp/none.h5"
 check "a bad fold count is a usage error" expect_exit 2 "$cz" calibrate x.h5 -o y --folds 1
-check "a missing input is an I/O error" expect_exit 1 "$cz" calibrate "$tmp/none.h5" -o "$tmp/c.json"
+check "a missing input is an input error" expect_exit 2 "$cz" calibrate "$tmp/none.h5" -o "$tmp/c.json"
 echo '{}' >"$tmp/not.h5"
 check "a file that is not HDF5 is refused" expect_exit 2 "$cz" calibrate "$tmp/not.h5" -o "$tmp/c.json"
 check "... naming it" grep -q "not.h5" "$tmp/cmd.err"

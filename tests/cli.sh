@@ -186,7 +186,7 @@ check "an uninterrupted run writes both" bash -c \
      [ -s '$tmp/sig/r.h5' ] && [ -s '$tmp/sig/s.json' ] && [ -z \"\$(ls -A '$tmp/sig' | grep tmp)\" ]"
 check "an unwritable output fails before the run, exit 1, naming it" bash -c \
     "'$cz' sim '$cfg' --quiet -o '$tmp/no-such-dir/r.h5' 2>'$tmp/w.err'; [ \$? -eq 1 ] &&
-     grep -q 'no-such-dir/r.h5: cannot write' '$tmp/w.err'"
+     grep -q \"^cadenza: -o: cannot write '$tmp/no-such-dir/r.h5' (No such file or directory)\" '$tmp/w.err'"
 check "trace convert and sweep -o leave no temporary" bash -c \
     "'$cz' trace convert '$root/traces/data/burstgpt3/BurstGPT_3_head.csv' -o '$tmp/sig/c.jsonl' >/dev/null &&
      '$cz' sweep '$tmp/sweep.json' --quiet --set workload.max_requests=20 -o '$tmp/sig/w.jsonl' &&
@@ -353,5 +353,115 @@ for bad in '[]' '[1, 1]' '[1.5]' '[-1]' '"3"'; do
 done
 check "--seeds 0 exits 2 naming the flag" bash -c \
     "'$cz' sweep '$tmp/sweep_s.json' --quiet --seeds 0 2>'$tmp/sb.err'; [ \$? -eq 2 ] && grep -q -- '--seeds' '$tmp/sb.err'"
+
+# Inputs that cannot be opened: exit 2, naming the argument, flag or field that named the
+# file and the path as opened.
+fails_naming() { # text stderr must hold, command...: exits 2
+    local want=$1
+    shift
+    "$@" >"$tmp/fn.out" 2>"$tmp/fn.err"
+    local rc=$?
+    [ "$rc" -eq 2 ] || { echo "exit $rc, expected 2"; cat "$tmp/fn.err"; return 1; }
+    grep -qF -- "$want" "$tmp/fn.err" || { echo "stderr lacks: $want"; cat "$tmp/fn.err"; return 1; }
+}
+nofile="(No such file or directory)"
+mkdir "$tmp/in"
+for c in sim replay profile validate; do
+    check "$c: a missing config names the argument" \
+        fails_naming "config argument: cannot open '$tmp/in/none.json' $nofile" \
+        "$cz" $c "$tmp/in/none.json" -o "$tmp/in/o.h5"
+done
+check "sim: a folder given as the config" \
+    fails_naming "config argument: cannot open '$tmp/in' (Is a directory)" "$cz" sim "$tmp/in"
+printf '{"workload": {"trace": {"path": "x.csv"}, "arrivals": {"process": "trace"}}}\n' >"$tmp/in/trace.json"
+check "sim: a missing trace names workload.trace.path" \
+    fails_naming "trace.json: workload.trace.path: cannot open '$tmp/in/x.csv' $nofile" \
+    "$cz" sim "$tmp/in/trace.json"
+printf '{"workload": {"synthetic": {"requests": 3, "input_tokens": {"dist": "trace", "path": "l.csv"}, "output_tokens": 4}, "arrivals": {"process": "poisson", "rate_rps": 1}}}\n' >"$tmp/in/lengths.json"
+check "sim: a missing length trace names its field" \
+    fails_naming "lengths.json: workload.synthetic.input_tokens.path: cannot open '$tmp/in/l.csv' $nofile" \
+    "$cz" sim "$tmp/in/lengths.json"
+check "sim: an unknown model card names 'model' and where cards are looked up" \
+    fails_naming "default config: model: model card 'nope': cannot open '$root/models/cards/nope.json' $nofile; cards by name are looked up in the data folder" \
+    "$cz" sim --set model=nope
+mkdir -p "$tmp/in/cards" && cp "$root/models/cards/llama-3-8b.json" "$tmp/in/cards/"
+check "sim: an unknown hardware card names 'hardware' and \$CZ_CARDS_DIR" \
+    fails_naming "hardware: hardware card 'nope': cannot open '$tmp/in/hw/nope.json' $nofile; cards by name are looked up in \$CZ_CARDS_DIR" \
+    env CZ_CARDS_DIR="$tmp/in" "$cz" sim "$cfg" --set hardware=nope
+check "sim: a card path that does not exist names 'model'" \
+    fails_naming "default.json: model: cannot open '$tmp/in/m.json' $nofile" \
+    "$cz" sim "$cfg" --set model="$tmp/in/m.json"
+check "sim --cost: a missing cost file names the flag" \
+    fails_naming "--cost: cannot open '$tmp/in/c.json' $nofile" "$cz" sim "$cfg" --cost "$tmp/in/c.json"
+check "sim: a missing cost.file names the field" \
+    fails_naming "default.json: cost.file: cannot open '$root/experiments/c.json' $nofile" \
+    "$cz" sim "$cfg" --set 'cost={"kind": "fitted", "file": "c.json"}'
+check "sweep: a missing sweep file names the argument" \
+    fails_naming "sweep argument: cannot open '$tmp/in/none.json' $nofile" "$cz" sweep "$tmp/in/none.json"
+printf '{"base": "nobase.json", "grid": {"seed": [1]}, "report": ["completed"]}\n' >"$tmp/in/sweep.json"
+check "sweep: a missing base names the field" \
+    fails_naming "sweep.json: field 'base': cannot open '$tmp/in/nobase.json' $nofile" \
+    "$cz" sweep "$tmp/in/sweep.json"
+check "calibrate: a missing input names the argument" \
+    fails_naming "input argument: cannot open '$tmp/in/p.h5' $nofile" \
+    "$cz" calibrate "$tmp/in/p.h5" -o "$tmp/in/cost.json"
+check "generate --model: a missing path names the flag" \
+    fails_naming "--model: cannot open '$tmp/in/ckpt' $nofile" \
+    "$cz" generate --model "$tmp/in/ckpt" --tokens 1 --max-tokens 1
+check "generate --model: a missing card file names the flag" \
+    fails_naming "--model: cannot open '$tmp/in/card.json' $nofile" \
+    "$cz" generate --model "$tmp/in/card.json" --tokens 1 --max-tokens 1
+check "generate --model: a folder without config.json names the flag and the file" \
+    fails_naming "--model: cannot open '$tmp/in/config.json' $nofile" \
+    "$cz" generate --model "$tmp/in" --tokens 1 --max-tokens 1
+check "replay: a missing engine.weights folder names the field" \
+    fails_naming "engine.weights: cannot open '$tmp/in/ckpt' $nofile" \
+    "$cz" replay "$root/experiments/engine/cpu.json" --quiet --set engine.weights="$tmp/in/ckpt"
+for sub in info convert; do
+    check "trace $sub: a missing trace names the argument" \
+        fails_naming "trace argument: cannot open '$tmp/in/t.csv' $nofile" \
+        "$cz" trace $sub "$tmp/in/t.csv" $([ $sub = convert ] && echo -o "$tmp/in/t.jsonl")
+done
+check "no output is left by a failed input" bash -c "[ -z \"\$(ls -A '$tmp/in' | grep -v '\\.json\$\\|^cards\$')\" ]"
+
+# Outputs whose folder does not exist: the command fails before any work, exit 1 (an
+# output that cannot be written), naming the flag and the path, and leaves no file (the
+# temporaries of the outputs already registered are removed).
+mkdir "$tmp/outs"
+out_fails() { # flag, path, command...
+    local flag=$1 path=$2
+    shift 2
+    local t0 rc ms
+    t0=$(date +%s%N)
+    "$@" >"$tmp/of.out" 2>"$tmp/of.err"
+    rc=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    [ "$rc" -eq 1 ] || { echo "exit $rc, expected 1"; cat "$tmp/of.err"; return 1; }
+    grep -qF -- "cadenza: $flag: cannot write '$path' $nofile" "$tmp/of.err" ||
+        { echo "stderr lacks the flag and path"; cat "$tmp/of.err"; return 1; }
+    [ "$ms" -lt 3000 ] || { echo "took $ms ms"; return 1; }
+    [ -z "$(ls -A "$tmp/outs")" ] || { echo "left: $(ls -A "$tmp/outs")"; return 1; }
+}
+nd=$tmp/no-such-dir
+engine_cfg="$root/experiments/engine/cpu.json"
+check "sim -o" out_fails -o "$nd/r.h5" "$cz" sim "$big" --quiet -o "$nd/r.h5" --summary "$tmp/outs/s.json"
+check "sim --summary" out_fails --summary "$nd/s.json" \
+    "$cz" sim "$big" --quiet -o "$tmp/outs/r.h5" --summary "$nd/s.json"
+check "replay -o" out_fails -o "$nd/r.h5" "$cz" replay "$engine_cfg" --quiet -o "$nd/r.h5"
+check "replay --summary" out_fails --summary "$nd/s.json" \
+    "$cz" replay "$engine_cfg" --quiet -o "$tmp/outs/r.h5" --summary "$nd/s.json"
+cat >"$tmp/sweep_big.json" <<JSON
+{"base": "$big", "grid": {"server.max_num_seqs": [8, 64]}, "report": ["completed"]}
+JSON
+check "sweep -o" out_fails -o "$nd/w.jsonl" "$cz" sweep "$tmp/sweep_big.json" --quiet -o "$nd/w.jsonl"
+check "profile -o" out_fails -o "$nd/p.h5" "$cz" profile "$engine_cfg" -o "$nd/p.h5"
+check "calibrate -o (before its inputs are read)" out_fails -o "$nd/c.json" \
+    "$cz" calibrate "$tmp/in/p.h5" -o "$nd/c.json"
+check "validate -o" out_fails -o "$nd/v.h5" "$cz" validate "$engine_cfg" --quiet -o "$nd/v.h5"
+check "validate --summary" out_fails --summary "$nd/v.json" \
+    "$cz" validate "$engine_cfg" --quiet -o "$tmp/outs/v.h5" --summary "$nd/v.json"
+check "trace convert -o" out_fails -o "$nd/t.jsonl" "$cz" trace convert "$azure" -o "$nd/t.jsonl"
+check "generate --logits" out_fails --logits "$nd/l.bin" \
+    "$cz" generate --model tiny-llama --tokens 1 --max-tokens 500 --logits "$nd/l.bin"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -134,9 +134,10 @@ echo '{"model": "tiny-llama", "server": {' >"$tmp/bad.json"
 check "a malformed config is an input error" expect_exit 2 "$cz" profile "$tmp/bad.json" \
     -o "$tmp/x.h5"
 check "the message names the file" grep -q "bad.json" "$tmp/cmd.err"
-check "a missing config names the file (exit 1, as sim)" expect_exit 1 "$cz" profile \
+check "a missing config is an input error (exit 2, as sim)" expect_exit 2 "$cz" profile \
     "$tmp/none.json" -o "$tmp/x.h5"
-check "the message names it" grep -q "none.json" "$tmp/cmd.err"
+check "the message names the argument and the file" \
+    grep -qF "config argument: cannot open '$tmp/none.json'" "$tmp/cmd.err"
 check "a bad --set is blamed" expect_exit 2 "$cz" profile "$cpu" -o "$tmp/x.h5" \
     --set server.max_num_seqs=0
 check "the message names the --set" grep -q -- "--set server.max_num_seqs=0" "$tmp/cmd.err"

@@ -453,8 +453,8 @@ Test(synth, config_errors_name_the_field)
                 CZ_EINVAL, "workload.synthetic", "'output_tokens'");
     build_fails("{\"trace\": {\"path\": \"" AZURE_CONV "\"}, \"synthetic\": {}}", CZ_EINVAL,
                 "exp.json: workload", "not both");
-    build_fails("{\"trace\": {\"path\": \"no/such/trace.csv\", \"format\": \"azure\"}}", CZ_EIO,
-                "no/such/trace.csv", NULL);
+    build_fails("{\"trace\": {\"path\": \"no/such/trace.csv\", \"format\": \"azure\"}}",
+                CZ_ENOTFOUND, "workload.trace.path: cannot open '", "no/such/trace.csv'");
     build_fails("{\"trace\": {\"path\": \"" AZURE_CONV "\", \"format\": \"parquet\"}}",
                 CZ_ENOTFOUND, "workload.trace", "'parquet'");
     build_fails("{\"streams\": {\"count\": 1, \"frame_period_s\": 1, \"tokens_in_per_frame\": 1,"

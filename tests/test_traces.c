@@ -146,9 +146,10 @@ Test(traces, unknown_format_lists_the_formats)
                "sharegpt", "burstgpt", "mooncake", "azure", "cadenza", NULL);
 }
 
-Test(traces, missing_file_is_an_io_error)
+Test(traces, missing_file_is_an_input_error)
 {
-    read_fails(FIXTURES "no_such_file.csv", NULL, CZ_EIO, "no_such_file.csv", NULL);
+    read_fails(FIXTURES "no_such_file.csv", NULL, CZ_ENOTFOUND, "cannot open '",
+               "no_such_file.csv' (No such file or directory)", NULL);
 }
 
 Test(traces, format_names_round_trip)

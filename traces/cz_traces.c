@@ -64,7 +64,7 @@ cz_status cz_trace_detect(const char *path, cz_trace_format *out, cz_err *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return cz_err_set(err, CZ_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return cz_err_open(err, path, errno);
     char *buf = cz_xmalloc(CZ_DETECT_BYTES + 1);
     size_t n = fread(buf, 1, CZ_DETECT_BYTES, f);
     bool bad = ferror(f) != 0;

@@ -130,14 +130,19 @@ static void trace_draw(const length_spec *d, gsl_rng *r, uint32_t *in_tokens,
     *out_tokens = out < 1 ? 1 : out > d->max_tokens ? d->max_tokens : out;
 }
 
-static cz_status load_trace_lengths(length_spec *d, const char *where, cz_err *err)
+/* Reads d's trace; `where`.`key` names the length field in messages. */
+static cz_status load_trace_lengths(length_spec *d, const char *where, const char *key,
+                                    cz_err *err)
 {
     cz_trace_opts o = cz_trace_opts_default();
     o.format = d->format;
     d->trace = cz_xmalloc(sizeof *d->trace);
     d->owns_trace = true;
     cz_workload_init(d->trace);
-    cz_status st = cz_trace_read(d->path, &o, d->trace, err);
+    cz_status st = cz_file_check_input(d->path, err);
+    if (st != CZ_OK)
+        return cz_err_prefix(err, "%s.%s.path: ", where, key);
+    st = cz_trace_read(d->path, &o, d->trace, err);
     if (st == CZ_OK && d->trace->n_turns == 0)
         st = cz_err_set(err, CZ_EINVAL, "%s: trace '%s' has no requests to sample lengths from",
                         where, d->path);
@@ -170,7 +175,10 @@ static cz_status source_trace(const cJSON *t, const char *where, const char *bas
         return st;
     o.default_output_tokens = (uint32_t)out_tokens;
     char *full = resolve_path(base_dir, path);
-    st = cz_trace_read(full, &o, w, err);
+    if ((st = cz_file_check_input(full, err)) != CZ_OK)
+        cz_err_prefix(err, "%s.path: ", where);
+    else
+        st = cz_trace_read(full, &o, w, err);
     free(full);
     return st;
 }
@@ -194,11 +202,11 @@ static cz_status source_synthetic(const cJSON *s, const char *where, const char 
     /* Input and output from the same trace file are drawn as (input, output) pairs. */
     bool pairs = in.from_trace && out.from_trace && strcmp(in.path, out.path) == 0 &&
                  in.format == out.format;
-    if (in.from_trace && (st = load_trace_lengths(&in, where, err)) != CZ_OK)
+    if (in.from_trace && (st = load_trace_lengths(&in, where, "input_tokens", err)) != CZ_OK)
         goto done;
     if (pairs) {
         out.trace = in.trace;
-    } else if (out.from_trace && (st = load_trace_lengths(&out, where, err)) != CZ_OK) {
+    } else if (out.from_trace && (st = load_trace_lengths(&out, where, "output_tokens", err)) != CZ_OK) {
         goto done;
     }
     snprintf(w->source, sizeof w->source, "synthetic");

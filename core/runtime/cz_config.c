@@ -927,9 +927,10 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
         (st = cz_json_str(cfg, where, "hardware", false, &hw, err)) != CZ_OK ||
         (st = cz_json_str(cfg, where, "stage", false, &stage, err)) != CZ_OK)
         return st;
-    if ((st = cz_model_card_load(model, &c->model, err)) != CZ_OK ||
-        (st = cz_hw_card_load(hw, &c->hw, err)) != CZ_OK)
-        return cz_err_prefix(err, "%s: ", where);
+    if ((st = cz_model_card_load(model, &c->model, err)) != CZ_OK)
+        return cz_err_prefix(err, "%s: model: ", where);
+    if ((st = cz_hw_card_load(hw, &c->hw, err)) != CZ_OK)
+        return cz_err_prefix(err, "%s: hardware: ", where);
     uint64_t wb = 0;
     if ((st = cz_json_u64(cfg, where, "weight_bytes", false, 1, 8, &wb, err)) != CZ_OK)
         return st;
