@@ -16,7 +16,6 @@
 #include "cz_gnuplot.h"
 #include "cz_json.h"
 #include "cz_plot.h"
-#include "cz_version.h"
 
 static const char figures_usage[] =
     "usage: cadenza figures [--quick] [-o DIR] [--only NAME]... [--spec FILE] [--check]\n"
@@ -575,10 +574,10 @@ int cz_cmd_figures(int argc, char **argv)
             return cz_cli_usage_error("figures", "unexpected argument '%s'", a);
         }
     }
-    char spec_default[1024];
+    char spec_default[1200], data[1024];
     if (!spec) {
-        snprintf(spec_default, sizeof spec_default, "%s/experiments/figures.json",
-                 CZ_SOURCE_ROOT);
+        cz_data_dir(data, sizeof data);
+        snprintf(spec_default, sizeof spec_default, "%s/experiments/figures.json", data);
         spec = spec_default;
     }
     cz_err err = {0};

@@ -94,6 +94,12 @@ static const cz_h5_col frame_cols[] = {
     COL(cz_frame_record, latency_s, CZ_H5_F64, "s"),
 };
 
+static const cz_h5_col gateway_cols[] = {
+    COL(cz_gateway_row, t_s, CZ_H5_F64, "s"),
+    COL(cz_gateway_row, cap, CZ_H5_U32, "count"),
+    COL(cz_gateway_row, live, CZ_H5_U32, "count"),
+};
+
 static const cz_h5_col turn_cols[] = {
     COL(cz_turn_record, session, CZ_H5_U64, ""),
     COL(cz_turn_record, req, CZ_H5_U64, ""),
@@ -140,6 +146,10 @@ static const cz_h5_table frame_table =
     TABLE("frames", "One returned frame of a periodic stream: its tick, when its tokens were "
                     "done, the Step's wait, and whether it came back empty or late.",
           cz_frame_record, frame_cols);
+static const cz_h5_table gateway_table =
+    TABLE("gateway", "The session gateway of periodic streams whenever its admission cap "
+                     "(4294967295: unbounded) or its live sessions changed.",
+          cz_gateway_row, gateway_cols);
 static const cz_h5_table turn_table =
     TABLE("turns", "One turn of the workload, in the order outcomes were decided: its class, "
                    "outcome, the stage that refused it and its row in /requests.",
@@ -226,7 +236,7 @@ cz_status cz_results_write_h5(const char *path, const cz_metrics *m,
         {&req_table, m->n_req, rows},         {&tl_table, m->n_tl, m->tl},
         {&itl_table, m->n_itl, m->itl},       {&audio_table, m->n_audio, m->audio},
         {&frame_table, m->n_frames, m->frames}, {&turn_table, m->n_turns, m->turns},
-        {&step_table, m->n_step_rows, m->step_rows},
+        {&step_table, m->n_step_rows, m->step_rows}, {&gateway_table, m->n_gateway, m->gateway},
     };
     for (size_t i = 0; i < CZ_ARRAY_LEN(tables); i++) {
         char what[64];

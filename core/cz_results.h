@@ -7,6 +7,7 @@
  *   /frames     one row per periodic-stream frame (cz_frame_record)
  *   /turns      one row per turn of the workload (cz_turn_record)
  *   /steps      one row per batch a real engine executed (cz_step_record)
+ *   /gateway    the streams' admission cap and live sessions at each change (cz_gateway_row)
  *   attributes on /: config (JSON text), summary (JSON text), cadenza_version, seed.
  * Every table is a cz_h5_table (cz_h5.h): `description` and `units` attributes, stage,
  * class and outcome columns as HDF5 enums named as the summary names them, chunked and

@@ -20,7 +20,7 @@ static const cz_results_stages stages = {
     .n_pipe = 3, .n_ar = 2, .pipe = {"encoder", "thinker", "talker"}, .ar = {"thinker", "talker"}};
 
 static const char *const all_tables[] = {"requests", "timeline", "itl",  "audio",
-                                         "frames",   "turns",    "steps"};
+                                         "frames",   "turns",    "steps", "gateway"};
 
 /* Writes `m` to a fresh temporary file, named in `path` (a "/tmp/cz_test_results_XXXXXX"
  * buffer). */
@@ -183,6 +183,10 @@ static void fill_junk(cz_metrics *m, unsigned char junk)
     st.sampled = 10;
     st.device = 0;
     cz_metrics_add_step(m, &st);
+    cz_metrics_gateway(m, 0.0, UINT32_MAX, 0);
+    cz_metrics_gateway(m, 2.0, 12, 3);
+    cz_metrics_gateway(m, 2.5, 12, 3); /* no change: no row */
+    cz_metrics_gateway(m, 4.0, 11, 3);
 }
 
 /* What reaches the file is the fields and nothing else: every table is stored without
@@ -192,7 +196,7 @@ static void fill_junk(cz_metrics *m, unsigned char junk)
 Test(results, tables_store_no_padding)
 {
     static const char *const tables[] = {"requests", "timeline", "itl", "audio", "frames",
-                                         "turns", "steps"};
+                                         "turns", "steps", "gateway"};
     unsigned char *bytes[2][CZ_ARRAY_LEN(tables)];
     size_t sizes[2][CZ_ARRAY_LEN(tables)];
     for (int k = 0; k < 2; k++) {
@@ -747,4 +751,31 @@ Test(results, repeated_enum_names_stay_distinct)
     cr_assert(H5Tenum_nameof(t, &v, got, sizeof got) >= 0);
     cr_assert_str_eq(got, "talker#1");
     H5Tclose(t);
+}
+
+/* The gateway's rows: one per change of the cap or the live sessions, unbounded as
+ * UINT32_MAX. */
+Test(results, gateway_rows_at_changes)
+{
+    cz_metrics m;
+    fill_junk(&m, 0);
+    char path[] = "/tmp/cz_test_results_XXXXXX";
+    write_tmp(&m, path);
+    static const char *const cols[] = {"t_s", "cap", "live"};
+    double *c[3];
+    size_t n = 0;
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_h5_read_columns(path, "gateway", cols, 3, c, &n, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(n, 3);
+    cr_assert_eq(c[1][0], (double)UINT32_MAX);
+    cr_assert_eq(c[0][1], 2.0);
+    cr_assert_eq(c[1][1], 12.0);
+    cr_assert_eq(c[2][1], 3.0);
+    cr_assert_eq(c[0][2], 4.0);
+    cr_assert_eq(c[1][2], 11.0);
+    for (int k = 0; k < 3; k++)
+        free(c[k]);
+    remove(path);
+    cz_metrics_free(&m);
 }
