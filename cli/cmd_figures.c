@@ -583,7 +583,8 @@ int cz_cmd_figures(int argc, char **argv)
     cz_err err = {0};
     cJSON *sp = NULL;
     if (cz_json_load(spec, &sp, &err) != CZ_OK) {
-        cz_err_prefix(&err, "--spec: ");
+        if (spec != spec_default)
+            cz_err_prefix(&err, "--spec: ");
         return cz_cli_fail(&err);
     }
     const cJSON *figs = cJSON_GetObjectItemCaseSensitive(sp, "figures");

@@ -40,17 +40,20 @@ static const char plot_usage[] =
 int cz_cli_output_dir(const char *cmd, const char *flag, const char *dir)
 {
     struct stat sb;
+    const char *why = NULL;
     if (stat(dir, &sb) != 0) {
         if (errno != ENOENT || mkdir(dir, 0777) != 0)
-            return cz_cli_usage_error(cmd, "%s '%s': cannot create the folder: %s", flag, dir,
-                                      strerror(errno));
+            why = strerror(errno);
     } else if (!S_ISDIR(sb.st_mode)) {
-        return cz_cli_usage_error(cmd, "%s '%s': expected a folder", flag, dir);
+        why = "not a folder";
+    } else if (access(dir, W_OK) != 0) {
+        why = strerror(errno);
     }
-    if (access(dir, W_OK) != 0)
-        return cz_cli_usage_error(cmd, "%s '%s': folder not writable: %s", flag, dir,
-                                  strerror(errno));
-    return CZ_EXIT_OK;
+    if (!why)
+        return CZ_EXIT_OK;
+    /* an output that cannot be written: exit 1, as every command's */
+    fprintf(stderr, "cadenza %s: %s: cannot write the folder '%s' (%s)\n", cmd, flag, dir, why);
+    return CZ_EXIT_FAIL;
 }
 
 static bool ends_with(const char *s, const char *suffix)

@@ -27,8 +27,9 @@ int cz_cmd_plot(int argc, char **argv);
 int cz_cmd_figures(int argc, char **argv);
 
 /* An output folder named by `flag` of `cmd`: created when missing (its parent must exist),
- * refused when not a writable folder. Prints the usage error and returns 2 on failure,
- * CZ_EXIT_OK otherwise. */
+ * refused when not a writable folder. Prints the error naming the flag and the folder and
+ * returns CZ_EXIT_FAIL (an output that cannot be written) on failure, CZ_EXIT_OK
+ * otherwise. */
 int cz_cli_output_dir(const char *cmd, const char *flag, const char *dir);
 
 /* Parses and simulates one experiment config. On success: *cfg, *m (caller frees with

@@ -94,8 +94,10 @@ check "same rows: byte-identical data and script" bash -c \
 check "a missing input exits 2 naming it" bash -c \
     "'$cz' plot '$tmp/nope.h5' -o '$tmp/e1' 2>&1 | grep -q 'nope.h5'; [ \${PIPESTATUS[0]} -eq 2 ]"
 check "no -o is a usage error" expect_exit 2 "$cz" plot "$tmp/spoken.h5"
-check "an output folder whose parent is missing exits 2 naming -o" bash -c \
-    "'$cz' plot '$tmp/spoken.h5' -o '$tmp/no/such/dir' 2>&1 | grep -q -- '-o'; [ \${PIPESTATUS[0]} -eq 2 ]"
+check "an output folder whose parent is missing exits 1 naming -o, before any work" bash -c \
+    "'$cz' plot '$tmp/spoken.h5' -o '$tmp/no/such/dir' 2>&1 | grep -q -- \"-o: cannot write the folder '$tmp/no/such/dir'\"; [ \${PIPESTATUS[0]} -eq 1 ]"
+check "figures: the same before running anything" bash -c \
+    "'$cz' figures --quick -o '$tmp/no/such/dir' 2>&1 | grep -q -- '-o: cannot write'; [ \${PIPESTATUS[0]} -eq 1 ] && [ ! -e '$tmp/no' ]"
 echo '{"point": {"a": 1}, "summary": {}}' >"$tmp/bad.jsonl"
 echo 'not json' >>"$tmp/bad.jsonl"
 check "a bad sweep row exits 2 naming the file and line" bash -c \
