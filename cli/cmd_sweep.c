@@ -14,10 +14,13 @@
 #include "cz_cli.h"
 #include "cz_json.h"
 #include "cz_out.h"
+#include "cz_sweep_rows.h"
+#include "cz_team.h"
 
 static const char sweep_usage[] =
     "usage: cadenza sweep SWEEP.json [--set key=value]... [--cost cost.json]\n"
-    "                     [--seeds N] [--percentiles LIST] [-o results.jsonl] [--quiet]\n"
+    "                     [--seeds N] [--percentiles LIST] [-o results.jsonl]\n"
+    "                     [--resume] [--quiet]\n"
     "\n"
     "Runs the sweep's base experiment once per point of its grid (every combination of\n"
     "the values listed per key, the last key varying fastest) and prints one row per point\n"
@@ -36,12 +39,19 @@ static const char sweep_usage[] =
     "interval; a key that is null in some seed's summary has a null mean. The table is\n"
     "printed once every point has run; progress goes to stderr.\n"
     "\n"
+    "With -o, each row is also appended to FILE.partial as its point finishes; the\n"
+    "finished output replaces it. Under `mpirun -n N` (a build with MPI) the points are\n"
+    "spread over the N ranks; rank 0 prints and writes the same rows, in grid order.\n"
+    "\n"
     "  --set key=value      override a field of the base experiment at every point\n"
     "  --cost FILE          step times from a fitted cost model (`cadenza calibrate`)\n"
     "  --seeds N            run every point with seeds 1..N (overrides the file's seeds)\n"
     "  --percentiles LIST   percentiles in each summary, as for `cadenza sim`\n"
     "  -o, --output FILE    write every point as a JSON line: {\"point\", \"summary\"}, or\n"
     "                       with seeds {\"point\", \"seeds\", \"summaries\", \"mean\", \"ci95\"}\n"
+    "  --resume             with -o: keep the rows FILE and FILE.partial hold for this\n"
+    "                       sweep's points (and seeds), run only the missing points\n"
+    "                       and write FILE whole\n"
     "  --quiet              print nothing but errors\n"
     "  -h, --help           this help\n";
 
@@ -311,21 +321,6 @@ static cJSON *json_num_or_null(double v)
     return isnan(v) ? cJSON_CreateNull() : cJSON_CreateNumber(v);
 }
 
-static bool write_lines(FILE *f, const void *ctx)
-{
-    const cJSON *rows = ctx;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, rows)
-    {
-        char *t = cJSON_PrintUnformatted(it);
-        bool ok = fputs(t, f) >= 0 && fputc('\n', f) != EOF;
-        cJSON_free(t);
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
 /* Sets the config's top-level seed. */
 static void set_seed(cJSON *cfg, uint64_t seed)
 {
@@ -455,215 +450,507 @@ static void add_seed_stats(const sweep *sw, const cJSON *summaries, cJSON *row)
     free(x);
 }
 
-int cz_cmd_sweep(int argc, char **argv)
-{
-    const char *path = NULL, *out = NULL, *cost_path = NULL;
-    const char **sets = cz_xcalloc((size_t)argc, sizeof *sets);
-    int n_sets = 0;
-    bool quiet = false;
-    uint32_t cli_seeds = 0;
-    cz_pctset pct = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(sweep_usage, stdout);
-            free(sets);
-            return CZ_EXIT_OK;
-        } else if (strcmp(a, "--set") == 0 || strcmp(a, "-o") == 0 ||
-                   strcmp(a, "--output") == 0 || strcmp(a, "--cost") == 0 ||
-                   strcmp(a, "--seeds") == 0 || strcmp(a, "--percentiles") == 0) {
-            if (i + 1 >= argc) {
-                free(sets);
-                return cz_cli_usage_error("sweep", "option '%s' needs a value", a);
-            }
-            const char *v = argv[++i];
-            if (strcmp(a, "--set") == 0) {
-                sets[n_sets++] = v;
-            } else if (strcmp(a, "--cost") == 0) {
-                cost_path = v;
-            } else if (strcmp(a, "--seeds") == 0) {
-                char *end;
-                errno = 0;
-                unsigned long n = strtoul(v, &end, 10);
-                if (errno || end == v || *end || v[0] == '-' || n < 1 || n > 1000) {
-                    free(sets);
-                    return cz_cli_usage_error(
-                        "sweep", "option '--seeds': expected a count from 1 to 1000, got '%s'", v);
-                }
-                cli_seeds = (uint32_t)n;
-            } else if (strcmp(a, "--percentiles") == 0) {
-                int prc = cz_cli_parse_percentiles("sweep", v, &pct);
-                if (prc != CZ_EXIT_OK) {
-                    free(sets);
-                    return prc;
-                }
-            } else {
-                out = v;
-            }
-        } else if (strcmp(a, "--quiet") == 0) {
-            quiet = true;
-        } else if (a[0] == '-' || path) {
-            free(sets);
-            return cz_cli_usage_error("sweep", "unexpected argument '%s'", a);
-        } else {
-            path = a;
-        }
-    }
-    if (!path) {
-        free(sets);
-        return cz_cli_usage_error("sweep", "missing the SWEEP.json file");
-    }
-    cz_err err;
-    cz_err_clear(&err);
-    sweep sw;
-    cz_status st = sweep_load(path, &sw, &err);
-    if (st == CZ_OK && cli_seeds) {
-        free(sw.seeds);
-        sw.seeds = cz_xcalloc(cli_seeds, sizeof *sw.seeds);
-        for (uint32_t i = 0; i < cli_seeds; i++)
-            sw.seeds[i] = i + 1;
-        sw.n_seeds = cli_seeds;
-    }
-    for (int i = 0; i < n_sets && st == CZ_OK; i++)
-        st = cz_json_set_path(sw.base, sets[i], &err);
-    if (st == CZ_OK && cost_path)
-        st = cz_cli_use_cost_file(sw.base, cost_path, &err);
-    const char *tmp_out = NULL;
-    if (st == CZ_OK && out)
-        st = cz_out_add("-o", out, &tmp_out, &err);
-    if (st != CZ_OK) {
-        free(sets);
-        sweep_free(&sw);
-        return cz_cli_fail(&err);
-    }
-    /* a point's overrides: the --set arguments, then its grid values */
-    char **grid_asg = cz_xcalloc((size_t)sw.n_keys + 1, sizeof *grid_asg);
-    const char **applied = cz_xcalloc((size_t)(n_sets + sw.n_keys) + 1, sizeof *applied);
-    for (int i = 0; i < n_sets; i++)
-        applied[i] = sets[i];
+/* What running a point needs, the same on every rank. */
+typedef struct sweep_run {
+    const sweep *sw;
+    const char *path;  /* the sweep file, in messages */
+    const char **sets; /* the --set assignments */
+    int n_sets;
+    const cz_pctset *pct;
+    uint64_t points;
+    bool progress;     /* a progress line per run on stderr (the root, without --quiet) */
+    char *info_text;   /* the rows' "sweep" object as text */
+    char *seeds_text;  /* the rows' "seeds" array as text (with seeds) */
+} sweep_run;
 
-    uint64_t points = 1;
-    for (int k = 0; k < sw.n_keys; k++)
-        points *= (uint64_t)cJSON_GetArraySize(sw.keys[k]);
-    uint32_t runs = sw.n_seeds ? sw.n_seeds : 1;
-    cJSON *rows = cJSON_CreateArray();
-    if (!quiet) {
-        if (sw.n_seeds)
-            printf("sweep '%s': %llu points x %u seeds\n", sw.name, (unsigned long long)points,
-                   sw.n_seeds);
-        else
-            printf("sweep '%s': %llu points\n", sw.name, (unsigned long long)points);
-        fflush(stdout);
-    }
-    int rc = CZ_EXIT_OK;
-    for (uint64_t pt = 0; pt < points && rc == CZ_EXIT_OK; pt++) {
-        cJSON *point = cJSON_CreateObject();
-        cJSON *pcfg = cJSON_Duplicate(sw.base, 1);
-        uint64_t rest = pt;
-        for (int k = sw.n_keys - 1; k >= 0; k--) {
-            int n = cJSON_GetArraySize(sw.keys[k]);
-            const cJSON *v = cJSON_GetArrayItem(sw.keys[k], (int)(rest % (uint64_t)n));
-            rest /= (uint64_t)n;
-            free(grid_asg[k]);
-            grid_asg[k] = assignment(sw.keys[k]->string, v);
-            applied[n_sets + k] = grid_asg[k];
-            if (st == CZ_OK)
-                st = cz_json_set_path(pcfg, grid_asg[k], &err);
-            cJSON_AddItemToObject(point, sw.keys[k]->string, cJSON_Duplicate(v, 1));
-        }
-        cJSON *summaries = cJSON_CreateArray();
-        for (uint32_t si = 0; si < runs && st == CZ_OK; si++) {
-            cJSON *cfg = cJSON_Duplicate(pcfg, 1);
-            char where[512];
-            if (sw.n_seeds) {
-                set_seed(cfg, sw.seeds[si]);
-                snprintf(where, sizeof where, "%s (point %llu, seed %llu)", path,
-                         (unsigned long long)pt + 1, (unsigned long long)sw.seeds[si]);
-            } else {
-                snprintf(where, sizeof where, "%s (point %llu)", path, (unsigned long long)pt + 1);
-            }
-            cz_config c;
-            cz_metrics m;
-            memset(&m, 0, sizeof m);
-            cz_summary sum;
-            cz_run_stats stats;
-            cJSON *summary = NULL;
-            double wall_s = 0;
-            st = cz_cli_simulate(cfg, where, sw.base_dir, false, &pct, &c, &m, &sum, &stats,
-                                 &summary, &wall_s, &err);
-            if (st != CZ_OK) {
-                cz_cli_blame_set(&err, where, applied, n_sets + sw.n_keys, n_sets);
-            } else {
-                cJSON_AddItemToArray(summaries, summary);
-                if (!quiet && sw.n_seeds)
-                    fprintf(stderr, "sweep: point %llu/%llu seed %llu done in %.2f s\n",
-                            (unsigned long long)pt + 1, (unsigned long long)points,
-                            (unsigned long long)sw.seeds[si], wall_s);
-                else if (!quiet)
-                    fprintf(stderr, "sweep: point %llu/%llu done in %.2f s\n",
-                            (unsigned long long)pt + 1, (unsigned long long)points, wall_s);
-            }
-            cz_metrics_free(&m);
-            cJSON_Delete(cfg);
-        }
-        if (st != CZ_OK) {
-            rc = cz_cli_fail(&err);
-            cJSON_Delete(summaries);
-            cJSON_Delete(point);
-        } else {
-            cJSON *row = cJSON_CreateObject();
-            cJSON_AddItemToObject(row, "point", point);
-            if (sw.n_seeds) {
-                cJSON *seeds = cJSON_AddArrayToObject(row, "seeds");
-                for (uint32_t si = 0; si < sw.n_seeds; si++)
-                    cJSON_AddItemToArray(seeds, cJSON_CreateNumber((double)sw.seeds[si]));
-                cJSON_AddItemToObject(row, "summaries", summaries);
-                add_seed_stats(&sw, summaries, row);
-            } else {
-                cJSON_AddItemToObject(row, "summary",
-                                      cJSON_DetachItemFromArray(summaries, 0));
-                cJSON_Delete(summaries);
-            }
-            /* what a plot of the rows needs without the sweep file (docs/plots.md) */
-            cJSON *info = cJSON_AddObjectToObject(row, "sweep");
-            cJSON_AddStringToObject(info, "name", sw.name);
-            cJSON_AddItemToObject(info, "report", cJSON_Duplicate(sw.report, 1));
-            const cJSON *pv = cJSON_GetObjectItemCaseSensitive(sw.json, "paper_values");
-            if (pv)
-                cJSON_AddItemToObject(info, "paper_values", cJSON_Duplicate(pv, 1));
-            cJSON_AddItemToArray(rows, row);
-        }
-        cJSON_Delete(pcfg);
-    }
-    if (rc == CZ_EXIT_OK && !quiet) {
-        print_sweep_table(&sw, rows, points);
-        /* what the paper reports for the same setting, printed beside our rows */
-        const cJSON *paper = cJSON_GetObjectItemCaseSensitive(sw.json, "paper");
-        const cJSON *line;
-        if (cJSON_IsString(paper))
-            printf("paper: %s\n", paper->valuestring);
-        if (cJSON_IsArray(paper)) {
-            cJSON_ArrayForEach(line, paper)
-            {
-                if (cJSON_IsString(line))
-                    printf("paper: %s\n", line->valuestring);
-            }
-        }
-    }
-    if (rc == CZ_EXIT_OK && out) {
-        st = cz_file_write(tmp_out, write_lines, rows, &err);
+/* The rows' "sweep" object: what a plot of the rows needs without the sweep file
+ * (docs/plots.md). */
+static cJSON *sweep_info(const sweep *sw)
+{
+    cJSON *info = cJSON_CreateObject();
+    cJSON_AddStringToObject(info, "name", sw->name);
+    cJSON_AddItemToObject(info, "report", cJSON_Duplicate(sw->report, 1));
+    const cJSON *pv = cJSON_GetObjectItemCaseSensitive(sw->json, "paper_values");
+    if (pv)
+        cJSON_AddItemToObject(info, "paper_values", cJSON_Duplicate(pv, 1));
+    return info;
+}
+
+static cJSON *seeds_array(const sweep *sw)
+{
+    cJSON *seeds = cJSON_CreateArray();
+    for (uint32_t si = 0; si < sw->n_seeds; si++)
+        cJSON_AddItemToArray(seeds, cJSON_CreateNumber((double)sw->seeds[si]));
+    return seeds;
+}
+
+/* Runs point `pt` of the grid (point 0 first, the last key varying fastest), once per seed
+ * when there are seeds, and returns its row as one line of JSON text (*text, caller frees;
+ * the same bytes on any rank) and the runs' wall time. On failure the error names the
+ * point (and seed), and the --set argument a bad value came from. */
+static cz_status run_point(const sweep_run *r, uint64_t pt, char **text, double *wall_s,
+                           cz_err *err)
+{
+    const sweep *sw = r->sw;
+    uint32_t runs = sw->n_seeds ? sw->n_seeds : 1;
+    /* the point's overrides: the --set arguments, then its grid values */
+    char **grid_asg = cz_xcalloc((size_t)sw->n_keys + 1, sizeof *grid_asg);
+    const char **applied = cz_xcalloc((size_t)(r->n_sets + sw->n_keys) + 1, sizeof *applied);
+    for (int i = 0; i < r->n_sets; i++)
+        applied[i] = r->sets[i];
+    cz_status st = CZ_OK;
+    cJSON *point = cJSON_CreateObject();
+    cJSON *pcfg = cJSON_Duplicate(sw->base, 1);
+    uint64_t rest = pt;
+    for (int k = sw->n_keys - 1; k >= 0; k--) {
+        int n = cJSON_GetArraySize(sw->keys[k]);
+        const cJSON *v = cJSON_GetArrayItem(sw->keys[k], (int)(rest % (uint64_t)n));
+        rest /= (uint64_t)n;
+        grid_asg[k] = assignment(sw->keys[k]->string, v);
+        applied[r->n_sets + k] = grid_asg[k];
         if (st == CZ_OK)
-            st = cz_out_commit(&err);
-        if (st != CZ_OK)
-            rc = cz_cli_fail(&err);
+            st = cz_json_set_path(pcfg, grid_asg[k], err);
+        cJSON_AddItemToObject(point, sw->keys[k]->string, cJSON_Duplicate(v, 1));
     }
-    cz_out_discard();
-    for (int k = 0; k < sw.n_keys; k++)
+    *wall_s = 0;
+    cJSON *summaries = cJSON_CreateArray();
+    for (uint32_t si = 0; si < runs && st == CZ_OK; si++) {
+        cJSON *cfg = cJSON_Duplicate(pcfg, 1);
+        char where[512];
+        if (sw->n_seeds) {
+            set_seed(cfg, sw->seeds[si]);
+            snprintf(where, sizeof where, "%s (point %llu, seed %llu)", r->path,
+                     (unsigned long long)pt + 1, (unsigned long long)sw->seeds[si]);
+        } else {
+            snprintf(where, sizeof where, "%s (point %llu)", r->path, (unsigned long long)pt + 1);
+        }
+        cz_config c;
+        cz_metrics m;
+        memset(&m, 0, sizeof m);
+        cz_summary sum;
+        cz_run_stats stats;
+        cJSON *summary = NULL;
+        double run_s = 0;
+        st = cz_cli_simulate(cfg, where, sw->base_dir, false, r->pct, &c, &m, &sum, &stats,
+                             &summary, &run_s, err);
+        if (st != CZ_OK) {
+            cz_cli_blame_set(err, where, applied, r->n_sets + sw->n_keys, r->n_sets);
+        } else {
+            *wall_s += run_s;
+            cJSON_AddItemToArray(summaries, summary);
+            if (r->progress && sw->n_seeds)
+                fprintf(stderr, "sweep: point %llu/%llu seed %llu done in %.2f s\n",
+                        (unsigned long long)pt + 1, (unsigned long long)r->points,
+                        (unsigned long long)sw->seeds[si], run_s);
+            else if (r->progress)
+                fprintf(stderr, "sweep: point %llu/%llu done in %.2f s\n",
+                        (unsigned long long)pt + 1, (unsigned long long)r->points, run_s);
+        }
+        cz_metrics_free(&m);
+        cJSON_Delete(cfg);
+    }
+    *text = NULL;
+    if (st == CZ_OK) {
+        cJSON *row = cJSON_CreateObject();
+        cJSON_AddItemToObject(row, "point", point);
+        point = NULL;
+        if (sw->n_seeds) {
+            cJSON_AddItemToObject(row, "seeds", seeds_array(sw));
+            cJSON_AddItemToObject(row, "summaries", summaries);
+            summaries = NULL;
+            add_seed_stats(sw, cJSON_GetObjectItemCaseSensitive(row, "summaries"), row);
+        } else {
+            cJSON_AddItemToObject(row, "summary", cJSON_DetachItemFromArray(summaries, 0));
+        }
+        cJSON_AddItemToObject(row, "sweep", sweep_info(sw));
+        *text = cJSON_PrintUnformatted(row);
+        cJSON_Delete(row);
+    }
+    cJSON_Delete(summaries);
+    cJSON_Delete(point);
+    cJSON_Delete(pcfg);
+    for (int k = 0; k < sw->n_keys; k++)
         free(grid_asg[k]);
     free(grid_asg);
     free(applied);
-    free(sets);
-    cJSON_Delete(rows);
+    return st;
+}
+
+/* Whether `v` prints as `text`. */
+static bool prints_as(const cJSON *v, const char *text)
+{
+    char *t = cJSON_PrintUnformatted(v);
+    bool same = t && strcmp(t, text) == 0;
+    cJSON_free(t);
+    return same;
+}
+
+/* cz_sweep_row_match for --resume: a row of this sweep (its "sweep" object the same, else
+ * an error) at a point of this grid, with this run's seeds and a complete body. */
+static cz_status match_row(const cJSON *row, const char *where, const void *ctx,
+                           uint64_t *point, const char **why, cz_err *err)
+{
+    const sweep_run *r = ctx;
+    const sweep *sw = r->sw;
+    *point = CZ_SWEEP_NO_POINT;
+    const cJSON *info = cJSON_GetObjectItemCaseSensitive(row, "sweep");
+    if (!info || !prints_as(info, r->info_text)) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(info, "name");
+        return cz_err_set(err, CZ_EINVAL,
+                          "--resume: %s: a row of sweep '%s' whose name, report or "
+                          "paper_values differ from those of '%s' ('%s'): --resume completes "
+                          "an output of the same sweep",
+                          where, cJSON_IsString(name) ? name->valuestring : "?", r->path,
+                          sw->name);
+    }
+    *why = "not a complete row";
+    if (sw->n_seeds) {
+        const cJSON *seeds = cJSON_GetObjectItemCaseSensitive(row, "seeds");
+        if (!seeds || !prints_as(seeds, r->seeds_text)) {
+            *why = seeds ? "run with other seeds than this run's" : "run without seeds";
+            return CZ_OK;
+        }
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(row, "summaries");
+        if (!cJSON_IsArray(s) || cJSON_GetArraySize(s) != (int)sw->n_seeds ||
+            !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(row, "mean")) ||
+            !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(row, "ci95")))
+            return CZ_OK;
+    } else {
+        if (cJSON_GetObjectItemCaseSensitive(row, "seeds")) {
+            *why = "run with seeds, and this run has none";
+            return CZ_OK;
+        }
+        if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(row, "summary")))
+            return CZ_OK;
+    }
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(row, "point");
+    *why = "its point is not in this sweep's grid";
+    if (!cJSON_IsObject(p) || cJSON_GetArraySize(p) != sw->n_keys)
+        return CZ_OK;
+    uint64_t idx = 0;
+    for (int k = 0; k < sw->n_keys; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, sw->keys[k]->string);
+        if (!v)
+            return CZ_OK;
+        char *vt = cJSON_PrintUnformatted(v);
+        int n = cJSON_GetArraySize(sw->keys[k]), i = 0;
+        while (i < n && !prints_as(cJSON_GetArrayItem(sw->keys[k], i), vt))
+            i++;
+        cJSON_free(vt);
+        if (i == n)
+            return CZ_OK;
+        idx = idx * (uint64_t)n + (uint64_t)i;
+    }
+    CZ_ASSERT(idx < r->points);
+    *point = idx;
+    return CZ_OK;
+}
+
+/* The options of one `cadenza sweep`. */
+typedef struct sweep_args {
+    const char *path, *out, *cost_path;
+    const char **sets;
+    int n_sets;
+    bool quiet, resume;
+    uint32_t cli_seeds;
+    cz_pctset pct;
+} sweep_args;
+
+/* Parses the command line into *a (a->sets: caller frees). Returns CZ_EXIT_OK, or the
+ * exit code after printing a usage error or the help (*done then set). */
+static int parse_args(int argc, char **argv, sweep_args *a, bool *done)
+{
+    memset(a, 0, sizeof *a);
+    *done = false;
+    a->sets = cz_xcalloc((size_t)argc, sizeof *a->sets);
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
+            fputs(sweep_usage, stdout);
+            *done = true;
+            return CZ_EXIT_OK;
+        } else if (strcmp(s, "--set") == 0 || strcmp(s, "-o") == 0 ||
+                   strcmp(s, "--output") == 0 || strcmp(s, "--cost") == 0 ||
+                   strcmp(s, "--seeds") == 0 || strcmp(s, "--percentiles") == 0) {
+            if (i + 1 >= argc)
+                return cz_cli_usage_error("sweep", "option '%s' needs a value", s);
+            const char *v = argv[++i];
+            if (strcmp(s, "--set") == 0) {
+                a->sets[a->n_sets++] = v;
+            } else if (strcmp(s, "--cost") == 0) {
+                a->cost_path = v;
+            } else if (strcmp(s, "--seeds") == 0) {
+                char *end;
+                errno = 0;
+                unsigned long n = strtoul(v, &end, 10);
+                if (errno || end == v || *end || v[0] == '-' || n < 1 || n > 1000)
+                    return cz_cli_usage_error(
+                        "sweep", "option '--seeds': expected a count from 1 to 1000, got '%s'", v);
+                a->cli_seeds = (uint32_t)n;
+            } else if (strcmp(s, "--percentiles") == 0) {
+                int prc = cz_cli_parse_percentiles("sweep", v, &a->pct);
+                if (prc != CZ_EXIT_OK)
+                    return prc;
+            } else {
+                a->out = v;
+            }
+        } else if (strcmp(s, "--quiet") == 0) {
+            a->quiet = true;
+        } else if (strcmp(s, "--resume") == 0) {
+            a->resume = true;
+        } else if (s[0] == '-' || a->path) {
+            return cz_cli_usage_error("sweep", "unexpected argument '%s'", s);
+        } else {
+            a->path = s;
+        }
+    }
+    if (!a->path)
+        return cz_cli_usage_error("sweep", "missing the SWEEP.json file");
+    if (a->resume && !a->out)
+        return cz_cli_usage_error("sweep", "option '--resume' needs -o, the output to complete");
+    return CZ_EXIT_OK;
+}
+
+/* The root's prints once every row is in: the table, then what the paper reports. */
+static void print_result(const sweep *sw, const cz_sweep_rows *rows)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (uint64_t i = 0; i < rows->n; i++) {
+        cJSON *row = cJSON_Parse(rows->text[i]);
+        CZ_ASSERT(row != NULL);
+        cJSON_AddItemToArray(arr, row);
+    }
+    print_sweep_table(sw, arr, rows->n);
+    cJSON_Delete(arr);
+    /* what the paper reports for the same setting, printed beside our rows */
+    const cJSON *paper = cJSON_GetObjectItemCaseSensitive(sw->json, "paper");
+    const cJSON *line;
+    if (cJSON_IsString(paper))
+        printf("paper: %s\n", paper->valuestring);
+    if (cJSON_IsArray(paper)) {
+        cJSON_ArrayForEach(line, paper)
+        {
+            if (cJSON_IsString(line))
+                printf("paper: %s\n", line->valuestring);
+        }
+    }
+}
+
+/* The root takes a worker's message: a row is stored and appended to the partial file; a
+ * failure stops every worker. *rc: the run's exit code so far. */
+static void root_take(cz_team *team, const sweep_run *r, cz_sweep_rows *rows, cz_team_msg *msg,
+                      int *rc, int *done)
+{
+    cz_err err;
+    cz_err_clear(&err);
+    switch (msg->kind) {
+    case CZ_TEAM_ROW:
+        CZ_ASSERT(msg->item < rows->n);
+        if (r->progress)
+            fprintf(stderr, "sweep: point %llu/%llu done in %.2f s (rank %d)\n",
+                    (unsigned long long)msg->item + 1, (unsigned long long)r->points,
+                    msg->wall_s, msg->from);
+        if (cz_sweep_rows_put(rows, msg->item, msg->text, &err) != CZ_OK && *rc == CZ_EXIT_OK) {
+            *rc = cz_cli_fail(&err);
+            cz_team_stop_all(team);
+        }
+        msg->text = NULL;
+        break;
+    case CZ_TEAM_FAIL:
+        if (*rc == CZ_EXIT_OK) {
+            *rc = msg->code;
+            cz_team_stop_all(team);
+        }
+        break;
+    case CZ_TEAM_DONE: (*done)++; break;
+    }
+}
+
+/* The points this run still has to run (grid order): those without a row. *n: how many. */
+static uint64_t *missing_points(const cz_sweep_rows *rows, uint64_t *n)
+{
+    uint64_t *todo = cz_xcalloc(rows->n ? rows->n : 1, sizeof *todo);
+    *n = 0;
+    for (uint64_t i = 0; i < rows->n; i++)
+        if (!rows->text[i])
+            todo[(*n)++] = i;
+    return todo;
+}
+
+/* The sweep on one rank of `team`: the root (rank 0) loads what --resume keeps, writes the
+ * partial file, the output and the table; every rank takes the points left from the
+ * team's queue (in grid order, each as its rank asks for one), and the workers send their
+ * rows to the root. */
+static int sweep_main(cz_team *team, int argc, char **argv)
+{
+    sweep_args a;
+    bool helped = false;
+    int rc = parse_args(argc, argv, &a, &helped);
+    if (rc != CZ_EXIT_OK || helped) {
+        free(a.sets);
+        return rc;
+    }
+    bool root = cz_team_rank(team) == 0;
+    int size = cz_team_size(team);
+    cz_err err;
+    cz_err_clear(&err);
+    sweep sw;
+    cz_status st = sweep_load(a.path, &sw, &err);
+    if (st == CZ_OK && a.cli_seeds) {
+        free(sw.seeds);
+        sw.seeds = cz_xcalloc(a.cli_seeds, sizeof *sw.seeds);
+        for (uint32_t i = 0; i < a.cli_seeds; i++)
+            sw.seeds[i] = i + 1;
+        sw.n_seeds = a.cli_seeds;
+    }
+    for (int i = 0; i < a.n_sets && st == CZ_OK; i++)
+        st = cz_json_set_path(sw.base, a.sets[i], &err);
+    if (st == CZ_OK && a.cost_path)
+        st = cz_cli_use_cost_file(sw.base, a.cost_path, &err);
+    uint64_t points = 1;
+    for (int k = 0; st == CZ_OK && k < sw.n_keys; k++)
+        points *= (uint64_t)cJSON_GetArraySize(sw.keys[k]);
+    sweep_run run = {.sw = &sw, .path = a.path, .sets = a.sets, .n_sets = a.n_sets,
+                     .pct = &a.pct, .points = points, .progress = root && !a.quiet};
+    if (st == CZ_OK) {
+        cJSON *info = sweep_info(&sw), *seeds = seeds_array(&sw);
+        run.info_text = cJSON_PrintUnformatted(info);
+        run.seeds_text = cJSON_PrintUnformatted(seeds);
+        cJSON_Delete(info);
+        cJSON_Delete(seeds);
+    }
+    /* the root: the output's temporary, the rows --resume keeps, the partial file */
+    cz_sweep_rows rows;
+    cz_sweep_rows_init(&rows, st == CZ_OK ? points : 0);
+    const char *tmp_out = NULL;
+    uint64_t kept = 0; /* rows --resume kept */
+    if (root && st == CZ_OK && a.out)
+        st = cz_out_add("-o", a.out, &tmp_out, &err);
+    bool in_place = a.out && tmp_out == a.out; /* -o names a device or a pipe */
+    if (root && st == CZ_OK && a.resume && in_place)
+        st = cz_err_set(&err, CZ_EINVAL, "--resume: -o '%s' is not a regular file", a.out);
+    if (root && st == CZ_OK && a.resume) {
+        size_t n = strlen(a.out) + 16;
+        char *partial = cz_xmalloc(n);
+        snprintf(partial, n, "%s.partial", a.out);
+        uint64_t kept_out = 0, kept_partial = 0;
+        st = cz_sweep_rows_load(&rows, a.out, "-o", match_row, &run, a.quiet, &kept_out, &err);
+        if (st == CZ_OK)
+            st = cz_sweep_rows_load(&rows, partial, "-o", match_row, &run, a.quiet,
+                                    &kept_partial, &err);
+        if (st == CZ_OK && !a.quiet)
+            fprintf(stderr,
+                    "sweep: --resume: %llu of %llu points kept (%llu from %s, %llu from %s), "
+                    "%llu to run\n",
+                    (unsigned long long)rows.have, (unsigned long long)points,
+                    (unsigned long long)kept_out, a.out, (unsigned long long)kept_partial,
+                    partial, (unsigned long long)(points - rows.have));
+        free(partial);
+    }
+    if (root && st == CZ_OK && a.out && !in_place)
+        st = cz_sweep_rows_start_partial(&rows, a.out, "-o", &err);
+    kept = rows.have;
+    /* every rank learns whether any failed; the root's message, else each failed one's */
+    int root_failed = 0;
+    if (cz_team_agree(team, st != CZ_OK, &root_failed)) {
+        int code = st != CZ_OK && (root || !root_failed) ? cz_cli_fail(&err) : CZ_EXIT_OK;
+        int root_code;
+        rc = cz_team_agree(team, code, &root_code);
+        goto out;
+    }
+    if (root && !a.quiet) {
+        printf("sweep '%s': %llu points", sw.name, (unsigned long long)points);
+        if (sw.n_seeds)
+            printf(" x %u seeds", sw.n_seeds);
+        if (size > 1)
+            printf(" on %d ranks", size);
+        printf("\n");
+        fflush(stdout);
+    }
+    uint64_t n_todo = 0;
+    uint64_t *todo = missing_points(&rows, &n_todo);
+    cz_team_share(team, &n_todo, sizeof n_todo);
+    if (!root) {
+        free(todo);
+        todo = cz_xcalloc(n_todo ? n_todo : 1, sizeof *todo);
+    }
+    cz_team_share(team, todo, n_todo * sizeof *todo);
+
+    int done = 0; /* workers whose DONE is in */
+    uint64_t j;
+    cz_team_start(team, n_todo);
+    while (cz_team_next(team, &j)) {
+        char *text = NULL;
+        double wall_s = 0;
+        st = run_point(&run, todo[j], &text, &wall_s, &err);
+        if (st != CZ_OK) {
+            rc = cz_cli_fail(&err);
+            if (root)
+                cz_team_stop_all(team);
+            else
+                cz_team_send_fail(team, rc);
+            break;
+        }
+        if (root) {
+            if (cz_sweep_rows_put(&rows, todo[j], text, &err) != CZ_OK) {
+                rc = cz_cli_fail(&err);
+                cz_team_stop_all(team);
+            }
+            cz_team_msg msg;
+            while (cz_team_recv(team, false, &msg))
+                root_take(team, &run, &rows, &msg, &rc, &done);
+        } else {
+            cz_team_send_row(team, todo[j], wall_s, text);
+            free(text);
+        }
+    }
+    free(todo);
+    if (!root) {
+        int verdict = cz_team_finish_worker(team);
+        rc = rc != CZ_EXIT_OK ? rc : verdict;
+        goto out;
+    }
+    while (done < size - 1) {
+        cz_team_msg msg;
+        cz_team_recv(team, true, &msg);
+        root_take(team, &run, &rows, &msg, &rc, &done);
+    }
+    cz_team_finish_root(team, rc);
+    if (rc == CZ_EXIT_OK) {
+        CZ_ASSERT(rows.have == points);
+        if (!a.quiet)
+            print_result(&sw, &rows);
+        if (a.out) {
+            st = cz_file_write(tmp_out, cz_sweep_rows_write, &rows, &err);
+            if (st == CZ_OK)
+                st = cz_out_commit(&err);
+            if (st == CZ_OK)
+                cz_sweep_rows_drop_partial(&rows);
+            else
+                rc = cz_cli_fail(&err);
+        }
+    }
+out:
+    /* a failed run leaves no partial file, unless it holds rows --resume kept */
+    if (rc != CZ_EXIT_OK && kept == 0)
+        cz_sweep_rows_drop_partial(&rows);
+    cz_out_discard();
+    cz_sweep_rows_free(&rows);
+    cJSON_free(run.info_text);
+    cJSON_free(run.seeds_text);
+    free(a.sets);
     sweep_free(&sw);
+    return rc;
+}
+
+int cz_cmd_sweep(int argc, char **argv)
+{
+    cz_err err;
+    cz_err_clear(&err);
+    cz_team *team = NULL;
+    if (cz_team_open("sweep", &team, &err) != CZ_OK)
+        return cz_cli_fail(&err);
+    int rc = sweep_main(team, argc, argv);
+    cz_team_close(team);
     return rc;
 }
