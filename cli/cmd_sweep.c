@@ -17,7 +17,8 @@
 
 static const char sweep_usage[] =
     "usage: cadenza sweep SWEEP.json [--set key=value]... [--cost cost.json]\n"
-    "                     [--seeds N] [--percentiles LIST] [-o results.jsonl] [--quiet]\n"
+    "                     [--seeds N] [--percentiles LIST] [--exact-percentiles]\n"
+    "                     [-o results.jsonl] [--quiet]\n"
     "\n"
     "Runs the sweep's base experiment once per point of its grid (every combination of\n"
     "the values listed per key, the last key varying fastest) and prints one row per point\n"
@@ -40,6 +41,7 @@ static const char sweep_usage[] =
     "  --cost FILE          step times from a fitted cost model (`cadenza calibrate`)\n"
     "  --seeds N            run every point with seeds 1..N (overrides the file's seeds)\n"
     "  --percentiles LIST   percentiles in each summary, as for `cadenza sim`\n"
+    "  --exact-percentiles  exact percentiles, as for `cadenza sim`\n"
     "  -o, --output FILE    write every point as a JSON line: {\"point\", \"summary\"}, or\n"
     "                       with seeds {\"point\", \"seeds\", \"summaries\", \"mean\", \"ci95\"}\n"
     "  --quiet              print nothing but errors\n"
@@ -500,6 +502,8 @@ int cz_cmd_sweep(int argc, char **argv)
             } else {
                 out = v;
             }
+        } else if (strcmp(a, "--exact-percentiles") == 0) {
+            sets[n_sets++] = "metrics.percentiles=exact";
         } else if (strcmp(a, "--quiet") == 0) {
             quiet = true;
         } else if (a[0] == '-' || path) {
