@@ -22,8 +22,8 @@
 
 static const char sim_usage[] =
     "usage: cadenza sim [CONFIG.json] [--set key=value]... [-o results.h5]\n"
-    "                   [--summary summary.json] [--percentiles LIST] [--quiet]\n"
-    "                   [--no-progress]\n"
+    "                   [--summary summary.json] [--percentiles LIST]\n"
+    "                   [--exact-percentiles] [--quiet] [--no-progress]\n"
     "\n"
     "Run the discrete-event simulator on an experiment config (docs/config.md). Without\n"
     "CONFIG.json the built-in default experiment runs (experiments/default.json).\n"
@@ -35,6 +35,9 @@ static const char sim_usage[] =
     "  --percentiles LIST   percentiles reported per latency metric, comma-separated in\n"
     "                       (0, 100] (vLLM's --metric-percentiles), e.g. 25,50,99.9 gives\n"
     "                       p25_ttft_ms, p50_ttft_ms, p99.9_ttft_ms; default 50,90,95,99\n"
+    "  --exact-percentiles  percentiles and medians from every sample, sorted, instead of\n"
+    "                       a quantile sketch within 1 % of them (--set\n"
+    "                       metrics.percentiles=exact; docs/metrics.md)\n"
     "  --cost FILE          step times from a fitted cost model (`cadenza calibrate`)\n"
     "                       instead of the config's cost object\n"
     "  --quiet              print nothing but errors\n"
@@ -47,7 +50,7 @@ static const char sim_usage[] =
 static const char replay_usage[] =
     "usage: cadenza replay CONFIG.json [--set key=value]... [-o results.h5]\n"
     "                      [--summary summary.json] [--percentiles LIST]\n"
-    "                      [--backend cpu|cuda] [--threads N] [--quiet] [--no-progress]\n"
+    "                      [--exact-percentiles] [--backend cpu|cuda] [--threads N] [--quiet] [--no-progress]\n"
     "\n"
     "Serve an experiment config's workload on the real engine, in wall-clock time: the same\n"
     "deployment, serving cores and metrics as `cadenza sim`, with every batch run through\n"
@@ -61,6 +64,7 @@ static const char replay_usage[] =
     "  --summary FILE       write the JSON summary (the simulator's keys, \"driver\": \"engine\",\n"
     "                       \"backend\": \"cadenza-engine\", \"kernel_backend\")\n"
     "  --percentiles LIST   percentiles reported per latency metric (as for `sim`)\n"
+    "  --exact-percentiles  exact percentiles instead of the sketch's (as for `sim`)\n"
     "  --cost FILE          the fitted cost model /steps compares each batch with\n"
     "  --backend NAME       kernel backend: cpu (default) or cuda (a build with -Dcuda;\n"
     "                       GPU g of the placement runs on CUDA device g)\n"
@@ -301,6 +305,7 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
         st = cz_config_parse(cfg_json, where, base_dir, cfg, &wl, err);
     if (st == CZ_OK) {
         cz_metrics_init(m, cfg->timeline_interval_s, wl.n_turns);
+        cz_metrics_set_pct_mode(m, cfg->pct_mode);
         if (pct)
             m->pct = *pct;
         progress_ctx pc = {isatty(STDERR_FILENO) == 1, wall_now(), wall_now(),
@@ -344,6 +349,9 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
             cJSON_AddItemToObject(j, it->string, it);
         }
         cJSON_Delete(body);
+        bool exact = sum->pct_mode == CZ_PCT_EXACT;
+        cJSON_AddStringToObject(j, "percentile_mode", exact ? "exact" : "sketch");
+        cJSON_AddNumberToObject(j, "percentile_rel_error", exact ? 0.0 : CZ_SKETCH_ALPHA);
         cz_run_summary_json(cfg, m, stats, sum, j);
         cz_run_add_theory(cfg, cfg_json, sum, j);
         cJSON_AddStringToObject(j, "cadenza_version", cz_version());
@@ -537,6 +545,8 @@ static int run_command(int argc, char **argv, bool engine)
             } else {
                 out_h5 = v;
             }
+        } else if (strcmp(a, "--exact-percentiles") == 0) {
+            sets[n_sets++] = "metrics.percentiles=exact";
         } else if (strcmp(a, "--quiet") == 0) {
             quiet = true;
         } else if (strcmp(a, "--no-progress") == 0) {

@@ -19,8 +19,8 @@
 
 static const char sweep_usage[] =
     "usage: cadenza sweep SWEEP.json [--set key=value]... [--cost cost.json]\n"
-    "                     [--seeds N] [--percentiles LIST] [-o results.jsonl]\n"
-    "                     [--resume] [--quiet]\n"
+    "                     [--seeds N] [--percentiles LIST] [--exact-percentiles]\n"
+    "                     [-o results.jsonl] [--resume] [--quiet]\n"
     "\n"
     "Runs the sweep's base experiment once per point of its grid (every combination of\n"
     "the values listed per key, the last key varying fastest) and prints one row per point\n"
@@ -47,6 +47,7 @@ static const char sweep_usage[] =
     "  --cost FILE          step times from a fitted cost model (`cadenza calibrate`)\n"
     "  --seeds N            run every point with seeds 1..N (overrides the file's seeds)\n"
     "  --percentiles LIST   percentiles in each summary, as for `cadenza sim`\n"
+    "  --exact-percentiles  exact percentiles, as for `cadenza sim`\n"
     "  -o, --output FILE    write every point as a JSON line: {\"point\", \"summary\"}, or\n"
     "                       with seeds {\"point\", \"seeds\", \"summaries\", \"mean\", \"ci95\"}\n"
     "  --resume             with -o: keep the rows FILE and FILE.partial hold for this\n"
@@ -694,6 +695,8 @@ static int parse_args(int argc, char **argv, sweep_args *a, bool *done)
             } else {
                 a->out = v;
             }
+        } else if (strcmp(s, "--exact-percentiles") == 0) {
+            a->sets[a->n_sets++] = "metrics.percentiles=exact";
         } else if (strcmp(s, "--quiet") == 0) {
             a->quiet = true;
         } else if (strcmp(s, "--resume") == 0) {

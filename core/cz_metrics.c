@@ -26,6 +26,9 @@ void cz_metrics_free(cz_metrics *m)
     free(m->gateway);
     free(m->req);
     free(m->itl);
+    for (uint32_t i = 0; i < m->n_itl_ms; i++)
+        cz_distacc_free(&m->itl_ms[i]);
+    free(m->itl_ms);
     free(m->tokens);
     free(m->tl);
     free(m->step_rows);
@@ -214,10 +217,24 @@ void cz_metrics_peaks(const cz_metrics *m, uint64_t *max_concurrent_requests,
     free(conc);
 }
 
+void cz_metrics_set_pct_mode(cz_metrics *m, cz_pct_mode mode)
+{
+    CZ_ASSERT(m->n_itl_ms == 0);
+    m->pct_mode = mode;
+}
+
 void cz_metrics_add_itl(cz_metrics *m, uint32_t stage, double gap_s, uint64_t count)
 {
     if (count == 0)
         return;
+    if (stage >= m->n_itl_ms) {
+        /* once per stage of the run */
+        m->itl_ms = cz_xrealloc(m->itl_ms, (size_t)stage + 1, sizeof *m->itl_ms);
+        for (uint32_t i = m->n_itl_ms; i <= stage; i++)
+            cz_distacc_init(&m->itl_ms[i], m->pct_mode, true);
+        m->n_itl_ms = stage + 1;
+    }
+    cz_distacc_add(&m->itl_ms[stage], gap_s * 1e3, count);
     cz_itl_record *last = m->n_itl ? &m->itl[m->n_itl - 1] : NULL;
     if (last && last->stage == stage && last->gap_s == gap_s) {
         last->count += count;
@@ -232,13 +249,14 @@ void cz_metrics_add_itl(cz_metrics *m, uint32_t stage, double gap_s, uint64_t co
 /* The distribution of the gaps recorded at `stage`, in ms. */
 static void itl_dist(const cz_metrics *m, uint32_t stage, cz_dist *out)
 {
-    cz_wsample *itl = cz_xmalloc((m->n_itl ? m->n_itl : 1) * sizeof *itl);
-    size_t n = 0;
-    for (uint64_t i = 0; i < m->n_itl; i++)
-        if (m->itl[i].stage == stage)
-            itl[n++] = (cz_wsample){m->itl[i].gap_s * 1e3, m->itl[i].count};
-    cz_wdist_compute_set(itl, n, &m->pct, out);
-    free(itl);
+    if (stage < m->n_itl_ms) {
+        cz_distacc_summary(&m->itl_ms[stage], &m->pct, out);
+        return;
+    }
+    cz_distacc none;
+    cz_distacc_init(&none, m->pct_mode, true);
+    cz_distacc_summary(&none, &m->pct, out);
+    cz_distacc_free(&none);
 }
 
 void cz_metrics_timeline(cz_metrics *m, const cz_timeline_row *row)
@@ -280,12 +298,13 @@ static void summarize(const cz_metrics *m, const cz_slo *slo, int64_t cls, cz_su
     o->slo = slo ? *slo : no_slo;
     o->steps = m->steps;
     o->preemptions = m->preemptions;
+    o->pct_mode = m->pct_mode;
     uint64_t n = m->n_req;
-    double *ttft = cz_xmalloc((n ? n : 1) * sizeof(double));
-    double *tpot = cz_xmalloc((n ? n : 1) * sizeof(double));
-    double *e2el = cz_xmalloc((n ? n : 1) * sizeof(double));
-    double *qw = cz_xmalloc((n ? n : 1) * sizeof(double));
-    size_t n_ok = 0, n_tpot = 0, n_qw = 0;
+    cz_distacc ttft, tpot, e2el, qw;
+    cz_distacc_init(&ttft, m->pct_mode, false);
+    cz_distacc_init(&tpot, m->pct_mode, false);
+    cz_distacc_init(&e2el, m->pct_mode, false);
+    cz_distacc_init(&qw, m->pct_mode, false);
     double first_arrival = INFINITY, last_finish = -INFINITY;
     for (uint64_t i = 0; i < n; i++) {
         const cz_req_record *r = &m->req[i];
@@ -294,7 +313,7 @@ static void summarize(const cz_metrics *m, const cz_slo *slo, int64_t cls, cz_su
         if (r->arrival_s < first_arrival)
             first_arrival = r->arrival_s;
         if (!isnan(r->first_sched_s))
-            qw[n_qw++] = (r->first_sched_s - r->arrival_s) * 1e3;
+            cz_distacc_add(&qw, (r->first_sched_s - r->arrival_s) * 1e3, 1);
     }
     /* outcomes are the turns' (a pipeline's turn completes with its last stage); latencies
      * are those of the first autoregressive stage, over the completed turns */
@@ -322,12 +341,11 @@ static void summarize(const cz_metrics *m, const cz_slo *slo, int64_t cls, cz_su
         double t_ms = (r->first_token_s - r->arrival_s) * 1e3;
         double e_ms = (r->finish_s - r->arrival_s) * 1e3;
         double p_ms = NAN;
-        ttft[n_ok] = t_ms;
-        e2el[n_ok] = e_ms;
-        n_ok++;
+        cz_distacc_add(&ttft, t_ms, 1);
+        cz_distacc_add(&e2el, e_ms, 1);
         if (r->output_tokens > 1) {
             p_ms = (e_ms - t_ms) / (double)(r->output_tokens - 1);
-            tpot[n_tpot++] = p_ms;
+            cz_distacc_add(&tpot, p_ms, 1);
         }
         if (meets_slo(&o->slo, t_ms, isnan(p_ms) ? 0.0 : p_ms, e_ms))
             o->good++;
@@ -340,15 +358,13 @@ static void summarize(const cz_metrics *m, const cz_slo *slo, int64_t cls, cz_su
         o->total_token_throughput =
             (double)(o->total_input_tokens + o->total_output_tokens) / o->duration_s;
     }
-    cz_dist_compute_set(ttft, n_ok, &m->pct, &o->ttft_ms);
-    cz_dist_compute_set(tpot, n_tpot, &m->pct, &o->tpot_ms);
-    cz_dist_compute_set(e2el, n_ok, &m->pct, &o->e2el_ms);
-    cz_dist_compute_set(qw, n_qw, &m->pct, &o->queue_wait_ms);
+    cz_distacc *acc[] = {&ttft, &tpot, &e2el, &qw};
+    cz_dist *out[] = {&o->ttft_ms, &o->tpot_ms, &o->e2el_ms, &o->queue_wait_ms};
+    for (size_t i = 0; i < CZ_ARRAY_LEN(acc); i++) {
+        cz_distacc_summary(acc[i], &m->pct, out[i]);
+        cz_distacc_free(acc[i]);
+    }
     itl_dist(m, 0, &o->itl_ms);
-    free(ttft);
-    free(tpot);
-    free(e2el);
-    free(qw);
 }
 
 static void add_dist_unit(cJSON *j, const char *name, const char *unit, const cz_dist *d);
@@ -425,10 +441,11 @@ void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_
 {
     CZ_ASSERT(sample_rate_hz > 0);
     memset(o, 0, sizeof *o);
-    uint64_t n = m->n_audio ? m->n_audio : 1;
-    double *ttfp = cz_xmalloc(n * sizeof(double)), *rtf = cz_xmalloc(n * sizeof(double));
-    double *dur = cz_xmalloc(n * sizeof(double)), *und = cz_xmalloc(n * sizeof(double));
-    size_t n_ttfp = 0, n_ok = 0;
+    cz_distacc ttfp, rtf, dur, und;
+    cz_distacc_init(&ttfp, m->pct_mode, false);
+    cz_distacc_init(&rtf, m->pct_mode, false);
+    cz_distacc_init(&dur, m->pct_mode, false);
+    cz_distacc_init(&und, m->pct_mode, false);
     double first_sent = INFINITY, last_chunk = -INFINITY;
     for (uint64_t i = 0; i < m->n_audio; i++) {
         const cz_audio_record *a = &m->audio[i];
@@ -437,7 +454,7 @@ void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_
             continue; /* cut before any audio arrived */
         /* TTFP counts every turn that got audio, cut or not (docs/playback.md) */
         double t_ms = (a->first_audio_s - a->ready_s) * 1e3;
-        ttfp[n_ttfp++] = t_ms;
+        cz_distacc_add(&ttfp, t_ms, 1);
         bool fast = !(slo && slo->audio_ttfp_ms > 0) || t_ms <= slo->audio_ttfp_ms;
         if (a->barged) {
             /* a cut reply is not completed work: never effective (LiveServe section 7.1's
@@ -462,10 +479,10 @@ void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_
         o->paced_chunks += a->chunks > 0 ? a->chunks - 1 : 0;
         first_sent = fmin(first_sent, a->ready_s);
         last_chunk = fmax(last_chunk, a->last_audio_s);
-        rtf[n_ok] = a->audio_s > 0 ? (a->last_audio_s - a->ready_s) / a->audio_s : NAN;
-        dur[n_ok] = a->audio_s;
-        und[n_ok] = a->max_underrun_s;
-        n_ok++;
+        cz_distacc_add(&rtf, a->audio_s > 0 ? (a->last_audio_s - a->ready_s) / a->audio_s : NAN,
+                       1);
+        cz_distacc_add(&dur, a->audio_s, 1);
+        cz_distacc_add(&und, a->max_underrun_s, 1);
         if (a->continuous) {
             o->continuous++;
             if (fast)
@@ -485,14 +502,12 @@ void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_
                                              : NAN;
     o->audio_span_s = o->completed ? last_chunk - first_sent : NAN;
     o->inverse_rtf = o->audio_span_s > 0 ? o->total_audio_s / o->audio_span_s : NAN;
-    cz_dist_compute_set(ttfp, n_ttfp, &m->pct, &o->ttfp_ms);
-    cz_dist_compute_set(rtf, n_ok, &m->pct, &o->rtf);
-    cz_dist_compute_set(dur, n_ok, &m->pct, &o->duration_s);
-    cz_dist_compute_set(und, n_ok, &m->pct, &o->underrun_s);
-    free(ttfp);
-    free(rtf);
-    free(dur);
-    free(und);
+    cz_distacc *acc[] = {&ttfp, &rtf, &dur, &und};
+    cz_dist *out[] = {&o->ttfp_ms, &o->rtf, &o->duration_s, &o->underrun_s};
+    for (size_t i = 0; i < CZ_ARRAY_LEN(acc); i++) {
+        cz_distacc_summary(acc[i], &m->pct, out[i]);
+        cz_distacc_free(acc[i]);
+    }
 }
 
 void cz_frame_summarize(const cz_metrics *m, cz_frame_summary *o)
@@ -507,26 +522,27 @@ void cz_frame_summarize(const cz_metrics *m, cz_frame_summary *o)
     o->streams_rejected = a->streams_rejected;
     o->streams_unfinished = a->streams_unfinished;
     o->first_empty_s = NAN;
-    double *lat = cz_xmalloc((m->n_frames ? m->n_frames : 1) * sizeof(double));
+    cz_distacc lat;
+    cz_distacc_init(&lat, m->pct_mode, false);
     for (uint64_t i = 0; i < m->n_frames; i++) {
         const cz_frame_record *f = &m->frames[i];
         o->empty += f->empty;
         o->served += !f->empty;
         o->missed += f->missed;
-        lat[i] = f->latency_s * 1e3;
+        cz_distacc_add(&lat, f->latency_s * 1e3, 1);
         double back = f->tick_s + f->latency_s;
         if (f->empty && !(back >= o->first_empty_s))
             o->first_empty_s = back;
     }
-    cz_dist_compute_set(lat, m->n_frames, &m->pct, &o->latency_ms);
-    free(lat);
+    cz_distacc_summary(&lat, &m->pct, &o->latency_ms);
+    cz_distacc_free(&lat);
 }
 
 void cz_stage_summarize(const cz_metrics *m, uint32_t stage, cz_stage_summary *o)
 {
     memset(o, 0, sizeof *o);
-    double *rl = cz_xmalloc((m->n_req ? m->n_req : 1) * sizeof(double));
-    size_t n = 0;
+    cz_distacc rl;
+    cz_distacc_init(&rl, m->pct_mode, false);
     for (uint64_t i = 0; i < m->n_req; i++) {
         const cz_req_record *r = &m->req[i];
         if (r->stage != stage || r->stream || r->outcome == CZ_REQ_REJECTED)
@@ -535,12 +551,12 @@ void cz_stage_summarize(const cz_metrics *m, uint32_t stage, cz_stage_summary *o
         o->generated_tokens += r->output_tokens;
         o->heard_tokens += r->outcome == CZ_REQ_ABORTED ? r->heard_tokens : r->output_tokens;
         o->kv_reload_total_s += r->kv_load_s;
-        rl[n++] = r->kv_load_s * 1e3;
+        cz_distacc_add(&rl, r->kv_load_s * 1e3, 1);
     }
     o->waste_ratio =
         o->generated_tokens ? 1.0 - (double)o->heard_tokens / (double)o->generated_tokens : 0.0;
-    cz_dist_compute_set(rl, n, &m->pct, &o->kv_reload_ms);
-    free(rl);
+    cz_distacc_summary(&rl, &m->pct, &o->kv_reload_ms);
+    cz_distacc_free(&rl);
     itl_dist(m, stage, &o->itl_ms);
 }
 

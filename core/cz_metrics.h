@@ -2,7 +2,8 @@
  *
  * Per request: arrival, first scheduled, first token, last token, finish, tokens in and
  * out, preemptions. Inter-token latencies are kept per autoregressive stage as (value,
- * multiplicity) samples, since every request decoding in one step sees the same gap.
+ * multiplicity) samples, since every request decoding in one step sees the same gap, and
+ * fed as they come into the stage's distribution (a quantile sketch by default, cz_stats.h).
  * Timelines sample the serving state (KV blocks in use, running and waiting counts, batch
  * tokens) at most once per interval of driver time. Definitions follow vLLM's benchmark
  * (docs/metrics.md). */
@@ -170,6 +171,10 @@ typedef struct cz_metrics {
     cz_accounting acct;
     cz_itl_record *itl;       /* inter-token latencies with multiplicities, every stage */
     uint64_t n_itl, cap_itl;
+    cz_pct_mode pct_mode;     /* how summaries compute percentiles (default: the sketch) */
+    cz_distacc *itl_ms;       /* per autoregressive stage: its gaps in ms, fed as they are
+                                 recorded */
+    uint32_t n_itl_ms;
     cz_wsample *tokens;       /* output tokens of the first autoregressive stage: (time
                                  they were produced, s; how many), one per step */
     uint64_t n_tokens, cap_tokens;
@@ -215,9 +220,13 @@ uint64_t cz_metrics_add_frame(cz_metrics *m, const cz_frame_record *r);
  * row (grows by doubling). */
 void cz_metrics_gateway(cz_metrics *m, double t_s, uint32_t cap, uint32_t live);
 
-/* Records `count` inter-token gaps of `gap_s` seconds at autoregressive stage `stage`.
- * Merges with the previous sample when its stage and value are equal, so a step costs one
- * sample per distinct gap. */
+/* Chooses how the summaries compute percentiles (the default is CZ_PCT_SKETCH); before
+ * any inter-token gap is recorded. */
+void cz_metrics_set_pct_mode(cz_metrics *m, cz_pct_mode mode);
+
+/* Records `count` inter-token gaps of `gap_s` seconds at autoregressive stage `stage`:
+ * into the stage's distribution (m->itl_ms) and the /itl rows, merged with the previous
+ * row when its stage and value are equal, so a step costs one row per distinct gap. */
 void cz_metrics_add_itl(cz_metrics *m, uint32_t stage, double gap_s, uint64_t count);
 
 /* Records `count` output tokens produced at `t_s` by the first autoregressive stage
@@ -249,6 +258,7 @@ typedef struct cz_summary {
     double request_throughput, request_goodput, output_throughput, total_token_throughput;
     cz_dist ttft_ms, tpot_ms, itl_ms, e2el_ms, queue_wait_ms;
     cz_slo slo;
+    cz_pct_mode pct_mode;     /* how the percentiles were computed */
 } cz_summary;
 
 /* Spoken-turn and frame summaries (docs/playback.md, docs/metrics.md). */

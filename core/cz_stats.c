@@ -52,6 +52,20 @@ double cz_percentile_sorted(const double *sorted, size_t n, double q)
     return gsl_stats_quantile_from_sorted_data(sorted, 1, n, q / 100.0);
 }
 
+/* The median and percentiles of sorted v[0..n), n > 0. */
+static void pcts_sorted(const double *v, size_t n, const cz_pctset *ps, cz_dist *o)
+{
+    o->p50 = o->median = cz_percentile_sorted(v, n, 50);
+    o->p90 = cz_percentile_sorted(v, n, 90);
+    o->p95 = cz_percentile_sorted(v, n, 95);
+    o->p99 = cz_percentile_sorted(v, n, 99);
+    o->n_pct = ps->n;
+    for (uint32_t i = 0; i < ps->n; i++) {
+        o->pct_q[i] = ps->q[i];
+        o->pct_v[i] = cz_percentile_sorted(v, n, ps->q[i]);
+    }
+}
+
 void cz_dist_compute(double *v, size_t n, cz_dist *o)
 {
     cz_dist_compute_set(v, n, NULL, o);
@@ -71,15 +85,7 @@ void cz_dist_compute_set(double *v, size_t n, const cz_pctset *set, cz_dist *o)
     o->std = n > 1 ? sqrt(gsl_stats_variance_with_fixed_mean(v, 1, n, o->mean)) : 0.0;
     o->min = v[0];
     o->max = v[n - 1];
-    o->p50 = o->median = cz_percentile_sorted(v, n, 50);
-    o->p90 = cz_percentile_sorted(v, n, 90);
-    o->p95 = cz_percentile_sorted(v, n, 95);
-    o->p99 = cz_percentile_sorted(v, n, 99);
-    o->n_pct = ps.n;
-    for (uint32_t i = 0; i < ps.n; i++) {
-        o->pct_q[i] = ps.q[i];
-        o->pct_v[i] = cz_percentile_sorted(v, n, ps.q[i]);
-    }
+    pcts_sorted(v, n, &ps, o);
 }
 
 static int cmp_wsample(const void *a, const void *b)
@@ -112,6 +118,8 @@ static double wpercentile(const cz_wsample *s, const uint64_t *cum, size_t n, ui
     return a + (h - (double)lo) * (b - a);
 }
 
+static void wpcts_sorted(const cz_wsample *s, size_t n, const cz_pctset *ps, cz_dist *o);
+
 void cz_wdist_compute(cz_wsample *s, size_t n, cz_dist *o)
 {
     cz_wdist_compute_set(s, n, NULL, o);
@@ -131,12 +139,10 @@ void cz_wdist_compute_set(cz_wsample *s, size_t n, const cz_pctset *set, cz_dist
         return;
     }
     qsort(s, n, sizeof *s, cmp_wsample);
-    uint64_t *cum = cz_xmalloc(n * sizeof *cum);
     uint64_t total = 0;
     double sum = 0.0;
     for (size_t i = 0; i < n; i++) {
         total += s[i].w;
-        cum[i] = total;
         sum += s[i].v * (double)s[i].w;
     }
     double mean = sum / (double)total, ss = 0.0;
@@ -149,14 +155,113 @@ void cz_wdist_compute_set(cz_wsample *s, size_t n, const cz_pctset *set, cz_dist
     o->std = sqrt(ss / (double)total);
     o->min = s[0].v;
     o->max = s[n - 1].v;
+    wpcts_sorted(s, n, &ps, o);
+}
+
+/* The median and percentiles of sorted s[0..n), every w > 0, n > 0. */
+static void wpcts_sorted(const cz_wsample *s, size_t n, const cz_pctset *ps, cz_dist *o)
+{
+    uint64_t *cum = cz_xmalloc(n * sizeof *cum);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        total += s[i].w;
+        cum[i] = total;
+    }
     o->p50 = o->median = wpercentile(s, cum, n, total, 50);
     o->p90 = wpercentile(s, cum, n, total, 90);
     o->p95 = wpercentile(s, cum, n, total, 95);
     o->p99 = wpercentile(s, cum, n, total, 99);
-    o->n_pct = ps.n;
-    for (uint32_t i = 0; i < ps.n; i++) {
-        o->pct_q[i] = ps.q[i];
-        o->pct_v[i] = wpercentile(s, cum, n, total, ps.q[i]);
+    o->n_pct = ps->n;
+    for (uint32_t i = 0; i < ps->n; i++) {
+        o->pct_q[i] = ps->q[i];
+        o->pct_v[i] = wpercentile(s, cum, n, total, ps->q[i]);
     }
     free(cum);
+}
+
+void cz_distacc_init(cz_distacc *a, cz_pct_mode mode, bool weighted)
+{
+    CZ_ASSERT(mode == CZ_PCT_SKETCH || mode == CZ_PCT_EXACT);
+    memset(a, 0, sizeof *a);
+    a->mode = mode;
+    a->weighted = weighted;
+    a->min = a->max = NAN;
+    cz_sketch_init(&a->sk, CZ_SKETCH_ALPHA, CZ_SKETCH_MAX_BINS);
+}
+
+void cz_distacc_free(cz_distacc *a)
+{
+    cz_sketch_free(&a->sk);
+    free(a->v);
+    free(a->s);
+    a->v = NULL;
+    a->s = NULL;
+    a->n_s = a->cap_s = 0;
+}
+
+void cz_distacc_add(cz_distacc *a, double v, uint64_t w)
+{
+    CZ_ASSERT(a->weighted || w == 1);
+    if (w == 0)
+        return;
+    a->n += w;
+    if (isnan(v)) {
+        a->n_nan += w;
+        return;
+    }
+    if (!(a->min <= v))
+        a->min = v;
+    if (!(a->max >= v))
+        a->max = v;
+    /* West (1979), "Updating mean and variance estimates: an improved method" */
+    long double x = v, lw = (long double)w;
+    long double n_ok = (long double)(a->n - a->n_nan);
+    long double d = x - a->wmean;
+    a->sum += x * lw;
+    a->wmean += d * lw / n_ok;
+    a->m2 += lw * d * (x - a->wmean);
+    if (a->mode == CZ_PCT_SKETCH) {
+        cz_sketch_add(&a->sk, v, w);
+    } else if (a->weighted) {
+        cz_grow((void **)&a->s, &a->cap_s, a->n_s + 1, sizeof *a->s);
+        a->s[a->n_s++] = (cz_wsample){v, w};
+    } else {
+        cz_grow((void **)&a->v, &a->cap_s, a->n_s + 1, sizeof *a->v);
+        a->v[a->n_s++] = v;
+    }
+}
+
+void cz_distacc_summary(const cz_distacc *a, const cz_pctset *set, cz_dist *o)
+{
+    cz_pctset ps;
+    cz_pctset_resolve(set, &ps);
+    dist_nan(&ps, o);
+    o->n = a->n;
+    if (a->n == 0 || a->n_nan > 0)
+        return;
+    long double n = (long double)a->n;
+    o->mean = (double)(a->sum / n);
+    o->std = sqrt((double)(a->m2 / n));
+    o->min = a->min;
+    o->max = a->max;
+    if (a->mode == CZ_PCT_SKETCH) {
+        o->p50 = o->median = cz_sketch_quantile(&a->sk, 0.50);
+        o->p90 = cz_sketch_quantile(&a->sk, 0.90);
+        o->p95 = cz_sketch_quantile(&a->sk, 0.95);
+        o->p99 = cz_sketch_quantile(&a->sk, 0.99);
+        for (uint32_t i = 0; i < ps.n; i++)
+            o->pct_v[i] = cz_sketch_quantile(&a->sk, ps.q[i] / 100.0);
+    } else if (a->weighted) {
+        cz_wsample *s = cz_xmalloc(a->n_s * sizeof *s);
+        memcpy(s, a->s, a->n_s * sizeof *s);
+        qsort(s, a->n_s, sizeof *s, cmp_wsample);
+        wpcts_sorted(s, a->n_s, &ps, o);
+        free(s);
+    } else {
+        double *v = cz_xmalloc(a->n_s * sizeof *v);
+        memcpy(v, a->v, a->n_s * sizeof *v);
+        gsl_sort(v, 1, a->n_s);
+        pcts_sorted(v, a->n_s, &ps, o);
+        free(v);
+    }
 }

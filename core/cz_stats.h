@@ -7,8 +7,11 @@
 #ifndef CZ_STATS_H
 #define CZ_STATS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "cz_sketch.h"
 
 /* Most percentiles one summary reports per metric (`--percentiles`). */
 #define CZ_PCT_MAX 16
@@ -56,5 +59,47 @@ typedef struct cz_wsample {
 /* Summary of the multiset {s[i].v repeated s[i].w times}. Sorts s in place. */
 void cz_wdist_compute(cz_wsample *s, size_t n, cz_dist *out);
 void cz_wdist_compute_set(cz_wsample *s, size_t n, const cz_pctset *set, cz_dist *out);
+
+/* How a summary computes its percentiles and medians (docs/metrics.md, "Percentiles"). */
+typedef enum cz_pct_mode {
+    CZ_PCT_SKETCH = 0, /* a DDSketch per metric: within CZ_SKETCH_ALPHA of the exact value */
+    CZ_PCT_EXACT,      /* every sample kept and sorted (numpy's linear interpolation) */
+} cz_pct_mode;
+
+/* The sketch mode's relative accuracy and its cap on buckets per metric: 2048 buckets of
+ * 8 bytes cover values from x to x * 6e17 before any folds (docs/metrics.md). */
+#define CZ_SKETCH_ALPHA 0.01
+#define CZ_SKETCH_MAX_BINS 2048u
+
+/* A distribution fed one value (with a multiplicity) at a time: count, mean, population
+ * std, min and max exactly from running sums in either mode; the percentiles from a
+ * sketch (CZ_PCT_SKETCH) or from every sample (CZ_PCT_EXACT, as cz_dist_compute_set for
+ * a plain accumulator and cz_wdist_compute_set for a weighted one, bit for bit). A NaN
+ * value makes every statistic but n NaN, as it makes the mean. */
+typedef struct cz_distacc {
+    cz_pct_mode mode;
+    bool weighted;            /* exact mode keeps (value, multiplicity) pairs */
+    uint64_t n;               /* values, with multiplicity */
+    uint64_t n_nan;
+    long double sum;          /* sum of value x multiplicity */
+    long double wmean, m2;    /* West's weighted form of Welford's update */
+    double min, max;
+    cz_sketch sk;             /* CZ_PCT_SKETCH */
+    double *v;                /* CZ_PCT_EXACT, plain: the values */
+    cz_wsample *s;            /* CZ_PCT_EXACT, weighted: the pairs */
+    size_t n_s, cap_s;
+} cz_distacc;
+
+/* An empty accumulator (allocates nothing until values come). */
+void cz_distacc_init(cz_distacc *a, cz_pct_mode mode, bool weighted);
+void cz_distacc_free(cz_distacc *a);
+
+/* Adds `w` copies of `v`. A plain accumulator takes w == 1 only. Sketch mode: v >= 0 (or
+ * NaN). Exact mode grows its sample array by doubling. */
+void cz_distacc_add(cz_distacc *a, double v, uint64_t w);
+
+/* The summary of what was added, with the percentiles of `set` (NULL: the default).
+ * Leaves `a` as it is (exact mode sorts a copy). */
+void cz_distacc_summary(const cz_distacc *a, const cz_pctset *set, cz_dist *out);
 
 #endif

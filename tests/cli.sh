@@ -280,6 +280,26 @@ for bad in 0 101 x '' 5,5 '50,' nan; do
     check "--percentiles '$bad' exits 2 naming the flag" bash -c \
         "'$cz' sim '$cfg' --quiet --percentiles '$bad' 2>'$tmp/p.err'; [ \$? -eq 2 ] && grep -q -- '--percentiles' '$tmp/p.err'"
 done
+# Percentiles: a sketch within 1 % of the exact values by default, exact on request
+for e in default liveserve/sharegpt_audio metronome/aimd bros/mix; do
+    n=$(echo "$e" | tr / _)
+    check "$e: sketch percentiles within 1 % of the exact ones, every other key identical" bash -c \
+        "'$cz' sim '$root/experiments/$e.json' --quiet --percentiles 10,50,90,99,99.9 --summary '$tmp/pm_$n.s.json' &&
+         '$cz' sim '$root/experiments/$e.json' --quiet --percentiles 10,50,90,99,99.9 --exact-percentiles \
+            --summary '$tmp/pm_$n.e.json' &&
+         python3 '$root/tests/pct_modes.py' '$tmp/pm_$n.s.json' '$tmp/pm_$n.e.json'"
+done
+check "metrics.percentiles: \"exact\" is --exact-percentiles" bash -c \
+    "'$cz' sim '$cfg' --quiet --set workload.max_requests=100 --set metrics.percentiles=exact --summary '$tmp/pm_a.json' &&
+     '$cz' sim '$cfg' --quiet --set workload.max_requests=100 --exact-percentiles --summary '$tmp/pm_b.json' &&
+     cmp '$tmp/pm_a.json' '$tmp/pm_b.json'"
+check "a bad metrics.percentiles exits 2 naming the field" bash -c \
+    "'$cz' sim '$cfg' --quiet --set metrics.percentiles=approx 2>'$tmp/pm.err'; [ \$? -eq 2 ] &&
+     grep -q \"field 'percentiles'\" '$tmp/pm.err' && grep -q sketch '$tmp/pm.err'"
+check "sweep --exact-percentiles" bash -c \
+    "printf '{\"name\": \"pm\", \"base\": \"%s\", \"grid\": {\"server.max_num_seqs\": [8]}, \"report\": [\"p99_ttft_ms\"]}' '$cfg' >'$tmp/pm_sweep.json' &&
+     '$cz' sweep '$tmp/pm_sweep.json' --set workload.max_requests=50 --exact-percentiles --quiet -o '$tmp/pm_sweep.jsonl' &&
+     grep -q '\"percentile_mode\":[[:space:]]*\"exact\"' '$tmp/pm_sweep.jsonl'"
 
 # Sweep tables: whole names, one format per column
 cat >"$tmp/sweep_t.json" <<JSON

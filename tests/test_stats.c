@@ -1,6 +1,7 @@
 /* test_stats.c - percentiles and std as numpy computes them; weighted = expanded. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <string.h>
 
 #include "cz_stats.h"
 
@@ -41,4 +42,84 @@ Test(stats, weighted_equals_expanded)
     cr_assert_float_eq(dw.p95, de.p95, 1e-12);
     cr_assert_float_eq(dw.p99, de.p99, 1e-12);
     cr_assert_float_eq(dw.max, 3.0, 0);
+}
+
+/* An accumulator of each mode fed the same values. */
+static void feed(cz_distacc *a, const double *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cz_distacc_add(a, v[i], 1);
+}
+
+Test(stats, distacc_exact_percentiles_are_cz_dist_compute)
+{
+    double v[] = {12.5, 3.0, 0.0, 7.25, 100.0, 3.0, 41.0, 8.5, 0.5, 19.0, 2.0};
+    size_t n = sizeof v / sizeof v[0];
+    cz_pctset set = {3, {25, 50, 99.9}};
+    cz_distacc a;
+    cz_distacc_init(&a, CZ_PCT_EXACT, false);
+    feed(&a, v, n);
+    cz_dist d, e;
+    cz_distacc_summary(&a, &set, &d);
+    double c[sizeof v / sizeof v[0]];
+    memcpy(c, v, sizeof v);
+    cz_dist_compute_set(c, n, &set, &e);
+    cr_assert_eq(d.n, e.n);
+    cr_assert_eq(d.median, e.median);
+    cr_assert_eq(d.p90, e.p90);
+    cr_assert_eq(d.p99, e.p99);
+    for (uint32_t i = 0; i < 3; i++)
+        cr_assert_eq(d.pct_v[i], e.pct_v[i]);
+    cr_assert_eq(d.min, e.min);
+    cr_assert_eq(d.max, e.max);
+    cr_assert_float_eq(d.mean, e.mean, 1e-13);
+    cr_assert_float_eq(d.std, e.std, 1e-13);
+    cz_distacc_free(&a);
+}
+
+Test(stats, distacc_sketch_has_the_exact_moments_and_percentiles_within_alpha)
+{
+    cz_wsample s[64];
+    cz_distacc sk, ex;
+    cz_distacc_init(&sk, CZ_PCT_SKETCH, true);
+    cz_distacc_init(&ex, CZ_PCT_EXACT, true);
+    for (int i = 0; i < 64; i++) {
+        s[i] = (cz_wsample){20.0 + 7.0 * sin(i * 1.3) + (i % 9 == 0 ? 150.0 : 0.0),
+                            (uint64_t)(1 + i % 5)};
+        cz_distacc_add(&sk, s[i].v, s[i].w);
+        cz_distacc_add(&ex, s[i].v, s[i].w);
+    }
+    cz_dist a, b, w;
+    cz_distacc_summary(&sk, NULL, &a);
+    cz_distacc_summary(&ex, NULL, &b);
+    cz_wdist_compute(s, 64, &w);
+    cr_assert_eq(a.n, b.n);
+    cr_assert_eq(a.mean, b.mean);
+    cr_assert_eq(a.std, b.std);
+    cr_assert_eq(a.min, b.min);
+    cr_assert_eq(a.max, b.max);
+    cr_assert_eq(b.p99, w.p99); /* exact weighted = cz_wdist_compute, bit for bit */
+    cr_assert_eq(b.median, w.median);
+    cr_assert_float_eq(b.mean, w.mean, 1e-12);
+    cr_assert_float_eq(b.std, w.std, 1e-12);
+    const double pa[] = {a.median, a.p90, a.p95, a.p99}, pb[] = {b.median, b.p90, b.p95, b.p99};
+    for (int i = 0; i < 4; i++)
+        cr_assert(fabs(pa[i] - pb[i]) <= CZ_SKETCH_ALPHA * pb[i] * (1 + 1e-12), "%g vs %g",
+                  pa[i], pb[i]);
+    cr_assert_neq(a.p99, b.p99); /* the sketch's, not a copy of the exact value */
+    cz_distacc_free(&sk);
+    cz_distacc_free(&ex);
+}
+
+Test(stats, distacc_nan_makes_the_statistics_nan)
+{
+    cz_distacc a;
+    cz_distacc_init(&a, CZ_PCT_SKETCH, false);
+    cz_distacc_add(&a, 1.0, 1);
+    cz_distacc_add(&a, NAN, 1);
+    cz_dist d;
+    cz_distacc_summary(&a, NULL, &d);
+    cr_assert_eq(d.n, 2);
+    cr_assert(isnan(d.mean) && isnan(d.std) && isnan(d.median) && isnan(d.max));
+    cz_distacc_free(&a);
 }

@@ -885,6 +885,29 @@ static cz_status parse_engine(const cJSON *j, const char *where, const char *bas
     return CZ_OK;
 }
 
+/* The `metrics` object: how the summary computes percentiles (docs/metrics.md). */
+static cz_status parse_metrics(const cJSON *j, const char *where, cz_pct_mode *mode,
+                               cz_err *err)
+{
+    static const char *const keys[] = {"percentiles"};
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "%s: metrics", where);
+    const char *v = NULL;
+    cz_status st = cz_json_check_keys(j, ctx, keys, (int)CZ_ARRAY_LEN(keys), err);
+    if (st == CZ_OK)
+        st = cz_json_str(j, ctx, "percentiles", false, &v, err);
+    if (st != CZ_OK || !v)
+        return st;
+    if (strcmp(v, "sketch") == 0)
+        *mode = CZ_PCT_SKETCH;
+    else if (strcmp(v, "exact") == 0)
+        *mode = CZ_PCT_EXACT;
+    else
+        return cz_err_field(err, CZ_EINVAL, ctx, "percentiles",
+                            "expected \"sketch\" or \"exact\", got \"%s\"", v);
+    return CZ_OK;
+}
+
 cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_dir,
                               cz_config *c, cz_workload *wl, cz_err *err)
 {
@@ -892,7 +915,7 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
                                        "model",    "stage",       "hardware",  "cost",
                                        "server",   "scheduler",   "slo",       "sim",
                                        "pipeline", "router",      "client",    "weight_bytes",
-                                       "admission", "engine"};
+                                       "admission", "engine",     "metrics"};
     memset(c, 0, sizeof *c);
     c->seed = 1;
     cz_server_config server = cz_server_config_default();
@@ -1032,6 +1055,10 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
                               &c->timeline_interval_s, err)) != CZ_OK)
             return st;
     }
+    if ((st = cz_json_obj(cfg, where, "metrics", false, &obj, err)) != CZ_OK)
+        return st;
+    if (obj && (st = parse_metrics(obj, where, &c->pct_mode, err)) != CZ_OK)
+        return st;
     if ((st = derive_kv_blocks(c, where, err)) != CZ_OK)
         return st;
 

@@ -108,6 +108,7 @@ typedef struct cz_config {
                                       ready by this fraction of the frame period (0.8) */
     double max_time_s;        /* stop the clock here (requests in flight count as failed) */
     double timeline_interval_s;
+    cz_pct_mode pct_mode;     /* metrics.percentiles: the summary's percentiles */
     cz_engine_config engine;  /* the real engine's settings */
 } cz_config;
 
