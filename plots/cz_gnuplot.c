@@ -36,6 +36,7 @@ cz_gp_panel *cz_gp_panel_add(cz_gp_figure *f, const char *title, const char *xla
     snprintf(p->title, sizeof p->title, "%s", title ? title : "");
     snprintf(p->xlabel, sizeof p->xlabel, "%s", xlabel ? xlabel : "");
     snprintf(p->ylabel, sizeof p->ylabel, "%s", ylabel ? ylabel : "");
+    p->ymin = p->ymax = NAN;
     p->hline = NAN;
     return p;
 }
@@ -231,6 +232,15 @@ static void write_panel(FILE *fp, const cz_gp_panel *p, const char *dat, int *bl
     }
     if (bars)
         fputs("set style fill solid 0.75 border -1\nset yrange [0:*]\n", fp);
+    if (!isnan(p->ymin) || !isnan(p->ymax)) {
+        fputs("set yrange [", fp);
+        if (!isnan(p->ymin))
+            put_num(fp, p->ymin);
+        fputc(':', fp);
+        if (!isnan(p->ymax))
+            put_num(fp, p->ymax);
+        fputs("]\n", fp);
+    }
     if (!isnan(p->hline)) {
         fputs("set arrow from graph 0, first ", fp);
         put_num(fp, p->hline);

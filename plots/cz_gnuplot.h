@@ -38,6 +38,7 @@ typedef struct cz_gp_panel {
     char title[160];
     char xlabel[96], ylabel[96], y2label[96];
     bool logx, logy;
+    double ymin, ymax;      /* the y range; NaN: autoscaled */
     double hline;           /* a dashed horizontal reference line (an SLO); NaN: none */
     char hline_label[64];
     char **xtics;           /* CZ_GP_BARS / categorical x: n_xtics names at x = 0, 1, ... */
@@ -57,7 +58,8 @@ typedef struct cz_gp_figure {
 /* An empty figure titled `title`, laid out as rows x cols panels. */
 void cz_gp_figure_init(cz_gp_figure *f, const char *title, int rows, int cols);
 
-/* Adds a panel (its hline NaN, no log axes) and returns it; valid until the next add. */
+/* Adds a panel (autoscaled, its hline NaN, no log axes) and returns it; valid until the
+ * next add. */
 cz_gp_panel *cz_gp_panel_add(cz_gp_figure *f, const char *title, const char *xlabel,
                              const char *ylabel);
 

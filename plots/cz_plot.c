@@ -32,7 +32,10 @@ static int cmp_double(const void *a, const void *b)
 static void add_cdf(cz_gp_panel *p, const char *label, double *v, const double *w, size_t n)
 {
     size_t m = 0;
-    double *x = cz_xmalloc((n ? n : 1) * sizeof *x), *y = cz_xmalloc((n ? n : 1) * sizeof *y);
+    p->ymin = 0.0;
+    p->ymax = 1.02;
+    /* one extra point: the step up from 0 at the smallest value */
+    double *x = cz_xmalloc((n + 1) * sizeof *x), *y = cz_xmalloc((n + 1) * sizeof *y);
     if (!w) {
         for (size_t i = 0; i < n; i++)
             if (isfinite(v[i]))
@@ -60,8 +63,12 @@ static void add_cdf(cz_gp_panel *p, const char *label, double *v, const double *
         }
         free(pairs);
     }
-    if (m > 0)
-        cz_gp_series_add(p, label, CZ_GP_STEPS, m, x, y, NULL, NULL);
+    if (m > 0) {
+        memmove(x + 1, x, m * sizeof *x);
+        memmove(y + 1, y, m * sizeof *y);
+        y[0] = 0.0;
+        cz_gp_series_add(p, label, CZ_GP_STEPS, m + 1, x, y, NULL, NULL);
+    }
     free(x);
     free(y);
 }
