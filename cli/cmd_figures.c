@@ -400,6 +400,14 @@ static cz_status fig_runs(const cJSON *fig, const char *name, const char *spec_d
     if (!cJSON_IsArray(runs) || nr < 1 || nr > FIG_MAX_RUNS)
         return cz_err_set(err, CZ_EINVAL, "figure '%s': \"runs\": expected 1 to %d runs", name,
                           FIG_MAX_RUNS);
+    const cJSON *dir_spec = cJSON_GetObjectItemCaseSensitive(fig, "direction");
+    const cJSON *key = cJSON_GetObjectItemCaseSensitive(dir_spec, "key");
+    const cJSON *better = cJSON_GetObjectItemCaseSensitive(dir_spec, "better");
+    const cJSON *than = cJSON_GetObjectItemCaseSensitive(dir_spec, "than");
+    if (!cJSON_IsString(key) || !cJSON_IsString(better) || !cJSON_IsString(than))
+        return cz_err_set(err, CZ_EINVAL, "figure '%s': direction: expected \"key\", \"better\" "
+                                          "and \"than\" (run labels)",
+                          name);
     const cJSON *q = quick ? cJSON_GetObjectItemCaseSensitive(fig, "quick") : NULL;
     const cJSON *ys = cJSON_GetObjectItemCaseSensitive(fig, "y_scale");
     double scale = cJSON_IsNumber(ys) ? ys->valuedouble : 1.0;
@@ -412,14 +420,6 @@ static cz_status fig_runs(const cJSON *fig, const char *name, const char *spec_d
              quick ? "   [--quick: reduced runs]" : "");
     cz_gp_panel *p = cz_gp_panel_add(&f, "", "time (s)",
                                      cJSON_IsString(yl) ? yl->valuestring : column);
-    const cJSON *dir_spec = cJSON_GetObjectItemCaseSensitive(fig, "direction");
-    const cJSON *key = cJSON_GetObjectItemCaseSensitive(dir_spec, "key");
-    const cJSON *better = cJSON_GetObjectItemCaseSensitive(dir_spec, "better");
-    const cJSON *than = cJSON_GetObjectItemCaseSensitive(dir_spec, "than");
-    if (!cJSON_IsString(key) || !cJSON_IsString(better) || !cJSON_IsString(than))
-        return cz_err_set(err, CZ_EINVAL, "figure '%s': direction: expected \"key\", \"better\" "
-                                          "and \"than\" (run labels)",
-                          name);
     double vb = NAN, vt = NAN;
     bool seen_b = false, seen_t = false;
     double t0 = now_s();
@@ -592,6 +592,26 @@ int cz_cmd_figures(int argc, char **argv)
         cJSON_Delete(sp);
         cz_err_set(&err, CZ_EINVAL, "%s: field 'figures': expected a non-empty array", spec);
         return cz_cli_fail(&err);
+    }
+    /* every figure names only known fields (checked before anything runs) */
+    static const char *const fig_keys[] = {
+        "name",  "kind",   "paper", "paper_says", "title", "sweep",     "x",
+        "xlabel", "metric", "ylabel", "y_scale",   "logy",  "hline",     "hline_label",
+        "where", "grid",   "seeds", "quick",      "set",   "direction", "runs",
+        "column", "paper_values"};
+    int fi = 0;
+    const cJSON *fc;
+    cJSON_ArrayForEach(fc, figs)
+    {
+        char where[1300];
+        snprintf(where, sizeof where, "%s: figures[%d]", spec, fi++);
+        if (!cJSON_IsObject(fc) ||
+            cz_json_check_keys(fc, where, fig_keys, (int)CZ_ARRAY_LEN(fig_keys), &err) != CZ_OK) {
+            if (!cJSON_IsObject(fc))
+                cz_err_set(&err, CZ_EINVAL, "%s: expected an object", where);
+            cJSON_Delete(sp);
+            return cz_cli_fail(&err);
+        }
     }
     /* every --only names a figure */
     for (size_t k = 0; k < n_only; k++) {

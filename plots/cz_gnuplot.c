@@ -436,9 +436,9 @@ cz_status cz_gp_render(const cz_gp_figure *f, const char *dir, const char *name,
         if (a < 0 || b < 0 || (size_t)a >= sizeof fin[i] || (size_t)b >= sizeof tmp[i])
             return cz_err_set(err, CZ_EINVAL, "figure path too long: %s/%s", dir, name);
     }
-    /* The temporary script reads the final data name; write data under its final name
-     * only after gnuplot succeeded: draw from the temporary data through a copy of the
-     * figure's script that names it. */
+    /* gnuplot draws from the temporary data through a script that names the temporary
+     * files; once it succeeded, the script is written again naming the final files, and
+     * all four are renamed. */
     cz_status st = write_file(tmp[0], f, name, false, err);
     if (st != CZ_OK)
         return st;

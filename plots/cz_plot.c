@@ -816,8 +816,10 @@ static cz_status one_metric(const cJSON *rows, const cz_plot_sweep_opts *o, cons
         st = cz_err_set(err, CZ_EINVAL, "no sweep row matches the points asked for (%s)", metric);
     } else {
         char name[128];
-        if (o->name)
+        if (o->name && o->n_metrics == 1)
             snprintf(name, sizeof name, "%s", o->name);
+        else if (o->name)
+            snprintf(name, sizeof name, "%s_%s", o->name, metric);
         else
             snprintf(name, sizeof name, "sweep_%s", metric);
         safe_name(name);

@@ -51,7 +51,8 @@ typedef struct cz_plot_sweep_opts {
     const char *const *metrics;  /* report keys to draw; NULL: the sweep's report list */
     size_t n_metrics;
     const cJSON *where;          /* only rows whose point matches (cz_plot_point_matches) */
-    const char *name;            /* figure name; NULL: "sweep_<metric>" per metric */
+    const char *name;            /* figure name (with one metric; "<name>_<metric>" with
+                                    several); NULL: "sweep_<metric>" per metric */
     const char *title;           /* NULL: the sweep's name and the metric */
     const char *xlabel;          /* NULL: the x key */
     const char *ylabel;          /* NULL: the metric */

@@ -141,5 +141,13 @@ check "a direction the runs do not show fails --check" expect_exit 1 \
 check "... and is reported as not the paper's" python3 -c "
 import json; r = json.load(open('$tmp/rev/figures.json')); assert r['figures'][0]['as_paper'] is False"
 check "--only names a figure" expect_exit 2 "$cz" figures --quick --only nope -o "$tmp/e7"
+python3 - "$root/experiments/figures.json" "$tmp/typo.json" <<'PY'
+import json, sys
+spec = json.load(open(sys.argv[1]))
+spec["figures"][1]["metirc"] = "p90_audio_ttfp_ms"
+json.dump(spec, open(sys.argv[2], "w"))
+PY
+check "a misspelt field of a figure exits 2 naming the file, figure and field, before any run" bash -c \
+    "'$cz' figures --quick --spec '$tmp/typo.json' -o '$tmp/e8' 2>&1 | grep -q \"typo.json: figures\[1\]: unknown field 'metirc'\"; [ \${PIPESTATUS[0]} -eq 2 ] && [ ! -e '$tmp/e8' ]"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
