@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,13 @@ static struct {
     char *final[CZ_OUT_MAX];
     volatile sig_atomic_t n;
     volatile sig_atomic_t stop; /* a graceful interrupt was asked for (cz_out_graceful_interrupt) */
+    /* Commit against a signal handled on another thread (the libraries' worker threads do
+     * not block the signals the committing thread blocks): OUT_OPEN, OUT_COMMITTING while
+     * the renames run, OUT_DYING once a handler removes the temporaries to end the
+     * process. Whichever moves it from OUT_OPEN first goes ahead; a handler that finds a
+     * commit running waits for it (its outputs have then all landed), a commit that finds
+     * a handler running leaves the temporaries to it. */
+    atomic_int state;
     bool hooked;
     bool graceful;
 } out_table;
@@ -36,11 +44,26 @@ static void unlink_temps(void)
         unlink(out_table.tmp[i]);
 }
 
+enum { OUT_OPEN = 0, OUT_COMMITTING, OUT_DYING };
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the handlers' atomics must be lock-free");
+
+/* Before a handler removes the temporaries: claims them, or waits out a commit running on
+ * another thread (async-signal-safe: lock-free atomics). */
+static void claim_for_signal(void)
+{
+    int expect = OUT_OPEN;
+    if (atomic_compare_exchange_strong(&out_table.state, &expect, OUT_DYING))
+        return;
+    while (atomic_load(&out_table.state) == OUT_COMMITTING) {
+    }
+}
+
 /* Installed with SA_RESETHAND | SA_NODEFER: the default action is back and the signal not
  * blocked, so raising it again ends the process as the signal would have. */
 static void on_signal(int sig)
 {
     int saved = errno;
+    claim_for_signal();
     unlink_temps();
     errno = saved;
     raise(sig);
@@ -59,6 +82,7 @@ static void on_interrupt(int sig)
         errno = saved;
         return;
     }
+    claim_for_signal();
     unlink_temps();
     signal(sig, SIG_DFL);
     errno = saved;
@@ -176,6 +200,12 @@ cz_status cz_out_commit(cz_err *err)
 {
     sigset_t old;
     block_signals(&old);
+    int expect = OUT_OPEN;
+    if (!atomic_compare_exchange_strong(&out_table.state, &expect, OUT_COMMITTING)) {
+        /* a signal on another thread is removing the temporaries and ending the process */
+        for (;;)
+            pause();
+    }
     int n = out_table.n, k = 0, e = 0;
     for (; k < n; k++) {
         if (rename(out_table.tmp[k], out_table.final[k]) != 0) {
@@ -192,6 +222,7 @@ cz_status cz_out_commit(cz_err *err)
         unlink_temps();
     }
     forget();
+    atomic_store(&out_table.state, OUT_OPEN);
     restore_signals(&old);
     return st;
 }

@@ -14,6 +14,10 @@
  * temporaries, and between two renames of a commit it leaves some outputs without the
  * others.
  *
+ * A signal may be handled on any thread (a library's worker threads do not block what the
+ * committing thread blocks): a handler that finds a commit running waits for it to finish
+ * before it ends the process, so the outputs still land together or not at all.
+ *
  * The registered temporaries live in this module's one static table, the single global of
  * the program: a signal handler can reach nothing else. Only the CLI uses it, one command
  * per process. */
