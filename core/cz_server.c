@@ -42,6 +42,7 @@ typedef struct snode {
     uint8_t in_idle;     /* its blocks count as idle (cached) KV: idle, or waiting and not
                             yet admitted */
     uint64_t run_stamp;  /* when it last joined the running list (admitted, or resumed) */
+    uint8_t reusable;    /* closed, and its id is on the free list */
 } snode;
 
 struct cz_server {
@@ -51,7 +52,10 @@ struct cz_server {
 
     cz_seq *seqs;
     snode *sn;
-    size_t n_seqs, cap_seqs;
+    size_t n_seqs, cap_seqs; /* slots ever used; a closed one is reused (free_ids) */
+    uint32_t *free_ids;      /* closed slots with no transfer outstanding, reused last in
+                                first out */
+    size_t n_free, cap_free;
 
     /* waiting queue: a ring buffer of ids; preempted sequences go to the front */
     uint32_t *wq;
@@ -147,7 +151,8 @@ cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sch
             cfg->kv_evict == CZ_EVICT_LRU ? CZ_EVICT_UNIT_SESSION : CZ_EVICT_UNIT_BLOCK;
     s->sched = *sched;
     s->metrics = metrics;
-    s->cap_seqs = expected_seqs ? expected_seqs : 1024;
+    /* slots follow the live sequences, not the sessions of the whole workload */
+    s->cap_seqs = expected_seqs && expected_seqs < 1024 ? expected_seqs : 1024;
     s->seqs = cz_xmalloc(s->cap_seqs * sizeof *s->seqs);
     s->sn = cz_xmalloc(s->cap_seqs * sizeof *s->sn);
     s->wq_cap = 1024;
@@ -188,6 +193,7 @@ void cz_server_free(cz_server *s)
     free(s->pl_ids);
     free(s->seqs);
     free(s->sn);
+    free(s->free_ids);
     free(s->wq);
     free(s->pf);
     free(s->heap);
@@ -644,18 +650,25 @@ static uint32_t n_running(const cz_server *s)
 /* ---- sequences and turns ---- */
 
 static void turn_complete(cz_server *s, uint32_t id, double t_s);
+static void seq_recycle(cz_server *s, uint32_t id);
 
 uint32_t cz_server_seq_open(cz_server *s, uint64_t session, uint32_t cls, bool pinned)
 {
-    CZ_ASSERT(s->n_seqs < UINT32_MAX);
-    if (s->n_seqs + 1 > s->cap_seqs) {
-        size_t cap = s->cap_seqs;
-        cz_grow((void **)&s->seqs, &cap, s->n_seqs + 1, sizeof *s->seqs);
-        cap = s->cap_seqs;
-        cz_grow((void **)&s->sn, &cap, s->n_seqs + 1, sizeof *s->sn);
-        s->cap_seqs = cap;
+    uint32_t id;
+    if (s->n_free > 0) {
+        id = s->free_ids[--s->n_free];
+        CZ_ASSERT(s->seqs[id].state == CZ_SEQ_CLOSED && s->sn[id].reusable);
+    } else {
+        CZ_ASSERT(s->n_seqs < UINT32_MAX);
+        if (s->n_seqs + 1 > s->cap_seqs) {
+            size_t cap = s->cap_seqs;
+            cz_grow((void **)&s->seqs, &cap, s->n_seqs + 1, sizeof *s->seqs);
+            cap = s->cap_seqs;
+            cz_grow((void **)&s->sn, &cap, s->n_seqs + 1, sizeof *s->sn);
+            s->cap_seqs = cap;
+        }
+        id = (uint32_t)s->n_seqs++;
     }
-    uint32_t id = (uint32_t)s->n_seqs++;
     s->seqs[id] = (cz_seq){
         .session = session,
         .cls = cls,
@@ -1727,8 +1740,10 @@ void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)
     if (to_host) {
         CZ_ASSERT(q->storing);
         q->storing = false;
-        if (q->state == CZ_SEQ_CLOSED)
+        if (q->state == CZ_SEQ_CLOSED) {
+            seq_recycle(s, id);
             return;
+        }
         /* the store copied the context prefix the sequence held when it was issued;
          * a barge-in since may have cut the context shorter */
         uint32_t ctx = q->tokens_in + q->generated;
@@ -1747,8 +1762,10 @@ void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)
         d->preloading = 0;
         if (d->pl_cancelled) {
             d->pl_cancelled = 0;
-            if (q->state == CZ_SEQ_CLOSED)
+            if (q->state == CZ_SEQ_CLOSED) {
+                seq_recycle(s, id);
                 return;
+            }
             if (q->turn_open) {
                 s->pl.fallbacks += d->pl_fell; /* the waiting turn now loads itself */
                 d->pl_fell = 0;
@@ -1760,8 +1777,10 @@ void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)
             return;
         }
         pl_list_remove(s, id);
-        if (q->state == CZ_SEQ_CLOSED)
+        if (q->state == CZ_SEQ_CLOSED) {
+            seq_recycle(s, id);
             return;
+        }
         q->computed = d->load_tokens;
         CZ_ASSERT(q->blocks == blocks_for(s, q->computed));
         if (q->turn_open) {
@@ -1880,6 +1899,22 @@ uint32_t cz_server_abort(cz_server *s, double t_s, uint32_t id, uint32_t keep_ge
     return made;
 }
 
+/* A closed sequence's slot goes back to the free list once no transfer of its KV is
+ * outstanding (a store or a preload lands on its id) and no preload list names it. */
+static void seq_recycle(cz_server *s, uint32_t id)
+{
+    const cz_seq *q = &s->seqs[id];
+    const snode *d = &s->sn[id];
+    if (q->state != CZ_SEQ_CLOSED || q->storing || d->preloading || d->reusable)
+        return;
+    for (size_t i = 0; i < s->n_pl; i++)
+        if (s->pl_ids[i] == id)
+            return;
+    cz_grow((void **)&s->free_ids, &s->cap_free, s->n_free + 1, sizeof *s->free_ids);
+    s->free_ids[s->n_free++] = id;
+    s->sn[id].reusable = 1;
+}
+
 void cz_server_seq_close(cz_server *s, uint32_t id)
 {
     CZ_ASSERT(id < s->n_seqs);
@@ -1893,6 +1928,7 @@ void cz_server_seq_close(cz_server *s, uint32_t id)
     q->host_tokens = 0;
     q->computed = 0;
     q->state = CZ_SEQ_CLOSED;
+    seq_recycle(s, id);
 }
 
 void cz_server_finalize(cz_server *s)

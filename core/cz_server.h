@@ -285,8 +285,9 @@ typedef struct cz_step_events {
 typedef struct cz_server cz_server;
 
 /* A new server with `cfg` and the scheduler `sched` (copied; its state must outlive the
- * server), recording into `metrics` (not owned). `expected_seqs` presizes the tables.
- * Invalid configurations are caller bugs (validated by the config parser): asserted. */
+ * server), recording into `metrics` (not owned). `expected_seqs` presizes the
+ * tables (at most 1024 slots; they grow with the sequences open at once). Invalid
+ * configurations are caller bugs (validated by the config parser): asserted. */
 cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sched,
                             cz_metrics *metrics, uint64_t expected_seqs);
 void cz_server_free(cz_server *s);
@@ -361,7 +362,8 @@ void cz_server_preload_stats(const cz_server *s, cz_preload_stats *out);
  * Must not be called while a batch is in flight. */
 uint32_t cz_server_abort(cz_server *s, double t_s, uint32_t seq, uint32_t keep_generated);
 
-/* The session is over: the sequence's KV is freed in both tiers. It must be idle. */
+/* The session is over: the sequence's KV is freed in both tiers. It must be idle. Its id
+ * is no longer the caller's: a later cz_server_seq_open may return it. */
 void cz_server_seq_close(cz_server *s, uint32_t seq);
 
 /* Forms the next batch at time t_s. Returns false (and leaves *out empty) when nothing
@@ -400,7 +402,9 @@ double cz_server_saturated_at(const cz_server *s);
 /* Current state of sequence `seq` (brought up to date on access). */
 const cz_seq *cz_server_seq(cz_server *s, uint32_t seq);
 
-/* Sequences opened so far: ids are 0 .. cz_server_n_seqs - 1. */
+/* Sequence slots in use or closed: ids are 0 .. cz_server_n_seqs - 1. A closed sequence's
+ * id is given to a later cz_server_seq_open once no transfer of its KV is outstanding, so
+ * this follows the most sequences open at once, not all ever opened. */
 uint32_t cz_server_n_seqs(const cz_server *s);
 /* Whether `seq` belongs to the decode set (in a step in flight it decodes one token). */
 bool cz_server_seq_decoding(const cz_server *s, uint32_t seq);
