@@ -1,6 +1,7 @@
 /* cmd_figures.c - `cadenza figures`: regenerates each paper's headline figure from the
  * shipped experiments, with the paper's numbers overlaid, and says whether ours shows the
  * paper's direction (experiments/figures.json lists them; docs/plots.md). */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "cz_cli.h"
+#include "cz_wall.h"
 #include "cz_gnuplot.h"
 #include "cz_json.h"
 #include "cz_plot.h"
@@ -59,22 +61,6 @@ static int run_child(int (*cmd)(int, char **), int argc, char **argv)
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : CZ_EXIT_FAIL;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* The spec's folder-relative path made absolute against `base_dir`. */
-static void resolve(const char *base_dir, const char *rel, char *out, size_t n)
-{
-    if (rel[0] == '/')
-        snprintf(out, n, "%s", rel);
-    else
-        snprintf(out, n, "%s/%s", base_dir, rel);
 }
 
 /* The value of `metric` at x = `at` on the rows matching `sel` (NaN: no such row). */
@@ -258,21 +244,27 @@ static cz_status fig_sweep(const cJSON *fig, const char *name, const char *spec_
         (st = cz_json_str(fig, name, "metric", true, &metric, err)) != CZ_OK)
         return st;
     char sweep_path[1024];
-    resolve(spec_dir, sweep_rel, sweep_path, sizeof sweep_path);
+    char *sp = cz_path_resolve(spec_dir, sweep_rel);
+    snprintf(sweep_path, sizeof sweep_path, "%s", sp);
+    free(sp);
     cJSON *sw = NULL;
     if ((st = cz_json_load(sweep_path, &sw, err)) != CZ_OK)
         return cz_err_prefix(err, "figure '%s': sweep: ", name);
     /* base made absolute: the rewritten sweep lives in the temporary folder */
     const cJSON *base = cJSON_GetObjectItemCaseSensitive(sw, "base");
-    if (!cJSON_IsString(base)) {
-        cJSON_Delete(sw);
-        return cz_err_set(err, CZ_EINVAL, "%s: field 'base': expected a path", sweep_path);
-    }
     char *sdir = cz_cli_dir_of(sweep_path);
-    char base_abs[1024];
-    resolve(sdir, base->valuestring, base_abs, sizeof base_abs);
+    char *base_rel = cJSON_IsString(base) ? cz_path_resolve(sdir, base->valuestring) : NULL;
+    char *base_abs = base_rel ? realpath(base_rel, NULL) : NULL;
     free(sdir);
+    free(base_rel);
+    if (!base_abs) {
+        st = cz_err_set(err, CZ_EINVAL, "%s: field 'base': expected the path of an experiment",
+                        sweep_path);
+        cJSON_Delete(sw);
+        return st;
+    }
     cJSON_ReplaceItemInObjectCaseSensitive(sw, "base", cJSON_CreateString(base_abs));
+    free(base_abs);
     const cJSON *q = quick ? cJSON_GetObjectItemCaseSensitive(fig, "quick") : NULL;
     const cJSON *grid = cJSON_GetObjectItemCaseSensitive(sw, "grid");
     const cJSON *layers[2] = {cJSON_GetObjectItemCaseSensitive(fig, "grid"),
@@ -322,9 +314,9 @@ static cz_status fig_sweep(const cJSON *fig, const char *name, const char *spec_
         cJSON_Delete(paper_values);
         return st;
     }
-    double t0 = now_s();
+    double t0 = cz_wall_s();
     int rc = run_child(cz_cmd_sweep, a.argc, a.argv);
-    *run_s = now_s() - t0;
+    *run_s = cz_wall_s() - t0;
     if (rc != CZ_EXIT_OK) {
         cJSON_Delete(paper_values);
         return cz_err_set(err, rc == CZ_EXIT_USAGE ? CZ_EINVAL : CZ_EIO,
@@ -422,7 +414,7 @@ static cz_status fig_runs(const cJSON *fig, const char *name, const char *spec_d
                                      cJSON_IsString(yl) ? yl->valuestring : column);
     double vb = NAN, vt = NAN;
     bool seen_b = false, seen_t = false;
-    double t0 = now_s();
+    double t0 = cz_wall_s();
     const cJSON *run;
     int i = 0;
     cJSON_ArrayForEach(run, runs)
@@ -432,7 +424,9 @@ static cz_status fig_runs(const cJSON *fig, const char *name, const char *spec_d
             (st = cz_json_str(run, name, "config", true, &cfg_rel, err)) != CZ_OK)
             break;
         char cfg[1024], h5[1200], sum[1200];
-        resolve(spec_dir, cfg_rel, cfg, sizeof cfg);
+        char *cfg_path = cz_path_resolve(spec_dir, cfg_rel);
+        snprintf(cfg, sizeof cfg, "%s", cfg_path);
+        free(cfg_path);
         snprintf(h5, sizeof h5, "%s/%s.%d.h5", tmp, name, i);
         snprintf(sum, sizeof sum, "%s/%s.%d.json", tmp, name, i);
         i++;
@@ -483,7 +477,7 @@ static cz_status fig_runs(const cJSON *fig, const char *name, const char *spec_d
         remove(h5);
         remove(sum);
     }
-    *run_s = now_s() - t0;
+    *run_s = cz_wall_s() - t0;
     if (st == CZ_OK && (!seen_b || !seen_t))
         st = cz_err_set(err, CZ_EINVAL, "figure '%s': direction: \"better\" and \"than\" must "
                                         "name run labels",

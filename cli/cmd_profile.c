@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cz_cli.h"
+#include "cz_wall.h"
 #include "cz_json.h"
 #include "cz_out.h"
 #include "cz_profile.h"
@@ -51,19 +52,12 @@ typedef struct prof_progress {
     double t0, last;
 } prof_progress;
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* A live line on a terminal (4 updates a second), a plain line every 5 s otherwise. */
 static void print_progress(void *ctx, uint32_t stage, const char *name, uint32_t done,
                            uint32_t total)
 {
     prof_progress *c = ctx;
-    double now = wall_now();
+    double now = cz_wall_s();
     bool end = done == total;
     if (!end && now - c->last < (c->tty ? 0.25 : 5.0))
         return;
@@ -205,7 +199,7 @@ int cz_cmd_profile(int argc, char **argv)
             cz_cli_blame_set(&err, config_path, sets, n_sets, n_sets);
     }
     if (st == CZ_OK) {
-        prof_progress pc = {isatty(STDERR_FILENO) == 1, wall_now(), 0};
+        prof_progress pc = {isatty(STDERR_FILENO) == 1, cz_wall_s(), 0};
         opts.progress = show_progress ? print_progress : NULL;
         opts.progress_ctx = &pc;
         st = cz_profile_run(&cfg, &opts, &prof, &err);

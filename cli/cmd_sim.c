@@ -12,6 +12,7 @@
 #include <limits.h>
 
 #include "cz_cli.h"
+#include "cz_wall.h"
 #include "cz_engine.h"
 #include "cz_json.h"
 #include "cz_out.h"
@@ -79,18 +80,11 @@ typedef struct progress_ctx {
     const char *label; /* "sim", "replay" */
 } progress_ctx;
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* A live line on a terminal (4 updates a second), a plain line every 5 s otherwise. */
 static void print_progress(void *ctx, const cz_run_progress *p)
 {
     progress_ctx *c = ctx;
-    double now = wall_now();
+    double now = cz_wall_s();
     double every = c->tty ? 0.25 : 5.0;
     if (!p->done && now - c->last < every)
         return;
@@ -308,7 +302,7 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
         cz_metrics_set_pct_mode(m, cfg->pct_mode);
         if (pct)
             m->pct = *pct;
-        progress_ctx pc = {isatty(STDERR_FILENO) == 1, wall_now(), wall_now(),
+        progress_ctx pc = {isatty(STDERR_FILENO) == 1, cz_wall_s(), cz_wall_s(),
                            eng ? "replay" : "sim"};
         if (eng) {
             /* the engine's start time, as vLLM stamps its runs (datetime.now()) */
@@ -317,13 +311,13 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
             if (localtime_r(&now, &tm))
                 strftime(date, sizeof date, "%Y%m%d-%H%M%S", &tm);
         }
-        double t0 = wall_now();
+        double t0 = cz_wall_s();
         if (eng)
             st = cz_engine_run(cfg, &wl, m, eng, stats, partial,
                                progress ? print_progress : NULL, &pc, err);
         else
             st = cz_sim_run(cfg, &wl, m, stats, progress ? print_progress : NULL, &pc, err);
-        *wall_s = wall_now() - t0;
+        *wall_s = cz_wall_s() - t0;
     }
     if (st == CZ_OK) {
         cz_metrics_summarize(m, &cfg->slo, sum);

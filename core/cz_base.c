@@ -207,3 +207,13 @@ void cz_data_dir(char *out, size_t n)
     CZ_ASSERT((size_t)snprintf(out, n, "%s", canon ? canon : CZ_SOURCE_ROOT) < n);
     free(canon);
 }
+
+char *cz_path_resolve(const char *base_dir, const char *path)
+{
+    if (path[0] == '/' || !base_dir || !base_dir[0])
+        return cz_xstrdup(path);
+    size_t n = strlen(base_dir) + strlen(path) + 2;
+    char *out = cz_xmalloc(n);
+    snprintf(out, n, "%s/%s", base_dir, path);
+    return out;
+}

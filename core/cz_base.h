@@ -124,6 +124,10 @@ const char *cz_version(void);
  * n is a bug. */
 void cz_data_dir(char *out, size_t n);
 
+/* `path` resolved against base_dir (absolute paths and a NULL or empty base_dir leave it as
+ * is); caller frees. */
+char *cz_path_resolve(const char *base_dir, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

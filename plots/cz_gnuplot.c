@@ -329,21 +329,24 @@ static void write_script(FILE *fp, const cz_gp_figure *f, const char *name)
     }
 }
 
-/* Runs gnuplot in `dir` on `script` with out=`out`; on failure *msg holds its last
- * stderr line (or why it could not start). */
-static int run_gnuplot(const char *dir, const char *script, const char *out, char *msg,
-                       size_t msg_len)
+/* The gnuplot to run: $CZ_GNUPLOT, else gnuplot on PATH. */
+static const char *gnuplot_bin(void)
 {
     const char *gp = getenv("CZ_GNUPLOT");
-    if (!gp || !*gp)
-        gp = "gnuplot";
+    return gp && *gp ? gp : "gnuplot";
+}
+
+/* Runs `gnuplot -e EXPR [SCRIPT]` in `dir`; on failure *msg holds its last stderr line (or
+ * why it could not start). */
+static int run_gnuplot(const char *dir, const char *expr, const char *script, char *msg,
+                       size_t msg_len)
+{
+    const char *gp = gnuplot_bin();
     int pfd[2];
     if (pipe(pfd) != 0) {
         snprintf(msg, msg_len, "pipe: %s", strerror(errno));
         return -1;
     }
-    char expr[700];
-    snprintf(expr, sizeof expr, "out='%s'", out);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
@@ -364,9 +367,8 @@ static int run_gnuplot(const char *dir, const char *script, const char *out, cha
             fprintf(stderr, "cannot enter %s: %s\n", dir, strerror(errno));
             _exit(126);
         }
-        execlp(gp, gp, "-e", expr, script, (char *)NULL);
-        fprintf(stderr, "cannot run '%s' (%s): install gnuplot (Debian: gnuplot-nox) or set "
-                        "$CZ_GNUPLOT\n", gp, strerror(errno));
+        execlp(gp, gp, "-e", expr, script, (char *)NULL); /* script NULL: -e alone */
+        fprintf(stderr, "cannot run '%s' (%s)\n", gp, strerror(errno));
         _exit(127);
     }
     close(pfd[1]);
@@ -448,8 +450,9 @@ cz_status cz_gp_render(const cz_gp_figure *f, const char *dir, const char *name,
     }
     char script_base[640];
     snprintf(script_base, sizeof script_base, "%s.gp", tmp_name);
-    char msg[512];
-    if (run_gnuplot(dir, script_base, tmp_name, msg, sizeof msg) != 0) {
+    char msg[512], expr[700];
+    snprintf(expr, sizeof expr, "out='%s'", tmp_name);
+    if (run_gnuplot(dir, expr, script_base, msg, sizeof msg) != 0) {
         for (int i = 0; i < 4; i++)
             remove(tmp[i]);
         return cz_err_set(err, CZ_EIO, "%s: gnuplot: %s", fin[2], msg);
@@ -474,44 +477,11 @@ cz_status cz_gp_render(const cz_gp_figure *f, const char *dir, const char *name,
 
 cz_status cz_gp_available(cz_err *err)
 {
-    const char *gp = getenv("CZ_GNUPLOT");
-    if (!gp || !*gp)
-        gp = "gnuplot";
     char msg[512];
-    fflush(NULL);
-    int pfd[2];
-    if (pipe(pfd) != 0)
-        return cz_err_set(err, CZ_EIO, "pipe: %s", strerror(errno));
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(pfd[0]);
-        close(pfd[1]);
-        return cz_err_set(err, CZ_EIO, "fork: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        close(pfd[0]);
-        int devnull = open("/dev/null", O_RDWR);
-        if (devnull >= 0) {
-            dup2(devnull, 0);
-            dup2(devnull, 1);
-            dup2(devnull, 2);
-        }
-        execlp(gp, gp, "-e", "set terminal pngcairo; set terminal svg", (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    close(pfd[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    if (run_gnuplot(".", "set terminal pngcairo; set terminal svg", NULL, msg, sizeof msg) == 0)
         return CZ_OK;
-    snprintf(msg, sizeof msg, "%s",
-             WIFEXITED(status) && WEXITSTATUS(status) == 127
-                 ? "cannot be run"
-                 : "cannot draw PNG (pngcairo) and SVG");
     return cz_err_set(err, CZ_EIO,
-                      "gnuplot ('%s') %s: install it (Debian: apt-get install gnuplot-nox) or "
-                      "set $CZ_GNUPLOT to its path",
-                      gp, msg);
+                      "gnuplot cannot draw PNG (pngcairo) and SVG: %s; install it (Debian: "
+                      "apt-get install gnuplot-nox) or set $CZ_GNUPLOT to its path",
+                      msg);
 }

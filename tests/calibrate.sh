@@ -9,12 +9,6 @@ root=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/check.sh"
-expect_exit() { # code, command...
-    local want=$1
-    shift
-    "$@" >"$tmp/cmd.out" 2>"$tmp/cmd.err"
-    [ $? -eq "$want" ]
-}
 json_num() { # file, python expression on d: prints it
     python3 -c "import json,sys; d=json.load(open('$1')); print($2)"
 }

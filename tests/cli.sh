@@ -8,12 +8,6 @@ root=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/check.sh"
-expect_exit() { # code, command...
-    local want=$1
-    shift
-    "$@" >"$tmp/cmd.out" 2>"$tmp/cmd.err"
-    [ $? -eq "$want" ]
-}
 
 check "--help exits 0" "$cz" --help
 check "--version prints the version" bash -c "'$cz' --version | grep -q '^cadenza '"

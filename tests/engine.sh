@@ -9,12 +9,6 @@ root=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/check.sh"
-expect_exit() { # code, command...
-    local want=$1
-    shift
-    "$@" >"$tmp/cmd.out" 2>"$tmp/cmd.err"
-    [ $? -eq "$want" ]
-}
 num() { # file key: the first number of "key" in a JSON summary
     grep -o "\"$2\":[[:space:]]*[-0-9.e+]*" "$1" | head -1 | sed 's/.*:[[:space:]]*//'
 }

@@ -11,12 +11,6 @@ root=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/check.sh"
-expect_exit() { # code, command...
-    local want=$1
-    shift
-    "$@" >"$tmp/cmd.out" 2>"$tmp/cmd.err"
-    [ $? -eq "$want" ]
-}
 is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; }
 is_svg() { grep -q '<svg' "$1" && grep -q '</svg>' "$1"; }
 figure_ok() { # dir, name: PNG, SVG, script and data, nothing temporary left
@@ -140,6 +134,10 @@ check "a direction the runs do not show fails --check" expect_exit 1 \
     "$cz" figures --quick --check --spec "$tmp/reversed.json" -o "$tmp/rev"
 check "... and is reported as not the paper's" python3 -c "
 import json; r = json.load(open('$tmp/rev/figures.json')); assert r['figures'][0]['as_paper'] is False"
+check "a figure list named by a relative path finds its sweeps and their bases" bash -c \
+    "cp '$root/experiments/figures.json' '$root/experiments/.figures_rel_$$.json' && cd '$root' &&
+     '$(realpath "$cz")' figures --quick --only nova_fig10_e2e --spec experiments/.figures_rel_$$.json -o '$tmp/rel' >/dev/null 2>&1;
+     rc=\$?; rm -f '$root/experiments/.figures_rel_$$.json'; [ \$rc -eq 0 ] && [ -s '$tmp/rel/nova_fig10_e2e.png' ]"
 check "--only names a figure" expect_exit 2 "$cz" figures --quick --only nope -o "$tmp/e7"
 python3 - "$root/experiments/figures.json" "$tmp/typo.json" <<'PY'
 import json, sys

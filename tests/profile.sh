@@ -12,12 +12,6 @@ root=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/check.sh"
-expect_exit() { # code, command...
-    local want=$1
-    shift
-    "$@" >"$tmp/cmd.out" 2>"$tmp/cmd.err"
-    [ $? -eq "$want" ]
-}
 # An awk program over a table (tab-separated, a header of field names), with $c["field"]
 # the field's value in a row.
 table_awk() { # file table program

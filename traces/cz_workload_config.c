@@ -48,18 +48,6 @@ static void length_free(length_spec *d)
     memset(d, 0, sizeof *d);
 }
 
-/* `path` resolved against base_dir (absolute paths and an empty base_dir leave it as is);
- * caller frees. */
-static char *resolve_path(const char *base_dir, const char *path)
-{
-    if (path[0] == '/' || !base_dir || !base_dir[0])
-        return cz_xstrdup(path);
-    size_t n = strlen(base_dir) + strlen(path) + 2;
-    char *out = cz_xmalloc(n);
-    snprintf(out, n, "%s/%s", base_dir, path);
-    return out;
-}
-
 static cz_status parse_format(const cJSON *obj, const char *where, cz_trace_format *fmt,
                               cz_err *err)
 {
@@ -106,7 +94,7 @@ static cz_status parse_length(const cJSON *parent, const char *pwhere, const cha
             CZ_OK)
         return st;
     d->from_trace = true;
-    d->path = resolve_path(base_dir, path);
+    d->path = cz_path_resolve(base_dir, path);
     d->max_tokens = (uint32_t)max_tokens;
     return CZ_OK;
 }
@@ -174,7 +162,7 @@ static cz_status source_trace(const cJSON *t, const char *where, const char *bas
         (st = cz_json_bool(t, where, "new_input_only", false, &o.burstgpt_new_input, err)) != CZ_OK)
         return st;
     o.default_output_tokens = (uint32_t)out_tokens;
-    char *full = resolve_path(base_dir, path);
+    char *full = cz_path_resolve(base_dir, path);
     if ((st = cz_file_check_input(full, err)) != CZ_OK)
         cz_err_prefix(err, "%s.path: ", where);
     else
