@@ -283,11 +283,18 @@ static void add_arrival_keys(const cJSON *cfg_json, const cz_workload *wl, cJSON
 
 /* Parses the config and runs it on the simulator or the engine (`eng`: the engine's
  * options; NULL: the simulator). */
+/* `keep`: the recorder keeps every record (validate compares them); otherwise it streams
+ * (docs/metrics.md, "Streaming"), handing its rows to a results file opened at `h5_path`
+ * (*writer; NULL: rows dropped), which the caller closes or discards. */
 static cz_status run_config(const cJSON *cfg_json, const char *where, const char *base_dir,
                             bool progress, const cz_engine_opts *eng, const cz_pctset *pct,
+                            bool keep, const char *h5_path, cz_results_writer **writer,
                             cz_config *cfg, cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
                             cJSON **summary, double *wall_s, bool *partial, cz_err *err)
 {
+    CZ_ASSERT(!h5_path || (writer && !keep));
+    if (writer)
+        *writer = NULL;
     cz_workload wl;
     cz_workload_init(&wl);
     *summary = NULL;
@@ -298,10 +305,21 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
     if (st == CZ_OK)
         st = cz_config_parse(cfg_json, where, base_dir, cfg, &wl, err);
     if (st == CZ_OK) {
-        cz_metrics_init(m, cfg->timeline_interval_s, wl.n_turns);
+        cz_metrics_init(m, cfg->timeline_interval_s, keep ? wl.n_turns : 0);
         cz_metrics_set_pct_mode(m, cfg->pct_mode);
         if (pct)
             m->pct = *pct;
+        if (h5_path) {
+            cz_results_stages stages;
+            cz_run_stages(cfg, &stages);
+            st = cz_results_open(h5_path, &stages, writer, err);
+        }
+        if (!keep && st == CZ_OK) {
+            cz_rows_sink sink = h5_path ? cz_results_sink(*writer) : (cz_rows_sink){0};
+            cz_metrics_stream(m, h5_path ? &sink : NULL);
+        }
+    }
+    if (st == CZ_OK) {
         progress_ctx pc = {isatty(STDERR_FILENO) == 1, cz_wall_s(), cz_wall_s(),
                            eng ? "replay" : "sim"};
         if (eng) {
@@ -363,13 +381,13 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
 }
 
 cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *base_dir,
-                          bool progress, const cz_pctset *pct, cz_config *cfg, cz_metrics *m,
-                          cz_summary *sum, cz_run_stats *stats, cJSON **summary, double *wall_s,
-                          cz_err *err)
+                          bool progress, const cz_pctset *pct, bool keep_records,
+                          cz_config *cfg, cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
+                          cJSON **summary, double *wall_s, cz_err *err)
 {
     bool partial;
-    return run_config(cfg_json, where, base_dir, progress, NULL, pct, cfg, m, sum, stats,
-                      summary, wall_s, &partial, err);
+    return run_config(cfg_json, where, base_dir, progress, NULL, pct, keep_records, NULL, NULL,
+                      cfg, m, sum, stats, summary, wall_s, &partial, err);
 }
 
 cz_status cz_cli_run(const cJSON *cfg_json, const char *where, const char *base_dir,
@@ -377,8 +395,8 @@ cz_status cz_cli_run(const cJSON *cfg_json, const char *where, const char *base_
                      cz_config *cfg, cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
                      cJSON **summary, double *wall_s, bool *partial, cz_err *err)
 {
-    return run_config(cfg_json, where, base_dir, progress, eng, pct, cfg, m, sum, stats, summary,
-                      wall_s, partial, err);
+    return run_config(cfg_json, where, base_dir, progress, eng, pct, true, NULL, NULL, cfg, m,
+                      sum, stats, summary, wall_s, partial, err);
 }
 
 int cz_cli_parse_percentiles(const char *cmd, const char *value, cz_pctset *out)
@@ -591,10 +609,11 @@ static int run_command(int argc, char **argv, bool engine)
     cz_run_stats stats;
     double wall_s = 0;
     bool partial = false;
+    cz_results_writer *writer = NULL;
     if (st == CZ_OK) {
         st = run_config(cfg_json, where, base_dir, show_progress && !quiet,
-                        engine ? &eopts : NULL, &pct, &cfg, &m, &sum, &stats, &summary, &wall_s,
-                        &partial, &err);
+                        engine ? &eopts : NULL, &pct, false, tmp_h5, &writer, &cfg, &m, &sum,
+                        &stats, &summary, &wall_s, &partial, &err);
         if (st != CZ_OK)
             cz_cli_blame_set(&err, where, sets, n_sets, n_sets);
     }
@@ -606,9 +625,8 @@ static int run_command(int argc, char **argv, bool engine)
     if (out_h5) {
         char *cfg_text = cJSON_PrintUnformatted(cfg_json);
         char *sum_text = cJSON_PrintUnformatted(summary);
-        cz_results_stages stages;
-        cz_run_stages(&cfg, &stages);
-        st = cz_results_write_h5(tmp_h5, &m, &stages, cfg_text, sum_text, cfg.seed, &err);
+        st = cz_results_close(writer, &m, cfg_text, sum_text, cfg.seed, &err);
+        writer = NULL;
         cJSON_free(cfg_text);
         cJSON_free(sum_text);
     }
@@ -652,6 +670,7 @@ static int run_command(int argc, char **argv, bool engine)
                 (double)cz_proc_peak_rss_bytes() / (1024.0 * 1024.0));
     }
 out:
+    cz_results_discard(writer);
     cz_out_discard();
     free(sets);
     cJSON_Delete(summary);

@@ -532,7 +532,7 @@ static cz_status run_point(const sweep_run *r, uint64_t pt, char **text, double 
         cz_run_stats stats;
         cJSON *summary = NULL;
         double run_s = 0;
-        st = cz_cli_simulate(cfg, where, sw->base_dir, false, r->pct, &c, &m, &sum, &stats,
+        st = cz_cli_simulate(cfg, where, sw->base_dir, false, r->pct, false, &c, &m, &sum, &stats,
                              &summary, &run_s, err);
         if (st != CZ_OK) {
             cz_cli_blame_set(err, where, applied, r->n_sets + sw->n_keys, r->n_sets);

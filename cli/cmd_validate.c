@@ -216,7 +216,7 @@ int cz_cmd_validate(int argc, char **argv)
     if (st == CZ_OK) {
         if (!quiet)
             fprintf(stderr, "validate: simulator\n");
-        st = cz_cli_simulate(cfg_json, config_path, base_dir, false, NULL, &cfg, &sm, &sum, &stats,
+        st = cz_cli_simulate(cfg_json, config_path, base_dir, false, NULL, true, &cfg, &sm, &sum, &stats,
                              &ssum, &wall, &err);
         sim_ran = st == CZ_OK;
     }
@@ -242,7 +242,7 @@ int cz_cmd_validate(int argc, char **argv)
         memset(&rm, 0, sizeof rm);
         if (!quiet)
             fprintf(stderr, "validate: simulator, cost x %.3f\n", scale);
-        st = cz_cli_simulate(scaled, config_path, base_dir, false, NULL, &rcfg, &rm, &sum, &stats,
+        st = cz_cli_simulate(scaled, config_path, base_dir, false, NULL, true, &rcfg, &rm, &sum, &stats,
                              &rsum, &wall, &err);
         if (st == CZ_OK)
             cz_metrics_free(&rm);

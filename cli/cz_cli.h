@@ -38,13 +38,15 @@ int cz_cli_output_dir(const char *cmd, const char *flag, const char *dir);
  * max_concurrent_requests, max_output_tokens_per_s (docs/metrics.md), then the metrics,
  * the config, seed and version; caller deletes) are filled and *wall_s is the
  * simulation's wall time. `pct`: the percentiles reported per metric (NULL: the default
- * set). CZ_EINVAL naming SOURCE_DATE_EPOCH when it is set and not a count of seconds. */
+ * set). `keep_records`: *m keeps every request record (m->req); otherwise it streams
+ * and holds only the records in flight (docs/metrics.md). CZ_EINVAL naming
+ * SOURCE_DATE_EPOCH when it is set and not a count of seconds. */
 cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *base_dir,
-                          bool progress, const cz_pctset *pct, cz_config *cfg, cz_metrics *m,
-                          cz_summary *sum, cz_run_stats *stats, cJSON **summary, double *wall_s,
-                          cz_err *err);
+                          bool progress, const cz_pctset *pct, bool keep_records,
+                          cz_config *cfg, cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
+                          cJSON **summary, double *wall_s, cz_err *err);
 
-/* cz_cli_simulate on the engine when `eng` is not NULL (`cadenza replay`'s run): *partial
+/* cz_cli_simulate keeping every record, on the engine when `eng` is not NULL: *partial
  * is true for a run cut by Ctrl-C. */
 cz_status cz_cli_run(const cJSON *cfg_json, const char *where, const char *base_dir,
                      bool progress, const cz_engine_opts *eng, const cz_pctset *pct,

@@ -141,15 +141,17 @@ static herr_t write_units(hid_t ds, hid_t ftype, const cz_h5_table *t)
     return rc;
 }
 
-herr_t cz_h5_write_table(hid_t file, const cz_h5_table *t, const cz_h5_enum *enums,
-                         size_t n_enums, uint64_t n, const void *rows)
+herr_t cz_h5_table_open(hid_t file, const cz_h5_table *t, const cz_h5_enum *enums,
+                        size_t n_enums, uint64_t chunk_rows, cz_h5_appender *a)
 {
+    CZ_ASSERT(chunk_rows >= 1);
     herr_t rc = -1;
-    hid_t type = cz_h5_table_type(t, enums, n_enums), ftype = -1, space = -1, dcpl = -1;
-    hid_t ds = -1;
-    hsize_t dims[1] = {n}, maxdims[1] = {H5S_UNLIMITED};
-    hsize_t chunk[1] = {n < CZ_H5_CHUNK_ROWS ? (n ? n : 1) : CZ_H5_CHUNK_ROWS};
-    if (type < 0 || (ftype = H5Tcopy(type)) < 0 || H5Tpack(ftype) < 0)
+    a->ds = -1;
+    a->n = 0;
+    a->type = cz_h5_table_type(t, enums, n_enums);
+    hid_t ftype = -1, space = -1, dcpl = -1;
+    hsize_t dims[1] = {0}, maxdims[1] = {H5S_UNLIMITED}, chunk[1] = {chunk_rows};
+    if (a->type < 0 || (ftype = H5Tcopy(a->type)) < 0 || H5Tpack(ftype) < 0)
         goto out;
     if ((space = H5Screate_simple(1, dims, maxdims)) < 0 ||
         (dcpl = H5Pcreate(H5P_DATASET_CREATE)) < 0 || H5Pset_chunk(dcpl, 1, chunk) < 0 ||
@@ -158,26 +160,70 @@ herr_t cz_h5_write_table(hid_t file, const cz_h5_table *t, const cz_h5_enum *enu
     /* no modification times: the same run writes the same bytes */
     if (H5Pset_obj_track_times(dcpl, false) < 0)
         goto out;
-    if ((ds = H5Dcreate2(file, t->name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0)
+    if ((a->ds = H5Dcreate2(file, t->name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)) < 0)
         goto out;
-    if (n > 0 && H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) < 0)
-        goto out;
-    if (cz_h5_write_str_attr(ds, "description", t->description) < 0 ||
-        write_units(ds, ftype, t) < 0)
+    if (cz_h5_write_str_attr(a->ds, "description", t->description) < 0 ||
+        write_units(a->ds, ftype, t) < 0)
         goto out;
     rc = 0;
 out:
-    if (ds >= 0)
-        H5Dclose(ds);
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (space >= 0)
         H5Sclose(space);
     if (ftype >= 0)
         H5Tclose(ftype);
-    if (type >= 0)
-        H5Tclose(type);
+    if (rc < 0)
+        cz_h5_table_close(a);
     return rc;
+}
+
+herr_t cz_h5_table_append(cz_h5_appender *a, uint64_t n, const void *rows)
+{
+    if (n == 0)
+        return 0;
+    hsize_t size[1] = {a->n + n}, start[1] = {a->n}, count[1] = {n};
+    hid_t fspace = -1, mspace = -1;
+    herr_t rc = -1;
+    if (H5Dset_extent(a->ds, size) < 0 || (fspace = H5Dget_space(a->ds)) < 0 ||
+        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+        (mspace = H5Screate_simple(1, count, NULL)) < 0 ||
+        H5Dwrite(a->ds, a->type, mspace, fspace, H5P_DEFAULT, rows) < 0)
+        goto out;
+    a->n += n;
+    rc = 0;
+out:
+    if (mspace >= 0)
+        H5Sclose(mspace);
+    if (fspace >= 0)
+        H5Sclose(fspace);
+    return rc;
+}
+
+herr_t cz_h5_table_close(cz_h5_appender *a)
+{
+    herr_t rc = 0;
+    if (a->ds >= 0 && H5Dclose(a->ds) < 0)
+        rc = -1;
+    if (a->type >= 0 && H5Tclose(a->type) < 0)
+        rc = -1;
+    a->ds = a->type = -1;
+    return rc;
+}
+
+uint64_t cz_h5_chunk_rows(uint64_t n)
+{
+    return n < CZ_H5_CHUNK_ROWS ? (n ? n : 1) : CZ_H5_CHUNK_ROWS;
+}
+
+herr_t cz_h5_write_table(hid_t file, const cz_h5_table *t, const cz_h5_enum *enums,
+                         size_t n_enums, uint64_t n, const void *rows)
+{
+    cz_h5_appender a;
+    if (cz_h5_table_open(file, t, enums, n_enums, cz_h5_chunk_rows(n), &a) < 0)
+        return -1;
+    herr_t rc = cz_h5_table_append(&a, n, rows);
+    return cz_h5_table_close(&a) < 0 ? -1 : rc;
 }
 
 cz_status cz_h5_check_filters(const char *path, cz_err *err)

@@ -97,6 +97,23 @@ hid_t cz_h5_enum_type(const cz_h5_enum *e);
 herr_t cz_h5_write_table(hid_t file, const cz_h5_table *t, const cz_h5_enum *enums,
                          size_t n_enums, uint64_t n, const void *rows);
 
+/* A table written in parts: created empty by cz_h5_table_open (with its attributes and
+ * chunks of `chunk_rows` rows, >= 1), grown by cz_h5_table_append (`n` rows of
+ * t->row_size bytes at its end), closed by cz_h5_table_close. A failed open leaves nothing
+ * open. The file holds the same table as cz_h5_write_table's with the same chunks. */
+typedef struct cz_h5_appender {
+    hid_t ds, type;   /* the dataset, and the in-memory row type */
+    uint64_t n;       /* rows written */
+} cz_h5_appender;
+herr_t cz_h5_table_open(hid_t file, const cz_h5_table *t, const cz_h5_enum *enums,
+                        size_t n_enums, uint64_t chunk_rows, cz_h5_appender *a);
+herr_t cz_h5_table_append(cz_h5_appender *a, uint64_t n, const void *rows);
+herr_t cz_h5_table_close(cz_h5_appender *a);
+
+/* The chunk of a table of `n` rows written at once: CZ_H5_CHUNK_ROWS, or n when fewer
+ * (at least 1). */
+uint64_t cz_h5_chunk_rows(uint64_t n);
+
 /* CZ_OK when this HDF5 library can write the deflate and shuffle filters; CZ_EIO naming
  * `path` and the missing filter otherwise (checked before a file is created). */
 cz_status cz_h5_check_filters(const char *path, cz_err *err);

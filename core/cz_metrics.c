@@ -7,6 +7,35 @@
 
 #include "cz_json.h"
 
+static void acc_init(cz_metrics *m)
+{
+    for (size_t c = 0; c < CZ_ARRAY_LEN(m->acc); c++) {
+        cz_req_acc *a = &m->acc[c];
+        memset(a, 0, sizeof *a);
+        a->first_arrival_s = INFINITY;
+        a->last_finish_s = -INFINITY;
+        cz_distacc_init(&a->ttft, m->pct_mode, false);
+        cz_distacc_init(&a->tpot, m->pct_mode, false);
+        cz_distacc_init(&a->e2el, m->pct_mode, false);
+        cz_distacc_init(&a->qw, m->pct_mode, false);
+    }
+}
+
+static void acc_free(cz_metrics *m)
+{
+    for (size_t c = 0; c < CZ_ARRAY_LEN(m->acc); c++) {
+        cz_distacc_free(&m->acc[c].ttft);
+        cz_distacc_free(&m->acc[c].tpot);
+        cz_distacc_free(&m->acc[c].e2el);
+        cz_distacc_free(&m->acc[c].qw);
+    }
+    for (uint32_t i = 0; i < m->n_stage_acc; i++)
+        cz_distacc_free(&m->stage_acc[i].kv_reload_ms);
+    free(m->stage_acc);
+    m->stage_acc = NULL;
+    m->n_stage_acc = 0;
+}
+
 void cz_metrics_init(cz_metrics *m, double timeline_interval_s, uint64_t expected_requests)
 {
     CZ_ASSERT(timeline_interval_s >= 0.0);
@@ -16,6 +45,7 @@ void cz_metrics_init(cz_metrics *m, double timeline_interval_s, uint64_t expecte
         m->req = cz_xcalloc(expected_requests, sizeof *m->req);
         m->cap_req = expected_requests;
     }
+    acc_init(m);
 }
 
 void cz_metrics_free(cz_metrics *m)
@@ -25,14 +55,38 @@ void cz_metrics_free(cz_metrics *m)
     free(m->frames);
     free(m->gateway);
     free(m->req);
+    for (size_t k = 0; k < m->cap_chunks; k++)
+        free(m->chunks[k]);
+    free(m->chunks);
+    free(m->spare);
     free(m->itl);
     for (uint32_t i = 0; i < m->n_itl_ms; i++)
         cz_distacc_free(&m->itl_ms[i]);
     free(m->itl_ms);
+    acc_free(m);
+    free(m->spans);
     free(m->tokens);
     free(m->tl);
     free(m->step_rows);
     memset(m, 0, sizeof *m);
+}
+
+void cz_metrics_stream(cz_metrics *m, const cz_rows_sink *sink)
+{
+    CZ_ASSERT(!m->streaming && m->n_req == 0 && m->turns_total == 0 && m->n_itl == 0 &&
+              m->n_tl == 0);
+    m->streaming = true;
+    if (sink)
+        m->sink = *sink;
+    free(m->req);
+    m->req = NULL;
+    m->cap_req = 0;
+}
+
+void cz_metrics_set_slo(cz_metrics *m, const cz_slo *slo)
+{
+    CZ_ASSERT(m->turns_total == 0);
+    m->slo = *slo;
 }
 
 void cz_metrics_add_step(cz_metrics *m, const cz_step_record *r)
@@ -43,13 +97,123 @@ void cz_metrics_add_step(cz_metrics *m, const cz_step_record *r)
     m->step_rows[m->n_step_rows++] = *r;
 }
 
+static void put_rows(cz_metrics *m, cz_rows_kind kind, const void *rows, uint64_t n)
+{
+    if (n && m->sink.put)
+        m->sink.put(m->sink.ctx, kind, rows, n);
+}
+
+static cz_stage_acc *stage_acc(cz_metrics *m, uint32_t stage)
+{
+    if (stage >= m->n_stage_acc) {
+        /* once per stage of the run */
+        m->stage_acc = cz_xrealloc(m->stage_acc, (size_t)stage + 1, sizeof *m->stage_acc);
+        for (uint32_t i = m->n_stage_acc; i <= stage; i++) {
+            memset(&m->stage_acc[i], 0, sizeof m->stage_acc[i]);
+            cz_distacc_init(&m->stage_acc[i].kv_reload_ms, m->pct_mode, false);
+        }
+        m->n_stage_acc = stage + 1;
+    }
+    return &m->stage_acc[stage];
+}
+
+/* A record leaves the recorder: what the stage summaries, the queue wait and the
+ * duration take from it (in request id order, as the summaries always read them). */
+static void summarize_record(cz_metrics *m, const cz_req_record *r)
+{
+    if (r->outcome == CZ_REQ_PENDING) {
+        if (m->pending_left++ == 0)
+            m->first_pending = *r;
+    }
+    if (!r->stream && r->outcome != CZ_REQ_REJECTED) {
+        cz_stage_acc *sa = stage_acc(m, r->stage);
+        sa->turns++;
+        sa->generated_tokens += r->output_tokens;
+        sa->heard_tokens += r->outcome == CZ_REQ_ABORTED ? r->heard_tokens : r->output_tokens;
+        sa->kv_reload_total_s += r->kv_load_s;
+        cz_distacc_add(&sa->kv_reload_ms, r->kv_load_s * 1e3, 1);
+    }
+    if (r->stage != 0 || r->stream || r->cls >= 2)
+        return;
+    m->has_class[r->cls] = true;
+    cz_req_acc *acc[2] = {&m->acc[r->cls], &m->acc[2]};
+    for (size_t k = 0; k < 2; k++) {
+        acc[k]->any = true;
+        if (r->arrival_s < acc[k]->first_arrival_s)
+            acc[k]->first_arrival_s = r->arrival_s;
+        if (!isnan(r->first_sched_s))
+            cz_distacc_add(&acc[k]->qw, (r->first_sched_s - r->arrival_s) * 1e3, 1);
+    }
+}
+
+static bool retirable(const cz_req_record *r)
+{
+    return !r->held && r->outcome != CZ_REQ_PENDING &&
+           (r->stage != 0 || r->stream || r->turn_outcome != CZ_REQ_PENDING);
+}
+
+/* Retires records in id order while the next one may go (every one when `all`): each is
+ * summarized, and when streaming a chunk whose records have all retired is handed to the
+ * sink and freed. */
+static void retire(cz_metrics *m, bool all)
+{
+    while (m->retired < m->n_req) {
+        cz_req_record *r = m->streaming
+                               ? &m->chunks[m->retired / CZ_METRICS_BATCH]
+                                           [m->retired % CZ_METRICS_BATCH]
+                               : &m->req[m->retired];
+        if (!all && !retirable(r))
+            break;
+        summarize_record(m, r);
+        m->retired++;
+        if (m->streaming && m->retired % CZ_METRICS_BATCH == 0) {
+            size_t k = m->retired / CZ_METRICS_BATCH - 1;
+            put_rows(m, CZ_ROWS_REQUESTS, m->chunks[k], CZ_METRICS_BATCH);
+            if (m->spare)
+                free(m->chunks[k]);
+            else
+                m->spare = m->chunks[k];
+            m->chunks[k] = NULL;
+        }
+    }
+}
+
 uint64_t cz_metrics_add_request(cz_metrics *m, const cz_req_record *r)
 {
-    size_t cap = m->cap_req;
-    cz_grow((void **)&m->req, &cap, m->n_req + 1, sizeof *m->req);
-    m->cap_req = cap;
-    m->req[m->n_req] = *r;
+    CZ_ASSERT(!m->finished);
+    retire(m, false);
+    cz_req_record *w;
+    if (!m->streaming) {
+        size_t cap = m->cap_req;
+        cz_grow((void **)&m->req, &cap, m->n_req + 1, sizeof *m->req);
+        m->cap_req = cap;
+        w = &m->req[m->n_req];
+    } else {
+        size_t k = m->n_req / CZ_METRICS_BATCH;
+        if (k >= m->cap_chunks) {
+            /* a pointer per chunk ever started: 8 bytes per CZ_METRICS_BATCH requests */
+            size_t cap = m->cap_chunks;
+            cz_grow((void **)&m->chunks, &cap, k + 1, sizeof *m->chunks);
+            memset(m->chunks + m->cap_chunks, 0, (cap - m->cap_chunks) * sizeof *m->chunks);
+            m->cap_chunks = cap;
+        }
+        if (!m->chunks[k]) {
+            m->chunks[k] = m->spare ? m->spare
+                                    : cz_xmalloc(CZ_METRICS_BATCH * sizeof *m->chunks[k]);
+            m->spare = NULL;
+        }
+        w = &m->chunks[k][m->n_req % CZ_METRICS_BATCH];
+    }
+    *w = *r;
+    w->held = 1;
+    w->turn_outcome = CZ_REQ_PENDING;
     return m->n_req++;
+}
+
+void cz_metrics_release(cz_metrics *m, uint64_t id)
+{
+    cz_metrics_req(m, id)->held = 0;
+    retire(m, false);
 }
 
 const char *cz_req_outcome_name(uint32_t outcome)
@@ -59,28 +223,92 @@ const char *cz_req_outcome_name(uint32_t outcome)
     return outcome < CZ_REQ_N_OUTCOMES ? names[outcome] : "unknown";
 }
 
+static bool meets_slo(const cz_slo *slo, double ttft_ms, double tpot_ms, double e2el_ms);
+
+/* A turn's outcome is decided: its counts, and a completed turn's latencies from its
+ * record at the first stage (final by now), in the order outcomes are decided. */
+static void summarize_turn(cz_metrics *m, const cz_turn_record *t)
+{
+    CZ_ASSERT(t->cls < 2);
+    cz_req_acc *acc[2] = {&m->acc[t->cls], &m->acc[2]};
+    for (size_t k = 0; k < 2; k++) {
+        acc[k]->turns++;
+        acc[k]->by_outcome[t->outcome]++;
+    }
+    if (t->req == UINT64_MAX)
+        return;
+    cz_req_record *r = cz_metrics_req(m, t->req);
+    CZ_ASSERT(r->turn_outcome == CZ_REQ_PENDING);
+    r->turn_outcome = t->outcome;
+    if (t->outcome != CZ_REQ_COMPLETED)
+        return;
+    double t_ms = (r->first_token_s - r->arrival_s) * 1e3;
+    double e_ms = (r->finish_s - r->arrival_s) * 1e3;
+    double p_ms = NAN;
+    if (r->output_tokens > 1)
+        p_ms = (e_ms - t_ms) / (double)(r->output_tokens - 1);
+    bool good = meets_slo(&m->slo, t_ms, isnan(p_ms) ? 0.0 : p_ms, e_ms);
+    for (size_t k = 0; k < 2; k++) {
+        acc[k]->total_input_tokens += r->input_tokens;
+        acc[k]->total_output_tokens += r->output_tokens;
+        if (r->finish_s > acc[k]->last_finish_s)
+            acc[k]->last_finish_s = r->finish_s;
+        cz_distacc_add(&acc[k]->ttft, t_ms, 1);
+        cz_distacc_add(&acc[k]->e2el, e_ms, 1);
+        if (!isnan(p_ms))
+            cz_distacc_add(&acc[k]->tpot, p_ms, 1);
+        acc[k]->good += good;
+    }
+    size_t cap = m->cap_spans;
+    cz_grow((void **)&m->spans, &cap, m->n_spans + 1, sizeof *m->spans);
+    m->cap_spans = cap;
+    m->spans[m->n_spans++] = (cz_span){r->arrival_s, r->finish_s};
+}
+
 void cz_metrics_add_turn(cz_metrics *m, const cz_turn_record *t)
 {
     CZ_ASSERT(t->outcome != CZ_REQ_PENDING && t->outcome < CZ_REQ_N_OUTCOMES);
+    CZ_ASSERT(!m->finished);
+    summarize_turn(m, t);
+    if (m->streaming && m->n_turns == CZ_METRICS_BATCH) {
+        put_rows(m, CZ_ROWS_TURNS, m->turns, m->n_turns);
+        m->n_turns = 0;
+    }
     size_t cap = m->cap_turns;
     cz_grow((void **)&m->turns, &cap, m->n_turns + 1, sizeof *m->turns);
     m->cap_turns = cap;
     m->turns[m->n_turns++] = *t;
+    m->turns_total++;
+    retire(m, false);
+}
+
+void cz_metrics_finish(cz_metrics *m)
+{
+    CZ_ASSERT(!m->finished);
+    retire(m, true);
+    m->finished = true;
+    if (!m->streaming)
+        return;
+    if (m->n_req % CZ_METRICS_BATCH) {
+        size_t k = m->n_req / CZ_METRICS_BATCH;
+        put_rows(m, CZ_ROWS_REQUESTS, m->chunks[k], m->n_req % CZ_METRICS_BATCH);
+        free(m->chunks[k]);
+        m->chunks[k] = NULL;
+    }
+    put_rows(m, CZ_ROWS_TURNS, m->turns, m->n_turns);
+    m->n_turns = 0;
+    put_rows(m, CZ_ROWS_ITL, m->itl, m->n_itl);
+    m->n_itl = 0;
+    put_rows(m, CZ_ROWS_TIMELINE, m->tl, m->n_tl);
+    m->n_tl = 0;
 }
 
 cz_status cz_metrics_check(const cz_metrics *m, cz_err *err)
 {
+    CZ_ASSERT(m->finished);
     const cz_accounting *a = &m->acct;
-    uint64_t by[CZ_REQ_N_OUTCOMES] = {0};
-    for (uint64_t i = 0; i < m->n_turns; i++) {
-        uint32_t o = m->turns[i].outcome;
-        if (o == CZ_REQ_PENDING || o >= CZ_REQ_N_OUTCOMES)
-            return cz_err_set(err, CZ_EINTERNAL,
-                              "accounting: turn %u of session %llu ended with outcome %u",
-                              m->turns[i].turn, (unsigned long long)m->turns[i].session, o);
-        by[o]++;
-    }
-    if (m->n_turns != a->requests)
+    const uint64_t *by = m->acc[2].by_outcome;
+    if (by[CZ_REQ_PENDING] != 0 || m->turns_total != a->requests)
         return cz_err_set(err, CZ_EINTERNAL,
                           "accounting: %llu requests in the workload, but completed %llu + "
                           "aborted %llu + rejected %llu + failed %llu + unfinished %llu = %llu",
@@ -89,14 +317,13 @@ cz_status cz_metrics_check(const cz_metrics *m, cz_err *err)
                           (unsigned long long)by[CZ_REQ_REJECTED],
                           (unsigned long long)by[CZ_REQ_FAILED],
                           (unsigned long long)by[CZ_REQ_UNFINISHED],
-                          (unsigned long long)m->n_turns);
-    for (uint64_t i = 0; i < m->n_req; i++)
-        if (m->req[i].outcome == CZ_REQ_PENDING)
-            return cz_err_set(err, CZ_EINTERNAL,
-                              "accounting: the record of turn %u of session %llu at stage %u "
-                              "is still pending after the run",
-                              m->req[i].turn, (unsigned long long)m->req[i].session,
-                              m->req[i].stage);
+                          (unsigned long long)m->turns_total);
+    if (m->pending_left)
+        return cz_err_set(err, CZ_EINTERNAL,
+                          "accounting: the record of turn %u of session %llu at stage %u "
+                          "is still pending after the run (%llu records in all)",
+                          m->first_pending.turn, (unsigned long long)m->first_pending.session,
+                          m->first_pending.stage, (unsigned long long)m->pending_left);
     uint64_t rows = m->n_frames;
     if (rows + a->frames_rejected + a->frames_unfinished != a->frames)
         return cz_err_set(err, CZ_EINTERNAL,
@@ -170,28 +397,21 @@ void cz_metrics_add_tokens(cz_metrics *m, double t_s, uint64_t count)
 void cz_metrics_peaks(const cz_metrics *m, uint64_t *max_concurrent_requests,
                       double *max_output_tokens_per_s)
 {
+    CZ_ASSERT(m->finished);
     *max_concurrent_requests = 0;
     *max_output_tokens_per_s = 0.0;
     double t0 = INFINITY, t1 = -INFINITY;
-    for (uint64_t i = 0; i < m->n_turns; i++) {
-        const cz_turn_record *t = &m->turns[i];
-        if (t->outcome != CZ_REQ_COMPLETED)
-            continue;
-        const cz_req_record *r = &m->req[t->req];
-        t0 = fmin(t0, r->arrival_s);
-        t1 = fmax(t1, r->finish_s);
+    for (uint64_t i = 0; i < m->n_spans; i++) {
+        t0 = fmin(t0, m->spans[i].start_s);
+        t1 = fmax(t1, m->spans[i].end_s);
     }
     if (!(t0 <= t1))
         return;
     /* duration_seconds = int(ceil(max_end - min_start)) + 1 */
     size_t nb = (size_t)ceil(t1 - t0) + 1;
     int64_t *conc = cz_xcalloc(nb + 1, sizeof *conc); /* difference array */
-    for (uint64_t i = 0; i < m->n_turns; i++) {
-        const cz_turn_record *t = &m->turns[i];
-        if (t->outcome != CZ_REQ_COMPLETED)
-            continue;
-        const cz_req_record *r = &m->req[t->req];
-        size_t a = (size_t)(r->arrival_s - t0), b = (size_t)(r->finish_s - t0);
+    for (uint64_t i = 0; i < m->n_spans; i++) {
+        size_t a = (size_t)(m->spans[i].start_s - t0), b = (size_t)(m->spans[i].end_s - t0);
         CZ_ASSERT(a <= b && b < nb);
         conc[a]++;
         conc[b + 1]--;
@@ -219,8 +439,10 @@ void cz_metrics_peaks(const cz_metrics *m, uint64_t *max_concurrent_requests,
 
 void cz_metrics_set_pct_mode(cz_metrics *m, cz_pct_mode mode)
 {
-    CZ_ASSERT(m->n_itl_ms == 0);
+    CZ_ASSERT(m->n_itl_ms == 0 && m->n_req == 0 && m->turns_total == 0);
+    acc_free(m);
     m->pct_mode = mode;
+    acc_init(m);
 }
 
 void cz_metrics_add_itl(cz_metrics *m, uint32_t stage, double gap_s, uint64_t count)
@@ -239,6 +461,12 @@ void cz_metrics_add_itl(cz_metrics *m, uint32_t stage, double gap_s, uint64_t co
     if (last && last->stage == stage && last->gap_s == gap_s) {
         last->count += count;
         return;
+    }
+    if (m->streaming && m->n_itl == CZ_METRICS_BATCH) {
+        /* the last row stays: the next gap may merge with it */
+        put_rows(m, CZ_ROWS_ITL, m->itl, m->n_itl - 1);
+        m->itl[0] = m->itl[m->n_itl - 1];
+        m->n_itl = 1;
     }
     size_t cap = m->cap_itl;
     cz_grow((void **)&m->itl, &cap, m->n_itl + 1, sizeof *m->itl);
@@ -261,6 +489,10 @@ static void itl_dist(const cz_metrics *m, uint32_t stage, cz_dist *out)
 
 void cz_metrics_timeline(cz_metrics *m, const cz_timeline_row *row)
 {
+    if (m->streaming && m->n_tl == CZ_METRICS_BATCH) {
+        put_rows(m, CZ_ROWS_TIMELINE, m->tl, m->n_tl);
+        m->n_tl = 0;
+    }
     size_t cap = m->cap_tl;
     cz_grow((void **)&m->tl, &cap, m->n_tl + 1, sizeof *m->tl);
     m->cap_tl = cap;
@@ -293,64 +525,27 @@ void cz_metrics_summarize_class(const cz_metrics *m, const cz_slo *slo, uint32_t
 
 static void summarize(const cz_metrics *m, const cz_slo *slo, int64_t cls, cz_summary *o)
 {
-    static const cz_slo no_slo = {0, 0, 0, 0};
+    CZ_ASSERT(m->finished);
+    /* goodput was counted as turns ended, against the recorder's objectives */
+    CZ_ASSERT(!slo || memcmp(slo, &m->slo, sizeof *slo) == 0);
     memset(o, 0, sizeof *o);
-    o->slo = slo ? *slo : no_slo;
+    o->slo = m->slo;
     o->steps = m->steps;
     o->preemptions = m->preemptions;
     o->pct_mode = m->pct_mode;
-    uint64_t n = m->n_req;
-    cz_distacc ttft, tpot, e2el, qw;
-    cz_distacc_init(&ttft, m->pct_mode, false);
-    cz_distacc_init(&tpot, m->pct_mode, false);
-    cz_distacc_init(&e2el, m->pct_mode, false);
-    cz_distacc_init(&qw, m->pct_mode, false);
-    double first_arrival = INFINITY, last_finish = -INFINITY;
-    for (uint64_t i = 0; i < n; i++) {
-        const cz_req_record *r = &m->req[i];
-        if (r->stage != 0 || r->stream || (cls >= 0 && r->cls != (uint32_t)cls))
-            continue;
-        if (r->arrival_s < first_arrival)
-            first_arrival = r->arrival_s;
-        if (!isnan(r->first_sched_s))
-            cz_distacc_add(&qw, (r->first_sched_s - r->arrival_s) * 1e3, 1);
-    }
     /* outcomes are the turns' (a pipeline's turn completes with its last stage); latencies
      * are those of the first autoregressive stage, over the completed turns */
-    o->requests = cls < 0 ? m->acct.requests : 0;
-    for (uint64_t i = 0; i < m->n_turns; i++) {
-        const cz_turn_record *t = &m->turns[i];
-        if (cls >= 0 && t->cls != (uint32_t)cls)
-            continue;
-        if (cls >= 0)
-            o->requests++;
-        switch (t->outcome) {
-        case CZ_REQ_REJECTED: o->rejected++; continue;
-        case CZ_REQ_ABORTED: o->aborted++; continue;
-        case CZ_REQ_FAILED: o->failed++; continue;
-        case CZ_REQ_UNFINISHED: o->unfinished++; continue;
-        default: break;
-        }
-        CZ_ASSERT(t->outcome == CZ_REQ_COMPLETED && t->req < m->n_req);
-        const cz_req_record *r = &m->req[t->req];
-        o->completed++;
-        o->total_input_tokens += r->input_tokens;
-        o->total_output_tokens += r->output_tokens;
-        if (r->finish_s > last_finish)
-            last_finish = r->finish_s;
-        double t_ms = (r->first_token_s - r->arrival_s) * 1e3;
-        double e_ms = (r->finish_s - r->arrival_s) * 1e3;
-        double p_ms = NAN;
-        cz_distacc_add(&ttft, t_ms, 1);
-        cz_distacc_add(&e2el, e_ms, 1);
-        if (r->output_tokens > 1) {
-            p_ms = (e_ms - t_ms) / (double)(r->output_tokens - 1);
-            cz_distacc_add(&tpot, p_ms, 1);
-        }
-        if (meets_slo(&o->slo, t_ms, isnan(p_ms) ? 0.0 : p_ms, e_ms))
-            o->good++;
-    }
-    o->duration_s = o->completed ? last_finish - first_arrival : 0.0;
+    const cz_req_acc *a = &m->acc[cls < 0 ? 2 : cls];
+    o->requests = cls < 0 ? m->acct.requests : a->turns;
+    o->completed = a->by_outcome[CZ_REQ_COMPLETED];
+    o->rejected = a->by_outcome[CZ_REQ_REJECTED];
+    o->aborted = a->by_outcome[CZ_REQ_ABORTED];
+    o->failed = a->by_outcome[CZ_REQ_FAILED];
+    o->unfinished = a->by_outcome[CZ_REQ_UNFINISHED];
+    o->good = a->good;
+    o->total_input_tokens = a->total_input_tokens;
+    o->total_output_tokens = a->total_output_tokens;
+    o->duration_s = o->completed ? a->last_finish_s - a->first_arrival_s : 0.0;
     if (o->duration_s > 0) {
         o->request_throughput = (double)o->completed / o->duration_s;
         o->request_goodput = (double)o->good / o->duration_s;
@@ -358,12 +553,10 @@ static void summarize(const cz_metrics *m, const cz_slo *slo, int64_t cls, cz_su
         o->total_token_throughput =
             (double)(o->total_input_tokens + o->total_output_tokens) / o->duration_s;
     }
-    cz_distacc *acc[] = {&ttft, &tpot, &e2el, &qw};
+    const cz_distacc *acc[] = {&a->ttft, &a->tpot, &a->e2el, &a->qw};
     cz_dist *out[] = {&o->ttft_ms, &o->tpot_ms, &o->e2el_ms, &o->queue_wait_ms};
-    for (size_t i = 0; i < CZ_ARRAY_LEN(acc); i++) {
+    for (size_t i = 0; i < CZ_ARRAY_LEN(acc); i++)
         cz_distacc_summary(acc[i], &m->pct, out[i]);
-        cz_distacc_free(acc[i]);
-    }
     itl_dist(m, 0, &o->itl_ms);
 }
 
@@ -540,23 +733,23 @@ void cz_frame_summarize(const cz_metrics *m, cz_frame_summary *o)
 
 void cz_stage_summarize(const cz_metrics *m, uint32_t stage, cz_stage_summary *o)
 {
+    CZ_ASSERT(m->finished);
     memset(o, 0, sizeof *o);
-    cz_distacc rl;
-    cz_distacc_init(&rl, m->pct_mode, false);
-    for (uint64_t i = 0; i < m->n_req; i++) {
-        const cz_req_record *r = &m->req[i];
-        if (r->stage != stage || r->stream || r->outcome == CZ_REQ_REJECTED)
-            continue;
-        o->turns++;
-        o->generated_tokens += r->output_tokens;
-        o->heard_tokens += r->outcome == CZ_REQ_ABORTED ? r->heard_tokens : r->output_tokens;
-        o->kv_reload_total_s += r->kv_load_s;
-        cz_distacc_add(&rl, r->kv_load_s * 1e3, 1);
+    if (stage < m->n_stage_acc) {
+        const cz_stage_acc *sa = &m->stage_acc[stage];
+        o->turns = sa->turns;
+        o->generated_tokens = sa->generated_tokens;
+        o->heard_tokens = sa->heard_tokens;
+        o->kv_reload_total_s = sa->kv_reload_total_s;
+        cz_distacc_summary(&sa->kv_reload_ms, &m->pct, &o->kv_reload_ms);
+    } else {
+        cz_distacc none;
+        cz_distacc_init(&none, m->pct_mode, false);
+        cz_distacc_summary(&none, &m->pct, &o->kv_reload_ms);
+        cz_distacc_free(&none);
     }
     o->waste_ratio =
         o->generated_tokens ? 1.0 - (double)o->heard_tokens / (double)o->generated_tokens : 0.0;
-    cz_distacc_summary(&rl, &m->pct, &o->kv_reload_ms);
-    cz_distacc_free(&rl);
     itl_dist(m, stage, &o->itl_ms);
 }
 

@@ -52,6 +52,10 @@ typedef struct cz_req_record {
     double first_sched_s;    /* first time the request was scheduled (NaN if never) */
     double first_token_s;    /* time the first output token was produced */
     double finish_s;         /* time the last output token was produced */
+    uint32_t held;           /* its creator may still change it (set by
+                                cz_metrics_add_request, cleared by cz_metrics_release) */
+    uint32_t turn_outcome;   /* a turn's record at the first autoregressive stage: the
+                                turn's outcome once cz_metrics_add_turn decided it */
 } cz_req_record;
 
 /* One turn of the workload as its user sees it, whatever the pipeline: recorded once, when
@@ -163,14 +167,78 @@ typedef struct cz_accounting {
     uint64_t frames_unfinished;  /* frames not returned when the clock stopped (no row) */
 } cz_accounting;
 
+/* The rows a streaming recorder hands on instead of holding them (cz_metrics_stream): in
+ * table order, in batches of at most CZ_METRICS_BATCH rows. */
+typedef enum cz_rows_kind {
+    CZ_ROWS_REQUESTS = 0, /* cz_req_record, by request id */
+    CZ_ROWS_TURNS,        /* cz_turn_record, in the order the outcomes were decided */
+    CZ_ROWS_ITL,          /* cz_itl_record */
+    CZ_ROWS_TIMELINE,     /* cz_timeline_row */
+    CZ_N_ROWS_KINDS
+} cz_rows_kind;
+
+typedef struct cz_rows_sink {
+    void *ctx;
+    void (*put)(void *ctx, cz_rows_kind kind, const void *rows, uint64_t n);
+} cz_rows_sink;
+
+enum { CZ_METRICS_BATCH = 4096 };
+
+/* A completed turn's arrival and last token (vLLM's start and end of a request). */
+typedef struct cz_span {
+    double start_s, end_s;
+} cz_span; /* rows per batch, and request records per chunk */
+
+/* What the summaries need of the records, accumulated as records retire (in request id
+ * order) and as turns' outcomes are decided (in that order): one per class and one over
+ * both (index 2). */
+typedef struct cz_req_acc {
+    uint64_t turns;           /* turn records */
+    uint64_t by_outcome[CZ_REQ_N_OUTCOMES];
+    uint64_t good, total_input_tokens, total_output_tokens;
+    double first_arrival_s, last_finish_s;
+    bool any;                 /* a turn's record at the first stage retired */
+    cz_distacc ttft, tpot, e2el, qw;
+} cz_req_acc;
+
+typedef struct cz_stage_acc {
+    uint64_t turns, generated_tokens, heard_tokens;
+    double kv_reload_total_s;
+    cz_distacc kv_reload_ms;
+} cz_stage_acc;
+
 typedef struct cz_metrics {
+    /* request records: a flat array (the default: every record kept, m->req[id]), or,
+     * once cz_metrics_stream was called, chunks of CZ_METRICS_BATCH records freed as
+     * their records retire; reach a record through cz_metrics_req either way */
     cz_req_record *req;
     uint64_t n_req, cap_req;
-    cz_turn_record *turns;    /* one per turn of the workload, in the order decided */
+    cz_req_record **chunks;   /* streaming: chunk k holds ids [k B, (k + 1) B); NULL once
+                                 retired */
+    size_t cap_chunks;
+    cz_req_record *spare;     /* streaming: a freed chunk kept for the next */
+    uint64_t retired;         /* records below this id are retired: summarized (and handed
+                                 to the sink when streaming) */
+    bool streaming;
+    bool finished;            /* cz_metrics_finish ran */
+    cz_rows_sink sink;        /* streaming: where the rows go (put NULL: dropped) */
+    cz_turn_record *turns;    /* one per turn of the workload, in the order decided (when
+                                 streaming: the batch not yet handed on) */
     uint64_t n_turns, cap_turns;
+    uint64_t turns_total;     /* turn records, handed on or not */
     cz_accounting acct;
-    cz_itl_record *itl;       /* inter-token latencies with multiplicities, every stage */
+    cz_itl_record *itl;       /* inter-token latencies with multiplicities, every stage
+                                 (when streaming: the rows not yet handed on) */
     uint64_t n_itl, cap_itl;
+    cz_slo slo;               /* the objectives goodput counts against (cz_metrics_set_slo) */
+    cz_req_acc acc[3];        /* per class (cz_class), and over both */
+    cz_stage_acc *stage_acc;  /* per autoregressive stage */
+    uint32_t n_stage_acc;
+    bool has_class[2];        /* a turn of the class reached the first stage */
+    uint64_t pending_left;    /* records retired while still PENDING (cz_metrics_check) */
+    cz_req_record first_pending;
+    cz_span *spans;           /* completed turns' arrival and finish, for cz_metrics_peaks */
+    uint64_t n_spans, cap_spans;
     cz_pct_mode pct_mode;     /* how summaries compute percentiles (default: the sketch) */
     cz_distacc *itl_ms;       /* per autoregressive stage: its gaps in ms, fed as they are
                                  recorded */
@@ -179,7 +247,7 @@ typedef struct cz_metrics {
                                  they were produced, s; how many), one per step */
     uint64_t n_tokens, cap_tokens;
     cz_pctset pct;            /* percentiles the summaries report (n = 0: the default) */
-    cz_timeline_row *tl;
+    cz_timeline_row *tl;      /* (when streaming: the rows not yet handed on) */
     uint64_t n_tl, cap_tl;
     double timeline_interval_s;
     cz_audio_record *audio;
@@ -199,16 +267,47 @@ typedef struct cz_metrics {
 void cz_metrics_init(cz_metrics *m, double timeline_interval_s, uint64_t expected_requests);
 void cz_metrics_free(cz_metrics *m);
 
-/* Appends a request record and returns its index (its request id). */
+/* Makes the recorder stream (before anything is recorded): request records are freed once
+ * retired, and the rows of /requests, /turns, /itl and /timeline are handed to `sink` in
+ * batches (sink NULL: dropped) instead of held, so memory follows the requests in flight
+ * rather than the trace (docs/metrics.md, "Streaming"). Summaries are the same either way. */
+void cz_metrics_stream(cz_metrics *m, const cz_rows_sink *sink);
+
+/* The objectives goodput counts completed turns against (default: none); before any turn
+ * is recorded. The deployment runtime sets its config's. */
+void cz_metrics_set_slo(cz_metrics *m, const cz_slo *slo);
+
+/* Appends a request record, held by its creator, and returns its index (its request id).
+ * The record stays reachable through cz_metrics_req until it retires: once released
+ * (cz_metrics_release), out of PENDING, and, for a turn's record at the first
+ * autoregressive stage that is not a stream's, once its turn's outcome is recorded. */
 uint64_t cz_metrics_add_request(cz_metrics *m, const cz_req_record *r);
 
-/* Records the outcome of one turn of the workload (terminal: not PENDING). */
+/* The creator of record `id` will not change it again. */
+void cz_metrics_release(cz_metrics *m, uint64_t id);
+
+/* Record `id`, which must not have retired from a streaming recorder (CZ_ASSERT). */
+static inline cz_req_record *cz_metrics_req(const cz_metrics *m, uint64_t id)
+{
+    CZ_ASSERT(id < m->n_req);
+    if (!m->streaming)
+        return &m->req[id];
+    CZ_ASSERT(id >= m->retired);
+    return &m->chunks[id / CZ_METRICS_BATCH][id % CZ_METRICS_BATCH];
+}
+
+/* Records the outcome of one turn of the workload (terminal: not PENDING); its record at
+ * the first autoregressive stage (t->req, if any) must not have retired. */
 void cz_metrics_add_turn(cz_metrics *m, const cz_turn_record *t);
+
+/* Ends the recording: retires every record left (held or not) and hands the last rows to
+ * the sink. Once, after the run and before cz_metrics_check and the summaries. */
+void cz_metrics_finish(cz_metrics *m);
 
 /* The run's accounting: every turn of the workload has exactly one outcome (completed +
  * aborted + rejected + failed + unfinished == requests), every frame one (served + empty +
  * rejected + unfinished == frames) and every stream one; no request record is left
- * PENDING. CZ_EINTERNAL with the counts that disagree otherwise. */
+ * PENDING. CZ_EINTERNAL with the counts that disagree otherwise. After cz_metrics_finish. */
 cz_status cz_metrics_check(const cz_metrics *m, cz_err *err);
 
 /* Appends a record and returns its index; the pointer of cz_metrics_audio stays valid

@@ -159,105 +159,258 @@ static const cz_h5_table step_table =
                    "clock and the cost model's prediction.",
           cz_step_record, step_cols);
 
-/* Every stage code of the tables names a stage (a bug otherwise). */
-static void check_stage_codes(const cz_metrics *m, const cz_results_stages *s)
+/* The tables a run streams (in cz_rows_kind order) and those written at the end. */
+static const cz_h5_table *const streamed[CZ_N_ROWS_KINDS] = {
+    [CZ_ROWS_REQUESTS] = &req_table,
+    [CZ_ROWS_TURNS] = &turn_table,
+    [CZ_ROWS_ITL] = &itl_table,
+    [CZ_ROWS_TIMELINE] = &tl_table,
+};
+
+struct cz_results_writer {
+    char *path;
+    hid_t file;
+    const char *outcomes[CZ_REQ_N_OUTCOMES];
+    cz_h5_enum enums[N_ENUMS];
+    cz_results_stages stages;
+    cz_h5_appender tab[CZ_N_ROWS_KINDS]; /* ds < 0: not created yet */
+    h5_req_row *rows;                    /* CZ_METRICS_BATCH converted /requests rows */
+    cz_status st;                        /* the first failure of a put */
+    cz_err err;
+};
+
+/* Every stage code names a stage (a bug otherwise). */
+static void check_codes(const cz_results_writer *w, cz_rows_kind kind, const void *rows,
+                        uint64_t n)
 {
-    for (uint64_t i = 0; i < m->n_req; i++)
-        CZ_ASSERT(m->req[i].stage < s->n_ar && m->req[i].cls < 2 &&
-                  m->req[i].outcome < CZ_REQ_N_OUTCOMES);
-    for (uint64_t i = 0; i < m->n_tl; i++)
-        CZ_ASSERT(m->tl[i].stage < s->n_ar);
-    for (uint64_t i = 0; i < m->n_itl; i++)
-        CZ_ASSERT(m->itl[i].stage < s->n_ar);
-    for (uint64_t i = 0; i < m->n_turns; i++)
-        CZ_ASSERT(m->turns[i].stage < s->n_ar && m->turns[i].cls < 2 &&
-                  m->turns[i].outcome < CZ_REQ_N_OUTCOMES);
+    const cz_results_stages *s = &w->stages;
+    for (uint64_t i = 0; i < n; i++) {
+        switch (kind) {
+        case CZ_ROWS_REQUESTS: {
+            const cz_req_record *r = (const cz_req_record *)rows + i;
+            CZ_ASSERT(r->stage < s->n_ar && r->cls < 2 && r->outcome < CZ_REQ_N_OUTCOMES);
+            break;
+        }
+        case CZ_ROWS_TURNS: {
+            const cz_turn_record *t = (const cz_turn_record *)rows + i;
+            CZ_ASSERT(t->stage < s->n_ar && t->cls < 2 && t->outcome < CZ_REQ_N_OUTCOMES);
+            break;
+        }
+        case CZ_ROWS_ITL: CZ_ASSERT(((const cz_itl_record *)rows)[i].stage < s->n_ar); break;
+        case CZ_ROWS_TIMELINE:
+            CZ_ASSERT(((const cz_timeline_row *)rows)[i].stage < s->n_ar);
+            break;
+        default: CZ_ASSERT(false);
+        }
+    }
+}
+
+static void req_row(const cz_req_record *r, h5_req_row *w)
+{
+    memset(w, 0, sizeof *w);
+    w->session = r->session;
+    w->turn = r->turn;
+    w->stage = r->stage;
+    w->stream = r->stream;
+    w->heard_tokens = r->heard_tokens;
+    w->kv_load_s = r->kv_load_s;
+    w->cls = r->cls;
+    w->input_tokens = r->input_tokens;
+    w->output_tokens = r->output_tokens;
+    w->preemptions = r->preemptions;
+    w->outcome = r->outcome;
+    w->arrival_s = r->arrival_s;
+    w->first_sched_s = r->first_sched_s;
+    w->first_token_s = r->first_token_s;
+    w->finish_s = r->finish_s;
+    w->queue_wait_s = r->first_sched_s - r->arrival_s;
+    w->ttft_s = r->first_token_s - r->arrival_s;
+    w->e2el_s = r->finish_s - r->arrival_s;
+    w->tpot_s = r->output_tokens > 1 && r->outcome == CZ_REQ_COMPLETED
+                    ? (r->finish_s - r->first_token_s) / (double)(r->output_tokens - 1)
+                    : NAN;
+}
+
+/* Appends rows of a streamed table, creating it on the first (`last`: no more will come,
+ * so a table that starts here is chunked by its row count, as one written at once). */
+static cz_status put(cz_results_writer *w, cz_rows_kind kind, const void *rows, uint64_t n,
+                     bool last)
+{
+    cz_status st = CZ_OK;
+    cz_err *err = &w->err;
+    const char *path = w->path;
+    if (w->st != CZ_OK)
+        return w->st;
+    check_codes(w, kind, rows, n);
+    char what[64];
+    snprintf(what, sizeof what, "write /%s", streamed[kind]->name);
+    cz_h5_appender *a = &w->tab[kind];
+    if (a->ds < 0)
+        CZ_H5_CHECK(cz_h5_table_open(w->file, streamed[kind], w->enums, N_ENUMS,
+                                     last ? cz_h5_chunk_rows(n) : CZ_H5_CHUNK_ROWS, a),
+                    what);
+    for (uint64_t done = 0; done < n;) {
+        uint64_t k = n - done;
+        const void *src = (const char *)rows + done * streamed[kind]->row_size;
+        if (kind == CZ_ROWS_REQUESTS) {
+            if (k > CZ_METRICS_BATCH)
+                k = CZ_METRICS_BATCH;
+            for (uint64_t i = 0; i < k; i++)
+                req_row((const cz_req_record *)rows + done + i, &w->rows[i]);
+            src = w->rows;
+        }
+        CZ_H5_CHECK(cz_h5_table_append(a, k, src), what);
+        done += k;
+    }
+fail:
+    if (st != CZ_OK)
+        w->st = st;
+    return st;
+}
+
+static void sink_put(void *ctx, cz_rows_kind kind, const void *rows, uint64_t n)
+{
+    (void)put(ctx, kind, rows, n, false);
+}
+
+cz_status cz_results_open(const char *path, const cz_results_stages *stages,
+                          cz_results_writer **out, cz_err *err)
+{
+    CZ_ASSERT(stages->n_pipe >= 1 && stages->n_pipe <= CZ_RESULTS_MAX_STAGES);
+    CZ_ASSERT(stages->n_ar >= 1 && stages->n_ar <= CZ_RESULTS_MAX_STAGES);
+    *out = NULL;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    cz_status st = cz_h5_check_filters(path, err);
+    if (st != CZ_OK)
+        return st;
+    cz_results_writer *w = cz_xcalloc(1, sizeof *w);
+    w->path = cz_xstrdup(path);
+    w->stages = *stages;
+    for (uint32_t o = 0; o < CZ_REQ_N_OUTCOMES; o++)
+        w->outcomes[o] = cz_req_outcome_name(o);
+    static const char *const classes[] = {"rt", "be"};
+    w->enums[E_AR_STAGE] = (cz_h5_enum){w->stages.ar, NULL, w->stages.n_ar};
+    w->enums[E_PIPE_STAGE] = (cz_h5_enum){w->stages.pipe, NULL, w->stages.n_pipe};
+    w->enums[E_CLASS] = (cz_h5_enum){classes, NULL, 2};
+    w->enums[E_OUTCOME] = (cz_h5_enum){w->outcomes, NULL, CZ_REQ_N_OUTCOMES};
+    for (size_t k = 0; k < CZ_N_ROWS_KINDS; k++)
+        w->tab[k].ds = w->tab[k].type = -1;
+    w->rows = cz_xmalloc(CZ_METRICS_BATCH * sizeof *w->rows);
+    w->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (w->file < 0) {
+        st = cz_err_set(err, CZ_EIO, "%s: HDF5 failed to create the file (%s:%d)", path,
+                        __FILE__, __LINE__);
+        cz_results_discard(w);
+        return st;
+    }
+    *out = w;
+    return CZ_OK;
+}
+
+cz_rows_sink cz_results_sink(cz_results_writer *w)
+{
+    return (cz_rows_sink){.ctx = w, .put = sink_put};
+}
+
+void cz_results_discard(cz_results_writer *w)
+{
+    if (!w)
+        return;
+    for (size_t k = 0; k < CZ_N_ROWS_KINDS; k++)
+        cz_h5_table_close(&w->tab[k]);
+    if (w->file >= 0) {
+        H5Fclose(w->file);
+        struct stat sb;
+        if (stat(w->path, &sb) == 0 && S_ISREG(sb.st_mode))
+            remove(w->path);
+    }
+    free(w->rows);
+    free(w->path);
+    free(w);
+}
+
+cz_status cz_results_close(cz_results_writer *w, const cz_metrics *m, const char *config_json,
+                           const char *summary_json, uint64_t seed, cz_err *err)
+{
+    CZ_ASSERT(m->finished);
+    const char *path = w->path;
+    cz_status st = w->st;
+    if (st != CZ_OK) {
+        *err = w->err;
+        goto fail;
+    }
+    if (!m->streaming) {
+        /* a recorder that held everything: its rows now, each table at once */
+        const struct {
+            cz_rows_kind kind;
+            uint64_t n;
+            const void *rows;
+        } held[] = {
+            {CZ_ROWS_REQUESTS, m->n_req, m->req},
+            {CZ_ROWS_TIMELINE, m->n_tl, m->tl},
+            {CZ_ROWS_ITL, m->n_itl, m->itl},
+            {CZ_ROWS_TURNS, m->n_turns, m->turns},
+        };
+        for (size_t i = 0; i < CZ_ARRAY_LEN(held); i++)
+            if ((st = put(w, held[i].kind, held[i].rows, held[i].n, true)) != CZ_OK) {
+                *err = w->err;
+                goto fail;
+            }
+    }
+    for (size_t k = 0; k < CZ_N_ROWS_KINDS; k++)
+        if (w->tab[k].ds < 0 && (st = put(w, (cz_rows_kind)k, NULL, 0, true)) != CZ_OK) {
+            *err = w->err;
+            goto fail;
+        }
+    for (size_t k = 0; k < CZ_N_ROWS_KINDS; k++)
+        CZ_H5_CHECK(cz_h5_table_close(&w->tab[k]), "close a table");
     for (uint64_t i = 0; i < m->n_step_rows; i++)
-        CZ_ASSERT(m->step_rows[i].stage < s->n_pipe);
+        CZ_ASSERT(m->step_rows[i].stage < w->stages.n_pipe);
+    const struct {
+        const cz_h5_table *t;
+        uint64_t n;
+        const void *rows;
+    } tables[] = {
+        {&audio_table, m->n_audio, m->audio},
+        {&frame_table, m->n_frames, m->frames},
+        {&step_table, m->n_step_rows, m->step_rows},
+        {&gateway_table, m->n_gateway, m->gateway},
+    };
+    for (size_t i = 0; i < CZ_ARRAY_LEN(tables); i++) {
+        char what[64];
+        snprintf(what, sizeof what, "write /%s", tables[i].t->name);
+        CZ_H5_CHECK(cz_h5_write_table(w->file, tables[i].t, w->enums, N_ENUMS, tables[i].n,
+                                      tables[i].rows),
+                    what);
+    }
+    hid_t file = w->file;
+    CZ_H5_CHECK(cz_h5_write_str_attr(file, "config", config_json), "write the config attribute");
+    CZ_H5_CHECK(cz_h5_write_str_attr(file, "summary", summary_json), "write the summary attribute");
+    CZ_H5_CHECK(cz_h5_write_str_attr(file, "cadenza_version", cz_version()), "write the version");
+    CZ_H5_CHECK(cz_h5_write_u64_attr(file, "seed", seed), "write the seed");
+    herr_t closed = H5Fclose(w->file);
+    w->file = -1;
+    CZ_H5_CHECK(closed, "close the file");
+    cz_results_discard(w);
+    return CZ_OK;
+fail:
+    if (w->file < 0) {
+        /* the close itself failed: the file is half-written */
+        struct stat sb;
+        if (stat(w->path, &sb) == 0 && S_ISREG(sb.st_mode))
+            remove(w->path);
+    }
+    cz_results_discard(w);
+    return st;
 }
 
 cz_status cz_results_write_h5(const char *path, const cz_metrics *m,
                               const cz_results_stages *stages, const char *config_json,
                               const char *summary_json, uint64_t seed, cz_err *err)
 {
-    CZ_ASSERT(stages->n_pipe >= 1 && stages->n_pipe <= CZ_RESULTS_MAX_STAGES);
-    CZ_ASSERT(stages->n_ar >= 1 && stages->n_ar <= CZ_RESULTS_MAX_STAGES);
-    check_stage_codes(m, stages);
-    const char *outcomes[CZ_REQ_N_OUTCOMES];
-    for (uint32_t o = 0; o < CZ_REQ_N_OUTCOMES; o++)
-        outcomes[o] = cz_req_outcome_name(o);
-    static const char *const classes[] = {"rt", "be"};
-    const cz_h5_enum enums[N_ENUMS] = {
-        [E_AR_STAGE] = {stages->ar, NULL, stages->n_ar},
-        [E_PIPE_STAGE] = {stages->pipe, NULL, stages->n_pipe},
-        [E_CLASS] = {classes, NULL, 2},
-        [E_OUTCOME] = {outcomes, NULL, CZ_REQ_N_OUTCOMES},
-    };
-    cz_status st = CZ_OK;
-    bool created = false;
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if ((st = cz_h5_check_filters(path, err)) != CZ_OK)
+    cz_results_writer *w;
+    cz_status st = cz_results_open(path, stages, &w, err);
+    if (st != CZ_OK)
         return st;
-    h5_req_row *rows = cz_xmalloc((m->n_req ? m->n_req : 1) * sizeof *rows);
-    for (uint64_t i = 0; i < m->n_req; i++) {
-        const cz_req_record *r = &m->req[i];
-        h5_req_row *w = &rows[i];
-        memset(w, 0, sizeof *w);
-        w->session = r->session;
-        w->turn = r->turn;
-        w->stage = r->stage;
-        w->stream = r->stream;
-        w->heard_tokens = r->heard_tokens;
-        w->kv_load_s = r->kv_load_s;
-        w->cls = r->cls;
-        w->input_tokens = r->input_tokens;
-        w->output_tokens = r->output_tokens;
-        w->preemptions = r->preemptions;
-        w->outcome = r->outcome;
-        w->arrival_s = r->arrival_s;
-        w->first_sched_s = r->first_sched_s;
-        w->first_token_s = r->first_token_s;
-        w->finish_s = r->finish_s;
-        w->queue_wait_s = r->first_sched_s - r->arrival_s;
-        w->ttft_s = r->first_token_s - r->arrival_s;
-        w->e2el_s = r->finish_s - r->arrival_s;
-        w->tpot_s = r->output_tokens > 1 && r->outcome == CZ_REQ_COMPLETED
-                        ? (r->finish_s - r->first_token_s) / (double)(r->output_tokens - 1)
-                        : NAN;
-    }
-    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    CZ_H5_CHECK(file, "create the file");
-    created = true;
-    const struct {
-        const cz_h5_table *t;
-        uint64_t n;
-        const void *rows;
-    } tables[] = {
-        {&req_table, m->n_req, rows},         {&tl_table, m->n_tl, m->tl},
-        {&itl_table, m->n_itl, m->itl},       {&audio_table, m->n_audio, m->audio},
-        {&frame_table, m->n_frames, m->frames}, {&turn_table, m->n_turns, m->turns},
-        {&step_table, m->n_step_rows, m->step_rows}, {&gateway_table, m->n_gateway, m->gateway},
-    };
-    for (size_t i = 0; i < CZ_ARRAY_LEN(tables); i++) {
-        char what[64];
-        snprintf(what, sizeof what, "write /%s", tables[i].t->name);
-        CZ_H5_CHECK(cz_h5_write_table(file, tables[i].t, enums, N_ENUMS, tables[i].n,
-                                      tables[i].rows),
-                    what);
-    }
-    CZ_H5_CHECK(cz_h5_write_str_attr(file, "config", config_json), "write the config attribute");
-    CZ_H5_CHECK(cz_h5_write_str_attr(file, "summary", summary_json), "write the summary attribute");
-    CZ_H5_CHECK(cz_h5_write_str_attr(file, "cadenza_version", cz_version()), "write the version");
-    CZ_H5_CHECK(cz_h5_write_u64_attr(file, "seed", seed), "write the seed");
-    herr_t closed = H5Fclose(file);
-    file = -1;
-    CZ_H5_CHECK(closed, "close the file");
-fail:
-    if (file >= 0)
-        H5Fclose(file);
-    struct stat sb;
-    if (st != CZ_OK && created && stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
-        remove(path);
-    free(rows);
-    return st;
+    return cz_results_close(w, m, config_json, summary_json, seed, err);
 }

@@ -36,6 +36,22 @@ typedef struct cz_results_stages {
     const char *ar[CZ_RESULTS_MAX_STAGES];
 } cz_results_stages;
 
+/* A results file written while the run goes: cz_results_open creates it at `path` (CZ_EIO
+ * naming it when HDF5 lacks the deflate or shuffle filter or cannot create it);
+ * cz_results_sink is the rows sink a streaming recorder hands /requests, /turns, /itl and
+ * /timeline to (cz_metrics_stream); cz_results_close writes what the recorder `m` still
+ * holds (everything, when it did not stream), the other tables and the attributes, and
+ * closes the file; cz_results_discard closes and removes it. Close and discard free the
+ * writer; a failed close removes the file. The file is the same as cz_results_write_h5's
+ * for the same run. */
+typedef struct cz_results_writer cz_results_writer;
+cz_status cz_results_open(const char *path, const cz_results_stages *stages,
+                          cz_results_writer **out, cz_err *err);
+cz_rows_sink cz_results_sink(cz_results_writer *w);
+cz_status cz_results_close(cz_results_writer *w, const cz_metrics *m, const char *config_json,
+                           const char *summary_json, uint64_t seed, cz_err *err);
+void cz_results_discard(cz_results_writer *w);
+
 /* Writes the results of the run recorded in `m`, whose stages `stages` names (every stage
  * code in `m` must be one of them: CZ_ASSERT), with the config and summary as JSON text.
  * CZ_EIO naming `path` when HDF5 lacks the deflate or shuffle filter or a step fails. */

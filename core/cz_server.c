@@ -797,9 +797,16 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, ui
                    (out_total > out_tokens ? out_total : out_tokens);
     if (never_fits(s, ctx)) {
         rec.outcome = CZ_REQ_REJECTED;
-        return cz_metrics_add_request(s->metrics, &rec);
+        uint64_t r = cz_metrics_add_request(s->metrics, &rec);
+        cz_metrics_release(s->metrics, r);
+        return r;
     }
     uint64_t r = cz_metrics_add_request(s->metrics, &rec);
+    /* the previous turn's record changes no more: the sequence holds its turn's record
+     * until the next turn or its close (a barge-in during playback, or a KV load landing,
+     * still changes it) */
+    if (q->turn_rec != NO_REC)
+        cz_metrics_release(s->metrics, q->turn_rec);
     /* a waiting turn's resident prefix stays cached (evictable) until it is admitted */
     q->turn_rec = r;
     q->turn_open = true;
@@ -837,9 +844,9 @@ cz_feed_result cz_server_feed(cz_server *s, double t_s, uint32_t id, uint32_t in
          * pool): the turn fails and its KV goes, rather than being preempted and
          * recomputed for ever */
         uint32_t made = q->generated - q->turn_generated_base;
-        s->metrics->req[q->turn_rec].input_tokens += in_tokens;
+        cz_metrics_req(s->metrics, q->turn_rec)->input_tokens += in_tokens;
         cz_server_abort(s, t_s, id, made);
-        cz_req_record *rec = &s->metrics->req[q->turn_rec];
+        cz_req_record *rec = cz_metrics_req(s->metrics, q->turn_rec);
         rec->outcome = CZ_REQ_FAILED;
         rec->heard_tokens = rec->output_tokens;
         if (q->state == CZ_SEQ_IDLE) {
@@ -858,7 +865,7 @@ cz_feed_result cz_server_feed(cz_server *s, double t_s, uint32_t id, uint32_t in
     q->tokens_in += in_tokens;
     q->budget += out_tokens;
     q->input_final = input_final;
-    s->metrics->req[q->turn_rec].input_tokens += in_tokens;
+    cz_metrics_req(s->metrics, q->turn_rec)->input_tokens += in_tokens;
     bool work = q->tokens_in + q->generated > q->computed && q->generated < q->budget;
     /* A sequence that resumes, or decodes with new input, continues as a prefill chunk
      * at the running tail (its own token gap is then recorded exactly); it rejoins the
@@ -931,7 +938,7 @@ static void preempt(cz_server *s, uint32_t id)
     q->computed = 0;
     q->state = CZ_SEQ_WAITING;
     wq_push_front(s, id);
-    s->metrics->req[q->turn_rec].preemptions++;
+    cz_metrics_req(s->metrics, q->turn_rec)->preemptions++;
     s->metrics->preemptions++;
 }
 
@@ -998,7 +1005,7 @@ static void overwrite_tail(cz_server *s, uint32_t id, uint32_t need)
      * pressure (which makes the checkpointed tail useless: tail_check) */
     idle_enter(s, id);
     s->overwrites++;
-    s->metrics->req[q->turn_rec].preemptions++;
+    cz_metrics_req(s->metrics, q->turn_rec)->preemptions++;
     s->metrics->preemptions++;
 }
 
@@ -1031,7 +1038,7 @@ static void preempt_any(cz_server *s, uint32_t id)
     q->computed = 0;
     q->state = CZ_SEQ_WAITING;
     wq_push_front(s, id);
-    s->metrics->req[q->turn_rec].preemptions++;
+    cz_metrics_req(s->metrics, q->turn_rec)->preemptions++;
     s->metrics->preemptions++;
 }
 
@@ -1294,7 +1301,7 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
             q->state = CZ_SEQ_RUNNING;
             pf_push(s, c->seq);
             admitted = true;
-            cz_req_record *rec = &s->metrics->req[q->turn_rec];
+            cz_req_record *rec = cz_metrics_req(s->metrics, q->turn_rec);
             if (isnan(rec->first_sched_s))
                 rec->first_sched_s = t_s;
         }
@@ -1417,7 +1424,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
     }
 
     for (uint32_t k = first_admitted; k < s->n_items; k++) {
-        cz_req_record *rec = &s->metrics->req[s->seqs[s->items[k].seq].turn_rec];
+        cz_req_record *rec = cz_metrics_req(s->metrics, s->seqs[s->items[k].seq].turn_rec);
         if (isnan(rec->first_sched_s))
             rec->first_sched_s = t_s;
     }
@@ -1452,7 +1459,7 @@ static void timeline_sample(cz_server *s, double t_s, const cz_batch *out)
 static void turn_complete(cz_server *s, uint32_t id, double t_s)
 {
     cz_seq *q = &s->seqs[id];
-    cz_req_record *rec = &s->metrics->req[q->turn_rec];
+    cz_req_record *rec = cz_metrics_req(s->metrics, q->turn_rec);
     rec->output_tokens = q->generated - q->turn_generated_base;
     rec->heard_tokens = rec->output_tokens;
     rec->finish_s = t_s;
@@ -1544,7 +1551,7 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
             pf_remove(s, id);
         q->generated++;
         tokens++;
-        cz_req_record *rec = &s->metrics->req[q->turn_rec];
+        cz_req_record *rec = cz_metrics_req(s->metrics, q->turn_rec);
         if (q->generated == q->turn_generated_base + 1) {
             rec->first_token_s = t_s;
             rec->output_tokens = 1;
@@ -1786,7 +1793,7 @@ void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)
         if (q->turn_open) {
             /* the turn started first: it waited for the rest of the load */
             s->pl.late++;
-            cz_req_record *rec = &s->metrics->req[q->turn_rec];
+            cz_req_record *rec = cz_metrics_req(s->metrics, q->turn_rec);
             rec->kv_load_s += t_s - rec->arrival_s;
         } else {
             s->pl.hits++;
@@ -1810,7 +1817,7 @@ void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)
     s->n_loading--;
     q->computed = s->sn[id].load_tokens;
     CZ_ASSERT(q->blocks == blocks_for(s, q->computed));
-    cz_req_record *rec = &s->metrics->req[q->turn_rec];
+    cz_req_record *rec = cz_metrics_req(s->metrics, q->turn_rec);
     rec->kv_load_s += t_s - q->load_start_s;
     if (!q->turn_open) {
         /* aborted while loading: keep what the shortened context still uses */
@@ -1847,7 +1854,7 @@ uint32_t cz_server_abort(cz_server *s, double t_s, uint32_t id, uint32_t keep_ge
     uint32_t made = q->generated - q->turn_generated_base;
     if (keep_generated > made)
         keep_generated = made;
-    cz_req_record *rec = &s->metrics->req[q->turn_rec];
+    cz_req_record *rec = cz_metrics_req(s->metrics, q->turn_rec);
     rec->output_tokens = made;
     rec->heard_tokens = keep_generated;
     if (q->turn_open)
@@ -1928,6 +1935,9 @@ void cz_server_seq_close(cz_server *s, uint32_t id)
     q->host_tokens = 0;
     q->computed = 0;
     q->state = CZ_SEQ_CLOSED;
+    if (q->turn_rec != NO_REC)
+        cz_metrics_release(s->metrics, q->turn_rec);
+    q->turn_rec = NO_REC;
     seq_recycle(s, id);
 }
 
@@ -1938,7 +1948,7 @@ void cz_server_finalize(cz_server *s)
     for (size_t i = 0; i < s->n_seqs; i++) {
         const cz_seq *q = &s->seqs[i];
         if (q->turn_open) {
-            cz_req_record *rec = &s->metrics->req[q->turn_rec];
+            cz_req_record *rec = cz_metrics_req(s->metrics, q->turn_rec);
             rec->output_tokens = q->generated - q->turn_generated_base;
             rec->heard_tokens = rec->output_tokens;
             rec->outcome = CZ_REQ_UNFINISHED;

@@ -1198,6 +1198,7 @@ cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics 
         progress(progress_ctx, &pr);
     }
     eng_free(&E);
+    cz_metrics_finish(m);
     if (st == CZ_OK)
         st = cz_metrics_check(m, err);
     return st;

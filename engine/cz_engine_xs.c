@@ -691,6 +691,7 @@ cz_status cz__engine_xs_run(const cz_config *cfg, const cz_workload *wl, cz_metr
         progress(progress_ctx, &pr);
     }
     xs_free(&X);
+    cz_metrics_finish(m);
     if (st == CZ_OK)
         st = cz_metrics_check(m, err);
     return st;

@@ -268,6 +268,7 @@ cz_status cz_sim_run(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
         progress(progress_ctx, &pr);
     }
     sim_state_free(&S);
+    cz_metrics_finish(m);
     if (st == CZ_OK)
         st = cz_metrics_check(m, err);
     return st;

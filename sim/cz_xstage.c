@@ -65,6 +65,7 @@ cz_status cz__xstage_run(const cz_config *cfg, const cz_workload *wl, cz_metrics
     }
     cz_evq_free(&q);
     cz_xstage_free(x);
+    cz_metrics_finish(m);
     if (st == CZ_OK)
         st = cz_metrics_check(m, err);
     return st;

@@ -110,6 +110,7 @@ Test(server, scripted_hand_computed)
     for (uint64_t i = 0; i < m.n_req; i++)
         cz_metrics_add_turn(&m, &(cz_turn_record){.session = m.req[i].session, .req = i,
                                                   .outcome = m.req[i].outcome});
+    cz_metrics_finish(&m);
     cz_err err;
     cr_assert_eq(cz_metrics_check(&m, &err), CZ_OK, "%s", err.msg);
     cz_summary sum;

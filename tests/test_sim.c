@@ -6,7 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <hdf5.h>
+#include <unistd.h>
+
 #include "cz_json.h"
+#include "cz_results.h"
+#include "cz_run.h"
 #include "cz_sim.h"
 #include "cz_sim_int.h"
 #include "test_util.h"
@@ -308,5 +313,122 @@ Test(sim, bros_step_model_fit)
         cr_assert_lt(sum / n, 0.25, "%s: mean relative error %.3f", models[k], sum / n);
         cz_workload_free(&wl);
         cJSON_Delete(j);
+    }
+}
+
+/* One run of `rel` (with `set` applied when not NULL), its recorder keeping every record
+ * or streaming its rows to a results file at `h5`; returns the summary's JSON text with
+ * every stage's keys (caller frees). */
+static char *run_recorded(const char *rel, const char *set, bool stream, const char *h5)
+{
+    char *path = cz_test_path(rel);
+    char *dir = strdup(path);
+    *strrchr(dir, '/') = '\0';
+    cJSON *j;
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_json_load(path, &j, &err), CZ_OK, "%s", err.msg);
+    if (set)
+        cr_assert_eq(cz_json_set_path(j, set, &err), CZ_OK, "%s", err.msg);
+    cz_config cfg;
+    cz_workload wl;
+    cz_workload_init(&wl);
+    cr_assert_eq(cz_config_parse(j, path, dir, &cfg, &wl, &err), CZ_OK, "%s", err.msg);
+    cz_results_stages stages;
+    cz_run_stages(&cfg, &stages);
+    cz_metrics m;
+    cz_metrics_init(&m, cfg.timeline_interval_s, 0);
+    cz_metrics_set_pct_mode(&m, cfg.pct_mode);
+    cz_results_writer *w = NULL;
+    if (stream) {
+        cr_assert_eq(cz_results_open(h5, &stages, &w, &err), CZ_OK, "%s", err.msg);
+        cz_rows_sink sink = cz_results_sink(w);
+        cz_metrics_stream(&m, &sink);
+    }
+    cz_run_stats st;
+    cr_assert_eq(cz_sim_run(&cfg, &wl, &m, &st, NULL, NULL, &err), CZ_OK, "%s", err.msg);
+    cz_summary sum;
+    cz_metrics_summarize(&m, &cfg.slo, &sum);
+    cJSON *sj = cz_summary_json(&sum);
+    cz_run_summary_json(&cfg, &m, &st, &sum, sj);
+    uint64_t conc;
+    double tok;
+    cz_metrics_peaks(&m, &conc, &tok);
+    cJSON_AddNumberToObject(sj, "max_concurrent_requests", (double)conc);
+    cJSON_AddNumberToObject(sj, "max_output_tokens_per_s", tok);
+    char *text = cJSON_PrintUnformatted(sj);
+    if (stream)
+        cr_assert_eq(cz_results_close(w, &m, "{}", text, 1, &err), CZ_OK, "%s", err.msg);
+    else
+        cr_assert_eq(cz_results_write_h5(h5, &m, &stages, "{}", text, 1, &err), CZ_OK, "%s",
+                     err.msg);
+    cJSON_Delete(sj);
+    cJSON_Delete(j);
+    cz_metrics_free(&m);
+    cz_workload_free(&wl);
+    free(path);
+    free(dir);
+    return text;
+}
+
+/* Table `name` of both files holds the same rows, byte for byte in the stored type. */
+static void same_table(const char *a, const char *b, const char *name, const char *what)
+{
+    hid_t fa = H5Fopen(a, H5F_ACC_RDONLY, H5P_DEFAULT), fb = H5Fopen(b, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t da = H5Dopen2(fa, name, H5P_DEFAULT), db = H5Dopen2(fb, name, H5P_DEFAULT);
+    cr_assert(da >= 0 && db >= 0, "%s: /%s", what, name);
+    hid_t sa = H5Dget_space(da), sb = H5Dget_space(db);
+    hssize_t na = H5Sget_simple_extent_npoints(sa), nb = H5Sget_simple_extent_npoints(sb);
+    cr_assert_eq(na, nb, "%s: /%s has %lld rows kept, %lld streamed", what, name,
+                 (long long)na, (long long)nb);
+    hid_t ta = H5Dget_type(da);
+    size_t row = H5Tget_size(ta);
+    char *ba = calloc((size_t)na + 1, row), *bb = calloc((size_t)nb + 1, row);
+    cr_assert(H5Dread(da, ta, H5S_ALL, H5S_ALL, H5P_DEFAULT, ba) >= 0);
+    cr_assert(H5Dread(db, ta, H5S_ALL, H5S_ALL, H5P_DEFAULT, bb) >= 0);
+    cr_assert(memcmp(ba, bb, (size_t)na * row) == 0, "%s: /%s differs", what, name);
+    free(ba);
+    free(bb);
+    H5Tclose(ta);
+    H5Sclose(sa);
+    H5Sclose(sb);
+    H5Dclose(da);
+    H5Dclose(db);
+    H5Fclose(fa);
+    H5Fclose(fb);
+}
+
+/* A streaming recorder holds only what is in flight, yet gives the summary and the results
+ * file of one that keeps everything: runs with barge-ins and KV reloads, periodic streams,
+ * the cross-stage runtime, and more requests than a batch of rows. */
+Test(sim, streamed_records_match_kept)
+{
+    static const struct {
+        const char *rel, *set;
+    } runs[] = {
+        {"experiments/liveserve/sharegpt_audio.json", NULL},
+        {"experiments/liveserve/multiturn_burstgpt.json", NULL},
+        {"experiments/metronome/windowed.json", NULL},
+        {"experiments/nova/vlm.json", NULL},
+        {"experiments/bros/mix.json", NULL},
+        {"experiments/bench/sim_100k_1h.json", "workload.synthetic.requests=9000"},
+    };
+    static const char *const tables[] = {"requests", "timeline", "itl",  "audio",
+                                         "frames",   "turns",    "steps", "gateway"};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char a[] = "/tmp/cz_test_kept_XXXXXX", b[] = "/tmp/cz_test_streamed_XXXXXX";
+        int fa = mkstemp(a), fb = mkstemp(b);
+        cr_assert(fa >= 0 && fb >= 0);
+        close(fa);
+        close(fb);
+        char *kept = run_recorded(runs[i].rel, runs[i].set, false, a);
+        char *streamed = run_recorded(runs[i].rel, runs[i].set, true, b);
+        cr_assert_str_eq(kept, streamed, "%s", runs[i].rel);
+        for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+            same_table(a, b, tables[t], runs[i].rel);
+        free(kept);
+        free(streamed);
+        remove(a);
+        remove(b);
     }
 }

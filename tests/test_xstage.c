@@ -561,6 +561,7 @@ Test(xstage, runtime_scripted_nova)
     cz_xstage_decode_done(x, t + s->predicted_s);
     cr_assert_eq(sc.n_steps, 6);
     cr_assert_eq(cz_xstage_finish(x, false, t + s->predicted_s, &r.err), CZ_OK, "%s", r.err.msg);
+    cz_metrics_finish(&r.m);
     cr_assert_eq(cz_metrics_check(&r.m, &r.err), CZ_OK, "%s", r.err.msg);
     cz_xstage_free(x);
     /* the simulator gives the same records */
@@ -645,6 +646,7 @@ Test(xstage, runtime_finish_outcomes)
             cr_assert_eq(st, CZ_OK, "%s", r.err.msg);
             cr_assert_eq(r.m.req[0].outcome, CZ_REQ_UNFINISHED);
             cr_assert_eq(r.st.arrivals, 1);
+            cz_metrics_finish(&r.m);
             cr_assert_eq(cz_metrics_check(&r.m, &r.err), CZ_OK, "%s", r.err.msg);
         }
         cz_xstage_free(x);

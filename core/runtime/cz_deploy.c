@@ -452,7 +452,7 @@ static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, boo
     st->fed = out;
     if (S->drv.turn_opened)
         S->drv.turn_opened(S->drv.ctx, st->rep, seq, rec, in, out);
-    if (S->m->req[rec].outcome == CZ_REQ_REJECTED) {
+    if (cz_metrics_req(S->m, rec)->outcome == CZ_REQ_REJECTED) {
         /* the turn cannot be served: nothing flows to the later stages; refused by the
          * first stage it is rejected, by a later one (after work was done) it failed */
         if (p == S->first_ar)
@@ -1005,8 +1005,8 @@ static void on_tick(cz_deploy *S, uint32_t j, uint32_t f, double now)
          * Metronome cliff): only its first frame is checked */
         uint64_t rec = cz_server_turn(r->srv, now, sr->seq, 0, S->ar_ord[S->first_ar],
                                       sm->tokens_in_per_frame, sm->tokens_out_per_frame, 0, last);
-        S->m->req[rec].stream = 1;
-        if (S->m->req[rec].outcome == CZ_REQ_REJECTED) {
+        cz_metrics_req(S->m, rec)->stream = 1;
+        if (cz_metrics_req(S->m, rec)->outcome == CZ_REQ_REJECTED) {
             /* even its first frame can never fit the pool: the session is refused */
             live_account(S, now);
             sr->live = false;
@@ -1289,6 +1289,7 @@ cz_status cz_deploy_create(const cz_config *cfg, const cz_workload *wl, cz_metri
     S->cfg = cfg;
     S->wl = wl;
     S->m = m;
+    cz_metrics_set_slo(m, &cfg->slo);
     S->drv = *drv;
     S->n_pipe = n_pipe;
     S->voc = -1;

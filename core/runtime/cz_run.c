@@ -129,11 +129,7 @@ void cz_run_summary_json(const cz_config *cfg, const cz_metrics *m, const cz_run
     if (cfg->cross_stage)
         xstage_summary_json(cfg, st, summary);
     /* a mixed real-time / best-effort run: the request metrics of each class */
-    bool has[2] = {false, false};
-    for (uint64_t i = 0; i < m->n_req; i++)
-        if (m->req[i].stage == 0 && !m->req[i].stream && m->req[i].cls < 2)
-            has[m->req[i].cls] = true;
-    if (has[0] && has[1]) {
+    if (m->has_class[0] && m->has_class[1]) {
         cJSON *classes = cJSON_AddObjectToObject(summary, "classes");
         static const char *const names[2] = {"rt", "be"};
         for (uint32_t c = 0; c < 2; c++) {

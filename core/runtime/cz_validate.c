@@ -143,6 +143,7 @@ static int cmp_req(const void *a, const void *b)
 
 static req_ix *completed_sorted(const cz_metrics *m, size_t *n)
 {
+    CZ_ASSERT(!m->streaming); /* validate keeps every record */
     req_ix *v = malloc((m->n_req ? m->n_req : 1) * sizeof *v);
     size_t k = 0;
     for (uint64_t i = 0; i < m->n_req; i++)

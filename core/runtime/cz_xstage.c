@@ -107,12 +107,14 @@ static void xs_outcome(cz_xstage *S, uint32_t i, uint32_t outcome, double now)
                         .cls = (uint32_t)S->wl->sessions[si].cls,
                         .outcome = outcome};
     cz_metrics_add_turn(S->m, &t);
+    if (q->rec != UINT64_MAX)
+        cz_metrics_release(S->m, q->rec); /* its last change was this outcome */
 }
 
 static void token(cz_xstage *S, uint32_t i, double now)
 {
     xs_req *q = &S->r[i];
-    cz_req_record *rec = &S->m->req[q->rec];
+    cz_req_record *rec = cz_metrics_req(S->m, q->rec);
     if (q->gen == 0)
         rec->first_token_s = now;
     else
@@ -135,7 +137,7 @@ static void token(cz_xstage *S, uint32_t i, double now)
 
 static void first_sched(cz_xstage *S, uint32_t i, double now)
 {
-    cz_req_record *rec = &S->m->req[S->r[i].rec];
+    cz_req_record *rec = cz_metrics_req(S->m, S->r[i].rec);
     if (isnan(rec->first_sched_s))
         rec->first_sched_s = now;
 }
@@ -210,7 +212,7 @@ static void start_excl(cz_xstage *S, cz_xs_work w, double now)
         uint32_t i = S->vision.v[S->vision.head++];
         S->excl_req = i;
         st->vision_starts++;
-        st->vision_wait_sum_s += now - S->m->req[S->r[i].rec].arrival_s;
+        st->vision_wait_sum_s += now - cz_metrics_req(S->m, S->r[i].rec)->arrival_s;
         dur = vision_pass(S, S->r[i].image, share, factor, now);
         S->r[i].service_s = dur;
         tokens = S->r[i].image;
@@ -426,7 +428,7 @@ void cz_xstage_arrival(cz_xstage *S, double now)
     S->last_arrival_s = t->arrival_s;
     S->in_stages++;
     if (q->in + q->out > S->kv_cap) {
-        S->m->req[q->rec].outcome = CZ_REQ_REJECTED;
+        cz_metrics_req(S->m, q->rec)->outcome = CZ_REQ_REJECTED;
         S->in_stages--;
         xs_outcome(S, i, CZ_REQ_REJECTED, now);
     } else if (q->image > 0) {
@@ -505,6 +507,7 @@ cz_status cz_xstage_create(const cz_config *cfg, const cz_workload *wl, cz_metri
     S->cfg = cfg;
     S->wl = wl;
     S->m = m;
+    cz_metrics_set_slo(m, &cfg->slo);
     S->st = stats;
     S->drv = *drv;
     S->llm = cfg->model.n_pipe - 1;
@@ -562,7 +565,7 @@ cz_status cz_xstage_finish(cz_xstage *S, bool cut, double now, cz_err *err)
             break;
         }
         if (q->rec != UINT64_MAX) {
-            cz_req_record *rec = &S->m->req[q->rec];
+            cz_req_record *rec = cz_metrics_req(S->m, q->rec);
             rec->outcome = CZ_REQ_UNFINISHED;
             rec->output_tokens = rec->heard_tokens = q->gen;
         }
