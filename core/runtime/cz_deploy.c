@@ -15,6 +15,8 @@
 #include "cz_rng.h"
 
 #define NONE UINT32_MAX
+#define CLOSED (UINT32_MAX - 1) /* a session slot_of: the session closed */
+#define SLOT_CHUNK 1024u
 
 /* An operation on a replica's serving core that must wait for its batch to end. */
 typedef struct deferred_op {
@@ -102,9 +104,21 @@ typedef struct cz_deploy {
     gpu_rt *gpus;
     double kv_bytes_per_token[CZ_MAX_STAGES];
     uint32_t *turn_session;
-    ses_rt *ses;
-    ses_stage *sp;         /* n_sessions x n_pipe */
-    cz_player *players;    /* per session, audio pipelines */
+    /* per-session state lives in slots held while the session is open (from the first
+     * time it is touched to its close), in chunks of SLOT_CHUNK that never move, so the
+     * state follows the sessions open at once rather than the workload */
+    uint32_t *slot_of;     /* per workload session: its slot, NONE before it opens,
+                              CLOSED after */
+    ses_rt **ses_chunk;    /* slot s: ses_chunk[s / SLOT_CHUNK][s % SLOT_CHUNK] */
+    ses_stage **sp_chunk;  /* SLOT_CHUNK x n_pipe per chunk */
+    cz_player **pl_chunk;  /* audio pipelines */
+    size_t n_chunks;
+    uint32_t n_slots;      /* slots ever made */
+    uint32_t *free_slots;
+    size_t n_free, cap_free;
+    ses_rt closed_ses;     /* what a closed session reads as (rebuilt on each access) */
+    ses_stage *closed_sp;  /* n_pipe */
+    cz_player closed_pl;
     stream_rt *streams;
     uint32_t *initial;
     uint32_t n_initial, next_initial;
@@ -127,9 +141,94 @@ typedef struct cz_deploy {
     uint32_t n_ended;
 } cz_deploy;
 
+/* The slot of session si, opened now if it was not (a session's state starts as it was
+ * before: no turn, no sequences); NONE for a closed session. */
+static uint32_t slot(cz_deploy *S, uint32_t si)
+{
+    CZ_ASSERT(si < S->wl->n_sessions);
+    uint32_t k = S->slot_of[si];
+    if (k != NONE)
+        return k == CLOSED ? NONE : k;
+    if (S->n_free > 0) {
+        k = S->free_slots[--S->n_free];
+    } else {
+        k = S->n_slots++;
+        size_t c = k / SLOT_CHUNK;
+        if (c == S->n_chunks) {
+            /* a chunk per SLOT_CHUNK sessions open at once */
+            size_t n = S->n_chunks + 1;
+            S->ses_chunk = cz_xrealloc(S->ses_chunk, n, sizeof *S->ses_chunk);
+            S->sp_chunk = cz_xrealloc(S->sp_chunk, n, sizeof *S->sp_chunk);
+            S->pl_chunk = cz_xrealloc(S->pl_chunk, n, sizeof *S->pl_chunk);
+            S->ses_chunk[c] = cz_xmalloc(SLOT_CHUNK * sizeof **S->ses_chunk);
+            S->sp_chunk[c] = cz_xmalloc((size_t)SLOT_CHUNK * S->n_pipe * sizeof **S->sp_chunk);
+            S->pl_chunk[c] =
+                S->voc >= 0 ? cz_xmalloc(SLOT_CHUNK * sizeof **S->pl_chunk) : NULL;
+            S->n_chunks = n;
+        }
+    }
+    S->slot_of[si] = k;
+    ses_rt *ss = &S->ses_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK];
+    *ss = (ses_rt){.g = NONE, .rec0 = UINT64_MAX};
+    ses_stage *sp = &S->sp_chunk[k / SLOT_CHUNK][(size_t)(k % SLOT_CHUNK) * S->n_pipe];
+    for (uint32_t p = 0; p < S->n_pipe; p++)
+        sp[p] = (ses_stage){.rep = NONE, .seq = NONE};
+    if (S->voc >= 0)
+        memset(&S->pl_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK], 0, sizeof(cz_player));
+    return k;
+}
+
+/* A closed session as every late event reads it: every turn arrived, submitted and
+ * ended, nothing open, no sequence; what such an event writes is dropped. */
+static void closed_view(cz_deploy *S, uint32_t si)
+{
+    uint32_t n = S->wl->sessions[si].n_turns;
+    S->closed_ses = (ses_rt){.arrived = n, .submitted = n, .ended = n, .g = NONE,
+                             .rec0 = UINT64_MAX};
+    for (uint32_t p = 0; p < S->n_pipe; p++)
+        S->closed_sp[p] = (ses_stage){.rep = NONE, .seq = NONE, .done = true};
+    memset(&S->closed_pl, 0, sizeof S->closed_pl);
+}
+
+static ses_rt *SES(cz_deploy *S, uint32_t si)
+{
+    uint32_t k = slot(S, si);
+    if (k == NONE) {
+        closed_view(S, si);
+        return &S->closed_ses;
+    }
+    return &S->ses_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK];
+}
+
 static ses_stage *SP(cz_deploy *S, uint32_t si, uint32_t p)
 {
-    return &S->sp[(size_t)si * S->n_pipe + p];
+    uint32_t k = slot(S, si);
+    if (k == NONE) {
+        closed_view(S, si);
+        return &S->closed_sp[p];
+    }
+    return &S->sp_chunk[k / SLOT_CHUNK][(size_t)(k % SLOT_CHUNK) * S->n_pipe + p];
+}
+
+static cz_player *PLAYER(cz_deploy *S, uint32_t si)
+{
+    CZ_ASSERT(S->voc >= 0);
+    uint32_t k = slot(S, si);
+    if (k == NONE) {
+        closed_view(S, si);
+        return &S->closed_pl;
+    }
+    return &S->pl_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK];
+}
+
+/* Session si is closed: its slot goes back for the next session to open. */
+static void slot_close(cz_deploy *S, uint32_t si)
+{
+    uint32_t k = S->slot_of[si];
+    CZ_ASSERT(k != NONE && k != CLOSED);
+    cz_grow((void **)&S->free_slots, &S->cap_free, S->n_free + 1, sizeof *S->free_slots);
+    S->free_slots[S->n_free++] = k;
+    S->slot_of[si] = CLOSED;
 }
 
 /* Turn g of session si ends in `outcome` at `now`: recorded once (a second outcome for
@@ -139,7 +238,7 @@ static void turn_outcome(cz_deploy *S, uint32_t si, uint32_t g, uint32_t outcome
 {
     CZ_ASSERT(g < S->wl->n_turns && S->turn_out[g] == 0);
     S->turn_out[g] = (uint8_t)outcome;
-    const ses_rt *ss = &S->ses[si];
+    const ses_rt *ss = SES(S, si);
     cz_turn_record t = {
         .session = si,
         .req = ss->g == g ? ss->rec0 : UINT64_MAX,
@@ -251,7 +350,7 @@ static uint32_t detok_schedule(cz_deploy *S, uint32_t gi, rep_rt *r, double now,
     for (uint32_t i = 0; i < n; i++) {
         const cz_job *j = cz_jobq_peek(&r->jq, i);
         const ses_stage *st = SP(S, j->owner, (uint32_t)from);
-        bool live = S->ses[j->owner].g == j->tag && st->seq != NONE;
+        bool live = SES(S, j->owner)->g == j->tag && st->seq != NONE;
         r->djobs[i] = (cz_detok_job){
             .q = live ? cz_server_seq(S->reps[st->rep].srv, st->seq) : NULL, .pos = i};
     }
@@ -438,7 +537,7 @@ static void ask_next_report(cz_deploy *S, uint32_t si, uint32_t p)
 static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, bool final,
                         double now)
 {
-    ses_rt *ss = &S->ses[si];
+    ses_rt *ss = SES(S, si);
     const cz_turn *t = &S->wl->turns[ss->g];
     ses_stage *st = SP(S, si, p);
     uint32_t seq = st->seq;
@@ -480,13 +579,13 @@ static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, boo
  * has played, or now for text. */
 static void generation_complete(cz_deploy *S, uint32_t si, double now)
 {
-    ses_rt *ss = &S->ses[si];
+    ses_rt *ss = SES(S, si);
     ss->generated = true;
     if (S->voc < 0) {
         turn_ended(S, si, now, false);
         return;
     }
-    const cz_player *pl = &S->players[si];
+    const cz_player *pl = PLAYER(S, si);
     double end = pl->chunks ? cz_player_end_s(pl) : now;
     S->drv.timer(S->drv.ctx, end > now ? end : now, CZ_TIMER_REPLY_END, si, ss->g);
 }
@@ -495,7 +594,7 @@ static void generation_complete(cz_deploy *S, uint32_t si, double now)
  * to the stages it feeds. */
 static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bool done)
 {
-    ses_rt *ss = &S->ses[si];
+    ses_rt *ss = SES(S, si);
     ses_stage *st = SP(S, si, p);
     const cz_turn *t = &S->wl->turns[ss->g];
     if (stage_is_ar(S, p) && st->seq != NONE && st->open) {
@@ -558,7 +657,7 @@ static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bo
  * its own arrival. */
 static void submit_next(cz_deploy *S, uint32_t si, double now)
 {
-    ses_rt *ss = &S->ses[si];
+    ses_rt *ss = SES(S, si);
     const cz_session *ses = &S->wl->sessions[si];
     if (ss->submitted >= ss->arrived || ss->g != NONE || ss->blocked)
         return;
@@ -589,7 +688,7 @@ static void submit_next(cz_deploy *S, uint32_t si, double now)
     }
     stage_seq(S, si, S->first_ar, g);
     if (S->voc >= 0) {
-        cz_player_init(&S->players[si], S->cfg->continuity_threshold_s);
+        cz_player_init(PLAYER(S, si), S->cfg->continuity_threshold_s);
         cz_audio_record a = {.session = si, .turn = k, .ready_s = arrival,
                              .speech_start_s = arrival - t->speech_s, .first_audio_s = NAN,
                              .last_audio_s = NAN, .end_s = NAN};
@@ -677,7 +776,9 @@ static void start_bounded_session(cz_deploy *S, double now)
 /* Frees the session's sequences once its last turn has ended and nothing is pending. */
 static void maybe_close(cz_deploy *S, uint32_t si)
 {
-    ses_rt *ss = &S->ses[si];
+    if (S->slot_of[si] == CLOSED)
+        return;
+    ses_rt *ss = SES(S, si);
     if (ss->ended < S->wl->sessions[si].n_turns || ss->blocked)
         return;
     for (uint32_t p = 0; p < S->n_pipe; p++) {
@@ -695,13 +796,14 @@ static void maybe_close(cz_deploy *S, uint32_t si)
             st->seq = NONE;
         }
     }
+    slot_close(S, si);
 }
 
 /* The reply to the session's open turn ended at `now` (played out, or cut by the user
  * barging in): schedule what follows. */
 static void turn_ended(cz_deploy *S, uint32_t si, double now, bool barged)
 {
-    ses_rt *ss = &S->ses[si];
+    ses_rt *ss = SES(S, si);
     const cz_session *ses = &S->wl->sessions[si];
     uint32_t g = ss->g;
     turn_outcome(S, si, g,
@@ -731,7 +833,7 @@ static void on_arrival(cz_deploy *S, double now, uint32_t g)
 {
     uint32_t si = S->turn_session[g];
     const cz_session *ses = &S->wl->sessions[si];
-    S->ses[si].arrived++;
+    SES(S, si)->arrived++;
     S->arrived++;
     submit_next(S, si, now);
     /* the next of the pre-timed arrivals (not a turn a slot or a reply end released) */
@@ -752,8 +854,8 @@ static void op_apply(cz_deploy *S, rep_rt *r, const deferred_op *op, double now)
             if (S->streams[who - S->wl->n_sessions].failed)
                 return;
         } else if (!SP(S, op->session, r->p)->open) {
-            CZ_ASSERT(S->ses[op->session].refused == CZ_REQ_FAILED ||
-                      S->ses[op->session].barged || S->ses[op->session].g == NONE);
+            CZ_ASSERT(SES(S, op->session)->refused == CZ_REQ_FAILED ||
+                      SES(S, op->session)->barged || SES(S, op->session)->g == NONE);
             return;
         }
         cz_feed_result fr = cz_server_feed(r->srv, now, op->seq, op->in, op->out, op->final);
@@ -769,7 +871,7 @@ static void op_apply(cz_deploy *S, rep_rt *r, const deferred_op *op, double now)
         }
         /* the final feed completed a stalled turn (as a turn_done of a batch), or the
          * turn's context outgrew the stage: it ends there and fails */
-        ses_rt *fs = &S->ses[op->session];
+        ses_rt *fs = SES(S, op->session);
         ses_stage *st = SP(S, op->session, r->p);
         if (fs->g == NONE || fs->barged || !st->open || st->seq != op->seq)
             return;
@@ -781,7 +883,7 @@ static void op_apply(cz_deploy *S, rep_rt *r, const deferred_op *op, double now)
         return;
     }
     cz_server_abort(r->srv, now, op->seq, op->out);
-    ses_rt *ss = &S->ses[op->session];
+    ses_rt *ss = SES(S, op->session);
     ss->blocked--;
     if (ss->blocked == 0) {
         submit_next(S, op->session, now);
@@ -791,10 +893,10 @@ static void op_apply(cz_deploy *S, rep_rt *r, const deferred_op *op, double now)
 
 static void on_barge_in(cz_deploy *S, uint32_t si, uint32_t g, double now)
 {
-    ses_rt *ss = &S->ses[si];
+    ses_rt *ss = SES(S, si);
     if (ss->g != g || ss->barged)
         return;
-    const cz_player *pl = &S->players[si];
+    const cz_player *pl = PLAYER(S, si);
     double heard_s = cz_player_heard_s(pl, now);
     if (ss->generated && heard_s >= pl->audio_s)
         return; /* the whole reply had already played */
@@ -843,12 +945,12 @@ static void on_jobs_done(cz_deploy *S, rep_rt *r, double now)
     const cz_job *jobs = cz_jobq_done(&r->jq, &n);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t si = jobs[i].owner;
-        ses_rt *ss = &S->ses[si];
+        ses_rt *ss = SES(S, si);
         if (ss->g != jobs[i].tag || ss->barged)
             continue; /* the turn was cut: its audio is dropped */
         ss->outstanding--;
         if ((int32_t)r->p == S->voc) {
-            cz_player *pl = &S->players[si];
+            cz_player *pl = PLAYER(S, si);
             bool first = pl->chunks == 0;
             cz_player_chunk(pl, now, jobs[i].audio_s);
             /* the client reports its playback to every autoregressive stage of the
@@ -900,7 +1002,7 @@ static void on_ar_done(cz_deploy *S, uint32_t ri, double now)
             continue;
         }
         uint32_t si = (uint32_t)who;
-        ses_rt *ss = &S->ses[si];
+        ses_rt *ss = SES(S, si);
         ses_stage *st = SP(S, si, r->p);
         if (ss->g == NONE || ss->barged || !st->open || st->seq != ms[i])
             continue;
@@ -1069,7 +1171,7 @@ static const char *seq_state_name(uint32_t state)
  * it open: each stage's replica and state, or what the turn is waiting for. */
 static void describe_stuck(cz_deploy *S, uint32_t si, uint32_t g, char *buf, size_t n)
 {
-    const ses_rt *ss = &S->ses[si];
+    const ses_rt *ss = SES(S, si);
     const cz_session *ses = &S->wl->sessions[si];
     size_t used = 0;
 #define ADD(...)                                                                              \
@@ -1200,9 +1302,17 @@ void cz_deploy_free(cz_deploy *S)
     free(S->reps);
     free(S->gpus);
     free(S->turn_session);
-    free(S->ses);
-    free(S->sp);
-    free(S->players);
+    for (size_t c = 0; c < S->n_chunks; c++) {
+        free(S->ses_chunk[c]);
+        free(S->sp_chunk[c]);
+        free(S->pl_chunk[c]);
+    }
+    free(S->ses_chunk);
+    free(S->sp_chunk);
+    free(S->pl_chunk);
+    free(S->slot_of);
+    free(S->free_slots);
+    free(S->closed_sp);
     free(S->streams);
     free(S->initial);
     free(S->bounded);
@@ -1304,17 +1414,14 @@ cz_status cz_deploy_create(const cz_config *cfg, const cz_workload *wl, cz_metri
     S->turn_out = cz_xcalloc(wl->n_turns ? wl->n_turns : 1, 1);
     m->acct.requests = wl->n_turns;
     m->acct.streams = wl->n_streams;
-    S->ses = cz_xcalloc(n_ses, sizeof *S->ses);
-    S->sp = cz_xmalloc((size_t)n_ses * S->n_pipe * sizeof *S->sp);
-    if (S->voc >= 0)
-        S->players = cz_xcalloc(n_ses, sizeof *S->players);
+    S->slot_of = cz_xmalloc(n_ses * sizeof *S->slot_of);
+    for (uint32_t si = 0; si < n_ses; si++)
+        S->slot_of[si] = NONE;
+    S->closed_sp = cz_xmalloc(S->n_pipe * sizeof *S->closed_sp);
     S->initial = cz_xmalloc((wl->n_turns ? wl->n_turns : 1) * sizeof *S->initial);
     S->bounded = cz_xmalloc(n_ses * sizeof *S->bounded);
-    for (size_t i = 0; i < (size_t)n_ses * S->n_pipe; i++)
-        S->sp[i] = (ses_stage){.rep = NONE, .seq = NONE};
     for (uint32_t si = 0; si < wl->n_sessions; si++) {
         const cz_session *ses = &wl->sessions[si];
-        S->ses[si].g = NONE;
         for (uint32_t k = 0; k < ses->n_turns; k++)
             S->turn_session[ses->turn_off + k] = si;
         if (ses->n_turns == 0)
@@ -1383,9 +1490,9 @@ void cz_deploy_timer(cz_deploy *S, double now, uint32_t kind, uint32_t a, uint32
     case CZ_TIMER_ARRIVAL: on_arrival(S, now, a); break;
     case CZ_TIMER_BARGE_IN: on_barge_in(S, a, b, now); break;
     case CZ_TIMER_REPLY_END: {
-        ses_rt *ss = &S->ses[a];
+        ses_rt *ss = SES(S, a);
         if (ss->g == b && !ss->barged) {
-            const cz_player *pl = &S->players[a];
+            const cz_player *pl = PLAYER(S, a);
             cz_audio_record *ar = &S->m->audio[ss->audio_rec];
             ar->audio_s = pl->audio_s;
             ar->heard_s = pl->audio_s;
