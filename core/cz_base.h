@@ -108,8 +108,14 @@ void *cz_xrealloc(void *ptr, size_t n, size_t size);
 char *cz_xstrdup(const char *s);
 
 /* Grows *arr (of elements of `elem` bytes, capacity *cap) so that it holds at least
- * `need` elements, doubling. Amortised O(1); used at load time, never on hot paths. */
-void cz_grow(void **arr, size_t *cap, size_t need, size_t elem);
+ * `need` elements, doubling. Amortised O(1); the check that it fits is inline (appends on
+ * hot paths pay a compare), the growth is cz__grow. */
+void cz__grow(void **arr, size_t *cap, size_t need, size_t elem);
+static inline void cz_grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need > *cap)
+        cz__grow(arr, cap, need, elem);
+}
 
 #define CZ_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
