@@ -119,6 +119,15 @@ static inline void cz_grow(void **arr, size_t *cap, size_t need, size_t elem)
 
 #define CZ_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* A hint that the memory at p is read soon: its cache line is fetched ahead of the use
+ * (state that waited long, e.g. a request admitted after queueing, is rarely cached).
+ * No effect on results. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CZ_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define CZ_PREFETCH(p) ((void)(p))
+#endif
+
 /* The toolkit's version string (from meson's project version). */
 const char *cz_version(void);
 

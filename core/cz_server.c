@@ -264,6 +264,20 @@ static void wq_pop_front(cz_server *s)
     s->wq_len--;
 }
 
+/* The sequences at the front of the waiting queue are admitted in the coming steps after
+ * waiting since they arrived: their state is fetched towards the cache ahead of that. */
+static void wq_prefetch(const cz_server *s)
+{
+    for (size_t k = 0; k < s->wq_len && k < 2; k++) {
+        uint32_t id = s->wq[(s->wq_head + k) & (s->wq_cap - 1)];
+        const char *d = (const char *)&s->sn[id], *q = (const char *)&s->seqs[id];
+        CZ_PREFETCH(d); /* the fields read span two lines of each */
+        CZ_PREFETCH(d + 64);
+        CZ_PREFETCH(q);
+        CZ_PREFETCH(q + 64);
+    }
+}
+
 /* Removes `id` from anywhere in the waiting queue (barge-in); O(queue). */
 static void wq_remove(cz_server *s, uint32_t id)
 {
@@ -644,6 +658,28 @@ static void d_leave(cz_server *s, uint32_t id)
     s->phase_cnt[d->phase]--;
     s->d_sum_computed -= s->seqs[id].computed;
     heap_remove(s, id);
+}
+
+/* The decode members due at the end of step `k` (budget or report): the heap's subtree of
+ * finish_k == k under `pos` (every key left is >= k), at most cap - n more; their ids into
+ * ids[n..]. Returns the new count. */
+static uint32_t due_at(const cz_server *s, uint64_t k, uint32_t pos, uint32_t *ids, uint32_t n,
+                       uint32_t cap)
+{
+    if (n >= cap || pos >= s->n_heap || s->heap[pos].finish_k != k)
+        return n;
+    ids[n++] = s->heap[pos].id;
+    n = due_at(s, k, 2 * pos + 1, ids, n, cap);
+    return due_at(s, k, 2 * pos + 2, ids, n, cap);
+}
+
+uint32_t cz_server_due_next(const cz_server *s, uint64_t *sessions, uint32_t cap)
+{
+    uint32_t ids[8];
+    uint32_t n = due_at(s, s->steps + 1, 0, ids, 0, cap < 8 ? cap : 8);
+    for (uint32_t i = 0; i < n; i++)
+        sessions[i] = s->seqs[ids[i]].session;
+    return n;
 }
 
 uint32_t cz_server_decode_first(const cz_server *s)
@@ -1459,6 +1495,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         if (isnan(rec->first_sched_s))
             rec->first_sched_s = t_s;
     }
+    wq_prefetch(s);
     out->items = s->items;
     out->n_items = s->n_items;
     s->in_flight = s->n_items > 0 || s->batch_decode > 0;
@@ -1599,6 +1636,13 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
     }
     if (s->ordered)
         pf_compact(s);
+    /* the members due at the next step's end were last touched when they joined */
+    uint32_t due[4];
+    uint32_t n_due = due_at(s, s->steps + 1, 0, due, 0, 4);
+    for (uint32_t i = 0; i < n_due; i++) {
+        CZ_PREFETCH(&s->seqs[due[i]]);
+        CZ_PREFETCH(&s->sn[due[i]]);
+    }
     if (s->cfg.timeline_stage == 0)
         cz_metrics_add_tokens(s->metrics, t_s, tokens);
     s->n_items = 0;

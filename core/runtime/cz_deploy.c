@@ -919,6 +919,17 @@ static void on_ar_done(cz_deploy *S, uint32_t ri, double now)
     }
     if (ms != ids)
         free(ms);
+    /* the sessions whose turns end (or report) at the next step arrived long ago: their
+     * state is fetched towards the cache ahead of it */
+    uint64_t due[4];
+    uint32_t n_due = cz_server_due_next(r->srv, due, 4);
+    for (uint32_t i = 0; i < n_due; i++) {
+        if (due[i] < S->wl->n_sessions) {
+            CZ_PREFETCH(&S->ses[due[i]]);
+            CZ_PREFETCH(SP(S, (uint32_t)due[i], r->p));
+            CZ_PREFETCH(&S->wl->sessions[due[i]]);
+        }
+    }
 }
 
 /* ---- periodic streams ---- */
