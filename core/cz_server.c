@@ -81,6 +81,9 @@ struct cz_server {
     uint64_t join_seq;
     uint64_t run_clock; /* stamps of the running list, in joining order */
     uint64_t steps;     /* steps completed (K) */
+    uint32_t due[4];    /* decode members due at the next step's end, as the last step left
+                           them (a prefetch hint) */
+    uint32_t n_due;
     double last_done_s; /* time of the last step completion */
 
     /* idle sequences whose KV may be evicted, least recently used first */
@@ -660,25 +663,30 @@ static void d_leave(cz_server *s, uint32_t id)
     heap_remove(s, id);
 }
 
-/* The decode members due at the end of step `k` (budget or report): the heap's subtree of
- * finish_k == k under `pos` (every key left is >= k), at most cap - n more; their ids into
- * ids[n..]. Returns the new count. */
-static uint32_t due_at(const cz_server *s, uint64_t k, uint32_t pos, uint32_t *ids, uint32_t n,
-                       uint32_t cap)
+/* The decode members due at the end of step `k` (budget or report), at most cap (<= 8):
+ * the heap's subtree of finish_k == k from the root (every key left is >= k), breadth
+ * first; their ids into ids[]. Returns how many. */
+static uint32_t due_at(const cz_server *s, uint64_t k, uint32_t *ids, uint32_t cap)
 {
-    if (n >= cap || pos >= s->n_heap || s->heap[pos].finish_k != k)
-        return n;
-    ids[n++] = s->heap[pos].id;
-    n = due_at(s, k, 2 * pos + 1, ids, n, cap);
-    return due_at(s, k, 2 * pos + 2, ids, n, cap);
+    CZ_ASSERT(cap <= 8);
+    uint32_t pos[18], head = 0, tail = 0, n = 0;
+    if (s->n_heap > 0 && s->heap[0].finish_k == k)
+        pos[tail++] = 0;
+    while (head < tail && n < cap) {
+        uint32_t p = pos[head++];
+        ids[n++] = s->heap[p].id;
+        for (uint32_t c = 2 * p + 1; c <= 2 * p + 2 && c < s->n_heap; c++)
+            if (s->heap[c].finish_k == k)
+                pos[tail++] = c;
+    }
+    return n;
 }
 
 uint32_t cz_server_due_next(const cz_server *s, uint64_t *sessions, uint32_t cap)
 {
-    uint32_t ids[8];
-    uint32_t n = due_at(s, s->steps + 1, 0, ids, 0, cap < 8 ? cap : 8);
+    uint32_t n = s->n_due < cap ? s->n_due : cap;
     for (uint32_t i = 0; i < n; i++)
-        sessions[i] = s->seqs[ids[i]].session;
+        sessions[i] = s->seqs[s->due[i]].session;
     return n;
 }
 
@@ -1637,11 +1645,10 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
     if (s->ordered)
         pf_compact(s);
     /* the members due at the next step's end were last touched when they joined */
-    uint32_t due[4];
-    uint32_t n_due = due_at(s, s->steps + 1, 0, due, 0, 4);
-    for (uint32_t i = 0; i < n_due; i++) {
-        CZ_PREFETCH(&s->seqs[due[i]]);
-        CZ_PREFETCH(&s->sn[due[i]]);
+    s->n_due = due_at(s, s->steps + 1, s->due, CZ_ARRAY_LEN(s->due));
+    for (uint32_t i = 0; i < s->n_due; i++) {
+        CZ_PREFETCH(&s->seqs[s->due[i]]);
+        CZ_PREFETCH(&s->sn[s->due[i]]);
     }
     if (s->cfg.timeline_stage == 0)
         cz_metrics_add_tokens(s->metrics, t_s, tokens);
