@@ -162,7 +162,7 @@ char *cz_xstrdup(const char *s)
     return p;
 }
 
-void cz_grow(void **arr, size_t *cap, size_t need, size_t elem)
+void cz__grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
         return;

@@ -108,10 +108,25 @@ void *cz_xrealloc(void *ptr, size_t n, size_t size);
 char *cz_xstrdup(const char *s);
 
 /* Grows *arr (of elements of `elem` bytes, capacity *cap) so that it holds at least
- * `need` elements, doubling. Amortised O(1); used at load time, never on hot paths. */
-void cz_grow(void **arr, size_t *cap, size_t need, size_t elem);
+ * `need` elements, doubling. Amortised O(1); the check that it fits is inline (appends on
+ * hot paths pay a compare), the growth is cz__grow. */
+void cz__grow(void **arr, size_t *cap, size_t need, size_t elem);
+static inline void cz_grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need > *cap)
+        cz__grow(arr, cap, need, elem);
+}
 
 #define CZ_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A hint that the memory at p is read soon: its cache line is fetched ahead of the use
+ * (state that waited long, e.g. a request admitted after queueing, is rarely cached).
+ * No effect on results. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CZ_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define CZ_PREFETCH(p) ((void)(p))
+#endif
 
 /* The toolkit's version string (from meson's project version). */
 const char *cz_version(void);

@@ -19,8 +19,6 @@ typedef struct snode {
     uint32_t phase;      /* steps k with k % block_tokens == phase need a new block */
     uint64_t k0;         /* steps executed when the sequence joined the decode set */
     uint32_t c0, g0;     /* computed and generated when it joined */
-    uint64_t finish_k;   /* steps executed when it reaches its budget or notify_at */
-    uint64_t join_seq;   /* tie-break of the finish heap: join order */
     uint32_t store_to;   /* context length covered by the store in flight */
     uint32_t load_tokens; /* tokens the load in flight brings back */
     uint8_t in_decode, in_lru, in_pf;
@@ -45,6 +43,14 @@ typedef struct snode {
     uint8_t reusable;    /* closed, and its id is on the free list */
 } snode;
 
+/* A decode member's place in the finish heap, its keys beside it (the heap is walked
+ * without touching the members' nodes). */
+typedef struct hslot {
+    uint64_t finish_k; /* steps executed when it reaches its budget or notify_at */
+    uint64_t join_seq; /* tie-break: join order */
+    uint32_t id;
+} hslot;
+
 struct cz_server {
     cz_server_config cfg;
     cz_sched_ops sched;
@@ -59,7 +65,8 @@ struct cz_server {
 
     /* waiting queue: a ring buffer of ids; preempted sequences go to the front */
     uint32_t *wq;
-    size_t wq_cap, wq_head, wq_len;
+    size_t wq_cap, wq_head, wq_len; /* wq_cap: a power of two */
+    uint32_t bt_shift; /* log2 of block_tokens when a power of two, else 32 (divide) */
 
     /* running = decode set (list, admission order) followed by the prefilling sequences
      * (array, admission order); stalled and loading sequences hold running slots too */
@@ -67,13 +74,16 @@ struct cz_server {
     uint32_t *pf; /* capacity max_num_seqs */
     uint32_t n_pf;
     uint32_t n_stalled, n_loading;
-    uint32_t *heap; /* decode set by (finish_k, join_seq), capacity max_num_seqs */
+    hslot *heap;    /* decode set by (finish_k, join_seq), capacity max_num_seqs */
     uint32_t n_heap;
     uint32_t *phase_cnt; /* decode members per block phase, block_tokens entries */
     uint64_t d_sum_computed;
     uint64_t join_seq;
     uint64_t run_clock; /* stamps of the running list, in joining order */
     uint64_t steps;     /* steps completed (K) */
+    uint32_t due[4];    /* decode members due at the next step's end, as the last step left
+                           them (a prefetch hint) */
+    uint32_t n_due;
     double last_done_s; /* time of the last step completion */
 
     /* idle sequences whose KV may be evicted, least recently used first */
@@ -156,6 +166,10 @@ cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sch
     s->seqs = cz_xmalloc(s->cap_seqs * sizeof *s->seqs);
     s->sn = cz_xmalloc(s->cap_seqs * sizeof *s->sn);
     s->wq_cap = 1024;
+    s->bt_shift = 32;
+    for (uint32_t k = 0; k < 32; k++)
+        if (cfg->block_tokens == 1u << k)
+            s->bt_shift = k;
     s->wq = cz_xmalloc(s->wq_cap * sizeof *s->wq);
     s->d_head = s->d_tail = NIL;
     s->lru_head = s->lru_tail = NIL;
@@ -218,7 +232,7 @@ static void wq_reserve(cz_server *s)
     size_t ncap = s->wq_cap * 2;
     uint32_t *nq = cz_xmalloc(ncap * sizeof *nq);
     for (size_t i = 0; i < s->wq_len; i++)
-        nq[i] = s->wq[(s->wq_head + i) % s->wq_cap];
+        nq[i] = s->wq[(s->wq_head + i) & (s->wq_cap - 1)];
     free(s->wq);
     s->wq = nq;
     s->wq_cap = ncap;
@@ -228,14 +242,14 @@ static void wq_reserve(cz_server *s)
 static void wq_push_back(cz_server *s, uint32_t id)
 {
     wq_reserve(s);
-    s->wq[(s->wq_head + s->wq_len) % s->wq_cap] = id;
+    s->wq[(s->wq_head + s->wq_len) & (s->wq_cap - 1)] = id;
     s->wq_len++;
 }
 
 static void wq_push_front(cz_server *s, uint32_t id)
 {
     wq_reserve(s);
-    s->wq_head = (s->wq_head + s->wq_cap - 1) % s->wq_cap;
+    s->wq_head = (s->wq_head + s->wq_cap - 1) & (s->wq_cap - 1);
     s->wq[s->wq_head] = id;
     s->wq_len++;
 }
@@ -249,8 +263,22 @@ static uint32_t wq_front(const cz_server *s)
 static void wq_pop_front(cz_server *s)
 {
     CZ_ASSERT(s->wq_len > 0);
-    s->wq_head = (s->wq_head + 1) % s->wq_cap;
+    s->wq_head = (s->wq_head + 1) & (s->wq_cap - 1);
     s->wq_len--;
+}
+
+/* The sequences at the front of the waiting queue are admitted in the coming steps after
+ * waiting since they arrived: their state is fetched towards the cache ahead of that. */
+static void wq_prefetch(const cz_server *s)
+{
+    for (size_t k = 0; k < s->wq_len && k < 2; k++) {
+        uint32_t id = s->wq[(s->wq_head + k) & (s->wq_cap - 1)];
+        const char *d = (const char *)&s->sn[id], *q = (const char *)&s->seqs[id];
+        CZ_PREFETCH(d); /* the fields read span two lines of each */
+        CZ_PREFETCH(d + 64);
+        CZ_PREFETCH(q);
+        CZ_PREFETCH(q + 64);
+    }
 }
 
 /* Removes `id` from anywhere in the waiting queue (barge-in); O(queue). */
@@ -258,9 +286,9 @@ static void wq_remove(cz_server *s, uint32_t id)
 {
     size_t w = 0;
     for (size_t i = 0; i < s->wq_len; i++) {
-        uint32_t x = s->wq[(s->wq_head + i) % s->wq_cap];
+        uint32_t x = s->wq[(s->wq_head + i) & (s->wq_cap - 1)];
         if (x != id)
-            s->wq[(s->wq_head + w++) % s->wq_cap] = x;
+            s->wq[(s->wq_head + w++) & (s->wq_cap - 1)] = x;
     }
     CZ_ASSERT(w + 1 == s->wq_len);
     s->wq_len = w;
@@ -291,6 +319,8 @@ uint64_t cz_kv_attn_tokens(uint64_t tokens, uint32_t sinks, uint32_t window)
 
 static uint32_t blocks_for(const cz_server *s, uint64_t tokens)
 {
+    if (s->cfg.kv_window_tokens == 0 && s->bt_shift < 32) /* cz_kv_blocks_held, shifting */
+        return (uint32_t)((tokens + s->cfg.block_tokens - 1) >> s->bt_shift);
     return cz_kv_blocks_held(tokens, s->cfg.block_tokens, s->cfg.kv_sink_tokens,
                              s->cfg.kv_window_tokens);
 }
@@ -333,6 +363,10 @@ static void xfer_request(cz_server *s, uint32_t id, uint32_t first, uint32_t tok
 
 const cz_xfer *cz_server_take_xfers(cz_server *s, uint32_t *n)
 {
+    if (s->n_xfers == 0) { /* the common case: nothing asked for */
+        *n = 0;
+        return s->xfers_out;
+    }
     cz_grow((void **)&s->xfers_out, &s->cap_xfers_out, s->n_xfers, sizeof *s->xfers_out);
     memcpy(s->xfers_out, s->xfers, s->n_xfers * sizeof *s->xfers);
     *n = (uint32_t)s->n_xfers;
@@ -482,58 +516,79 @@ static bool make_room(cz_server *s, uint32_t need, double t_s)
 
 /* ---- the decode set ---- */
 
-static bool heap_before(const cz_server *s, uint32_t a, uint32_t b)
+static bool heap_before(const hslot *x, const hslot *y)
 {
-    const snode *x = &s->sn[a], *y = &s->sn[b];
     return x->finish_k < y->finish_k || (x->finish_k == y->finish_k && x->join_seq < y->join_seq);
 }
 
-static void heap_set(cz_server *s, uint32_t pos, uint32_t id)
+static void heap_set(cz_server *s, uint32_t pos, hslot h)
 {
-    s->heap[pos] = id;
-    s->sn[id].heap_pos = pos;
+    s->heap[pos] = h;
+    s->sn[h.id].heap_pos = pos;
 }
 
 static void heap_up(cz_server *s, uint32_t pos)
 {
-    uint32_t id = s->heap[pos];
+    hslot h = s->heap[pos];
     while (pos > 0) {
         uint32_t p = (pos - 1) / 2;
-        if (!heap_before(s, id, s->heap[p]))
+        if (!heap_before(&h, &s->heap[p]))
             break;
         heap_set(s, pos, s->heap[p]);
         pos = p;
     }
-    heap_set(s, pos, id);
+    heap_set(s, pos, h);
 }
 
 static void heap_down(cz_server *s, uint32_t pos)
 {
-    uint32_t id = s->heap[pos];
+    hslot h = s->heap[pos];
     for (;;) {
         uint32_t c = 2 * pos + 1;
         if (c >= s->n_heap)
             break;
-        if (c + 1 < s->n_heap && heap_before(s, s->heap[c + 1], s->heap[c]))
+        if (c + 1 < s->n_heap && heap_before(&s->heap[c + 1], &s->heap[c]))
             c++;
-        if (!heap_before(s, s->heap[c], id))
+        if (!heap_before(&s->heap[c], &h))
             break;
         heap_set(s, pos, s->heap[c]);
         pos = c;
     }
-    heap_set(s, pos, id);
+    heap_set(s, pos, h);
 }
 
 static void heap_remove(cz_server *s, uint32_t id)
 {
     uint32_t pos = s->sn[id].heap_pos;
-    CZ_ASSERT(pos < s->n_heap && s->heap[pos] == id);
-    uint32_t last = s->heap[--s->n_heap];
+    CZ_ASSERT(pos < s->n_heap && s->heap[pos].id == id);
+    hslot last = s->heap[--s->n_heap];
     if (pos == s->n_heap)
         return;
-    heap_set(s, pos, last);
+    if (pos > 0 && heap_before(&last, &s->heap[(pos - 1) / 2])) {
+        heap_set(s, pos, last);
+        heap_up(s, pos);
+        return;
+    }
+    /* `last` sinks: the hole goes down the smaller children to a leaf and `last` climbs
+     * back from there (bottom-up deletion: one compare a level; a former leaf rarely
+     * climbs far). The keys are distinct, so the heap ends as a sift-down leaves it. */
+    for (;;) {
+        uint32_t c = 2 * pos + 1;
+        if (c >= s->n_heap)
+            break;
+        if (c + 1 < s->n_heap && heap_before(&s->heap[c + 1], &s->heap[c]))
+            c++;
+        heap_set(s, pos, s->heap[c]);
+        pos = c;
+    }
+    s->heap[pos] = last;
     heap_up(s, pos);
-    heap_down(s, s->sn[last].heap_pos);
+}
+
+/* x % block_tokens (a mask when block_tokens is a power of two). */
+static uint64_t bt_mod(const cz_server *s, uint64_t x)
+{
+    return s->bt_shift < 32 ? x & (s->cfg.block_tokens - 1) : x % s->cfg.block_tokens;
 }
 
 /* Brings a decode member's public counters up to date with the steps executed. */
@@ -568,9 +623,7 @@ static void d_join(cz_server *s, uint32_t id)
     d->k0 = s->steps;
     d->c0 = q->computed;
     d->g0 = q->generated;
-    d->phase = (uint32_t)((s->steps % bt + bt - q->computed % bt) % bt);
-    d->finish_k = s->steps + (event_target(q) - q->generated);
-    d->join_seq = s->join_seq++;
+    d->phase = (uint32_t)bt_mod(s, bt_mod(s, s->steps) + bt - bt_mod(s, q->computed));
     d->prev = s->d_tail;
     d->next = NIL;
     if (s->d_tail != NIL)
@@ -582,7 +635,9 @@ static void d_join(cz_server *s, uint32_t id)
     s->n_decode++;
     s->phase_cnt[d->phase]++;
     s->d_sum_computed += q->computed;
-    s->heap[s->n_heap] = id;
+    s->heap[s->n_heap] = (hslot){.finish_k = s->steps + (event_target(q) - q->generated),
+                                 .join_seq = s->join_seq++,
+                                 .id = id};
     d->heap_pos = s->n_heap++;
     heap_up(s, s->n_heap - 1);
 }
@@ -606,6 +661,33 @@ static void d_leave(cz_server *s, uint32_t id)
     s->phase_cnt[d->phase]--;
     s->d_sum_computed -= s->seqs[id].computed;
     heap_remove(s, id);
+}
+
+/* The decode members due at the end of step `k` (budget or report), at most cap (<= 8):
+ * the heap's subtree of finish_k == k from the root (every key left is >= k), breadth
+ * first; their ids into ids[]. Returns how many. */
+static uint32_t due_at(const cz_server *s, uint64_t k, uint32_t *ids, uint32_t cap)
+{
+    CZ_ASSERT(cap <= 8);
+    uint32_t pos[18], head = 0, tail = 0, n = 0;
+    if (s->n_heap > 0 && s->heap[0].finish_k == k)
+        pos[tail++] = 0;
+    while (head < tail && n < cap) {
+        uint32_t p = pos[head++];
+        ids[n++] = s->heap[p].id;
+        for (uint32_t c = 2 * p + 1; c <= 2 * p + 2 && c < s->n_heap; c++)
+            if (s->heap[c].finish_k == k)
+                pos[tail++] = c;
+    }
+    return n;
+}
+
+uint32_t cz_server_due_next(const cz_server *s, uint64_t *sessions, uint32_t cap)
+{
+    uint32_t n = s->n_due < cap ? s->n_due : cap;
+    for (uint32_t i = 0; i < n; i++)
+        sessions[i] = s->seqs[s->due[i]].session;
+    return n;
 }
 
 uint32_t cz_server_decode_first(const cz_server *s)
@@ -1060,9 +1142,9 @@ static void wq_compact(cz_server *s)
 {
     size_t w = 0;
     for (size_t i = 0; i < s->wq_len; i++) {
-        uint32_t x = s->wq[(s->wq_head + i) % s->wq_cap];
+        uint32_t x = s->wq[(s->wq_head + i) & (s->wq_cap - 1)];
         if (s->seqs[x].state == CZ_SEQ_WAITING)
-            s->wq[(s->wq_head + w++) % s->wq_cap] = x;
+            s->wq[(s->wq_head + w++) & (s->wq_cap - 1)] = x;
     }
     s->wq_len = w;
 }
@@ -1094,7 +1176,7 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
     for (size_t i = 0;
          (s->cfg.kv_idle == CZ_KV_IDLE_OFFLOAD || s->cfg.kv_bidirectional) && i < s->wq_len;
          i++) {
-        uint32_t id = s->wq[(s->wq_head + i) % s->wq_cap];
+        uint32_t id = s->wq[(s->wq_head + i) & (s->wq_cap - 1)];
         cz_seq *q = &s->seqs[id];
         uint32_t load = loadable(s, q);
         if (!load || n_running(s) >= s->cfg.max_num_seqs || s->sn[id].preloading ||
@@ -1179,7 +1261,7 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
         nc++;
     }
     for (size_t i = 0; admit && i < s->wq_len; i++) {
-        uint32_t id = s->wq[(s->wq_head + i) % s->wq_cap];
+        uint32_t id = s->wq[(s->wq_head + i) & (s->wq_cap - 1)];
         if (s->sn[id].preloading || s->sn[id].ckpt)
             continue; /* admitted once its preload, or its checkpoint, lands */
         const cz_seq *q = &s->seqs[id];
@@ -1333,7 +1415,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
      * one. When the pool is short, idle KV is evicted first, then the most recently
      * admitted running sequences are preempted (prefilling ones first: they follow the
      * decode set in running order). */
-    uint32_t phase = (uint32_t)(s->steps % s->cfg.block_tokens);
+    uint32_t phase = (uint32_t)bt_mod(s, s->steps);
     while (s->n_decode > 0 && !make_room(s, s->phase_cnt[phase], t_s)) {
         preempt(s, pick_victim(s));
         preempted = true;
@@ -1428,6 +1510,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         if (isnan(rec->first_sched_s))
             rec->first_sched_s = t_s;
     }
+    wq_prefetch(s);
     out->items = s->items;
     out->n_items = s->n_items;
     s->in_flight = s->n_items > 0 || s->batch_decode > 0;
@@ -1515,8 +1598,8 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
     }
     s->steps++;
     s->last_done_s = t_s;
-    while (s->n_heap > 0 && s->sn[s->heap[0]].finish_k == s->steps) {
-        uint32_t id = s->heap[0];
+    while (s->n_heap > 0 && s->heap[0].finish_k == s->steps) {
+        uint32_t id = s->heap[0].id;
         cz_seq *q = &s->seqs[id];
         d_sync(s, id);
         check_milestone(s, id);
@@ -1526,7 +1609,7 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
             budget_reached(s, id, t_s);
         } else {
             /* a report only: wait for the budget (or the next report asked for) */
-            s->sn[id].finish_k = s->steps + (event_target(q) - q->generated);
+            s->heap[0].finish_k = s->steps + (event_target(q) - q->generated);
             heap_down(s, 0);
         }
     }
@@ -1568,6 +1651,12 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
     }
     if (s->ordered)
         pf_compact(s);
+    /* the members due at the next step's end were last touched when they joined */
+    s->n_due = due_at(s, s->steps + 1, s->due, CZ_ARRAY_LEN(s->due));
+    for (uint32_t i = 0; i < s->n_due; i++) {
+        CZ_PREFETCH(&s->seqs[s->due[i]]);
+        CZ_PREFETCH(&s->sn[s->due[i]]);
+    }
     if (s->cfg.timeline_stage == 0)
         cz_metrics_add_tokens(s->metrics, t_s, tokens);
     s->n_items = 0;
@@ -1592,7 +1681,7 @@ void cz_server_notify_at(cz_server *s, uint32_t id, uint32_t generated)
     CZ_ASSERT(generated > q->generated);
     q->notify_at = generated;
     if (d->in_decode) {
-        d->finish_k = s->steps + (event_target(q) - q->generated);
+        s->heap[d->heap_pos].finish_k = s->steps + (event_target(q) - q->generated);
         heap_up(s, d->heap_pos);
         heap_down(s, d->heap_pos);
     }
@@ -1994,7 +2083,7 @@ bool cz_server_check(const cz_server *s, cz_err *err)
         sum_c += c;
         phase[d->phase]++;
         in_decode++;
-        if (!d->in_decode || s->heap[d->heap_pos] != id) {
+        if (!d->in_decode || s->heap[d->heap_pos].id != id) {
             cz_err_set(err, CZ_EINVAL, "decode member %u is not at its heap position", id);
             goto out;
         }

@@ -409,6 +409,12 @@ uint32_t cz_server_n_seqs(const cz_server *s);
 /* Whether `seq` belongs to the decode set (in a step in flight it decodes one token). */
 bool cz_server_seq_decoding(const cz_server *s, uint32_t seq);
 
+/* The sessions of (up to 4 of) the decode members whose budget or report asked for comes
+ * at the end of the next step, as the last completed step left them, at most `cap` of
+ * them, in sessions[]; returns how many. O(result). A hint: the caller may fetch their
+ * state towards the cache ahead of that step. */
+uint32_t cz_server_due_next(const cz_server *s, uint64_t *sessions, uint32_t cap);
+
 /* The decode set in admission order: the first member, and the member after `seq`;
  * UINT32_MAX at the end. O(1) each. */
 uint32_t cz_server_decode_first(const cz_server *s);

@@ -40,8 +40,9 @@ static void advance(cz_streams *s, double now_s)
 {
     CZ_ASSERT(now_s >= s->at_s);
     double dt = now_s - s->at_s;
-    double host = s->on_host ? dt / s->on_host : 0.0;
-    double gpu = dt / cz_streams_slowdown(s, s->on_gpu);
+    /* a lone step (the common case) progresses at full rate: dt / 1 is dt exactly */
+    double host = s->on_host > 1 ? dt / s->on_host : s->on_host ? dt : 0.0;
+    double gpu = s->on_gpu > 1 ? dt / cz_streams_slowdown(s, s->on_gpu) : dt;
     for (uint32_t i = 0; i < s->n; i++) {
         double *left = s->phase[i] == HOST ? &s->host_left_s[i]
                        : s->phase[i] == GPU ? &s->gpu_left_s[i]

@@ -267,10 +267,19 @@ static int cmp_key(const void *a, const void *b)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
-/* Sorts ids[0..n) by times[k] (the arrival of ids[k]). */
+/* Sorts ids[0..n) by times[k] (the arrival of ids[k]). Arrivals mostly come in order:
+ * an input already strictly ordered by cmp_key (no NaN, every pair in order) is the sort's
+ * only possible result and is left as it is. */
 void cz_sort_by_time(uint32_t *ids, const double *times, uint32_t n)
 {
-    sort_key *k = cz_xmalloc((n ? n : 1) * sizeof *k);
+    uint32_t in_order = 1; /* the leading ids already in order */
+    while (in_order < n &&
+           (times[in_order - 1] < times[in_order] ||
+            (times[in_order - 1] == times[in_order] && ids[in_order - 1] < ids[in_order])))
+        in_order++;
+    if (in_order >= n)
+        return;
+    sort_key *k = cz_xmalloc(n * sizeof *k);
     for (uint32_t i = 0; i < n; i++)
         k[i] = (sort_key){times[i], ids[i]};
     qsort(k, n, sizeof *k, cmp_key);
@@ -377,7 +386,8 @@ static void dispatch(cz_deploy *S, uint32_t gi, double now)
     double wake = INFINITY; /* the earliest look-again a stage's policy asked for */
     bool started = false;
     for (uint32_t i = 0; i < g->n_reps; i++) {
-        uint32_t ri = g->reps[(g->rr + i) % g->n_reps];
+        uint32_t k = g->rr + i; /* (rr + i) % n_reps: rr < n_reps */
+        uint32_t ri = g->reps[k < g->n_reps ? k : k - g->n_reps];
         rep_rt *r = &S->reps[ri];
         if (r->busy)
             continue;
@@ -1011,6 +1021,17 @@ static void on_ar_done(cz_deploy *S, uint32_t ri, double now)
     }
     if (ms != ids)
         free(ms);
+    /* the sessions whose turns end (or report) at the next step arrived long ago: their
+     * state is fetched towards the cache ahead of it */
+    uint64_t due[4];
+    uint32_t n_due = cz_server_due_next(r->srv, due, 4);
+    for (uint32_t i = 0; i < n_due; i++) {
+        if (due[i] < S->wl->n_sessions) {
+            CZ_PREFETCH(&S->ses[due[i]]);
+            CZ_PREFETCH(SP(S, (uint32_t)due[i], r->p));
+            CZ_PREFETCH(&S->wl->sessions[due[i]]);
+        }
+    }
 }
 
 /* ---- periodic streams ---- */
