@@ -46,6 +46,13 @@ void cz_metrics_init(cz_metrics *m, double timeline_interval_s, uint64_t expecte
         m->cap_req = expected_requests;
     }
     acc_init(m);
+    m->per_class = true;
+}
+
+void cz_metrics_track_classes(cz_metrics *m, bool per_class)
+{
+    CZ_ASSERT(m->n_req == 0 && m->turns_total == 0);
+    m->per_class = per_class;
 }
 
 void cz_metrics_free(cz_metrics *m)
@@ -136,8 +143,8 @@ static void summarize_record(cz_metrics *m, const cz_req_record *r)
     if (r->stage != 0 || r->stream || r->cls >= 2)
         return;
     m->has_class[r->cls] = true;
-    cz_req_acc *acc[2] = {&m->acc[r->cls], &m->acc[2]};
-    for (size_t k = 0; k < 2; k++) {
+    cz_req_acc *acc[2] = {&m->acc[2], &m->acc[r->cls]};
+    for (size_t k = 0; k < (m->per_class ? 2u : 1u); k++) {
         acc[k]->any = true;
         if (r->arrival_s < acc[k]->first_arrival_s)
             acc[k]->first_arrival_s = r->arrival_s;
@@ -230,8 +237,9 @@ static bool meets_slo(const cz_slo *slo, double ttft_ms, double tpot_ms, double 
 static void summarize_turn(cz_metrics *m, const cz_turn_record *t)
 {
     CZ_ASSERT(t->cls < 2);
-    cz_req_acc *acc[2] = {&m->acc[t->cls], &m->acc[2]};
-    for (size_t k = 0; k < 2; k++) {
+    cz_req_acc *acc[2] = {&m->acc[2], &m->acc[t->cls]};
+    size_t n_acc = m->per_class ? 2 : 1;
+    for (size_t k = 0; k < n_acc; k++) {
         acc[k]->turns++;
         acc[k]->by_outcome[t->outcome]++;
     }
@@ -248,7 +256,7 @@ static void summarize_turn(cz_metrics *m, const cz_turn_record *t)
     if (r->output_tokens > 1)
         p_ms = (e_ms - t_ms) / (double)(r->output_tokens - 1);
     bool good = meets_slo(&m->slo, t_ms, isnan(p_ms) ? 0.0 : p_ms, e_ms);
-    for (size_t k = 0; k < 2; k++) {
+    for (size_t k = 0; k < n_acc; k++) {
         acc[k]->total_input_tokens += r->input_tokens;
         acc[k]->total_output_tokens += r->output_tokens;
         if (r->finish_s > acc[k]->last_finish_s)
@@ -535,6 +543,7 @@ static void summarize(const cz_metrics *m, const cz_slo *slo, int64_t cls, cz_su
     o->pct_mode = m->pct_mode;
     /* outcomes are the turns' (a pipeline's turn completes with its last stage); latencies
      * are those of the first autoregressive stage, over the completed turns */
+    CZ_ASSERT(cls < 0 || m->per_class);
     const cz_req_acc *a = &m->acc[cls < 0 ? 2 : cls];
     o->requests = cls < 0 ? m->acct.requests : a->turns;
     o->completed = a->by_outcome[CZ_REQ_COMPLETED];

@@ -232,6 +232,8 @@ typedef struct cz_metrics {
     uint64_t n_itl, cap_itl;
     cz_slo slo;               /* the objectives goodput counts against (cz_metrics_set_slo) */
     cz_req_acc acc[3];        /* per class (cz_class), and over both */
+    bool per_class;           /* the per-class accumulators are fed (the default; off
+                                 for a single-class workload: cz_metrics_track_classes) */
     cz_stage_acc *stage_acc;  /* per autoregressive stage */
     uint32_t n_stage_acc;
     bool has_class[2];        /* a turn of the class reached the first stage */
@@ -276,6 +278,10 @@ void cz_metrics_stream(cz_metrics *m, const cz_rows_sink *sink);
 /* The objectives goodput counts completed turns against (default: none); before any turn
  * is recorded. The deployment runtime sets its config's. */
 void cz_metrics_set_slo(cz_metrics *m, const cz_slo *slo);
+
+/* Whether the per-class summaries are needed (default true): false for a workload of one
+ * class, so each turn feeds one set of accumulators instead of two; before any record. */
+void cz_metrics_track_classes(cz_metrics *m, bool per_class);
 
 /* Appends a request record, held by its creator, and returns its index (its request id).
  * The record stays reachable through cz_metrics_req until it retires: once released
@@ -417,7 +423,8 @@ cJSON *cz_stage_summary_json(const cz_stage_summary *st, const char *name);
  * recorded at stage 0). Does not modify m. */
 void cz_metrics_summarize(const cz_metrics *m, const cz_slo *slo, cz_summary *out);
 
-/* The same over the turns of class `cls` (cz_class) only; the duration is the class's. */
+/* The same over the turns of class `cls` (cz_class) only; the duration is the class's.
+ * Needs the per-class accumulators (cz_metrics_track_classes). */
 void cz_metrics_summarize_class(const cz_metrics *m, const cz_slo *slo, uint32_t cls,
                                 cz_summary *out);
 

@@ -143,12 +143,20 @@ typedef struct cz_deploy {
 
 /* The slot of session si, opened now if it was not (a session's state starts as it was
  * before: no turn, no sequences); NONE for a closed session. */
-static uint32_t slot(cz_deploy *S, uint32_t si)
+static uint32_t slot_open(cz_deploy *S, uint32_t si);
+
+static inline uint32_t slot(cz_deploy *S, uint32_t si)
 {
     CZ_ASSERT(si < S->wl->n_sessions);
     uint32_t k = S->slot_of[si];
     if (k != NONE)
         return k == CLOSED ? NONE : k;
+    return slot_open(S, si);
+}
+
+static uint32_t slot_open(cz_deploy *S, uint32_t si)
+{
+    uint32_t k;
     if (S->n_free > 0) {
         k = S->free_slots[--S->n_free];
     } else {
@@ -190,7 +198,7 @@ static void closed_view(cz_deploy *S, uint32_t si)
     memset(&S->closed_pl, 0, sizeof S->closed_pl);
 }
 
-static ses_rt *SES(cz_deploy *S, uint32_t si)
+static inline ses_rt *SES(cz_deploy *S, uint32_t si)
 {
     uint32_t k = slot(S, si);
     if (k == NONE) {
@@ -200,7 +208,7 @@ static ses_rt *SES(cz_deploy *S, uint32_t si)
     return &S->ses_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK];
 }
 
-static ses_stage *SP(cz_deploy *S, uint32_t si, uint32_t p)
+static inline ses_stage *SP(cz_deploy *S, uint32_t si, uint32_t p)
 {
     uint32_t k = slot(S, si);
     if (k == NONE) {
@@ -1026,9 +1034,10 @@ static void on_ar_done(cz_deploy *S, uint32_t ri, double now)
     uint64_t due[4];
     uint32_t n_due = cz_server_due_next(r->srv, due, 4);
     for (uint32_t i = 0; i < n_due; i++) {
-        if (due[i] < S->wl->n_sessions) {
-            CZ_PREFETCH(&S->ses[due[i]]);
-            CZ_PREFETCH(SP(S, (uint32_t)due[i], r->p));
+        uint32_t k = due[i] < S->wl->n_sessions ? S->slot_of[due[i]] : NONE;
+        if (k != NONE && k != CLOSED) {
+            CZ_PREFETCH(&S->ses_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK]);
+            CZ_PREFETCH(&S->sp_chunk[k / SLOT_CHUNK][(size_t)(k % SLOT_CHUNK) * S->n_pipe + r->p]);
             CZ_PREFETCH(&S->wl->sessions[due[i]]);
         }
     }
@@ -1421,6 +1430,10 @@ cz_status cz_deploy_create(const cz_config *cfg, const cz_workload *wl, cz_metri
     S->wl = wl;
     S->m = m;
     cz_metrics_set_slo(m, &cfg->slo);
+    bool cls[2] = {false, false};
+    for (uint32_t si = 0; si < wl->n_sessions; si++)
+        cls[wl->sessions[si].cls == CZ_CLASS_BE] = true;
+    cz_metrics_track_classes(m, cls[0] && cls[1]);
     S->drv = *drv;
     S->n_pipe = n_pipe;
     S->voc = -1;
