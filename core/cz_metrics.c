@@ -145,7 +145,6 @@ static void summarize_record(cz_metrics *m, const cz_req_record *r)
     m->has_class[r->cls] = true;
     cz_req_acc *acc[2] = {&m->acc[2], &m->acc[r->cls]};
     for (size_t k = 0; k < (m->per_class ? 2u : 1u); k++) {
-        acc[k]->any = true;
         if (r->arrival_s < acc[k]->first_arrival_s)
             acc[k]->first_arrival_s = r->arrival_s;
         if (!isnan(r->first_sched_s))

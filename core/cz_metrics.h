@@ -197,7 +197,6 @@ typedef struct cz_req_acc {
     uint64_t by_outcome[CZ_REQ_N_OUTCOMES];
     uint64_t good, total_input_tokens, total_output_tokens;
     double first_arrival_s, last_finish_s;
-    bool any;                 /* a turn's record at the first stage retired */
     cz_distacc ttft, tpot, e2el, qw;
 } cz_req_acc;
 

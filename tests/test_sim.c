@@ -17,23 +17,40 @@
 #include "test_util.h"
 
 
+/* Loads the shipped experiment `rel` (relative to the source root), applies the `--set`
+ * assignments sets[0..n_sets) (NULL ones skipped) and parses it; the caller deletes *j and
+ * frees *wl. */
+static void load_experiment(const char *rel, const char *const *sets, size_t n_sets, cJSON **j,
+                            cz_config *cfg, cz_workload *wl)
+{
+    char *path = cz_test_path(rel);
+    char *dir = strdup(path);
+    *strrchr(dir, '/') = '\0';
+    cz_err err;
+    cz_err_clear(&err);
+    cr_assert_eq(cz_json_load(path, j, &err), CZ_OK, "%s", err.msg);
+    for (size_t i = 0; i < n_sets; i++)
+        if (sets[i])
+            cr_assert_eq(cz_json_set_path(*j, sets[i], &err), CZ_OK, "%s", err.msg);
+    cz_workload_init(wl);
+    cr_assert_eq(cz_config_parse(*j, path, dir, cfg, wl, &err), CZ_OK, "%s", err.msg);
+    free(path);
+    free(dir);
+}
+
 /* Runs a validation config with `requests` requests; returns simulated and predicted
  * mean queue wait (ms). */
 static void run_validation(const char *rel, unsigned requests, double *sim_ms, double *pred_ms)
 {
-    char *path = cz_test_path(rel);
-    cJSON *j;
-    cz_err err;
-    cz_err_clear(&err);
-    cr_assert_eq(cz_json_load(path, &j, &err), CZ_OK, "%s", err.msg);
     char set[64];
     snprintf(set, sizeof set, "workload.synthetic.requests=%u", requests);
-    cr_assert_eq(cz_json_set_path(j, set, &err), CZ_OK, "%s", err.msg);
-    char *dir = cz_test_path("experiments/validation");
+    const char *sets[] = {set};
+    cJSON *j;
     cz_config cfg;
     cz_workload wl;
-    cz_workload_init(&wl);
-    cr_assert_eq(cz_config_parse(j, path, dir, &cfg, &wl, &err), CZ_OK, "%s", err.msg);
+    load_experiment(rel, sets, 1, &j, &cfg, &wl);
+    cz_err err;
+    cz_err_clear(&err);
     cz_metrics m;
     cz_metrics_init(&m, cfg.timeline_interval_s, wl.n_turns);
     cz_run_stats st;
@@ -50,8 +67,6 @@ static void run_validation(const char *rel, unsigned requests, double *sim_ms, d
     cJSON_Delete(j);
     cz_metrics_free(&m);
     cz_workload_free(&wl);
-    free(path);
-    free(dir);
 }
 
 Test(sim, mm1_rho05_closed_form)
@@ -136,19 +151,13 @@ Test(sim, nova_table_v_pipeline_against_md1)
 
 static char *run_default_summary(const char *set)
 {
-    char *path = cz_test_path("experiments/default.json");
+    const char *sets[] = {"workload.max_requests=400", set};
     cJSON *j;
-    cz_err err;
-    cz_err_clear(&err);
-    cr_assert_eq(cz_json_load(path, &j, &err), CZ_OK, "%s", err.msg);
-    cr_assert_eq(cz_json_set_path(j, "workload.max_requests=400", &err), CZ_OK);
-    if (set)
-        cr_assert_eq(cz_json_set_path(j, set, &err), CZ_OK);
-    char *dir = cz_test_path("experiments");
     cz_config cfg;
     cz_workload wl;
-    cz_workload_init(&wl);
-    cr_assert_eq(cz_config_parse(j, path, dir, &cfg, &wl, &err), CZ_OK, "%s", err.msg);
+    load_experiment("experiments/default.json", sets, 2, &j, &cfg, &wl);
+    cz_err err;
+    cz_err_clear(&err);
     cz_metrics m;
     cz_metrics_init(&m, cfg.timeline_interval_s, wl.n_turns);
     cz_run_stats st;
@@ -162,8 +171,6 @@ static char *run_default_summary(const char *set)
     cJSON_Delete(j);
     cz_metrics_free(&m);
     cz_workload_free(&wl);
-    free(path);
-    free(dir);
     return text;
 }
 
@@ -321,19 +328,12 @@ Test(sim, bros_step_model_fit)
  * every stage's keys (caller frees). */
 static char *run_recorded(const char *rel, const char *set, bool stream, const char *h5)
 {
-    char *path = cz_test_path(rel);
-    char *dir = strdup(path);
-    *strrchr(dir, '/') = '\0';
     cJSON *j;
-    cz_err err;
-    cz_err_clear(&err);
-    cr_assert_eq(cz_json_load(path, &j, &err), CZ_OK, "%s", err.msg);
-    if (set)
-        cr_assert_eq(cz_json_set_path(j, set, &err), CZ_OK, "%s", err.msg);
     cz_config cfg;
     cz_workload wl;
-    cz_workload_init(&wl);
-    cr_assert_eq(cz_config_parse(j, path, dir, &cfg, &wl, &err), CZ_OK, "%s", err.msg);
+    load_experiment(rel, &set, 1, &j, &cfg, &wl);
+    cz_err err;
+    cz_err_clear(&err);
     cz_results_stages stages;
     cz_run_stages(&cfg, &stages);
     cz_metrics m;
@@ -366,8 +366,6 @@ static char *run_recorded(const char *rel, const char *set, bool stream, const c
     cJSON_Delete(j);
     cz_metrics_free(&m);
     cz_workload_free(&wl);
-    free(path);
-    free(dir);
     return text;
 }
 

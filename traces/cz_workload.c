@@ -180,3 +180,11 @@ bool cz_workload_equal(const cz_workload *a, const cz_workload *b, char *why, si
     }
     return true;
 }
+
+bool cz_workload_mixed_classes(const cz_workload *w)
+{
+    bool seen[2] = {false, false};
+    for (uint32_t si = 0; si < w->n_sessions; si++)
+        seen[w->sessions[si].cls == CZ_CLASS_BE] = true;
+    return seen[0] && seen[1];
+}

@@ -115,6 +115,9 @@ const uint32_t *cz_workload_turn_hashes(const cz_workload *w, const cz_turn *t);
 /* Name of session `s` (inside the name pool). */
 const char *cz_workload_session_name(const cz_workload *w, const cz_session *s);
 
+/* True when the workload has sessions of both classes (real-time and best-effort). */
+bool cz_workload_mixed_classes(const cz_workload *w);
+
 /* Total input tokens of a turn over all modalities. */
 uint32_t cz_turn_in_tokens(const cz_turn *t);
 

@@ -508,10 +508,7 @@ cz_status cz_xstage_create(const cz_config *cfg, const cz_workload *wl, cz_metri
     S->wl = wl;
     S->m = m;
     cz_metrics_set_slo(m, &cfg->slo);
-    bool cls[2] = {false, false};
-    for (uint32_t si = 0; si < wl->n_sessions; si++)
-        cls[wl->sessions[si].cls == CZ_CLASS_BE] = true;
-    cz_metrics_track_classes(m, cls[0] && cls[1]);
+    cz_metrics_track_classes(m, cz_workload_mixed_classes(wl));
     S->st = stats;
     S->drv = *drv;
     S->llm = cfg->model.n_pipe - 1;
