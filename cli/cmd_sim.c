@@ -24,7 +24,7 @@
 static const char sim_usage[] =
     "usage: cadenza sim [CONFIG.json] [--set key=value]... [-o results.h5]\n"
     "                   [--summary summary.json] [--percentiles LIST]\n"
-    "                   [--exact-percentiles] [--quiet] [--no-progress]\n"
+    "                   [--exact-percentiles] [--whole-workload] [--quiet] [--no-progress]\n"
     "\n"
     "Run the discrete-event simulator on an experiment config (docs/config.md). Without\n"
     "CONFIG.json the built-in default experiment runs (experiments/default.json).\n"
@@ -41,6 +41,9 @@ static const char sim_usage[] =
     "                       metrics.percentiles=exact; docs/metrics.md)\n"
     "  --cost FILE          step times from a fitted cost model (`cadenza calibrate`)\n"
     "                       instead of the config's cost object\n"
+    "  --whole-workload     build the whole workload before the run; by default a synthetic\n"
+    "                       one is produced as the run consumes it (same results, memory\n"
+    "                       that follows the sessions in flight; docs/workload.md)\n"
     "  --quiet              print nothing but errors\n"
     "  --no-progress        no progress line\n"
     "  -h, --help           this help\n"
@@ -288,7 +291,8 @@ static void add_arrival_keys(const cJSON *cfg_json, const cz_workload *wl, cJSON
  * (*writer; NULL: rows dropped), which the caller closes or discards. */
 static cz_status run_config(const cJSON *cfg_json, const char *where, const char *base_dir,
                             bool progress, const cz_engine_opts *eng, const cz_pctset *pct,
-                            bool keep, const char *h5_path, cz_results_writer **writer,
+                            bool keep, bool whole, const char *h5_path,
+                            cz_results_writer **writer,
                             cz_config *cfg, cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
                             cJSON **summary, double *wall_s, bool *partial, cz_err *err)
 {
@@ -297,6 +301,9 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
         *writer = NULL;
     cz_workload wl;
     cz_workload_init(&wl);
+    /* produced as the run consumes it, unless the run keeps every record or replays on
+     * the engine */
+    wl.stream = !keep && !eng && !whole;
     *summary = NULL;
     *partial = false;
     memset(m, 0, sizeof *m);
@@ -386,7 +393,8 @@ cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *
                           cJSON **summary, double *wall_s, cz_err *err)
 {
     bool partial;
-    return run_config(cfg_json, where, base_dir, progress, NULL, pct, keep_records, NULL, NULL,
+    return run_config(cfg_json, where, base_dir, progress, NULL, pct, keep_records, false, NULL,
+                      NULL,
                       cfg, m, sum, stats, summary, wall_s, &partial, err);
 }
 
@@ -395,7 +403,8 @@ cz_status cz_cli_run(const cJSON *cfg_json, const char *where, const char *base_
                      cz_config *cfg, cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
                      cJSON **summary, double *wall_s, bool *partial, cz_err *err)
 {
-    return run_config(cfg_json, where, base_dir, progress, eng, pct, true, NULL, NULL, cfg, m,
+    return run_config(cfg_json, where, base_dir, progress, eng, pct, true, false, NULL, NULL,
+                      cfg, m,
                       sum, stats, summary, wall_s, partial, err);
 }
 
@@ -508,7 +517,7 @@ static int run_command(int argc, char **argv, bool engine)
     cz_pctset pct = {0};
     const char **sets = cz_xcalloc((size_t)argc, sizeof *sets);
     int n_sets = 0;
-    bool quiet = false, show_progress = true;
+    bool quiet = false, show_progress = true, whole = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -559,6 +568,8 @@ static int run_command(int argc, char **argv, bool engine)
             }
         } else if (strcmp(a, "--exact-percentiles") == 0) {
             sets[n_sets++] = "metrics.percentiles=exact";
+        } else if (strcmp(a, "--whole-workload") == 0 && !engine) {
+            whole = true;
         } else if (strcmp(a, "--quiet") == 0) {
             quiet = true;
         } else if (strcmp(a, "--no-progress") == 0) {
@@ -612,7 +623,8 @@ static int run_command(int argc, char **argv, bool engine)
     cz_results_writer *writer = NULL;
     if (st == CZ_OK) {
         st = run_config(cfg_json, where, base_dir, show_progress && !quiet,
-                        engine ? &eopts : NULL, &pct, false, tmp_h5, &writer, &cfg, &m, &sum,
+                        engine ? &eopts : NULL, &pct, false, whole, tmp_h5, &writer, &cfg, &m,
+                        &sum,
                         &stats, &summary, &wall_s, &partial, &err);
         if (st != CZ_OK)
             cz_cli_blame_set(&err, where, sets, n_sets, n_sets);

@@ -36,6 +36,66 @@ static void acc_free(cz_metrics *m)
     m->n_stage_acc = 0;
 }
 
+/* ---- vLLM's peaks counted as turns complete (cz_metrics_settled) ---- */
+
+/* Bucket k exists in both arrays (zeroed). */
+static void peak_reach(cz_metrics *m, size_t k)
+{
+    if (k < m->n_peak)
+        return;
+    cz_grow((void **)&m->peak_conc, &m->cap_peak_conc, k + 1, sizeof *m->peak_conc);
+    cz_grow((void **)&m->peak_tok, &m->cap_peak_tok, k + 1, sizeof *m->peak_tok);
+    memset(m->peak_conc + m->n_peak, 0, (k + 1 - m->n_peak) * sizeof *m->peak_conc);
+    memset(m->peak_tok + m->n_peak, 0, (k + 1 - m->n_peak) * sizeof *m->peak_tok);
+    m->n_peak = k + 1;
+}
+
+/* A completed turn from start_s to end_s, in the buckets from the origin (as
+ * cz_metrics_peaks counts it). */
+static void peak_span(cz_metrics *m, double start_s, double end_s)
+{
+    size_t a = (size_t)(start_s - m->peaks_t0), b = (size_t)(end_s - m->peaks_t0);
+    CZ_ASSERT(start_s >= m->peaks_t0 && a <= b);
+    peak_reach(m, b + 1);
+    m->peak_conc[a]++;
+    m->peak_conc[b + 1]--;
+    if (end_s > m->peaks_t1)
+        m->peaks_t1 = end_s;
+}
+
+/* `count` tokens at t_s (before the origin they do not count). */
+static void peak_tokens(cz_metrics *m, double t_s, uint64_t count)
+{
+    double d = t_s - m->peaks_t0;
+    if (d < 0)
+        return;
+    peak_reach(m, (size_t)d);
+    m->peak_tok[(size_t)d] += count;
+}
+
+void cz_metrics_settled(cz_metrics *m, double t_s)
+{
+    if (m->peaks_fixed || m->n_spans == 0)
+        return;
+    double t0 = INFINITY;
+    for (uint64_t i = 0; i < m->n_spans; i++)
+        t0 = fmin(t0, m->spans[i].start_s);
+    if (t_s < t0)
+        return;
+    m->peaks_fixed = true;
+    m->peaks_t0 = t0;
+    m->peaks_t1 = -INFINITY;
+    for (uint64_t i = 0; i < m->n_spans; i++)
+        peak_span(m, m->spans[i].start_s, m->spans[i].end_s);
+    for (uint64_t i = 0; i < m->n_tokens; i++)
+        peak_tokens(m, m->tokens[i].v, m->tokens[i].w);
+    free(m->spans);
+    free(m->tokens);
+    m->spans = NULL;
+    m->tokens = NULL;
+    m->n_spans = m->cap_spans = m->n_tokens = m->cap_tokens = 0;
+}
+
 void cz_metrics_init(cz_metrics *m, double timeline_interval_s, uint64_t expected_requests)
 {
     CZ_ASSERT(timeline_interval_s >= 0.0);
@@ -73,6 +133,8 @@ void cz_metrics_free(cz_metrics *m)
     acc_free(m);
     free(m->spans);
     free(m->tokens);
+    free(m->peak_conc);
+    free(m->peak_tok);
     free(m->tl);
     free(m->step_rows);
     memset(m, 0, sizeof *m);
@@ -266,6 +328,10 @@ static void summarize_turn(cz_metrics *m, const cz_turn_record *t)
             cz_distacc_add(&acc[k]->tpot, p_ms, 1);
         acc[k]->good += good;
     }
+    if (m->peaks_fixed) {
+        peak_span(m, r->arrival_s, r->finish_s);
+        return;
+    }
     size_t cap = m->cap_spans;
     cz_grow((void **)&m->spans, &cap, m->n_spans + 1, sizeof *m->spans);
     m->cap_spans = cap;
@@ -387,6 +453,10 @@ void cz_metrics_add_tokens(cz_metrics *m, double t_s, uint64_t count)
 {
     if (count == 0)
         return;
+    if (m->peaks_fixed) {
+        peak_tokens(m, t_s, count);
+        return;
+    }
     if (m->n_tokens && m->tokens[m->n_tokens - 1].v == t_s) {
         m->tokens[m->n_tokens - 1].w += count;
         return;
@@ -407,6 +477,19 @@ void cz_metrics_peaks(const cz_metrics *m, uint64_t *max_concurrent_requests,
     CZ_ASSERT(m->finished);
     *max_concurrent_requests = 0;
     *max_output_tokens_per_s = 0.0;
+    if (m->peaks_fixed) {
+        /* the buckets counted as turns completed, up to the last completed turn's end */
+        size_t nb = (size_t)ceil(m->peaks_t1 - m->peaks_t0) + 1;
+        int64_t run = 0;
+        for (size_t k = 0; k < nb && k < m->n_peak; k++) {
+            run += m->peak_conc[k];
+            if (run > (int64_t)*max_concurrent_requests)
+                *max_concurrent_requests = (uint64_t)run;
+            if ((double)m->peak_tok[k] > *max_output_tokens_per_s)
+                *max_output_tokens_per_s = (double)m->peak_tok[k];
+        }
+        return;
+    }
     double t0 = INFINITY, t1 = -INFINITY;
     for (uint64_t i = 0; i < m->n_spans; i++) {
         t0 = fmin(t0, m->spans[i].start_s);

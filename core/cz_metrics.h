@@ -238,8 +238,15 @@ typedef struct cz_metrics {
     bool has_class[2];        /* a turn of the class reached the first stage */
     uint64_t pending_left;    /* records retired while still PENDING (cz_metrics_check) */
     cz_req_record first_pending;
-    cz_span *spans;           /* completed turns' arrival and finish, for cz_metrics_peaks */
+    cz_span *spans;           /* completed turns' arrival and finish, for cz_metrics_peaks,
+                                 until its origin is known (cz_metrics_settled) */
     uint64_t n_spans, cap_spans;
+    bool peaks_fixed;         /* the peaks' origin is known: spans and tokens are counted in
+                                 one-second buckets as they come */
+    double peaks_t0, peaks_t1;/* the origin, and the latest end of a completed turn */
+    int64_t *peak_conc;       /* per bucket: completed turns starting minus ending before */
+    uint64_t *peak_tok;       /* per bucket: output tokens */
+    size_t n_peak, cap_peak_conc, cap_peak_tok;
     cz_pct_mode pct_mode;     /* how summaries compute percentiles (default: the sketch) */
     cz_distacc *itl_ms;       /* per autoregressive stage: its gaps in ms, fed as they are
                                  recorded */
@@ -344,6 +351,13 @@ void cz_metrics_add_tokens(cz_metrics *m, double t_s, uint64_t count);
  * turn. */
 void cz_metrics_peaks(const cz_metrics *m, uint64_t *max_concurrent_requests,
                       double *max_output_tokens_per_s);
+
+/* Every turn still undecided, and every turn still to come, has its first-stage record
+ * arrive at or after t_s (a runtime that produces its workload in order of arrival knows
+ * this). Once t_s reaches the earliest arrival of the completed turns, that is the peaks'
+ * origin for good, and vLLM's peak buckets are counted as turns complete instead of from
+ * every turn's span at the end: same peaks, memory per simulated second. */
+void cz_metrics_settled(cz_metrics *m, double t_s);
 
 /* Appends a step record (grows by doubling). */
 void cz_metrics_add_step(cz_metrics *m, const cz_step_record *r);

@@ -773,6 +773,7 @@ static uint64_t job_tokens_max(const eng *E, uint32_t p)
     if (ps->input_tokens)
         return ps->input_tokens;
     uint64_t most = 1;
+    CZ_ASSERT(!E->wl->gen); /* the engine replays whole workloads */
     for (uint32_t i = 0; i < E->wl->n_turns; i++) {
         const cz_turn *t = &E->wl->turns[i];
         uint64_t n = ps->io == CZ_IO_IMAGE ? t->in_image_tokens : t->in_audio_tokens;
@@ -1044,7 +1045,7 @@ uint32_t cz_engine_device_threads(const cz_config *cfg, const cz_engine_opts *op
     return per ? per : 1;
 }
 
-cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
+cz_status cz_engine_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
                         const cz_engine_opts *opts, cz_run_stats *stats, bool *partial,
                         cz_run_progress_fn progress, void *progress_ctx, cz_err *err)
 {

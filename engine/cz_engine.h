@@ -65,7 +65,7 @@ uint32_t cz_engine_device_threads(const cz_config *cfg, const cz_engine_opts *op
  * backend has no device for every GPU of the placement, or a device call fails during the
  * run (the run stops: no results); a checkpoint's errors as cz_net_create's; CZ_EINTERNAL
  * when the accounting check fails. */
-cz_status cz_engine_run(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
+cz_status cz_engine_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
                         const cz_engine_opts *opts, cz_run_stats *stats, bool *partial,
                         cz_run_progress_fn progress, void *progress_ctx, cz_err *err);
 

@@ -195,7 +195,7 @@ static void build_gpus(sim_state *S)
     free(corun);
 }
 
-cz_status cz_sim_run(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
+cz_status cz_sim_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
                      cz_run_stats *stats, cz_run_progress_fn progress, void *progress_ctx,
                      cz_err *err)
 {
@@ -218,9 +218,11 @@ cz_status cz_sim_run(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
     if (st != CZ_OK)
         return st;
     build_gpus(&S);
-    cz_evq_init(&S.q, (size_t)wl->n_sessions + wl->n_streams + 16);
+    /* arrivals are pushed one at a time: the queue follows what is in flight */
+    cz_evq_init(&S.q, (size_t)(wl->n_sessions < 4096 ? wl->n_sessions : 4096) + wl->n_streams + 16);
     S.rng = cz_rng_new(cfg->seed, CZ_RNG_SERVICE, 0);
     if (cfg->cost_kind == CZ_COST_SERVICE) {
+        CZ_ASSERT(!wl->gen); /* per-session service times: a whole workload */
         size_t n = (size_t)(wl->n_sessions ? wl->n_sessions : 1) + wl->n_streams;
         S.service_s = cz_xmalloc(n * sizeof *S.service_s);
         S.service_life = cz_xmalloc(n * sizeof *S.service_life);

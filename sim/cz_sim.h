@@ -16,7 +16,7 @@
 
 /* Runs the simulation of `wl` under `cfg`, recording into `m` (initialised by the
  * caller). `progress` may be NULL. Deterministic for a given config and seed. */
-cz_status cz_sim_run(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
+cz_status cz_sim_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
                      cz_run_stats *stats, cz_run_progress_fn progress, void *progress_ctx,
                      cz_err *err);
 

@@ -118,7 +118,9 @@ void cz_workload_limit_requests(cz_workload *w, uint64_t max_turns);
  * `base_dir`. `where` prefixes messages (e.g. "exp.json: workload"). Draws come from
  * GSL streams seeded from `seed`, so the same config and seed give the same workload.
  * On success *out (initialised) is freed and replaced; on failure it is untouched and
- * `err` names the config field (or the trace file and line) and what was expected. */
+ * `err` names the config field (or the trace file and line) and what was expected. With
+ * out->stream set, a synthetic source without barge-in gives a streamed workload
+ * (cz_workload_stream: same sessions, produced as the run asks for them). */
 cz_status cz_workload_from_config(const cJSON *wcfg, const char *where, const char *base_dir,
                                   uint64_t seed, cz_workload *out, cz_err *err);
 

@@ -93,8 +93,15 @@ cz_status cz__read_cadenza(const char *path, const cz_trace_opts *o, cz_workload
 void cz__workload_copy_header(cz_workload *dst, const cz_workload *src);
 /* Appends session `si` of `src` (its name, turns and hashes) to `dst`. */
 void cz__workload_copy_session(cz_workload *dst, const cz_workload *src, uint32_t si);
+/* Removes the session begun last (its name, turns and hashes) from a whole workload. */
+void cz__workload_pop_session(cz_workload *w);
 /* Arrival time of session `si`'s first turn. */
 double cz__session_first_arrival(const cz_workload *w, uint32_t si);
+/* True when session si's first turn arrives in [start_s, end_s) (cz_workload_window). */
+bool cz__session_in_window(const cz_workload *w, uint32_t si, double start_s, double end_s);
+/* Adds by_s to the arrival times session si's timing fixes (every turn of an open session,
+ * the first of a closed one). */
+void cz__session_shift(cz_workload *w, uint32_t si, double by_s);
 /* Fills order[0..n_sessions) with the session indices sorted by first arrival (stable:
  * ties keep workload order). */
 void cz__sessions_by_arrival(const cz_workload *w, uint32_t *order);

@@ -18,6 +18,18 @@ void cz__workload_copy_header(cz_workload *dst, const cz_workload *src)
     dst->dropped_filtered = src->dropped_filtered;
 }
 
+void cz__workload_pop_session(cz_workload *w)
+{
+    CZ_ASSERT(w->n_sessions > 0 && !w->gen);
+    const cz_session *s = &w->sessions[w->n_sessions - 1];
+    CZ_ASSERT(s->turn_off + s->n_turns == w->n_turns);
+    if (s->n_turns > 0 && w->turns[s->turn_off].hash_len > 0)
+        w->n_hash = w->turns[s->turn_off].hash_off;
+    w->n_turns = s->turn_off;
+    w->name_len = s->name_off;
+    w->n_sessions--;
+}
+
 void cz__workload_copy_session(cz_workload *dst, const cz_workload *src, uint32_t si)
 {
     CZ_ASSERT(si < src->n_sessions);
@@ -94,23 +106,30 @@ void cz_workload_scale_time(cz_workload *w, double factor)
         w->turns[i].arrival_s *= factor;
 }
 
+bool cz__session_in_window(const cz_workload *w, uint32_t si, double start_s, double end_s)
+{
+    double t = cz__session_first_arrival(w, si);
+    return t >= start_s && t < end_s;
+}
+
+void cz__session_shift(cz_workload *w, uint32_t si, double by_s)
+{
+    const cz_session *s = &w->sessions[si];
+    uint32_t n = s->timing == CZ_TIMING_OPEN ? s->n_turns : 1;
+    for (uint32_t k = 0; k < n; k++)
+        w->turns[s->turn_off + k].arrival_s += by_s;
+}
+
 void cz_workload_window(cz_workload *w, double start_s, double duration_s)
 {
     CZ_ASSERT(start_s >= 0.0 && duration_s >= 0.0);
     bool *keep = cz_xcalloc(w->n_sessions, sizeof *keep);
-    double end_s = start_s + duration_s;
-    for (uint32_t i = 0; i < w->n_sessions; i++) {
-        double t = cz__session_first_arrival(w, i);
-        keep[i] = t >= start_s && t < end_s;
-    }
+    for (uint32_t i = 0; i < w->n_sessions; i++)
+        keep[i] = cz__session_in_window(w, i, start_s, start_s + duration_s);
     keep_sessions(w, keep);
     free(keep);
-    for (uint32_t i = 0; i < w->n_sessions; i++) {
-        const cz_session *s = &w->sessions[i];
-        uint32_t n = s->timing == CZ_TIMING_OPEN ? s->n_turns : 1;
-        for (uint32_t k = 0; k < n; k++)
-            w->turns[s->turn_off + k].arrival_s -= start_s;
-    }
+    for (uint32_t i = 0; i < w->n_sessions; i++)
+        cz__session_shift(w, i, -start_s);
 }
 
 void cz_workload_limit_requests(cz_workload *w, uint64_t max_turns)

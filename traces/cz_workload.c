@@ -14,6 +14,12 @@ void cz_workload_init(cz_workload *w)
 
 void cz_workload_free(cz_workload *w)
 {
+    if (w->gen)
+        w->gen_ops->free(w->gen);
+    if (w->scratch) {
+        cz_workload_free(w->scratch);
+        free(w->scratch);
+    }
     free(w->sessions);
     free(w->turns);
     free(w->streams);
@@ -183,8 +189,156 @@ bool cz_workload_equal(const cz_workload *a, const cz_workload *b, char *why, si
 
 bool cz_workload_mixed_classes(const cz_workload *w)
 {
+    if (w->gen)
+        return w->mixed;
     bool seen[2] = {false, false};
     for (uint32_t si = 0; si < w->n_sessions; si++)
         seen[w->sessions[si].cls == CZ_CLASS_BE] = true;
     return seen[0] && seen[1];
+}
+
+uint32_t cz_workload_min_text_in(const cz_workload *w)
+{
+    if (w->gen)
+        return w->min_text_in;
+    uint32_t least = UINT32_MAX;
+    for (uint32_t t = 0; t < w->n_turns; t++)
+        if (w->turns[t].in_text_tokens < least)
+            least = w->turns[t].in_text_tokens;
+    return least;
+}
+
+/* The header fields a producer keeps in its scratch workload. */
+static void take_header(cz_workload *w, const cz_workload *scratch)
+{
+    memcpy(w->source, scratch->source, sizeof w->source);
+    w->arrivals_given = scratch->arrivals_given;
+    w->think_given = scratch->think_given;
+    w->concurrency = scratch->concurrency;
+    w->hash_block_tokens = scratch->hash_block_tokens;
+    w->dropped_failed = scratch->dropped_failed;
+    w->dropped_filtered = scratch->dropped_filtered;
+}
+
+static void scratch_clear(cz_workload *s)
+{
+    s->n_sessions = s->n_turns = s->n_hash = s->name_len = 0;
+}
+
+void cz_workload_stream(cz_workload *w, const cz_wlgen_ops *ops, void *gen)
+{
+    CZ_ASSERT(!w->gen && w->n_sessions == 0 && w->n_turns == 0 && w->n_hash == 0);
+    cz_workload scratch;
+    cz_workload_init(&scratch);
+    uint64_t n_ses = 0, n_turns = 0;
+    uint32_t least = UINT32_MAX;
+    bool seen[2] = {false, false};
+    for (;;) {
+        scratch_clear(&scratch);
+        if (!ops->next(gen, &scratch))
+            break;
+        CZ_ASSERT(scratch.n_sessions == 1);
+        n_ses++;
+        n_turns += scratch.n_turns;
+        CZ_ASSERT(n_ses < UINT32_MAX && n_turns < UINT32_MAX);
+        seen[scratch.sessions[0].cls == CZ_CLASS_BE] = true;
+        for (uint32_t t = 0; t < scratch.n_turns; t++)
+            if (scratch.turns[t].in_text_tokens < least)
+                least = scratch.turns[t].in_text_tokens;
+    }
+    take_header(w, &scratch);
+    ops->rewind(gen);
+    w->scratch = cz_xmalloc(sizeof *w->scratch);
+    *w->scratch = scratch; /* kept for the sessions produced during the run */
+    w->n_sessions = (uint32_t)n_ses;
+    w->n_turns = (uint32_t)n_turns;
+    w->min_text_in = least;
+    w->mixed = seen[0] && seen[1];
+    w->gen = gen;
+    w->gen_ops = ops;
+    w->ses_base = w->ses_end = w->turn_base = w->turn_end = 0;
+}
+
+/* Appends the one session of `s` to the window of `w`. */
+static void window_append(cz_workload *w, const cz_workload *s)
+{
+    const cz_session *src = &s->sessions[0];
+    size_t hs = w->ses_end - w->ses_base, ht = w->turn_end - w->turn_base;
+    const char *name = cz_workload_session_name(s, src);
+    size_t len = strlen(name) + 1;
+    CZ_ASSERT((size_t)w->name_len + len <= UINT32_MAX &&
+              (uint64_t)w->n_hash + s->n_hash <= UINT32_MAX);
+    cz_grow((void **)&w->sessions, &w->cap_sessions, hs + 1, sizeof *w->sessions);
+    cz_grow((void **)&w->turns, &w->cap_turns, ht + s->n_turns, sizeof *w->turns);
+    cz_grow((void **)&w->name_pool, &w->cap_names, (size_t)w->name_len + len, 1);
+    cz_grow((void **)&w->hash_pool, &w->cap_hash, (size_t)w->n_hash + s->n_hash,
+            sizeof *w->hash_pool);
+    cz_session *d = &w->sessions[hs];
+    *d = *src;
+    d->turn_off = w->turn_end;
+    d->name_off = w->name_len;
+    memcpy(w->name_pool + w->name_len, name, len);
+    w->name_len += (uint32_t)len;
+    for (uint32_t k = 0; k < s->n_turns; k++) {
+        cz_turn *t = &w->turns[ht + k];
+        *t = s->turns[k];
+        t->hash_off = w->n_hash + t->hash_off;
+    }
+    if (s->n_hash > 0)
+        memcpy(w->hash_pool + w->n_hash, s->hash_pool, (size_t)s->n_hash * sizeof *s->hash_pool);
+    w->n_hash += s->n_hash;
+    w->ses_end++;
+    w->turn_end += s->n_turns;
+}
+
+bool cz_workload_fill(cz_workload *w, uint32_t si)
+{
+    if (!w->gen)
+        return si < w->n_sessions;
+    if (si < w->ses_end)
+        return true;
+    if (si >= w->n_sessions)
+        return false;
+    while (w->ses_end <= si) {
+        scratch_clear(w->scratch);
+        bool more = w->gen_ops->next(w->gen, w->scratch);
+        CZ_ASSERT(more && w->scratch->n_sessions == 1); /* the first pass counted them */
+        window_append(w, w->scratch);
+    }
+    return true;
+}
+
+void cz_workload_release(cz_workload *w, uint32_t si)
+{
+    if (!w->gen)
+        return;
+    CZ_ASSERT(si >= w->ses_base && si <= w->ses_end);
+    uint32_t drop = si - w->ses_base, held = w->ses_end - w->ses_base;
+    /* moved once the dropped part is half the window: amortised O(1) per session */
+    if (drop == 0 || drop < held - drop || drop < 64)
+        return;
+    uint32_t t0 = si < w->ses_end ? w->sessions[drop].turn_off : w->turn_end;
+    uint32_t tdrop = t0 - w->turn_base;
+    uint32_t name0 = si < w->ses_end ? w->sessions[drop].name_off : w->name_len;
+    /* the first hashes still in use: the lowest offset of a held turn that has any */
+    uint32_t hash0 = w->n_hash;
+    for (uint32_t k = tdrop; k < w->turn_end - w->turn_base; k++)
+        if (w->turns[k].hash_len > 0 && w->turns[k].hash_off < hash0)
+            hash0 = w->turns[k].hash_off;
+    memmove(w->sessions, w->sessions + drop, (size_t)(held - drop) * sizeof *w->sessions);
+    memmove(w->turns, w->turns + tdrop,
+            (size_t)(w->turn_end - t0) * sizeof *w->turns);
+    memmove(w->name_pool, w->name_pool + name0, w->name_len - name0);
+    if (w->n_hash > hash0)
+        memmove(w->hash_pool, w->hash_pool + hash0,
+                (size_t)(w->n_hash - hash0) * sizeof *w->hash_pool);
+    for (uint32_t k = 0; k < held - drop; k++)
+        w->sessions[k].name_off -= name0;
+    for (uint32_t k = 0; k < w->turn_end - t0; k++)
+        if (w->turns[k].hash_len > 0)
+            w->turns[k].hash_off -= hash0;
+    w->name_len -= name0;
+    w->n_hash -= hash0;
+    w->ses_base = si;
+    w->turn_base = t0;
 }

@@ -62,6 +62,18 @@ typedef struct cz_stream {
     cz_class cls;
 } cz_stream;
 
+/* A producer of sessions in order of first arrival, for a streamed workload
+ * (cz_workload_stream). `next` appends the next session with its turns to `scratch` (a
+ * whole workload the window empties before each call) and returns false when there is
+ * none; it copies its running header fields (dropped counters, flags) into scratch too.
+ * `rewind` starts it again from the first session; `free` releases it. */
+struct cz_workload;
+typedef struct cz_wlgen_ops {
+    bool (*next)(void *gen, struct cz_workload *scratch);
+    void (*rewind)(void *gen);
+    void (*free)(void *gen);
+} cz_wlgen_ops;
+
 typedef struct cz_workload {
     cz_session *sessions;
     uint32_t n_sessions;
@@ -85,9 +97,54 @@ typedef struct cz_workload {
                             lengths until an arrival process fills them */
     bool think_given;    /* think_s holds real think times (BurstGPT sessions, a think_s
                             distribution applied, or a cadenza file that had them) */
+    bool stream;         /* asked of cz_config_parse by its caller: produce the sessions as
+                            the run consumes them when the source allows it */
+    /* A streamed workload (gen set): n_sessions and n_turns are the totals; the window
+     * holds sessions [ses_base, ses_end) and turns [turn_base, turn_end), sessions[0]
+     * being session ses_base and turns[0] turn turn_base. A whole workload has gen NULL,
+     * bases 0 and holds everything. Read sessions and turns through
+     * cz_workload_session_at / cz_workload_turn_at, which serve both. */
+    void *gen;
+    const cz_wlgen_ops *gen_ops;
+    uint32_t ses_base, ses_end, turn_base, turn_end;
+    uint32_t min_text_in;  /* streamed: the fewest text input tokens of a turn */
+    bool mixed;            /* streamed: sessions of both classes */
+    struct cz_workload *scratch; /* streamed: where the producer writes the next session */
     /* capacities (internal to the builders) */
     size_t cap_sessions, cap_turns, cap_streams, cap_hash, cap_names;
 } cz_workload;
+
+/* Session si and turn g of `w`, whole or streamed (held in the window: a bug otherwise). */
+static inline const cz_session *cz_workload_session_at(const cz_workload *w, uint32_t si)
+{
+    CZ_ASSERT(si >= w->ses_base && si < (w->gen ? w->ses_end : w->n_sessions));
+    return &w->sessions[si - w->ses_base];
+}
+static inline const cz_turn *cz_workload_turn_at(const cz_workload *w, uint32_t g)
+{
+    CZ_ASSERT(g >= w->turn_base && g < (w->gen ? w->turn_end : w->n_turns));
+    return &w->turns[g - w->turn_base];
+}
+
+/* Makes `w` (initialised, empty of sessions and turns; streams and header fields may be
+ * set) a streamed workload over producer `gen`, which it then owns: one pass over the
+ * producer counts the sessions and turns and takes the header fields and statistics the
+ * checks need (min_text_in, mixed), and the producer is rewound. Memory then follows the
+ * window, not the workload. */
+void cz_workload_stream(cz_workload *w, const cz_wlgen_ops *ops, void *gen);
+
+/* Makes sure session si of a streamed workload has been produced (its turns with it).
+ * False when the workload has fewer sessions. Pointers into the window are invalidated.
+ * For a whole workload: si < n_sessions. */
+bool cz_workload_fill(cz_workload *w, uint32_t si);
+
+/* The caller is done with every session below si (and its turns) of a streamed workload:
+ * they may be dropped (the window moves once the dropped part is at least half of it,
+ * invalidating pointers into it). No effect on a whole workload. */
+void cz_workload_release(cz_workload *w, uint32_t si);
+
+/* The fewest text input tokens of any turn (UINT32_MAX with none). */
+uint32_t cz_workload_min_text_in(const cz_workload *w);
 
 /* Initialises an empty workload. */
 void cz_workload_init(cz_workload *w);

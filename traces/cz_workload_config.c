@@ -6,7 +6,13 @@
  * Every draw comes from a per-entity GSL stream (cz_rng.h): CZ_RNG_LENGTHS with id =
  * request index for synthetic lengths, CZ_RNG_ARRIVALS (id 0) for inter-arrival gaps,
  * CZ_RNG_SESSION with id = session index for think times and CZ_RNG_BARGE_IN with id =
- * turn index for barge-in, so one config and seed always give the same workload. */
+ * turn index for barge-in, so one config and seed always give the same workload.
+ *
+ * Arrival, think time, transforms, audio and class are steps applied session by session
+ * in workload order. A synthetic source makes its sessions one at a time in order of
+ * arrival with every step applied (synth_gen): drained into a whole workload, or, when the
+ * caller asks for a streamed one and no step needs the whole workload (barge-in draws from
+ * every turn's audio), left to produce them as the run consumes them. */
 #include "cz_traces_int.h"
 
 #include <math.h>
@@ -34,17 +40,17 @@ typedef struct length_spec {
     char *path;             /* from_trace: resolved path (owned) */
     cz_trace_format format; /* from_trace: its format */
     uint32_t max_tokens;    /* from_trace: lengths are clipped to this */
-    cz_workload *trace;     /* from_trace: the loaded turns */
+    uint32_t *lens;         /* from_trace: each turn's (input, output) tokens, 2 per turn
+                               (8 bytes a turn: draws stay in cache) */
+    uint32_t n_lens;
     bool owns_trace;        /* false when shared with the other length of a pair */
 } length_spec;
 
 static void length_free(length_spec *d)
 {
     free(d->path);
-    if (d->owns_trace && d->trace) {
-        cz_workload_free(d->trace);
-        free(d->trace);
-    }
+    if (d->owns_trace)
+        free(d->lens);
     memset(d, 0, sizeof *d);
 }
 
@@ -112,8 +118,8 @@ static uint32_t to_tokens(double v)
 static void trace_draw(const length_spec *d, gsl_rng *r, uint32_t *in_tokens,
                        uint32_t *out_tokens)
 {
-    const cz_turn *t = &d->trace->turns[gsl_rng_uniform_int(r, d->trace->n_turns)];
-    uint32_t in = cz_turn_in_tokens(t), out = t->out_text_tokens;
+    const uint32_t *t = &d->lens[2 * (size_t)gsl_rng_uniform_int(r, d->n_lens)];
+    uint32_t in = t[0], out = t[1];
     *in_tokens = in < 1 ? 1 : in > d->max_tokens ? d->max_tokens : in;
     *out_tokens = out < 1 ? 1 : out > d->max_tokens ? d->max_tokens : out;
 }
@@ -124,16 +130,25 @@ static cz_status load_trace_lengths(length_spec *d, const char *where, const cha
 {
     cz_trace_opts o = cz_trace_opts_default();
     o.format = d->format;
-    d->trace = cz_xmalloc(sizeof *d->trace);
-    d->owns_trace = true;
-    cz_workload_init(d->trace);
+    cz_workload trace;
+    cz_workload_init(&trace);
     cz_status st = cz_file_check_input(d->path, err);
     if (st != CZ_OK)
         return cz_err_prefix(err, "%s.%s.path: ", where, key);
-    st = cz_trace_read(d->path, &o, d->trace, err);
-    if (st == CZ_OK && d->trace->n_turns == 0)
+    st = cz_trace_read(d->path, &o, &trace, err);
+    if (st == CZ_OK && trace.n_turns == 0)
         st = cz_err_set(err, CZ_EINVAL, "%s: trace '%s' has no requests to sample lengths from",
                         where, d->path);
+    if (st == CZ_OK) {
+        d->owns_trace = true;
+        d->n_lens = trace.n_turns;
+        d->lens = cz_xmalloc(2 * (size_t)trace.n_turns * sizeof *d->lens);
+        for (uint32_t i = 0; i < trace.n_turns; i++) {
+            d->lens[2 * (size_t)i] = cz_turn_in_tokens(&trace.turns[i]);
+            d->lens[2 * (size_t)i + 1] = trace.turns[i].out_text_tokens;
+        }
+    }
+    cz_workload_free(&trace);
     return st;
 }
 
@@ -171,61 +186,138 @@ static cz_status source_trace(const cJSON *t, const char *where, const char *bas
     return st;
 }
 
-static cz_status source_synthetic(const cJSON *s, const char *where, const char *base_dir,
-                                  uint64_t seed, cz_workload *w, cz_err *err)
+/* ---- arrivals and think times ----------------------------------------------------------- */
+
+typedef enum arr_kind { ARR_TRACE, ARR_POISSON, ARR_GAMMA, ARR_CLOSED } arr_kind;
+
+/* The arrival process of the "arrivals" object, and its running state: sessions are timed
+ * one at a time in workload order (arr_session), so a whole workload and one produced
+ * session by session get the same times. */
+typedef struct arr_spec {
+    arr_kind kind;
+    bool turns_closed;    /* "turns": "closed" */
+    double rate_rps, burstiness;
+    uint32_t concurrency; /* max_concurrency, or the closed loop's concurrency; 0 none */
+    bool conc_set;        /* the arrivals object sets the workload's concurrency */
+    uint64_t seed;
+    gsl_rng *r;           /* CZ_RNG_ARRIVALS, id 0: the gaps, in session order */
+    double t_s;
+    uint64_t n;           /* sessions timed */
+} arr_spec;
+
+static cz_status arr_parse(const cJSON *a, const char *where, const cz_workload *src,
+                           uint64_t seed, arr_spec *o, cz_err *err)
 {
-    static const char *const keys[] = {"requests", "input_tokens", "output_tokens", "class",
-                                       "image_tokens"};
-    length_spec in = {.from_trace = false}, out = {.from_trace = false};
-    uint64_t requests = 0, image = 0;
-    cz_class cls = CZ_CLASS_RT;
-    cz_status st;
-    if ((st = cz_json_check_keys(s, where, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK ||
-        (st = cz_json_u64(s, where, "requests", true, 1, 100000000, &requests, err)) != CZ_OK ||
-        (st = cz_json_u64(s, where, "image_tokens", false, 0, 1u << 24, &image, err)) != CZ_OK ||
-        (st = parse_length(s, where, "input_tokens", base_dir, &in, err)) != CZ_OK ||
-        (st = parse_length(s, where, "output_tokens", base_dir, &out, err)) != CZ_OK ||
-        (st = parse_class(s, where, &cls, err)) != CZ_OK)
-        goto done;
-    /* Input and output from the same trace file are drawn as (input, output) pairs. */
-    bool pairs = in.from_trace && out.from_trace && strcmp(in.path, out.path) == 0 &&
-                 in.format == out.format;
-    if (in.from_trace && (st = load_trace_lengths(&in, where, "input_tokens", err)) != CZ_OK)
-        goto done;
-    if (pairs) {
-        out.trace = in.trace;
-    } else if (out.from_trace && (st = load_trace_lengths(&out, where, "output_tokens", err)) != CZ_OK) {
-        goto done;
+    static const char *const keys_trace[] = {"process", "think_s", "turns", "max_concurrency"};
+    static const char *const keys_poisson[] = {"process", "rate_rps", "think_s", "turns",
+                                               "max_concurrency"};
+    static const char *const keys_gamma[] = {"process", "rate_rps", "burstiness", "think_s",
+                                             "turns", "max_concurrency"};
+    static const char *const keys_closed[] = {"process", "concurrency", "think_s"};
+    memset(o, 0, sizeof *o);
+    o->burstiness = 1.0;
+    o->seed = seed;
+    const char *process = NULL;
+    cz_status st = a ? cz_json_str(a, where, "process", false, &process, err) : CZ_OK;
+    if (st != CZ_OK)
+        return st;
+    if (!process && !src->arrivals_given)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'process': required because the source (%s) has no "
+                          "timestamps; expected poisson, gamma or closed_loop",
+                          where, src->source);
+    if (!process)
+        process = "trace";
+    /* "turns": "closed" keeps the sessions' start times and times every later turn from
+     * the end of the reply before it (plus the think time) */
+    const char *turns = "open";
+    if (a && (st = cz_json_str(a, where, "turns", false, &turns, err)) != CZ_OK)
+        return st;
+    if (strcmp(turns, "open") != 0 && strcmp(turns, "closed") != 0)
+        return cz_err_field(err, CZ_EINVAL, where, "turns", "expected open or closed, got '%s'",
+                            turns);
+    o->turns_closed = strcmp(turns, "closed") == 0;
+    uint64_t concurrency = 0;
+    /* vLLM's benchmark --max-concurrency: an arriving session waits for one of this many
+     * slots, and its latencies count from when it gets one */
+    if (a && strcmp(process, "closed_loop") != 0) {
+        if ((st = cz_json_u64(a, where, "max_concurrency", false, 1, UINT32_MAX, &concurrency,
+                              err)) != CZ_OK)
+            return st;
+        o->concurrency = (uint32_t)concurrency;
+        o->conc_set = true;
     }
-    snprintf(w->source, sizeof w->source, "synthetic");
-    gsl_rng *r = cz_rng_new(seed, CZ_RNG_LENGTHS, 0);
-    for (uint64_t i = 0; i < requests; i++) {
-        cz_rng_reseed(r, seed, CZ_RNG_LENGTHS, i);
-        uint32_t in_tokens, out_tokens, unused;
-        if (in.from_trace)
-            trace_draw(&in, r, &in_tokens, pairs ? &out_tokens : &unused);
-        else
-            in_tokens = to_tokens(cz_distspec_draw(&in.dist, r));
-        if (out.from_trace && !pairs)
-            trace_draw(&out, r, &unused, &out_tokens);
-        else if (!pairs)
-            out_tokens = to_tokens(cz_distspec_draw(&out.dist, r));
-        char name[32];
-        snprintf(name, sizeof name, "syn-%llu", (unsigned long long)i);
-        cz_workload_begin_session(w, name, cls, CZ_TIMING_OPEN);
-        cz_turn *t = cz_workload_add_turn(w);
-        t->in_text_tokens = in_tokens;
-        t->in_image_tokens = (uint32_t)image;
-        t->out_text_tokens = out_tokens;
+    if (strcmp(process, "trace") == 0) {
+        if (a && (st = cz_json_check_keys(a, where, keys_trace, 4, err)) != CZ_OK)
+            return st;
+        if (!src->arrivals_given)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'process': \"trace\" replays the source's "
+                              "timestamps, but %s has no timestamps; use poisson, gamma or "
+                              "closed_loop",
+                              where, src->source);
+        o->kind = ARR_TRACE;
+    } else if (strcmp(process, "poisson") == 0) {
+        if ((st = cz_json_check_keys(a, where, keys_poisson, 5, err)) != CZ_OK ||
+            (st = cz_json_num(a, where, "rate_rps", true, 1e-9, 1e9, &o->rate_rps, err)) != CZ_OK)
+            return st;
+        o->kind = ARR_POISSON;
+    } else if (strcmp(process, "gamma") == 0) {
+        if ((st = cz_json_check_keys(a, where, keys_gamma, 6, err)) != CZ_OK ||
+            (st = cz_json_num(a, where, "rate_rps", true, 1e-9, 1e9, &o->rate_rps, err)) != CZ_OK ||
+            (st = cz_json_num(a, where, "burstiness", false, 1e-6, 1e6, &o->burstiness, err)) !=
+                CZ_OK)
+            return st;
+        o->kind = ARR_GAMMA;
+    } else if (strcmp(process, "closed_loop") == 0) {
+        if ((st = cz_json_check_keys(a, where, keys_closed, 3, err)) != CZ_OK ||
+            (st = cz_json_u64(a, where, "concurrency", true, 1, UINT32_MAX, &concurrency, err)) !=
+                CZ_OK)
+            return st;
+        o->concurrency = (uint32_t)concurrency;
+        o->conc_set = true;
+        o->kind = ARR_CLOSED;
+    } else {
+        return cz_err_field(err, CZ_EINVAL, where, "process",
+                            "expected trace, poisson, gamma or closed_loop, got '%s'", process);
     }
-    gsl_rng_free(r);
-done:
-    length_free(&in);
-    length_free(&out);
-    return st;
+    if (o->kind == ARR_POISSON || o->kind == ARR_GAMMA)
+        o->r = cz_rng_new(seed, CZ_RNG_ARRIVALS, 0);
+    return CZ_OK;
 }
 
-/* ---- arrivals and think times ----------------------------------------------------------- */
+/* A concurrency bound holds sessions whose later turns follow their replies: an open
+ * session of several turns under max_concurrency is an error. */
+static cz_status arr_check(const arr_spec *a, const char *where, const cz_workload *w,
+                           cz_err *err)
+{
+    if (a->kind == ARR_CLOSED || !a->concurrency || a->turns_closed)
+        return CZ_OK;
+    for (uint32_t i = 0; i < w->n_sessions; i++)
+        if (w->sessions[i].timing == CZ_TIMING_OPEN && w->sessions[i].n_turns > 1)
+            return cz_err_field(err, CZ_EINVAL, where, "max_concurrency",
+                                "bounds sessions whose later turns follow their replies; "
+                                "session '%s' has %u open-timed turns (set \"turns\": "
+                                "\"closed\")",
+                                cz_workload_session_name(w, &w->sessions[i]),
+                                w->sessions[i].n_turns);
+    return CZ_OK;
+}
+
+static void arr_rewind(arr_spec *a)
+{
+    a->t_s = 0.0;
+    a->n = 0;
+    if (a->r)
+        cz_rng_reseed(a->r, a->seed, CZ_RNG_ARRIVALS, 0);
+}
+
+static void arr_free(arr_spec *a)
+{
+    if (a->r)
+        gsl_rng_free(a->r);
+    a->r = NULL;
+}
 
 /* Moves session si so that its first turn arrives at t_s; the other turns of an open
  * session keep their offsets from the first. */
@@ -238,200 +330,362 @@ static void retime_session(cz_workload *w, uint32_t si, double t_s)
         w->turns[s->turn_off + k].arrival_s += delta;
 }
 
-static cz_status apply_arrivals(const cJSON *a, const char *where, uint64_t seed, cz_workload *w,
-                                cz_err *err)
+/* Times the next session of the workload, si of `w`. Poisson: exponential gaps of mean
+ * 1/rate. Gamma (vLLM's burstiness): gaps of shape b and scale 1/(rate b), same mean,
+ * squared CV 1/b. The first session starts at 0. A closed loop starts every session at
+ * 0 and times its turns from the replies. */
+static void arr_session(arr_spec *a, cz_workload *w, uint32_t si)
 {
-    static const char *const keys_trace[] = {"process", "think_s", "turns", "max_concurrency"};
-    static const char *const keys_poisson[] = {"process", "rate_rps", "think_s", "turns",
-                                               "max_concurrency"};
-    static const char *const keys_gamma[] = {"process", "rate_rps", "burstiness", "think_s",
-                                             "turns", "max_concurrency"};
-    static const char *const keys_closed[] = {"process", "concurrency", "think_s"};
-    const char *process = NULL;
-    cz_status st = a ? cz_json_str(a, where, "process", false, &process, err) : CZ_OK;
-    if (st != CZ_OK)
-        return st;
-    if (!process && !w->arrivals_given)
-        return cz_err_set(err, CZ_EINVAL,
-                          "%s: field 'process': required because the source (%s) has no "
-                          "timestamps; expected poisson, gamma or closed_loop",
-                          where, w->source);
-    if (!process)
-        process = "trace";
-    /* "turns": "closed" keeps the sessions' start times and times every later turn from
-     * the end of the reply before it (plus the think time) */
-    const char *turns = "open";
-    if (a && (st = cz_json_str(a, where, "turns", false, &turns, err)) != CZ_OK)
-        return st;
-    if (strcmp(turns, "open") != 0 && strcmp(turns, "closed") != 0)
-        return cz_err_field(err, CZ_EINVAL, where, "turns", "expected open or closed, got '%s'",
-                            turns);
-    if (strcmp(turns, "closed") == 0)
-        for (uint32_t i = 0; i < w->n_sessions; i++)
-            w->sessions[i].timing = CZ_TIMING_CLOSED;
-    double rate_rps = 0.0, burstiness = 1.0;
-    uint64_t concurrency = 0;
-    /* vLLM's benchmark --max-concurrency: an arriving session waits for one of this many
-     * slots, and its latencies count from when it gets one */
-    if (a && strcmp(process, "closed_loop") != 0) {
-        if ((st = cz_json_u64(a, where, "max_concurrency", false, 1, UINT32_MAX, &concurrency,
-                              err)) != CZ_OK)
-            return st;
-        w->concurrency = (uint32_t)concurrency;
-        for (uint32_t i = 0; concurrency && i < w->n_sessions; i++)
-            if (w->sessions[i].timing == CZ_TIMING_OPEN && w->sessions[i].n_turns > 1)
-                return cz_err_field(err, CZ_EINVAL, where, "max_concurrency",
-                                    "bounds sessions whose later turns follow their replies; "
-                                    "session '%s' has %u open-timed turns (set \"turns\": "
-                                    "\"closed\")",
-                                    cz_workload_session_name(w, &w->sessions[i]),
-                                    w->sessions[i].n_turns);
+    cz_session *s = &w->sessions[si];
+    if (a->turns_closed || a->kind == ARR_CLOSED)
+        s->timing = CZ_TIMING_CLOSED;
+    if (a->kind == ARR_CLOSED) {
+        w->turns[s->turn_off].arrival_s = 0.0;
+    } else if (a->kind != ARR_TRACE) {
+        if (a->n++ > 0)
+            a->t_s += a->kind == ARR_POISSON
+                          ? gsl_ran_exponential(a->r, 1.0 / a->rate_rps)
+                          : gsl_ran_gamma(a->r, a->burstiness,
+                                          1.0 / (a->rate_rps * a->burstiness));
+        retime_session(w, si, a->t_s);
     }
-    if (strcmp(process, "trace") == 0) {
-        if (a && (st = cz_json_check_keys(a, where, keys_trace, 4, err)) != CZ_OK)
-            return st;
-        if (!w->arrivals_given)
-            return cz_err_set(err, CZ_EINVAL,
-                              "%s: field 'process': \"trace\" replays the source's "
-                              "timestamps, but %s has no timestamps; use poisson, gamma or "
-                              "closed_loop",
-                              where, w->source);
-        return CZ_OK;
-    }
-    if (strcmp(process, "poisson") == 0) {
-        if ((st = cz_json_check_keys(a, where, keys_poisson, 5, err)) != CZ_OK ||
-            (st = cz_json_num(a, where, "rate_rps", true, 1e-9, 1e9, &rate_rps, err)) != CZ_OK)
-            return st;
-    } else if (strcmp(process, "gamma") == 0) {
-        if ((st = cz_json_check_keys(a, where, keys_gamma, 6, err)) != CZ_OK ||
-            (st = cz_json_num(a, where, "rate_rps", true, 1e-9, 1e9, &rate_rps, err)) != CZ_OK ||
-            (st = cz_json_num(a, where, "burstiness", false, 1e-6, 1e6, &burstiness, err)) != CZ_OK)
-            return st;
-    } else if (strcmp(process, "closed_loop") == 0) {
-        if ((st = cz_json_check_keys(a, where, keys_closed, 3, err)) != CZ_OK ||
-            (st = cz_json_u64(a, where, "concurrency", true, 1, UINT32_MAX, &concurrency, err)) !=
-                CZ_OK)
-            return st;
-        for (uint32_t i = 0; i < w->n_sessions; i++) {
-            w->sessions[i].timing = CZ_TIMING_CLOSED;
-            w->turns[w->sessions[i].turn_off].arrival_s = 0.0;
-        }
-        w->concurrency = (uint32_t)concurrency;
+}
+
+static void arr_header(const arr_spec *a, cz_workload *w)
+{
+    if (a->conc_set)
+        w->concurrency = a->concurrency;
+    if (a->kind != ARR_TRACE)
         w->arrivals_given = true;
-        return CZ_OK;
-    } else {
-        return cz_err_field(err, CZ_EINVAL, where, "process",
-                            "expected trace, poisson, gamma or closed_loop, got '%s'", process);
-    }
-    /* Poisson: exponential gaps of mean 1/rate. Gamma (vLLM's burstiness): gaps of shape
-     * b and scale 1/(rate b), same mean, squared CV 1/b. The first session starts at 0. */
-    gsl_rng *r = cz_rng_new(seed, CZ_RNG_ARRIVALS, 0);
-    double t_s = 0.0;
-    for (uint32_t i = 0; i < w->n_sessions; i++) {
-        if (i > 0)
-            t_s += strcmp(process, "poisson") == 0
-                       ? gsl_ran_exponential(r, 1.0 / rate_rps)
-                       : gsl_ran_gamma(r, burstiness, 1.0 / (rate_rps * burstiness));
-        retime_session(w, i, t_s);
-    }
-    gsl_rng_free(r);
-    w->arrivals_given = true;
-    return CZ_OK;
 }
 
-/* Draws think_s for the turns of closed sessions (all but each session's last) when the
- * source gave none. */
-static cz_status apply_think(const cJSON *a, const char *where, uint64_t seed, cz_workload *w,
-                             cz_err *err)
+/* Think times drawn for the turns of closed sessions (all but each session's last) when
+ * the source gave none: CZ_RNG_SESSION with id = the session's index before transforms. */
+typedef struct think_spec {
+    bool on;
+    cz_distspec d;
+    uint64_t seed;
+    gsl_rng *r;
+    bool any; /* a closed session was drawn for */
+} think_spec;
+
+static cz_status think_parse(const cJSON *a, const char *where, const cz_workload *src,
+                             uint64_t seed, think_spec *o, cz_err *err)
 {
-    cz_distspec d = {.kind = CZ_DIST_FIXED, .a = 0.0};
+    memset(o, 0, sizeof *o);
+    o->d = (cz_distspec){.kind = CZ_DIST_FIXED, .a = 0.0};
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(a, "think_s");
-    cz_status st = j ? cz_distspec_parse(j, where, "think_s", &d, err) : CZ_OK;
-    if (st != CZ_OK || w->think_given)
+    cz_status st = j ? cz_distspec_parse(j, where, "think_s", &o->d, err) : CZ_OK;
+    if (st != CZ_OK || src->think_given)
         return st;
-    gsl_rng *r = cz_rng_new(seed, CZ_RNG_SESSION, 0);
-    bool any = false;
-    for (uint32_t i = 0; i < w->n_sessions; i++) {
-        const cz_session *s = &w->sessions[i];
-        if (s->timing != CZ_TIMING_CLOSED)
-            continue;
-        any = true;
-        cz_rng_reseed(r, seed, CZ_RNG_SESSION, i);
-        for (uint32_t k = 0; k + 1 < s->n_turns; k++) {
-            double v = cz_distspec_draw(&d, r);
-            w->turns[s->turn_off + k].think_s = v > 0.0 ? v : 0.0;
-        }
-    }
-    gsl_rng_free(r);
-    w->think_given = any;
+    o->on = true;
+    o->seed = seed;
+    o->r = cz_rng_new(seed, CZ_RNG_SESSION, 0);
     return CZ_OK;
 }
 
-/* ---- transforms, audio, barge-in, streams ------------------------------------------------ */
+static void think_session(think_spec *t, cz_workload *w, uint32_t si, uint64_t index)
+{
+    const cz_session *s = &w->sessions[si];
+    if (!t->on || s->timing != CZ_TIMING_CLOSED)
+        return;
+    t->any = true;
+    cz_rng_reseed(t->r, t->seed, CZ_RNG_SESSION, index);
+    for (uint32_t k = 0; k + 1 < s->n_turns; k++) {
+        double v = cz_distspec_draw(&t->d, t->r);
+        w->turns[s->turn_off + k].think_s = v > 0.0 ? v : 0.0;
+    }
+}
 
-static cz_status apply_transforms(const cJSON *cfg, const char *where, cz_workload *w,
-                                  cz_err *err)
+static void think_free(think_spec *t)
+{
+    if (t->r)
+        gsl_rng_free(t->r);
+    t->r = NULL;
+}
+
+/* ---- transforms, audio, classes ---------------------------------------------------------- */
+
+typedef struct xform_spec {
+    double scale;
+    bool window;
+    double start_s, duration_s;
+    uint64_t max_requests; /* 0: no cap */
+} xform_spec;
+
+static cz_status xform_parse(const cJSON *cfg, const char *where, xform_spec *o, cz_err *err)
 {
     static const char *const keys_window[] = {"start_s", "duration_s"};
-    double scale = 1.0;
-    uint64_t max_requests = 0;
+    memset(o, 0, sizeof *o);
+    o->scale = 1.0;
+    o->duration_s = INFINITY;
     const cJSON *win;
     cz_status st;
-    if ((st = cz_json_num(cfg, where, "time_scale", false, 1e-9, 1e9, &scale, err)) != CZ_OK ||
+    if ((st = cz_json_num(cfg, where, "time_scale", false, 1e-9, 1e9, &o->scale, err)) != CZ_OK ||
         (st = cz_json_obj(cfg, where, "window", false, &win, err)) != CZ_OK ||
-        (st = cz_json_u64(cfg, where, "max_requests", false, 1, UINT64_MAX, &max_requests, err)) !=
-            CZ_OK)
+        (st = cz_json_u64(cfg, where, "max_requests", false, 1, UINT64_MAX, &o->max_requests,
+                          err)) != CZ_OK)
         return st;
-    if (scale != 1.0)
-        cz_workload_scale_time(w, scale);
     if (win) {
         char wwhere[CZ_WHERE_MAX];
         snprintf(wwhere, sizeof wwhere, "%s.window", where);
-        double start_s = 0.0, duration_s = INFINITY;
         if ((st = cz_json_check_keys(win, wwhere, keys_window, 2, err)) != CZ_OK ||
-            (st = cz_json_num(win, wwhere, "start_s", false, 0.0, CZ_MAX_TIME_CFG, &start_s,
+            (st = cz_json_num(win, wwhere, "start_s", false, 0.0, CZ_MAX_TIME_CFG, &o->start_s,
                               err)) != CZ_OK ||
-            (st = cz_json_num(win, wwhere, "duration_s", false, 0.0, CZ_MAX_TIME_CFG, &duration_s,
-                              err)) != CZ_OK)
+            (st = cz_json_num(win, wwhere, "duration_s", false, 0.0, CZ_MAX_TIME_CFG,
+                              &o->duration_s, err)) != CZ_OK)
             return st;
-        cz_workload_window(w, start_s, duration_s);
+        o->window = true;
     }
-    if (max_requests > 0)
-        cz_workload_limit_requests(w, max_requests);
     return CZ_OK;
 }
 
-static cz_status apply_audio(const cJSON *au, const char *where, cz_workload *w, cz_err *err)
+/* The transforms on a whole workload: time scale, window, request cap. */
+static void xform_apply(const xform_spec *x, cz_workload *w)
+{
+    if (x->scale != 1.0)
+        cz_workload_scale_time(w, x->scale);
+    if (x->window)
+        cz_workload_window(w, x->start_s, x->duration_s);
+    if (x->max_requests > 0)
+        cz_workload_limit_requests(w, x->max_requests);
+}
+
+typedef struct audio_spec {
+    double ratio, s_per_audio, speech_per_in, in_audio_rate;
+} audio_spec;
+
+static cz_status audio_parse(const cJSON *au, const char *where, audio_spec *o, cz_err *err)
 {
     static const char *const keys[] = {"tokens_per_text_token", "seconds_per_audio_token",
                                        "speech_s_per_input_token", "input_audio_tokens_per_s"};
-    double ratio = 0.0, s_per_audio = 0.08, speech_per_in = 0.0, in_audio_rate = 0.0;
+    *o = (audio_spec){.s_per_audio = 0.08};
     cz_status st;
     if ((st = cz_json_check_keys(au, where, keys, 4, err)) != CZ_OK ||
-        (st = cz_json_num(au, where, "input_audio_tokens_per_s", false, 0.0, 1e4, &in_audio_rate,
-                          err)) != CZ_OK ||
-        (st = cz_json_num(au, where, "tokens_per_text_token", false, 0.0, 1e3, &ratio, err)) !=
+        (st = cz_json_num(au, where, "input_audio_tokens_per_s", false, 0.0, 1e4,
+                          &o->in_audio_rate, err)) != CZ_OK ||
+        (st = cz_json_num(au, where, "tokens_per_text_token", false, 0.0, 1e3, &o->ratio, err)) !=
             CZ_OK ||
-        (st = cz_json_num(au, where, "seconds_per_audio_token", false, 0.0, 1e3, &s_per_audio,
+        (st = cz_json_num(au, where, "seconds_per_audio_token", false, 0.0, 1e3, &o->s_per_audio,
                           err)) != CZ_OK ||
-        (st = cz_json_num(au, where, "speech_s_per_input_token", false, 0.0, 1e3, &speech_per_in,
-                          err)) != CZ_OK)
+        (st = cz_json_num(au, where, "speech_s_per_input_token", false, 0.0, 1e3,
+                          &o->speech_per_in, err)) != CZ_OK)
         return st;
-    for (uint32_t i = 0; i < w->n_turns; i++) {
-        cz_turn *t = &w->turns[i];
-        double audio = round((double)t->out_text_tokens * ratio);
-        t->out_audio_tokens = audio > (double)UINT32_MAX ? UINT32_MAX : (uint32_t)audio;
-        t->out_audio_s = t->out_audio_tokens * s_per_audio;
-        t->speech_s = cz_turn_in_tokens(t) * speech_per_in;
-        if (in_audio_rate > 0.0) {
-            /* the prompt is spoken: the model hears speech_s of audio, encoded at this rate */
-            double a = round(t->speech_s * in_audio_rate);
-            t->in_audio_tokens = a < 1.0 ? 1u : a > (double)UINT32_MAX ? UINT32_MAX : (uint32_t)a;
-            t->in_text_tokens = 0;
-        }
-    }
     return CZ_OK;
 }
+
+static void audio_turn(const audio_spec *o, cz_turn *t)
+{
+    double audio = round((double)t->out_text_tokens * o->ratio);
+    t->out_audio_tokens = audio > (double)UINT32_MAX ? UINT32_MAX : (uint32_t)audio;
+    t->out_audio_s = t->out_audio_tokens * o->s_per_audio;
+    t->speech_s = cz_turn_in_tokens(t) * o->speech_per_in;
+    if (o->in_audio_rate > 0.0) {
+        /* the prompt is spoken: the model hears speech_s of audio, encoded at this rate */
+        double a = round(t->speech_s * o->in_audio_rate);
+        t->in_audio_tokens = a < 1.0 ? 1u : a > (double)UINT32_MAX ? UINT32_MAX : (uint32_t)a;
+        t->in_text_tokens = 0;
+    }
+}
+
+/* "best_effort_fraction": each session is best-effort with this probability (its own
+ * draw, CZ_RNG_SESSION with id 2 i + 1 for the session's index i after transforms),
+ * real-time otherwise: a mixed real-time / best-effort workload (BROS). */
+typedef struct class_spec {
+    double f; /* < 0: classes as the source gave them */
+    uint64_t seed;
+    gsl_rng *r;
+} class_spec;
+
+static cz_status class_parse(const cJSON *cfg, const char *where, uint64_t seed, class_spec *o,
+                             cz_err *err)
+{
+    *o = (class_spec){.f = -1, .seed = seed};
+    cz_status st = cz_json_num(cfg, where, "best_effort_fraction", false, 0.0, 1.0, &o->f, err);
+    if (st == CZ_OK && o->f >= 0)
+        o->r = cz_rng_new(seed, CZ_RNG_SESSION, 0);
+    return st;
+}
+
+static void class_session(class_spec *c, cz_workload *w, uint32_t si, uint64_t index)
+{
+    if (c->f < 0)
+        return;
+    cz_rng_reseed(c->r, c->seed, CZ_RNG_SESSION, index * 2 + 1);
+    w->sessions[si].cls = gsl_rng_uniform(c->r) < c->f ? CZ_CLASS_BE : CZ_CLASS_RT;
+}
+
+static void class_free(class_spec *c)
+{
+    if (c->r)
+        gsl_rng_free(c->r);
+    c->r = NULL;
+}
+
+/* ---- the synthetic source: a producer of sessions in order of arrival -------------------- */
+
+/* Synthetic requests (single-turn sessions) with every per-session step applied as each is
+ * made: lengths (CZ_RNG_LENGTHS, id = request index), arrival, think time, transforms,
+ * audio and class. The same producer builds a whole workload (drained into it) and a
+ * streamed one (cz_workload_stream), so both hold the same sessions. */
+typedef struct synth_gen {
+    length_spec in, out;
+    bool pairs;
+    uint64_t requests, image;
+    cz_class cls;
+    uint64_t seed;
+    gsl_rng *r;
+    arr_spec arr;
+    think_spec think;
+    xform_spec xf;
+    bool audio_on;
+    audio_spec audio;
+    class_spec classes;
+    /* running state */
+    uint64_t i;          /* next request index */
+    uint64_t kept, kept_turns;
+    uint64_t dropped;    /* turns dropped by the window or the request cap */
+    bool capped;         /* the request cap was reached */
+    double last_s;       /* first arrival of the session made last (order check) */
+} synth_gen;
+
+static void synth_rewind(void *gp)
+{
+    synth_gen *g = gp;
+    g->i = g->kept = g->kept_turns = g->dropped = 0;
+    g->capped = false;
+    g->last_s = -INFINITY;
+    g->think.any = false;
+    arr_rewind(&g->arr);
+}
+
+static void synth_free(void *gp)
+{
+    synth_gen *g = gp;
+    length_free(&g->in);
+    length_free(&g->out);
+    if (g->r)
+        gsl_rng_free(g->r);
+    arr_free(&g->arr);
+    think_free(&g->think);
+    class_free(&g->classes);
+    free(g);
+}
+
+/* Writes the producer's header fields into w. */
+static void synth_header(const synth_gen *g, cz_workload *w)
+{
+    snprintf(w->source, sizeof w->source, "synthetic");
+    w->arrivals_given = false;
+    arr_header(&g->arr, w);
+    w->think_given = g->think.on && g->think.any;
+    w->dropped_filtered = g->dropped;
+}
+
+static bool synth_next(void *gp, cz_workload *w)
+{
+    synth_gen *g = gp;
+    while (g->i < g->requests) {
+        uint64_t i = g->i++;
+        cz_rng_reseed(g->r, g->seed, CZ_RNG_LENGTHS, i);
+        uint32_t in_tokens, out_tokens, unused;
+        if (g->in.from_trace)
+            trace_draw(&g->in, g->r, &in_tokens, g->pairs ? &out_tokens : &unused);
+        else
+            in_tokens = to_tokens(cz_distspec_draw(&g->in.dist, g->r));
+        if (g->out.from_trace && !g->pairs)
+            trace_draw(&g->out, g->r, &unused, &out_tokens);
+        else if (!g->pairs)
+            out_tokens = to_tokens(cz_distspec_draw(&g->out.dist, g->r));
+        /* "syn-<i>", written without printf (this runs once a request) */
+        char name[32] = "syn-", digits[24];
+        size_t nd = 0;
+        for (uint64_t v = i; nd == 0 || v > 0; v /= 10)
+            digits[nd++] = (char)('0' + v % 10);
+        for (size_t k = 0; k < nd; k++)
+            name[4 + k] = digits[nd - 1 - k];
+        name[4 + nd] = '\0';
+        cz_workload_begin_session(w, name, g->cls, CZ_TIMING_OPEN);
+        uint32_t si = w->n_sessions - 1;
+        cz_turn *t = cz_workload_add_turn(w);
+        t->in_text_tokens = in_tokens;
+        t->in_image_tokens = (uint32_t)g->image;
+        t->out_text_tokens = out_tokens;
+        arr_session(&g->arr, w, si);
+        think_session(&g->think, w, si, i);
+        /* the transforms, session by session: the sessions come in order of arrival */
+        const xform_spec *x = &g->xf;
+        for (uint32_t k = 0; x->scale != 1.0 && k < w->sessions[si].n_turns; k++)
+            w->turns[w->sessions[si].turn_off + k].arrival_s *= x->scale;
+        double first = cz__session_first_arrival(w, si);
+        CZ_ASSERT(first >= g->last_s);
+        g->last_s = first;
+        bool keep = !x->window || cz__session_in_window(w, si, x->start_s,
+                                                          x->start_s + x->duration_s);
+        if (keep && x->window)
+            cz__session_shift(w, si, -x->start_s);
+        if (keep && x->max_requests > 0 &&
+            (g->capped || g->kept_turns + w->sessions[si].n_turns > x->max_requests)) {
+            g->capped = true;
+            keep = false;
+        }
+        if (!keep) {
+            g->dropped += w->sessions[si].n_turns;
+            cz__workload_pop_session(w);
+            continue;
+        }
+        for (uint32_t k = 0; g->audio_on && k < w->sessions[si].n_turns; k++)
+            audio_turn(&g->audio, &w->turns[w->sessions[si].turn_off + k]);
+        class_session(&g->classes, w, si, g->kept);
+        g->kept++;
+        g->kept_turns += w->sessions[si].n_turns;
+        synth_header(g, w);
+        return true;
+    }
+    synth_header(g, w);
+    return false;
+}
+
+static const cz_wlgen_ops synth_ops = {synth_next, synth_rewind, synth_free};
+
+/* Parses the synthetic source into a producer (*out, owned by the caller). */
+static cz_status synth_parse(const cJSON *s, const char *where, const char *base_dir,
+                             uint64_t seed, synth_gen **out, cz_err *err)
+{
+    static const char *const keys[] = {"requests", "input_tokens", "output_tokens", "class",
+                                       "image_tokens"};
+    synth_gen *g = cz_xcalloc(1, sizeof *g);
+    g->cls = CZ_CLASS_RT;
+    g->seed = seed;
+    cz_status st;
+    if ((st = cz_json_check_keys(s, where, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK ||
+        (st = cz_json_u64(s, where, "requests", true, 1, 100000000, &g->requests, err)) != CZ_OK ||
+        (st = cz_json_u64(s, where, "image_tokens", false, 0, 1u << 24, &g->image, err)) != CZ_OK ||
+        (st = parse_length(s, where, "input_tokens", base_dir, &g->in, err)) != CZ_OK ||
+        (st = parse_length(s, where, "output_tokens", base_dir, &g->out, err)) != CZ_OK ||
+        (st = parse_class(s, where, &g->cls, err)) != CZ_OK)
+        goto fail;
+    /* Input and output from the same trace file are drawn as (input, output) pairs. */
+    g->pairs = g->in.from_trace && g->out.from_trace && strcmp(g->in.path, g->out.path) == 0 &&
+               g->in.format == g->out.format;
+    if (g->in.from_trace && (st = load_trace_lengths(&g->in, where, "input_tokens", err)) != CZ_OK)
+        goto fail;
+    if (g->pairs) {
+        g->out.lens = g->in.lens;
+        g->out.n_lens = g->in.n_lens;
+    } else if (g->out.from_trace &&
+               (st = load_trace_lengths(&g->out, where, "output_tokens", err)) != CZ_OK) {
+        goto fail;
+    }
+    g->r = cz_rng_new(seed, CZ_RNG_LENGTHS, 0);
+    *out = g;
+    return CZ_OK;
+fail:
+    synth_free(g);
+    return st;
+}
+
+/* ---- transforms, audio, barge-in, streams ------------------------------------------------ */
 
 /* Barge-in (LiveServe §7.1, 000_*.txt): each turn independently with probability p; the
  * cut offset after the first audio is drawn from the workload's own distribution of
@@ -541,25 +795,6 @@ static cz_status add_streams(const cJSON *so, const char *where, uint64_t seed, 
 
 /* ---- entry point ------------------------------------------------------------------------- */
 
-/* An optional child object of the workload config and its location for messages. */
-/* "best_effort_fraction": each session is best-effort with this probability (its own
- * draw), real-time otherwise: a mixed real-time / best-effort workload (BROS). */
-static cz_status apply_classes(const cJSON *cfg, const char *where, uint64_t seed,
-                               cz_workload *w, cz_err *err)
-{
-    double f = -1;
-    cz_status st = cz_json_num(cfg, where, "best_effort_fraction", false, 0.0, 1.0, &f, err);
-    if (st != CZ_OK || f < 0)
-        return st;
-    gsl_rng *r = cz_rng_new(seed, CZ_RNG_SESSION, 0);
-    for (uint32_t i = 0; i < w->n_sessions; i++) {
-        cz_rng_reseed(r, seed, CZ_RNG_SESSION, (uint64_t)i * 2 + 1);
-        w->sessions[i].cls = gsl_rng_uniform(r) < f ? CZ_CLASS_BE : CZ_CLASS_RT;
-    }
-    gsl_rng_free(r);
-    return CZ_OK;
-}
-
 typedef struct cfg_child {
     const cJSON *obj; /* NULL when absent */
     char where[CZ_WHERE_MAX];
@@ -570,6 +805,63 @@ static cz_status get_child(const cJSON *cfg, const char *where, const char *key,
 {
     snprintf(c->where, sizeof c->where, "%s.%s", where, key);
     return cz_json_obj(cfg, where, key, false, &c->obj, err);
+}
+
+/* The per-session steps a config asks for, parsed before any session is made. */
+typedef struct steps {
+    arr_spec arr;
+    think_spec think;
+    xform_spec xf;
+    bool audio_on;
+    audio_spec audio;
+    class_spec classes;
+} steps;
+
+static void steps_free(steps *p)
+{
+    arr_free(&p->arr);
+    think_free(&p->think);
+    class_free(&p->classes);
+}
+
+/* Parses the steps for a source whose header is `src` (source name and flags). */
+static cz_status steps_parse(const cJSON *cfg, const char *where, const cfg_child *arr,
+                             const cfg_child *audio, uint64_t seed, const cz_workload *src,
+                             steps *p, cz_err *err)
+{
+    cz_status st;
+    memset(p, 0, sizeof *p);
+    p->classes.f = -1;
+    if ((st = arr_parse(arr->obj, arr->where, src, seed, &p->arr, err)) != CZ_OK ||
+        (st = think_parse(arr->obj, arr->where, src, seed, &p->think, err)) != CZ_OK ||
+        (st = xform_parse(cfg, where, &p->xf, err)) != CZ_OK ||
+        (audio->obj && (st = audio_parse(audio->obj, audio->where, &p->audio, err)) != CZ_OK) ||
+        (st = class_parse(cfg, where, seed, &p->classes, err)) != CZ_OK)
+        return st;
+    p->audio_on = audio->obj != NULL;
+    return CZ_OK;
+}
+
+/* The steps on a whole workload read from a trace, in the producer's order: arrival and
+ * think time per session, the transforms, audio per turn, class per session. */
+static cz_status steps_apply(steps *p, const char *arr_where, cz_workload *w, cz_err *err)
+{
+    cz_status st = arr_check(&p->arr, arr_where, w, err);
+    if (st != CZ_OK)
+        return st;
+    for (uint32_t i = 0; i < w->n_sessions; i++) {
+        arr_session(&p->arr, w, i);
+        think_session(&p->think, w, i, i);
+    }
+    arr_header(&p->arr, w);
+    if (p->think.on)
+        w->think_given = p->think.any;
+    xform_apply(&p->xf, w);
+    for (uint32_t i = 0; p->audio_on && i < w->n_turns; i++)
+        audio_turn(&p->audio, &w->turns[i]);
+    for (uint32_t i = 0; i < w->n_sessions; i++)
+        class_session(&p->classes, w, i, i);
+    return CZ_OK;
 }
 
 static cz_status build(const cJSON *cfg, const char *where, const char *base_dir, uint64_t seed,
@@ -604,26 +896,48 @@ static cz_status build(const cJSON *cfg, const char *where, const char *base_dir
                           "%s: arrivals, audio, barge_in and the transforms need a request "
                           "source ('trace' or 'synthetic'); this workload has only streams",
                           where);
-    if (trace.obj)
-        st = source_trace(trace.obj, trace.where, base_dir, w, err);
-    else if (synth.obj)
-        st = source_synthetic(synth.obj, synth.where, base_dir, seed, w, err);
-    else
+    steps p;
+    memset(&p, 0, sizeof p);
+    if (trace.obj) {
+        if ((st = source_trace(trace.obj, trace.where, base_dir, w, err)) == CZ_OK &&
+            (st = steps_parse(cfg, where, &arr, &audio, seed, w, &p, err)) == CZ_OK)
+            st = steps_apply(&p, arr.where, w, err);
+        steps_free(&p);
+    } else if (synth.obj) {
+        synth_gen *g = NULL;
+        cz_workload hdr;
+        cz_workload_init(&hdr);
+        snprintf(hdr.source, sizeof hdr.source, "synthetic");
+        if ((st = synth_parse(synth.obj, synth.where, base_dir, seed, &g, err)) == CZ_OK &&
+            (st = steps_parse(cfg, where, &arr, &audio, seed, &hdr, &p, err)) != CZ_OK)
+            steps_free(&p);
+        if (st == CZ_OK) {
+            /* the producer takes the steps */
+            g->arr = p.arr;
+            g->think = p.think;
+            g->xf = p.xf;
+            g->audio_on = p.audio_on;
+            g->audio = p.audio;
+            g->classes = p.classes;
+            synth_rewind(g);
+            /* barge-in draws its cut times from the whole workload's audio durations */
+            if (w->stream && !barge.obj) {
+                cz_workload_stream(w, &synth_ops, g);
+            } else {
+                while (synth_next(g, w))
+                    ;
+                synth_free(g);
+            }
+        } else if (g) {
+            synth_free(g);
+        }
+    } else {
         snprintf(w->source, sizeof w->source, "streams");
-    if (st == CZ_OK && has_requests)
-        st = apply_arrivals(arr.obj, arr.where, seed, w, err);
-    if (st == CZ_OK && has_requests)
-        st = apply_think(arr.obj, arr.where, seed, w, err);
-    if (st == CZ_OK && has_requests)
-        st = apply_transforms(cfg, where, w, err);
-    if (st == CZ_OK && audio.obj)
-        st = apply_audio(audio.obj, audio.where, w, err);
+    }
     if (st == CZ_OK && barge.obj)
         st = apply_barge_in(barge.obj, barge.where, seed, w, err);
     if (st == CZ_OK && streams.obj)
         st = add_streams(streams.obj, streams.where, seed, w, err);
-    if (st == CZ_OK && has_requests)
-        st = apply_classes(cfg, where, seed, w, err);
     return st;
 }
 
@@ -636,6 +950,7 @@ cz_status cz_workload_from_config(const cJSON *wcfg, const char *where, const ch
         return cz_err_set(err, CZ_EINVAL, "%s: expected an object", where);
     cz_workload w;
     cz_workload_init(&w);
+    w.stream = out->stream;
     cz_status st = build(wcfg, where, base_dir, seed, &w, err);
     if (st != CZ_OK) {
         cz_workload_free(&w);

@@ -533,6 +533,7 @@ static cz_xs_split split_at(const cz_config *c, double img, double in, double ou
 static cz_status nova_split(cz_config *c, const cz_workload *wl, const char *where,
                             cz_err *err)
 {
+    CZ_ASSERT(!wl->gen);
     uint32_t S = c->hw.sms, g = c->xs.sm_granularity;
     if (wl->n_turns == 0 || (c->xs.enumerate && g >= S))
         return c->xs.enumerate
@@ -717,10 +718,7 @@ static cz_status check_pool_holds_a_request(const cz_config *c, const cz_workloa
     if (c->cross_stage || wl->n_turns == 0 || c->model.stages[ps->stage].kind != CZ_STAGE_AR ||
         sc->kv_window_tokens || sc->kv_blocks == 0)
         return CZ_OK;
-    uint64_t least = UINT64_MAX;
-    for (uint32_t t = 0; t < wl->n_turns; t++)
-        if ((uint64_t)wl->turns[t].in_text_tokens + 1 < least)
-            least = (uint64_t)wl->turns[t].in_text_tokens + 1;
+    uint64_t least = (uint64_t)cz_workload_min_text_in(wl) + 1;
     uint64_t pool = (uint64_t)sc->kv_blocks * sc->block_tokens;
     if (pool >= least)
         return CZ_OK;
@@ -1069,6 +1067,9 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
     cJSON *wdup = NULL;
     if ((st = reconcile_audio(c, obj, wctx, &wdup, err)) != CZ_OK)
         return st;
+    /* the cross-stage runtimes and the service-time cost read the whole workload */
+    if (c->cross_stage || c->cost_kind == CZ_COST_SERVICE)
+        wl->stream = false;
     st = cz_workload_from_config(wdup ? wdup : obj, wctx, base_dir, c->seed, wl, err);
     cJSON_Delete(wdup);
     if (st != CZ_OK)

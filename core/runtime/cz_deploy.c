@@ -91,7 +91,7 @@ typedef struct stream_rt {
 
 typedef struct cz_deploy {
     const cz_config *cfg;
-    const cz_workload *wl;
+    cz_workload *wl;       /* whole, or streamed: read through WS/WT */
     cz_metrics *m;
     cz_driver drv;
     uint32_t n_pipe;
@@ -103,6 +103,12 @@ typedef struct cz_deploy {
     uint32_t rep_off[CZ_MAX_STAGES]; /* first replica of each stage */
     gpu_rt *gpus;
     double kv_bytes_per_token[CZ_MAX_STAGES];
+    /* per-session and per-turn arrays cover sessions [ses0, ...) and turns [turn0, ...):
+     * the whole workload, or a streamed workload's window (they move with it) */
+    uint32_t ses0, turn0;
+    size_t cap_ses_arr, cap_turn_arr;
+    bool streamed;         /* sessions are produced as they arrive (cz_workload_stream) */
+    uint32_t low;          /* streamed: every session below is closed */
     uint32_t *turn_session;
     /* per-session state lives in slots held while the session is open (from the first
      * time it is touched to its close), in chunks of SLOT_CHUNK that never move, so the
@@ -120,9 +126,10 @@ typedef struct cz_deploy {
     ses_stage *closed_sp;  /* n_pipe */
     cz_player closed_pl;
     stream_rt *streams;
-    uint32_t *initial;
+    uint32_t *initial;     /* pre-timed arrivals by time (whole workloads; a streamed one
+                              arrives in session order: initial i is session i's first) */
     uint32_t n_initial, next_initial;
-    uint32_t *bounded;
+    uint32_t *bounded;     /* sessions waiting for a concurrency slot, by time (likewise) */
     uint32_t n_bounded, next_bounded;
     gsl_rng *rng;
     uint64_t arrived, finished;
@@ -141,6 +148,39 @@ typedef struct cz_deploy {
     uint32_t n_ended;
 } cz_deploy;
 
+/* Session si and turn g of the workload. */
+static inline const cz_session *WS(const cz_deploy *S, uint32_t si)
+{
+    return cz_workload_session_at(S->wl, si);
+}
+static inline const cz_turn *WT(const cz_deploy *S, uint32_t g)
+{
+    return cz_workload_turn_at(S->wl, g);
+}
+
+/* The per-session and per-turn arrays' entries (sessions below ses0 are closed). */
+static inline uint32_t *SLOT_OF(cz_deploy *S, uint32_t si)
+{
+    CZ_ASSERT(si >= S->ses0 && si < S->wl->n_sessions);
+    return &S->slot_of[si - S->ses0];
+}
+static inline uint32_t TURN_SES(const cz_deploy *S, uint32_t g)
+{
+    CZ_ASSERT(g >= S->turn0 && g < S->wl->n_turns);
+    return S->turn_session[g - S->turn0];
+}
+static inline uint8_t *TURN_OUT(cz_deploy *S, uint32_t g)
+{
+    CZ_ASSERT(g >= S->turn0 && g < S->wl->n_turns);
+    return &S->turn_out[g - S->turn0];
+}
+
+/* Session si's slot entry: CLOSED below the window. */
+static inline uint32_t slot_of(cz_deploy *S, uint32_t si)
+{
+    return si < S->ses0 ? CLOSED : *SLOT_OF(S, si);
+}
+
 /* The slot of session si, opened now if it was not (a session's state starts as it was
  * before: no turn, no sequences); NONE for a closed session. */
 static uint32_t slot_open(cz_deploy *S, uint32_t si);
@@ -148,7 +188,7 @@ static uint32_t slot_open(cz_deploy *S, uint32_t si);
 static inline uint32_t slot(cz_deploy *S, uint32_t si)
 {
     CZ_ASSERT(si < S->wl->n_sessions);
-    uint32_t k = S->slot_of[si];
+    uint32_t k = slot_of(S, si);
     if (k != NONE)
         return k == CLOSED ? NONE : k;
     return slot_open(S, si);
@@ -175,7 +215,7 @@ static uint32_t slot_open(cz_deploy *S, uint32_t si)
             S->n_chunks = n;
         }
     }
-    S->slot_of[si] = k;
+    *SLOT_OF(S, si) = k;
     ses_rt *ss = &S->ses_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK];
     *ss = (ses_rt){.g = NONE, .rec0 = UINT64_MAX};
     ses_stage *sp = &S->sp_chunk[k / SLOT_CHUNK][(size_t)(k % SLOT_CHUNK) * S->n_pipe];
@@ -190,7 +230,8 @@ static uint32_t slot_open(cz_deploy *S, uint32_t si)
  * ended, nothing open, no sequence; what such an event writes is dropped. */
 static void closed_view(cz_deploy *S, uint32_t si)
 {
-    uint32_t n = S->wl->sessions[si].n_turns;
+    /* a session gone from a streamed workload's window reads as having ended many turns */
+    uint32_t n = si >= S->wl->ses_base ? WS(S, si)->n_turns : UINT32_MAX / 2;
     S->closed_ses = (ses_rt){.arrived = n, .submitted = n, .ended = n, .g = NONE,
                              .rec0 = UINT64_MAX};
     for (uint32_t p = 0; p < S->n_pipe; p++)
@@ -229,14 +270,76 @@ static cz_player *PLAYER(cz_deploy *S, uint32_t si)
     return &S->pl_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK];
 }
 
+/* Streamed: moves `low` past the closed sessions. Every turn not decided yet, or still to
+ * come, then arrives no earlier than session low's first turn (sessions come in order of
+ * first arrival): the recorder may fix vLLM's peak origin (cz_metrics_settled). */
+static void advance_low(cz_deploy *S)
+{
+    if (!S->streamed)
+        return;
+    uint32_t was = S->low;
+    while (S->low < S->wl->ses_end && *SLOT_OF(S, S->low) == CLOSED)
+        S->low++;
+    if (S->low != was && S->low < S->wl->ses_end)
+        cz_metrics_settled(S->m, WT(S, WS(S, S->low)->turn_off)->arrival_s);
+}
+
 /* Session si is closed: its slot goes back for the next session to open. */
 static void slot_close(cz_deploy *S, uint32_t si)
 {
-    uint32_t k = S->slot_of[si];
+    uint32_t k = *SLOT_OF(S, si);
     CZ_ASSERT(k != NONE && k != CLOSED);
     cz_grow((void **)&S->free_slots, &S->cap_free, S->n_free + 1, sizeof *S->free_slots);
     S->free_slots[S->n_free++] = k;
-    S->slot_of[si] = CLOSED;
+    *SLOT_OF(S, si) = CLOSED;
+    advance_low(S);
+}
+
+/* Streamed: the window's sessions below `low` are done with; the workload may drop them,
+ * and the per-session and per-turn arrays follow it. Called only where no pointer into
+ * the window is held (before producing the next session). */
+static void window_release(cz_deploy *S)
+{
+    cz_workload *wl = S->wl;
+    cz_workload_release(wl, S->low);
+    if (wl->ses_base == S->ses0)
+        return;
+    uint32_t ds = wl->ses_base - S->ses0, dt = wl->turn_base - S->turn0;
+    memmove(S->slot_of, S->slot_of + ds, (size_t)(wl->ses_end - wl->ses_base) * sizeof *S->slot_of);
+    memmove(S->turn_session, S->turn_session + dt,
+            (size_t)(wl->turn_end - wl->turn_base) * sizeof *S->turn_session);
+    memmove(S->turn_out, S->turn_out + dt, (size_t)(wl->turn_end - wl->turn_base));
+    S->ses0 = wl->ses_base;
+    S->turn0 = wl->turn_base;
+}
+
+/* Makes sure session si has been produced (a streamed workload makes it now, and the
+ * per-session and per-turn arrays cover it); false past the last session. */
+static bool pull(cz_deploy *S, uint32_t si)
+{
+    cz_workload *wl = S->wl;
+    if (!S->streamed || si < wl->ses_end)
+        return si < wl->n_sessions;
+    window_release(S);
+    uint32_t s_from = wl->ses_end, t_from = wl->turn_end;
+    if (!cz_workload_fill(wl, si))
+        return false;
+    uint32_t ns = wl->ses_end - S->ses0, nt = wl->turn_end - S->turn0;
+    cz_grow((void **)&S->slot_of, &S->cap_ses_arr, ns, sizeof *S->slot_of);
+    size_t had = S->cap_turn_arr;
+    cz_grow((void **)&S->turn_session, &S->cap_turn_arr, nt, sizeof *S->turn_session);
+    if (S->cap_turn_arr != had || !S->turn_out) /* turn_session's capacity */
+        S->turn_out = cz_xrealloc(S->turn_out, S->cap_turn_arr, 1);
+    for (uint32_t x = s_from; x < wl->ses_end; x++) {
+        const cz_session *ses = WS(S, x);
+        /* a streamed session's later turns follow its replies */
+        CZ_ASSERT(ses->n_turns == 1 || ses->timing == CZ_TIMING_CLOSED);
+        S->slot_of[x - S->ses0] = NONE;
+        for (uint32_t k = 0; k < ses->n_turns; k++)
+            S->turn_session[ses->turn_off + k - S->turn0] = x;
+    }
+    memset(S->turn_out + (t_from - S->turn0), 0, wl->turn_end - t_from);
+    return true;
 }
 
 /* Turn g of session si ends in `outcome` at `now`: recorded once (a second outcome for
@@ -244,15 +347,18 @@ static void slot_close(cz_deploy *S, uint32_t si)
 static void turn_outcome(cz_deploy *S, uint32_t si, uint32_t g, uint32_t outcome,
                          uint32_t stage, double now)
 {
-    CZ_ASSERT(g < S->wl->n_turns && S->turn_out[g] == 0);
-    S->turn_out[g] = (uint8_t)outcome;
-    const ses_rt *ss = SES(S, si);
+    CZ_ASSERT(*TURN_OUT(S, g) == 0);
+    *TURN_OUT(S, g) = (uint8_t)outcome;
+    /* a session never opened (its turns unfinished at the end of the run) has no record */
+    uint32_t k = slot_of(S, si);
+    const ses_rt *ss = k == NONE || k == CLOSED ? NULL : SES(S, si);
+    const cz_session *ses = WS(S, si);
     cz_turn_record t = {
         .session = si,
-        .req = ss->g == g ? ss->rec0 : UINT64_MAX,
+        .req = ss && ss->g == g ? ss->rec0 : UINT64_MAX,
         .end_s = now,
-        .turn = g - S->wl->sessions[si].turn_off,
-        .cls = (uint32_t)S->wl->sessions[si].cls,
+        .turn = g - ses->turn_off,
+        .cls = (uint32_t)ses->cls,
         .outcome = outcome,
         .stage = stage,
     };
@@ -478,7 +584,7 @@ static uint32_t stage_seq(cz_deploy *S, uint32_t si, uint32_t p, uint32_t g)
     }
     st->rep = ri;
     if (st->seq == NONE)
-        st->seq = cz_server_seq_open(S->reps[ri].srv, si, (uint32_t)S->wl->sessions[si].cls, false);
+        st->seq = cz_server_seq_open(S->reps[ri].srv, si, (uint32_t)WS(S, si)->cls, false);
     return st->seq;
 }
 
@@ -556,11 +662,11 @@ static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, boo
                         double now)
 {
     ses_rt *ss = SES(S, si);
-    const cz_turn *t = &S->wl->turns[ss->g];
+    const cz_turn *t = WT(S, ss->g);
     ses_stage *st = SP(S, si, p);
     uint32_t seq = st->seq;
     rep_rt *r = &S->reps[st->rep];
-    uint32_t k = ss->g - S->wl->sessions[si].turn_off;
+    uint32_t k = ss->g - WS(S, si)->turn_off;
     uint32_t in = turn_in_tokens(t);
     uint64_t rec =
         cz_server_turn(r->srv, ss->ready_s, seq, k, S->ar_ord[p], in, out, st->target, final);
@@ -614,7 +720,7 @@ static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bo
 {
     ses_rt *ss = SES(S, si);
     ses_stage *st = SP(S, si, p);
-    const cz_turn *t = &S->wl->turns[ss->g];
+    const cz_turn *t = WT(S, ss->g);
     if (stage_is_ar(S, p) && st->seq != NONE && st->open) {
         rep_rt *r = &S->reps[st->rep];
         const cz_seq *q = cz_server_seq(r->srv, st->seq);
@@ -676,7 +782,7 @@ static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bo
 static void submit_next(cz_deploy *S, uint32_t si, double now)
 {
     ses_rt *ss = SES(S, si);
-    const cz_session *ses = &S->wl->sessions[si];
+    const cz_session *ses = WS(S, si);
     if (ss->submitted >= ss->arrived || ss->g != NONE || ss->blocked)
         return;
     for (uint32_t p = 0; p < S->n_pipe; p++) {
@@ -687,7 +793,7 @@ static void submit_next(cz_deploy *S, uint32_t si, double now)
     }
     uint32_t k = ss->submitted++;
     uint32_t g = ses->turn_off + k;
-    const cz_turn *t = &S->wl->turns[g];
+    const cz_turn *t = WT(S, g);
     ss->g = g;
     ss->barged = ss->generated = false;
     ss->refused = ss->refused_at = 0;
@@ -734,7 +840,7 @@ static void submit_next(cz_deploy *S, uint32_t si, double now)
  * speech start speech_s before, or now if that has passed. */
 static void push_turn(cz_deploy *S, uint32_t g, double t_s, double now)
 {
-    double speech = S->wl->turns[g].speech_s;
+    double speech = WT(S, g)->speech_s;
     if (speech > 0)
         S->drv.timer(S->drv.ctx, t_s - speech > now ? t_s - speech : now, CZ_TIMER_SPEECH, g, 0);
     S->drv.timer(S->drv.ctx, t_s, CZ_TIMER_ARRIVAL, g, 0);
@@ -743,8 +849,9 @@ static void push_turn(cz_deploy *S, uint32_t g, double t_s, double now)
 static void push_next_initial(cz_deploy *S, double now)
 {
     if (S->next_initial < S->n_initial) {
-        uint32_t g = S->initial[S->next_initial++];
-        push_turn(S, g, S->wl->turns[g].arrival_s, now);
+        uint32_t i = S->next_initial++;
+        uint32_t g = S->streamed ? (pull(S, i), WS(S, i)->turn_off) : S->initial[i];
+        push_turn(S, g, WT(S, g)->arrival_s, now);
     }
 }
 
@@ -757,7 +864,7 @@ static void push_next_initial(cz_deploy *S, double now)
  * the end of the speech under the link's current queue. */
 static void on_speech(cz_deploy *S, uint32_t g, double now)
 {
-    uint32_t si = S->turn_session[g];
+    uint32_t si = TURN_SES(S, g);
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         ses_stage *st = SP(S, si, p);
         if (!stage_is_ar(S, p) || st->seq == NONE)
@@ -773,7 +880,7 @@ static void on_speech(cz_deploy *S, uint32_t g, double now)
          * of speech, is an option) */
         cz_server_on_speech_start(r->srv, now, st->seq);
         double needed_at = S->cfg->place[p].server.preload_oracle
-                               ? now + S->wl->turns[g].speech_s
+                               ? now + WT(S, g)->speech_s
                                : cz_server_speech_end_estimate(r->srv, st->seq, now);
         double eta = S->drv.xfer_eta(S->drv.ctx, r->gpu, tokens * S->kv_bytes_per_token[p],
                                      false, now);
@@ -786,18 +893,20 @@ static void start_bounded_session(cz_deploy *S, double now)
 {
     if (S->next_bounded >= S->n_bounded)
         return;
-    const cz_session *ses = &S->wl->sessions[S->bounded[S->next_bounded++]];
-    double t = S->wl->turns[ses->turn_off].arrival_s;
-    push_turn(S, ses->turn_off, t > now ? t : now, now);
+    uint32_t i = S->next_bounded++;
+    uint32_t si = S->streamed ? (pull(S, i), i) : S->bounded[i];
+    uint32_t g = WS(S, si)->turn_off;
+    double t = WT(S, g)->arrival_s;
+    push_turn(S, g, t > now ? t : now, now);
 }
 
 /* Frees the session's sequences once its last turn has ended and nothing is pending. */
 static void maybe_close(cz_deploy *S, uint32_t si)
 {
-    if (S->slot_of[si] == CLOSED)
+    if (slot_of(S, si) == CLOSED)
         return;
     ses_rt *ss = SES(S, si);
-    if (ss->ended < S->wl->sessions[si].n_turns || ss->blocked)
+    if (ss->ended < WS(S, si)->n_turns || ss->blocked)
         return;
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         ses_stage *st = SP(S, si, p);
@@ -822,7 +931,7 @@ static void maybe_close(cz_deploy *S, uint32_t si)
 static void turn_ended(cz_deploy *S, uint32_t si, double now, bool barged)
 {
     ses_rt *ss = SES(S, si);
-    const cz_session *ses = &S->wl->sessions[si];
+    const cz_session *ses = WS(S, si);
     uint32_t g = ss->g;
     turn_outcome(S, si, g,
                  barged ? CZ_REQ_ABORTED : ss->refused ? ss->refused : CZ_REQ_COMPLETED,
@@ -839,8 +948,8 @@ static void turn_ended(cz_deploy *S, uint32_t si, double now, bool barged)
     if (ses->timing == CZ_TIMING_CLOSED) {
         /* the user's next utterance: after the think time, or at once after a barge-in
          * (the interruption is the start of the next turn) */
-        const cz_turn *next = &S->wl->turns[g + 1];
-        double speech_start = barged ? now : now + S->wl->turns[g].think_s;
+        const cz_turn *next = WT(S, g + 1);
+        double speech_start = barged ? now : now + WT(S, g)->think_s;
         push_turn(S, g + 1, speech_start + next->speech_s, now);
     } else {
         submit_next(S, si, now);
@@ -849,8 +958,8 @@ static void turn_ended(cz_deploy *S, uint32_t si, double now, bool barged)
 
 static void on_arrival(cz_deploy *S, double now, uint32_t g)
 {
-    uint32_t si = S->turn_session[g];
-    const cz_session *ses = &S->wl->sessions[si];
+    uint32_t si = TURN_SES(S, g);
+    const cz_session *ses = WS(S, si);
     SES(S, si)->arrived++;
     S->arrived++;
     submit_next(S, si, now);
@@ -983,14 +1092,14 @@ static void on_jobs_done(cz_deploy *S, rep_rt *r, double now)
             cz_audio_record *a = &S->m->audio[ss->audio_rec];
             if (first) {
                 a->first_audio_s = now;
-                double bi = S->wl->turns[ss->g].barge_in_s;
+                double bi = WT(S, ss->g)->barge_in_s;
                 if (bi >= 0)
                     S->drv.timer(S->drv.ctx, now + bi, CZ_TIMER_BARGE_IN, si, ss->g);
             }
             if (ss->outstanding == 0 && !ss->generated)
                 generation_complete(S, si, now);
         } else if (--ss->enc_pending == 0) {
-            const cz_turn *t = &S->wl->turns[ss->g];
+            const cz_turn *t = WT(S, ss->g);
             SP(S, si, S->first_ar)->target = stage_out_tokens(S, S->first_ar, t);
             stage_start(S, si, S->first_ar, SP(S, si, S->first_ar)->target, true, now);
         }
@@ -1034,11 +1143,11 @@ static void on_ar_done(cz_deploy *S, uint32_t ri, double now)
     uint64_t due[4];
     uint32_t n_due = cz_server_due_next(r->srv, due, 4);
     for (uint32_t i = 0; i < n_due; i++) {
-        uint32_t k = due[i] < S->wl->n_sessions ? S->slot_of[due[i]] : NONE;
+        uint32_t k = due[i] < S->wl->n_sessions ? slot_of(S, (uint32_t)due[i]) : NONE;
         if (k != NONE && k != CLOSED) {
             CZ_PREFETCH(&S->ses_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK]);
             CZ_PREFETCH(&S->sp_chunk[k / SLOT_CHUNK][(size_t)(k % SLOT_CHUNK) * S->n_pipe + r->p]);
-            CZ_PREFETCH(&S->wl->sessions[due[i]]);
+            CZ_PREFETCH(WS(S, (uint32_t)due[i]));
         }
     }
 }
@@ -1202,7 +1311,7 @@ static const char *seq_state_name(uint32_t state)
 static void describe_stuck(cz_deploy *S, uint32_t si, uint32_t g, char *buf, size_t n)
 {
     const ses_rt *ss = SES(S, si);
-    const cz_session *ses = &S->wl->sessions[si];
+    const cz_session *ses = WS(S, si);
     size_t used = 0;
 #define ADD(...)                                                                              \
     do {                                                                                      \
@@ -1260,11 +1369,16 @@ static cz_status account_end(cz_deploy *S, bool cut, double now, cz_err *err)
     double stop = cut ? S->cfg->max_time_s : INFINITY;
     uint64_t stuck = 0;
     char where[CZ_ERR_MSG_MAX] = "";
-    for (uint32_t si = 0; si < wl->n_sessions; si++) {
-        const cz_session *ses = &wl->sessions[si];
-        for (uint32_t k = 0; k < ses->n_turns; k++) {
-            uint32_t g = ses->turn_off + k;
-            if (S->turn_out[g])
+    /* sessions below ses0 are closed, every turn accounted for; a streamed workload's
+     * sessions not produced yet are made one at a time and dropped once accounted */
+    for (uint32_t si = S->ses0; si < wl->n_sessions; si++) {
+        if (!pull(S, si))
+            CZ_ASSERT(!"a session the first pass counted was not produced");
+        const cz_session *ses = WS(S, si);
+        uint32_t g0 = ses->turn_off, n = ses->n_turns;
+        for (uint32_t k = 0; k < n; k++) {
+            uint32_t g = g0 + k;
+            if (*TURN_OUT(S, g))
                 continue;
             if (!cut) {
                 if (stuck++ == 0)
@@ -1272,6 +1386,10 @@ static cz_status account_end(cz_deploy *S, bool cut, double now, cz_err *err)
                 continue;
             }
             turn_outcome(S, si, g, CZ_REQ_UNFINISHED, 0, stop);
+        }
+        if (S->streamed && slot_of(S, si) == NONE) {
+            *SLOT_OF(S, si) = CLOSED; /* never opened: nothing of it is held */
+            advance_low(S);
         }
     }
     if (stuck)
@@ -1408,47 +1526,17 @@ static void build_replicas(cz_deploy *S, uint64_t expected)
     }
 }
 
-cz_status cz_deploy_create(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
-                           const cz_driver *drv, cz_deploy **out, cz_err *err)
+/* A whole workload: the per-session and per-turn arrays, and the pre-timed arrivals and
+ * the sessions waiting for a concurrency slot sorted by time. */
+static void whole_arrays(cz_deploy *S)
 {
-    CZ_ASSERT(!cfg->cross_stage);
-    *out = NULL;
-    uint32_t first_ar = NONE, n_pipe = cfg->model.n_pipe;
-    for (uint32_t p = 0; p < n_pipe && first_ar == NONE; p++)
-        if (cfg->model.stages[cfg->model.pipe[p].stage].kind == CZ_STAGE_AR)
-            first_ar = p;
-    CZ_ASSERT(first_ar != NONE);
-    if (wl->n_turns == 0 && wl->n_streams == 0)
-        return cz_err_set(err, CZ_EINVAL, "workload has no requests and no streams");
-    if (cfg->cost_kind == CZ_COST_SERVICE && n_pipe != 1)
-        return cz_err_set(err, CZ_EINVAL,
-                          "cost kind \"service\" needs a single-stage model (set \"stage\"); "
-                          "model '%s' has a %u-stage pipeline",
-                          cfg->model.name, n_pipe);
-    cz_deploy *S = cz_xcalloc(1, sizeof *S);
-    S->cfg = cfg;
-    S->wl = wl;
-    S->m = m;
-    cz_metrics_set_slo(m, &cfg->slo);
-    cz_metrics_track_classes(m, cz_workload_mixed_classes(wl));
-    S->drv = *drv;
-    S->n_pipe = n_pipe;
-    S->voc = -1;
-    S->first_ar = first_ar;
-    for (uint32_t p = 0; p < n_pipe; p++)
-        if (cfg->model.stages[cfg->model.pipe[p].stage].kind == CZ_STAGE_VOCODER)
-            S->voc = (int32_t)p;
-    build_replicas(S, wl->n_sessions + wl->n_streams);
-    S->rng = cz_rng_new(cfg->seed, CZ_RNG_ROUTER, 0);
+    const cz_workload *wl = S->wl;
     uint32_t n_ses = wl->n_sessions ? wl->n_sessions : 1;
     S->turn_session = cz_xmalloc((wl->n_turns ? wl->n_turns : 1) * sizeof *S->turn_session);
     S->turn_out = cz_xcalloc(wl->n_turns ? wl->n_turns : 1, 1);
-    m->acct.requests = wl->n_turns;
-    m->acct.streams = wl->n_streams;
     S->slot_of = cz_xmalloc(n_ses * sizeof *S->slot_of);
     for (uint32_t si = 0; si < n_ses; si++)
         S->slot_of[si] = NONE;
-    S->closed_sp = cz_xmalloc(S->n_pipe * sizeof *S->closed_sp);
     S->initial = cz_xmalloc((wl->n_turns ? wl->n_turns : 1) * sizeof *S->initial);
     S->bounded = cz_xmalloc(n_ses * sizeof *S->bounded);
     for (uint32_t si = 0; si < wl->n_sessions; si++) {
@@ -1475,6 +1563,54 @@ cz_status cz_deploy_create(const cz_config *cfg, const cz_workload *wl, cz_metri
         times[i] = wl->turns[wl->sessions[S->bounded[i]].turn_off].arrival_s;
     cz_sort_by_time(S->bounded, times, S->n_bounded);
     free(times);
+}
+
+cz_status cz_deploy_create(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
+                           const cz_driver *drv, cz_deploy **out, cz_err *err)
+{
+    CZ_ASSERT(!cfg->cross_stage);
+    *out = NULL;
+    uint32_t first_ar = NONE, n_pipe = cfg->model.n_pipe;
+    for (uint32_t p = 0; p < n_pipe && first_ar == NONE; p++)
+        if (cfg->model.stages[cfg->model.pipe[p].stage].kind == CZ_STAGE_AR)
+            first_ar = p;
+    CZ_ASSERT(first_ar != NONE);
+    if (wl->n_turns == 0 && wl->n_streams == 0)
+        return cz_err_set(err, CZ_EINVAL, "workload has no requests and no streams");
+    if (cfg->cost_kind == CZ_COST_SERVICE && n_pipe != 1)
+        return cz_err_set(err, CZ_EINVAL,
+                          "cost kind \"service\" needs a single-stage model (set \"stage\"); "
+                          "model '%s' has a %u-stage pipeline",
+                          cfg->model.name, n_pipe);
+    cz_deploy *S = cz_xcalloc(1, sizeof *S);
+    S->cfg = cfg;
+    S->wl = wl;
+    S->streamed = wl->gen != NULL;
+    S->m = m;
+    cz_metrics_set_slo(m, &cfg->slo);
+    cz_metrics_track_classes(m, cz_workload_mixed_classes(wl));
+    S->drv = *drv;
+    S->n_pipe = n_pipe;
+    S->voc = -1;
+    S->first_ar = first_ar;
+    for (uint32_t p = 0; p < n_pipe; p++)
+        if (cfg->model.stages[cfg->model.pipe[p].stage].kind == CZ_STAGE_VOCODER)
+            S->voc = (int32_t)p;
+    build_replicas(S, wl->n_sessions + wl->n_streams);
+    S->rng = cz_rng_new(cfg->seed, CZ_RNG_ROUTER, 0);
+    m->acct.requests = wl->n_turns;
+    m->acct.streams = wl->n_streams;
+    S->closed_sp = cz_xmalloc(S->n_pipe * sizeof *S->closed_sp);
+    if (S->streamed) {
+        /* sessions arrive in order as they are produced (pull); the arrays grow with the
+         * window */
+        if (wl->concurrency > 0)
+            S->n_bounded = wl->n_sessions;
+        else
+            S->n_initial = wl->n_sessions;
+    } else {
+        whole_arrays(S);
+    }
     S->streams = cz_xcalloc(wl->n_streams ? wl->n_streams : 1, sizeof *S->streams);
     for (uint32_t j = 0; j < wl->n_streams; j++) {
         const cz_stream *sm = &wl->streams[j];

@@ -94,8 +94,10 @@ typedef struct cz_deploy_replica {
 /* Builds the deployment of `cfg` for workload `wl` (both must outlive it), recording into
  * `m` (initialised by the caller), driven by `drv` (copied). Fails with CZ_EINVAL when the
  * workload is empty or the config's cost kind "service" meets a multi-stage pipeline. A
- * config with a cross-stage scheduler has no deployment runtime (asserted). */
-cz_status cz_deploy_create(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
+ * config with a cross-stage scheduler has no deployment runtime (asserted). A streamed
+ * workload (cz_workload_stream) is consumed as the run goes: the deployment asks for each
+ * session as the one before it arrives and releases those behind the oldest open one. */
+cz_status cz_deploy_create(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
                            const cz_driver *drv, cz_deploy **out, cz_err *err);
 void cz_deploy_free(cz_deploy *d);
 
