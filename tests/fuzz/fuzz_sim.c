@@ -71,7 +71,7 @@ static bool small_servers(const cz_config *c)
     return true;
 }
 
-static void simulate(const cz_config *cfg, const cz_workload *wl)
+static void simulate(const cz_config *cfg, cz_workload *wl)
 {
     cz_metrics m;
     cz_metrics_init(&m, cfg->timeline_interval_s, wl->n_turns);
