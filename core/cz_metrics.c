@@ -77,13 +77,9 @@ void cz_metrics_settled(cz_metrics *m, double t_s)
 {
     if (m->peaks_fixed || m->n_spans == 0)
         return;
-    double t0 = INFINITY;
-    for (uint64_t i = 0; i < m->n_spans; i++)
-        t0 = fmin(t0, m->spans[i].start_s);
-    if (t_s < t0)
+    if (t_s < m->peaks_t0)
         return;
     m->peaks_fixed = true;
-    m->peaks_t0 = t0;
     m->peaks_t1 = -INFINITY;
     for (uint64_t i = 0; i < m->n_spans; i++)
         peak_span(m, m->spans[i].start_s, m->spans[i].end_s);
@@ -332,6 +328,8 @@ static void summarize_turn(cz_metrics *m, const cz_turn_record *t)
         peak_span(m, r->arrival_s, r->finish_s);
         return;
     }
+    if (m->n_spans == 0 || r->arrival_s < m->peaks_t0)
+        m->peaks_t0 = r->arrival_s; /* the earliest so far, until it is settled */
     size_t cap = m->cap_spans;
     cz_grow((void **)&m->spans, &cap, m->n_spans + 1, sizeof *m->spans);
     m->cap_spans = cap;

@@ -243,7 +243,8 @@ typedef struct cz_metrics {
     uint64_t n_spans, cap_spans;
     bool peaks_fixed;         /* the peaks' origin is known: spans and tokens are counted in
                                  one-second buckets as they come */
-    double peaks_t0, peaks_t1;/* the origin, and the latest end of a completed turn */
+    double peaks_t0, peaks_t1;/* the origin (before it is fixed: the earliest completed
+                                 arrival so far), and the latest end of a completed turn */
     int64_t *peak_conc;       /* per bucket: completed turns starting minus ending before */
     uint64_t *peak_tok;       /* per bucket: output tokens */
     size_t n_peak, cap_peak_conc, cap_peak_tok;

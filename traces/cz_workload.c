@@ -2,6 +2,8 @@
  * stream, hash and name arrays) and the workload comparison used by round-trip checks. */
 #include "cz_workload.h"
 
+#include "cz_traces_int.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,18 +210,6 @@ uint32_t cz_workload_min_text_in(const cz_workload *w)
     return least;
 }
 
-/* The header fields a producer keeps in its scratch workload. */
-static void take_header(cz_workload *w, const cz_workload *scratch)
-{
-    memcpy(w->source, scratch->source, sizeof w->source);
-    w->arrivals_given = scratch->arrivals_given;
-    w->think_given = scratch->think_given;
-    w->concurrency = scratch->concurrency;
-    w->hash_block_tokens = scratch->hash_block_tokens;
-    w->dropped_failed = scratch->dropped_failed;
-    w->dropped_filtered = scratch->dropped_filtered;
-}
-
 static void scratch_clear(cz_workload *s)
 {
     s->n_sessions = s->n_turns = s->n_hash = s->name_len = 0;
@@ -246,7 +236,7 @@ void cz_workload_stream(cz_workload *w, const cz_wlgen_ops *ops, void *gen)
             if (scratch.turns[t].in_text_tokens < least)
                 least = scratch.turns[t].in_text_tokens;
     }
-    take_header(w, &scratch);
+    cz__workload_copy_header(w, &scratch); /* the producer keeps its header there */
     ops->rewind(gen);
     w->scratch = cz_xmalloc(sizeof *w->scratch);
     *w->scratch = scratch; /* kept for the sessions produced during the run */

@@ -522,6 +522,23 @@ static void class_free(class_spec *c)
     c->r = NULL;
 }
 
+/* The per-session steps a config asks for, parsed before any session is made. */
+typedef struct steps {
+    arr_spec arr;
+    think_spec think;
+    xform_spec xf;
+    bool audio_on;
+    audio_spec audio;
+    class_spec classes;
+} steps;
+
+static void steps_free(steps *p)
+{
+    arr_free(&p->arr);
+    think_free(&p->think);
+    class_free(&p->classes);
+}
+
 /* ---- the synthetic source: a producer of sessions in order of arrival -------------------- */
 
 /* Synthetic requests (single-turn sessions) with every per-session step applied as each is
@@ -535,12 +552,7 @@ typedef struct synth_gen {
     cz_class cls;
     uint64_t seed;
     gsl_rng *r;
-    arr_spec arr;
-    think_spec think;
-    xform_spec xf;
-    bool audio_on;
-    audio_spec audio;
-    class_spec classes;
+    steps st;            /* the per-session steps, applied as each session is made */
     /* running state */
     uint64_t i;          /* next request index */
     uint64_t kept, kept_turns;
@@ -555,8 +567,8 @@ static void synth_rewind(void *gp)
     g->i = g->kept = g->kept_turns = g->dropped = 0;
     g->capped = false;
     g->last_s = -INFINITY;
-    g->think.any = false;
-    arr_rewind(&g->arr);
+    g->st.think.any = false;
+    arr_rewind(&g->st.arr);
 }
 
 static void synth_free(void *gp)
@@ -566,9 +578,7 @@ static void synth_free(void *gp)
     length_free(&g->out);
     if (g->r)
         gsl_rng_free(g->r);
-    arr_free(&g->arr);
-    think_free(&g->think);
-    class_free(&g->classes);
+    steps_free(&g->st);
     free(g);
 }
 
@@ -577,8 +587,8 @@ static void synth_header(const synth_gen *g, cz_workload *w)
 {
     snprintf(w->source, sizeof w->source, "synthetic");
     w->arrivals_given = false;
-    arr_header(&g->arr, w);
-    w->think_given = g->think.on && g->think.any;
+    arr_header(&g->st.arr, w);
+    w->think_given = g->st.think.on && g->st.think.any;
     w->dropped_filtered = g->dropped;
 }
 
@@ -611,10 +621,10 @@ static bool synth_next(void *gp, cz_workload *w)
         t->in_text_tokens = in_tokens;
         t->in_image_tokens = (uint32_t)g->image;
         t->out_text_tokens = out_tokens;
-        arr_session(&g->arr, w, si);
-        think_session(&g->think, w, si, i);
+        arr_session(&g->st.arr, w, si);
+        think_session(&g->st.think, w, si, i);
         /* the transforms, session by session: the sessions come in order of arrival */
-        const xform_spec *x = &g->xf;
+        const xform_spec *x = &g->st.xf;
         for (uint32_t k = 0; x->scale != 1.0 && k < w->sessions[si].n_turns; k++)
             w->turns[w->sessions[si].turn_off + k].arrival_s *= x->scale;
         double first = cz__session_first_arrival(w, si);
@@ -634,9 +644,9 @@ static bool synth_next(void *gp, cz_workload *w)
             cz__workload_pop_session(w);
             continue;
         }
-        for (uint32_t k = 0; g->audio_on && k < w->sessions[si].n_turns; k++)
-            audio_turn(&g->audio, &w->turns[w->sessions[si].turn_off + k]);
-        class_session(&g->classes, w, si, g->kept);
+        for (uint32_t k = 0; g->st.audio_on && k < w->sessions[si].n_turns; k++)
+            audio_turn(&g->st.audio, &w->turns[w->sessions[si].turn_off + k]);
+        class_session(&g->st.classes, w, si, g->kept);
         g->kept++;
         g->kept_turns += w->sessions[si].n_turns;
         synth_header(g, w);
@@ -807,23 +817,6 @@ static cz_status get_child(const cJSON *cfg, const char *where, const char *key,
     return cz_json_obj(cfg, where, key, false, &c->obj, err);
 }
 
-/* The per-session steps a config asks for, parsed before any session is made. */
-typedef struct steps {
-    arr_spec arr;
-    think_spec think;
-    xform_spec xf;
-    bool audio_on;
-    audio_spec audio;
-    class_spec classes;
-} steps;
-
-static void steps_free(steps *p)
-{
-    arr_free(&p->arr);
-    think_free(&p->think);
-    class_free(&p->classes);
-}
-
 /* Parses the steps for a source whose header is `src` (source name and flags). */
 static cz_status steps_parse(const cJSON *cfg, const char *where, const cfg_child *arr,
                              const cfg_child *audio, uint64_t seed, const cz_workload *src,
@@ -912,13 +905,7 @@ static cz_status build(const cJSON *cfg, const char *where, const char *base_dir
             (st = steps_parse(cfg, where, &arr, &audio, seed, &hdr, &p, err)) != CZ_OK)
             steps_free(&p);
         if (st == CZ_OK) {
-            /* the producer takes the steps */
-            g->arr = p.arr;
-            g->think = p.think;
-            g->xf = p.xf;
-            g->audio_on = p.audio_on;
-            g->audio = p.audio;
-            g->classes = p.classes;
+            g->st = p; /* the producer takes the steps */
             synth_rewind(g);
             /* barge-in draws its cut times from the whole workload's audio durations */
             if (w->stream && !barge.obj) {
