@@ -1,10 +1,12 @@
 /* cz_csv.c - the line scanner shared by the JSONL readers and the CSV scanner shared by
- * the BurstGPT and Azure readers: files are read whole and cut in place, rows are split
- * into a reused field array, and fields are converted with messages that name the file,
- * the line and the column. */
+ * the BurstGPT and Azure readers: files are read a line at a time into one reused buffer
+ * (a trace is never held whole by its scanner), rows are split in place into a reused
+ * field array, and fields are converted with messages that name the file, the line and
+ * the column. */
 #include "cz_traces_int.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,39 +18,50 @@ cz_status cz__lines_open(cz__lines *ls, const char *path, cz_err *err)
 {
     memset(ls, 0, sizeof *ls);
     ls->path = path;
-    cz_status st = cz_file_read_all(path, &ls->buf, NULL, err);
-    if (st != CZ_OK)
-        return st;
-    ls->pos = ls->buf;
+    ls->f = fopen(path, "rb");
+    if (!ls->f)
+        return cz_err_open(err, path, errno);
     return CZ_OK;
 }
 
 void cz__lines_close(cz__lines *ls)
 {
+    if (ls->f)
+        fclose(ls->f);
     free(ls->buf);
-    ls->buf = ls->pos = NULL;
+    ls->f = NULL;
+    ls->buf = NULL;
+    ls->cap = 0;
 }
 
-char *cz__lines_next(cz__lines *ls)
+cz_status cz__lines_next(cz__lines *ls, char **out, cz_err *err)
 {
-    while (ls->pos && *ls->pos) {
-        char *start = ls->pos;
-        char *nl = strchr(start, '\n');
-        if (nl) {
-            *nl = '\0';
-            ls->pos = nl + 1;
-        } else {
-            ls->pos = start + strlen(start);
+    *out = NULL;
+    for (;;) {
+        errno = 0;
+        ssize_t got = getline(&ls->buf, &ls->cap, ls->f);
+        if (got < 0) {
+            if (ferror(ls->f))
+                return cz_err_set(err, CZ_EIO, "%s:%zu: read error", ls->path, ls->line + 1);
+            return CZ_OK; /* the end of the file */
         }
         ls->line++;
-        size_t len = strlen(start);
-        if (len > 0 && start[len - 1] == '\r')
-            start[--len] = '\0';
-        for (const char *p = start; *p; p++)
-            if (!isspace((unsigned char)*p))
-                return start;
+        size_t len = (size_t)got;
+        const char *nul = memchr(ls->buf, '\0', len);
+        if (nul)
+            return cz_err_set(err, CZ_EFORMAT, "%s:%zu:%td: found a NUL byte, expected text",
+                              ls->path, ls->line, nul - ls->buf + 1);
+        if (len > 0 && ls->buf[len - 1] == '\n')
+            ls->buf[--len] = '\0';
+        if (len > 0 && ls->buf[len - 1] == '\r')
+            ls->buf[--len] = '\0';
+        for (const char *p = ls->buf; *p; p++) {
+            if (!isspace((unsigned char)*p)) {
+                *out = ls->buf;
+                return CZ_OK;
+            }
+        }
     }
-    return NULL;
 }
 
 /* Splits `line` at commas into c->fields, unquoting quoted fields in place and trimming
@@ -112,13 +125,16 @@ static cz_status split_row(cz__csv *c, char *line, cz_err *err)
 cz_status cz__csv_open(cz__csv *c, const char *path, cz_err *err)
 {
     memset(c, 0, sizeof *c);
+    char *line = NULL;
     cz_status st = cz__lines_open(&c->lines, path, err);
+    if (st == CZ_OK)
+        st = cz__lines_next(&c->lines, &line, err);
     if (st != CZ_OK)
         return st;
-    char *line = cz__lines_next(&c->lines);
     if (!line)
         return cz_err_set(err, CZ_EFORMAT, "%s: empty file, expected a CSV header line", path);
-    st = split_row(c, line, err);
+    c->header_line = cz_xstrdup(line); /* the row buffer is reused for every line */
+    st = split_row(c, c->header_line, err);
     if (st != CZ_OK)
         return st;
     c->n_header = c->n_fields;
@@ -131,6 +147,7 @@ void cz__csv_close(cz__csv *c)
 {
     cz__lines_close(&c->lines);
     free(c->header);
+    free(c->header_line);
     free(c->fields);
     memset(c, 0, sizeof *c);
 }
@@ -161,11 +178,12 @@ cz_status cz__csv_column(const cz__csv *c, const char *name, bool required, int 
 
 cz_status cz__csv_next(cz__csv *c, bool *more, cz_err *err)
 {
-    char *line = cz__lines_next(&c->lines);
-    *more = line != NULL;
-    if (!line)
-        return CZ_OK;
-    cz_status st = split_row(c, line, err);
+    char *line;
+    cz_status st = cz__lines_next(&c->lines, &line, err);
+    *more = st == CZ_OK && line != NULL;
+    if (!*more)
+        return st;
+    st = split_row(c, line, err);
     if (st != CZ_OK)
         return st;
     if (c->n_fields != c->n_header)

@@ -76,48 +76,45 @@ static bool parse_timestamp(const char *s, int64_t *sec_out, int64_t *ns_out)
     return true;
 }
 
-cz_status cz__read_azure(const char *path, const cz_trace_opts *o, cz_workload *w, cz_err *err)
+cz_status cz__azure_open(cz__rd *r, cz_workload *hdr, cz_err *err)
 {
-    cz__csv c;
-    int c_ts, c_in, c_out;
-    int64_t first_sec = 0, first_ns = 0;
-    bool have_first = false;
-    cz_status st = cz__csv_open(&c, path, err);
-    if (st == CZ_OK && (st = cz__csv_column(&c, "TIMESTAMP", true, &c_ts, err)) == CZ_OK &&
-        (st = cz__csv_column(&c, "ContextTokens", true, &c_in, err)) == CZ_OK)
-        st = cz__csv_column(&c, "GeneratedTokens", true, &c_out, err);
-    snprintf(w->source, sizeof w->source, "azure");
-    w->arrivals_given = true;
-    while (st == CZ_OK) {
-        bool more;
-        if ((st = cz__csv_next(&c, &more, err)) != CZ_OK || !more)
-            break;
-        int64_t sec, ns;
-        const char *ts = cz__csv_field(&c, c_ts);
-        if (!parse_timestamp(ts, &sec, &ns)) {
-            st = cz_err_set(err, CZ_EFORMAT,
-                            "%s:%zu: field 'TIMESTAMP': expected a date and time "
-                            "'YYYY-MM-DD HH:MM:SS.fffffff', got '%s'",
-                            path, c.lines.line, ts);
-            break;
-        }
-        uint32_t in_tokens, out_tokens;
-        if ((st = cz__csv_u32(&c, c_in, &in_tokens, err)) != CZ_OK ||
-            (st = cz__csv_u32(&c, c_out, &out_tokens, err)) != CZ_OK)
-            break;
-        if (!have_first) {
-            first_sec = sec;
-            first_ns = ns;
-            have_first = true;
-        }
-        char name[32];
-        snprintf(name, sizeof name, "row-%zu", c.lines.line);
-        cz_workload_begin_session(w, name, o->cls, CZ_TIMING_OPEN);
-        cz_turn *t = cz_workload_add_turn(w);
-        t->arrival_s = (double)(sec - first_sec) + (double)(ns - first_ns) / 1e9;
-        t->in_text_tokens = in_tokens;
-        t->out_text_tokens = out_tokens;
-    }
-    cz__csv_close(&c);
+    cz_status st = cz__csv_open(&r->csv, r->path, err);
+    if (st == CZ_OK && (st = cz__csv_column(&r->csv, "TIMESTAMP", true, &r->col[0], err)) == CZ_OK &&
+        (st = cz__csv_column(&r->csv, "ContextTokens", true, &r->col[1], err)) == CZ_OK)
+        st = cz__csv_column(&r->csv, "GeneratedTokens", true, &r->col[2], err);
+    snprintf(hdr->source, sizeof hdr->source, "azure");
+    hdr->arrivals_given = true;
     return st;
+}
+
+cz_status cz__azure_next(cz__rd *r, cz_workload *w, bool *more, cz_err *err)
+{
+    cz__csv *c = &r->csv;
+    cz_status st = cz__csv_next(c, more, err);
+    if (st != CZ_OK || !*more)
+        return st;
+    int64_t sec, ns;
+    const char *ts = cz__csv_field(c, r->col[0]);
+    if (!parse_timestamp(ts, &sec, &ns))
+        return cz_err_set(err, CZ_EFORMAT,
+                          "%s:%zu: field 'TIMESTAMP': expected a date and time "
+                          "'YYYY-MM-DD HH:MM:SS.fffffff', got '%s'",
+                          r->path, c->lines.line, ts);
+    uint32_t in_tokens, out_tokens;
+    if ((st = cz__csv_u32(c, r->col[1], &in_tokens, err)) != CZ_OK ||
+        (st = cz__csv_u32(c, r->col[2], &out_tokens, err)) != CZ_OK)
+        return st;
+    if (!r->have_first) {
+        r->first_sec = sec;
+        r->first_ns = ns;
+        r->have_first = true;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "row-%zu", c->lines.line);
+    cz_workload_begin_session(w, name, r->o.cls, CZ_TIMING_OPEN);
+    cz_turn *t = cz_workload_add_turn(w);
+    t->arrival_s = (double)(sec - r->first_sec) + (double)(ns - r->first_ns) / 1e9;
+    t->in_text_tokens = in_tokens;
+    t->out_text_tokens = out_tokens;
+    return CZ_OK;
 }

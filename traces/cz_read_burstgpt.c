@@ -20,7 +20,7 @@ typedef struct bg_row {
     double elapsed_s; /* Elapsed time (0 without the column) */
     uint32_t in_tokens, out_tokens;
     size_t line;
-    const char *sid; /* Session ID, "" when absent; points into the file buffer */
+    const char *sid; /* Session ID, "" when absent */
 } bg_row;
 
 typedef struct bg_group {
@@ -50,41 +50,100 @@ static int cmp_group(const void *pa, const void *pb)
     return (a->first_line > b->first_line) - (a->first_line < b->first_line);
 }
 
-/* Reads every non-failed row into *rows. */
-static cz_status read_rows(cz__csv *c, bg_row **rows, size_t *n_rows, size_t *cap,
-                           bool *has_sid, cz_workload *w, cz_err *err)
+/* The columns of the header: Timestamp, Request tokens, Response tokens, Session ID and
+ * Elapsed time (the last two -1 when absent; Elapsed time is required with Session ID). */
+static cz_status find_columns(const cz__csv *c, int col[5], cz_err *err)
 {
-    int c_ts, c_sid, c_elapsed, c_in, c_out;
     cz_status st;
-    if ((st = cz__csv_column(c, "Timestamp", true, &c_ts, err)) != CZ_OK ||
-        (st = cz__csv_column(c, "Request tokens", true, &c_in, err)) != CZ_OK ||
-        (st = cz__csv_column(c, "Response tokens", true, &c_out, err)) != CZ_OK ||
-        (st = cz__csv_column(c, "Session ID", false, &c_sid, err)) != CZ_OK ||
-        (st = cz__csv_column(c, "Elapsed time", c_sid >= 0, &c_elapsed, err)) != CZ_OK)
+    if ((st = cz__csv_column(c, "Timestamp", true, &col[0], err)) != CZ_OK ||
+        (st = cz__csv_column(c, "Request tokens", true, &col[1], err)) != CZ_OK ||
+        (st = cz__csv_column(c, "Response tokens", true, &col[2], err)) != CZ_OK ||
+        (st = cz__csv_column(c, "Session ID", false, &col[3], err)) != CZ_OK ||
+        (st = cz__csv_column(c, "Elapsed time", col[3] >= 0, &col[4], err)) != CZ_OK)
         return st;
-    *has_sid = c_sid >= 0;
+    return CZ_OK;
+}
+
+/* The next row that is not a failed request into *r (its Session ID as the field's text,
+ * valid until the next row); failed rows are counted in *failed. *more false at the end. */
+static cz_status next_row(cz__csv *c, const int col[5], bg_row *r, uint64_t *failed, bool *more,
+                          cz_err *err)
+{
     for (;;) {
-        bool more;
-        if ((st = cz__csv_next(c, &more, err)) != CZ_OK)
+        cz_status st = cz__csv_next(c, more, err);
+        if (st != CZ_OK || !*more)
             return st;
-        if (!more)
+        *r = (bg_row){.elapsed_s = 0.0, .line = c->lines.line, .sid = ""};
+        if ((st = cz__csv_num(c, col[0], &r->ts_s, err)) != CZ_OK ||
+            (st = cz__csv_u32(c, col[1], &r->in_tokens, err)) != CZ_OK ||
+            (st = cz__csv_u32(c, col[2], &r->out_tokens, err)) != CZ_OK)
+            return st;
+        if (col[4] >= 0 && (st = cz__csv_num(c, col[4], &r->elapsed_s, err)) != CZ_OK)
+            return st;
+        if (col[3] >= 0)
+            r->sid = cz__csv_field(c, col[3]);
+        if (r->in_tokens != 0 || r->out_tokens != 0)
             return CZ_OK;
-        bg_row r = {.elapsed_s = 0.0, .line = c->lines.line, .sid = ""};
-        if ((st = cz__csv_num(c, c_ts, &r.ts_s, err)) != CZ_OK ||
-            (st = cz__csv_u32(c, c_in, &r.in_tokens, err)) != CZ_OK ||
-            (st = cz__csv_u32(c, c_out, &r.out_tokens, err)) != CZ_OK)
-            return st;
-        if (c_elapsed >= 0 && (st = cz__csv_num(c, c_elapsed, &r.elapsed_s, err)) != CZ_OK)
-            return st;
-        if (c_sid >= 0)
-            r.sid = cz__csv_field(c, c_sid);
-        if (r.in_tokens == 0 && r.out_tokens == 0) {
-            w->dropped_failed++;
-            continue;
-        }
+        (*failed)++;
+    }
+}
+
+/* Reads every non-failed row into *rows, their Session IDs into the pool *sids (each
+ * row's sid points into it once every row is read). */
+static cz_status read_rows(cz__csv *c, bg_row **rows, size_t *n_rows, size_t *cap,
+                           bool *has_sid, char **sids, cz_workload *w, cz_err *err)
+{
+    int col[5];
+    cz_status st = find_columns(c, col, err);
+    if (st != CZ_OK)
+        return st;
+    *has_sid = col[3] >= 0;
+    size_t used = 0, cap_sids = 0;
+    for (;;) {
+        bg_row r;
+        bool more;
+        if ((st = next_row(c, col, &r, &w->dropped_failed, &more, err)) != CZ_OK || !more)
+            break;
+        size_t len = strlen(r.sid) + 1;
+        cz_grow((void **)sids, &cap_sids, used + len, 1);
+        memcpy(*sids + used, r.sid, len);
+        r.sid = (const char *)(uintptr_t)used; /* an offset until the pool stops moving */
+        used += len;
         cz_grow((void **)rows, cap, *n_rows + 1, sizeof **rows);
         (*rows)[(*n_rows)++] = r;
     }
+    for (size_t i = 0; i < *n_rows; i++)
+        (*rows)[i].sid = *sids + (uintptr_t)(*rows)[i].sid;
+    return st;
+}
+
+cz_status cz__burstgpt_open(cz__rd *r, cz_workload *hdr, bool *whole_only, cz_err *err)
+{
+    cz_status st = cz__csv_open(&r->csv, r->path, err);
+    if (st == CZ_OK)
+        st = find_columns(&r->csv, r->col, err);
+    snprintf(hdr->source, sizeof hdr->source, "burstgpt");
+    hdr->arrivals_given = true;
+    /* rows of one session may lie anywhere in the file: such a file is read whole */
+    *whole_only = r->col[3] >= 0;
+    return st;
+}
+
+cz_status cz__burstgpt_next(cz__rd *r, cz_workload *w, bool *more, cz_err *err)
+{
+    CZ_ASSERT(r->col[3] < 0);
+    bg_row row;
+    cz_status st = next_row(&r->csv, r->col, &row, &r->dropped_failed, more, err);
+    if (st != CZ_OK || !*more)
+        return st;
+    char name[32];
+    snprintf(name, sizeof name, "row-%zu", row.line);
+    cz_workload_begin_session(w, name, r->o.cls, CZ_TIMING_OPEN);
+    cz_turn *t = cz_workload_add_turn(w);
+    t->arrival_s = row.ts_s;
+    t->in_text_tokens = row.in_tokens;
+    t->out_text_tokens = row.out_tokens;
+    return CZ_OK;
 }
 
 cz_status cz__read_burstgpt(const char *path, const cz_trace_opts *o, cz_workload *w,
@@ -92,12 +151,13 @@ cz_status cz__read_burstgpt(const char *path, const cz_trace_opts *o, cz_workloa
 {
     cz__csv c;
     bg_row *rows = NULL;
+    char *sids = NULL;
     bg_group *groups = NULL;
     size_t n_rows = 0, cap_rows = 0, n_groups = 0, cap_groups = 0;
     bool has_sid = false;
     cz_status st = cz__csv_open(&c, path, err);
     if (st == CZ_OK)
-        st = read_rows(&c, &rows, &n_rows, &cap_rows, &has_sid, w, err);
+        st = read_rows(&c, &rows, &n_rows, &cap_rows, &has_sid, &sids, w, err);
     if (st != CZ_OK)
         goto done;
     snprintf(w->source, sizeof w->source, "burstgpt");
@@ -144,6 +204,7 @@ cz_status cz__read_burstgpt(const char *path, const cz_trace_opts *o, cz_workloa
 done:
     free(groups);
     free(rows);
+    free(sids);
     cz__csv_close(&c);
     return st;
 }

@@ -222,45 +222,54 @@ static cz_status read_stream(const cJSON *js, const char *where, const cz_trace_
     return CZ_OK;
 }
 
-cz_status cz__read_cadenza(const char *path, const cz_trace_opts *o, cz_workload *w,
-                           cz_err *err)
+/* The next line parsed, with its "file:line" in where[]; *rec NULL at the end. */
+static cz_status next_record(cz__rd *r, cJSON **rec, char *where, size_t where_len, cz_err *err)
 {
-    cz__lines ls;
-    uint32_t *hashes = NULL;
-    size_t cap = 0;
-    bool have_header = false;
-    cz_status st = cz__lines_open(&ls, path, err);
     char *line;
-    while (st == CZ_OK && (line = cz__lines_next(&ls)) != NULL) {
-        char where[CZ_ERR_MSG_MAX / 2];
-        snprintf(where, sizeof where, "%s:%zu", path, ls.line);
-        cJSON *rec = NULL;
-        if ((st = cz__jsonl_parse(line, where, &rec, err)) != CZ_OK)
-            break;
-        const cJSON *js = cJSON_GetObjectItemCaseSensitive(rec, "stream");
-        if (!have_header) {
-            st = read_header(rec, where, w, err);
-            have_header = true;
-        } else if (!cJSON_IsObject(rec)) {
-            st = cz_err_set(err, CZ_EINVAL, "%s: expected a session or stream object", where);
-        } else if (js) {
-            if (cJSON_GetArraySize(rec) != 1)
-                st = cz_err_set(err, CZ_EINVAL,
-                                "%s: a stream line holds only the field 'stream'", where);
-            else
-                st = read_stream(js, where, o, w, err);
-        } else {
-            st = read_session(rec, where, o, w, &hashes, &cap, err);
-        }
-        cJSON_Delete(rec);
-    }
-    if (st == CZ_OK && !have_header)
+    *rec = NULL;
+    cz_status st = cz__lines_next(&r->ls, &line, err);
+    if (st != CZ_OK || !line)
+        return st;
+    snprintf(where, where_len, "%s:%zu", r->path, r->ls.line);
+    return cz__jsonl_parse(line, where, rec, err);
+}
+
+cz_status cz__cadenza_open(cz__rd *r, cz_workload *hdr, cz_err *err)
+{
+    char where[CZ_ERR_MSG_MAX / 2];
+    cJSON *rec = NULL;
+    cz_status st = cz__lines_open(&r->ls, r->path, err);
+    if (st == CZ_OK)
+        st = next_record(r, &rec, where, sizeof where, err);
+    if (st == CZ_OK && !rec)
         st = cz_err_set(err, CZ_EFORMAT,
                         "%s: empty file, expected a {\"format\": \"" CZ_CADENZA_FORMAT
                         "\"} header line",
-                        path);
-    free(hashes);
-    cz__lines_close(&ls);
+                        r->path);
+    if (st == CZ_OK)
+        st = read_header(rec, where, hdr, err);
+    cJSON_Delete(rec);
+    return st;
+}
+
+cz_status cz__cadenza_next(cz__rd *r, cz_workload *w, bool *more, cz_err *err)
+{
+    char where[CZ_ERR_MSG_MAX / 2];
+    cJSON *rec = NULL;
+    cz_status st = next_record(r, &rec, where, sizeof where, err);
+    *more = st == CZ_OK && rec != NULL;
+    if (!*more)
+        return st;
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(rec, "stream");
+    if (!cJSON_IsObject(rec))
+        st = cz_err_set(err, CZ_EINVAL, "%s: expected a session or stream object", where);
+    else if (js && cJSON_GetArraySize(rec) != 1)
+        st = cz_err_set(err, CZ_EINVAL, "%s: a stream line holds only the field 'stream'", where);
+    else if (js)
+        st = read_stream(js, where, &r->o, w, err);
+    else
+        st = read_session(rec, where, &r->o, w, &r->hashes, &r->cap_hashes, err);
+    cJSON_Delete(rec);
     return st;
 }
 

@@ -38,59 +38,59 @@ static cz_status read_hashes(const cJSON *arr, const char *where, uint32_t **has
     return CZ_OK;
 }
 
-cz_status cz__read_mooncake(const char *path, const cz_trace_opts *o, cz_workload *w,
-                            cz_err *err)
+cz_status cz__mooncake_open(cz__rd *r, cz_workload *hdr, cz_err *err)
 {
-    cz__lines ls;
-    uint32_t *hashes = NULL;
-    size_t cap_hashes = 0;
-    cz_status st = cz__lines_open(&ls, path, err);
-    snprintf(w->source, sizeof w->source, "mooncake");
-    w->arrivals_given = true;
-    w->hash_block_tokens = CZ_MOONCAKE_BLOCK_TOKENS;
+    snprintf(hdr->source, sizeof hdr->source, "mooncake");
+    hdr->arrivals_given = true;
+    hdr->hash_block_tokens = CZ_MOONCAKE_BLOCK_TOKENS;
+    return cz__lines_open(&r->ls, r->path, err);
+}
+
+cz_status cz__mooncake_next(cz__rd *r, cz_workload *w, bool *more, cz_err *err)
+{
     char *line;
-    while (st == CZ_OK && (line = cz__lines_next(&ls)) != NULL) {
-        char where[CZ_ERR_MSG_MAX / 2];
-        snprintf(where, sizeof where, "%s:%zu", path, ls.line);
-        cJSON *rec = NULL;
-        if ((st = cz__jsonl_parse(line, where, &rec, err)) != CZ_OK)
-            break;
-        double ts_ms = 0.0;
-        uint64_t in_tokens = 0, out_tokens = 0;
-        uint32_t n_hash = 0;
-        if (!cJSON_IsObject(rec))
-            st = cz_err_set(err, CZ_EFORMAT, "%s: expected a JSON object per line", where);
-        if (st == CZ_OK)
-            st = cz_json_num(rec, where, "timestamp", true, 0.0, 1e15, &ts_ms, err);
-        if (st == CZ_OK)
-            st = cz_json_u64(rec, where, "input_length", true, 0, UINT32_MAX, &in_tokens, err);
-        if (st == CZ_OK)
-            st = cz_json_u64(rec, where, "output_length", true, 0, UINT32_MAX, &out_tokens, err);
-        if (st == CZ_OK) {
-            const cJSON *arr = cJSON_GetObjectItemCaseSensitive(rec, "hash_ids");
-            st = arr ? read_hashes(arr, where, &hashes, &cap_hashes, &n_hash, err)
-                     : cz_err_set(err, CZ_EINVAL, "%s: missing field 'hash_ids'", where);
-        }
-        uint64_t want = (in_tokens + CZ_MOONCAKE_BLOCK_TOKENS - 1) / CZ_MOONCAKE_BLOCK_TOKENS;
-        if (st == CZ_OK && n_hash != want)
-            st = cz_err_set(err, CZ_EINVAL,
-                            "%s: field 'hash_ids': expected ceil(input_length / %u) = %llu "
-                            "block hashes for input_length %llu, got %u",
-                            where, CZ_MOONCAKE_BLOCK_TOKENS, (unsigned long long)want,
-                            (unsigned long long)in_tokens, n_hash);
-        cJSON_Delete(rec);
-        if (st != CZ_OK)
-            break;
-        char name[32];
-        snprintf(name, sizeof name, "req-%zu", ls.line);
-        cz_workload_begin_session(w, name, o->cls, CZ_TIMING_OPEN);
-        cz_turn *t = cz_workload_add_turn(w);
-        t->arrival_s = ts_ms / 1000.0;
-        t->in_text_tokens = (uint32_t)in_tokens;
-        t->out_text_tokens = (uint32_t)out_tokens;
-        cz_workload_add_hashes(w, t, hashes, n_hash);
+    cz_status st = cz__lines_next(&r->ls, &line, err);
+    *more = st == CZ_OK && line != NULL;
+    if (!*more)
+        return st;
+    char where[CZ_ERR_MSG_MAX / 2];
+    snprintf(where, sizeof where, "%s:%zu", r->path, r->ls.line);
+    cJSON *rec = NULL;
+    if ((st = cz__jsonl_parse(line, where, &rec, err)) != CZ_OK)
+        return st;
+    double ts_ms = 0.0;
+    uint64_t in_tokens = 0, out_tokens = 0;
+    uint32_t n_hash = 0;
+    if (!cJSON_IsObject(rec))
+        st = cz_err_set(err, CZ_EFORMAT, "%s: expected a JSON object per line", where);
+    if (st == CZ_OK)
+        st = cz_json_num(rec, where, "timestamp", true, 0.0, 1e15, &ts_ms, err);
+    if (st == CZ_OK)
+        st = cz_json_u64(rec, where, "input_length", true, 0, UINT32_MAX, &in_tokens, err);
+    if (st == CZ_OK)
+        st = cz_json_u64(rec, where, "output_length", true, 0, UINT32_MAX, &out_tokens, err);
+    if (st == CZ_OK) {
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(rec, "hash_ids");
+        st = arr ? read_hashes(arr, where, &r->hashes, &r->cap_hashes, &n_hash, err)
+                 : cz_err_set(err, CZ_EINVAL, "%s: missing field 'hash_ids'", where);
     }
-    free(hashes);
-    cz__lines_close(&ls);
-    return st;
+    uint64_t want = (in_tokens + CZ_MOONCAKE_BLOCK_TOKENS - 1) / CZ_MOONCAKE_BLOCK_TOKENS;
+    if (st == CZ_OK && n_hash != want)
+        st = cz_err_set(err, CZ_EINVAL,
+                        "%s: field 'hash_ids': expected ceil(input_length / %u) = %llu "
+                        "block hashes for input_length %llu, got %u",
+                        where, CZ_MOONCAKE_BLOCK_TOKENS, (unsigned long long)want,
+                        (unsigned long long)in_tokens, n_hash);
+    cJSON_Delete(rec);
+    if (st != CZ_OK)
+        return st;
+    char name[32];
+    snprintf(name, sizeof name, "req-%zu", r->ls.line);
+    cz_workload_begin_session(w, name, r->o.cls, CZ_TIMING_OPEN);
+    cz_turn *t = cz_workload_add_turn(w);
+    t->arrival_s = ts_ms / 1000.0;
+    t->in_text_tokens = (uint32_t)in_tokens;
+    t->out_text_tokens = (uint32_t)out_tokens;
+    cz_workload_add_hashes(w, t, r->hashes, n_hash);
+    return CZ_OK;
 }

@@ -151,28 +151,85 @@ static void shift_to_zero(cz_workload *w)
     }
 }
 
-/* Every time of a workload read from a trace (shifted) within CZ_MAX_TIME_S, the bound
- * cadenza files hold: a trace that spans more cannot convert and read back. */
-static cz_status check_times(const cz_workload *w, const char *path, cz_err *err)
+cz_status cz__check_session_times(const cz_workload *w, uint32_t si, const char *path,
+                                  cz_err *err)
 {
-    for (uint32_t i = 0; i < w->n_sessions; i++) {
-        const cz_session *s = &w->sessions[i];
-        for (uint32_t k = 0; k < s->n_turns; k++) {
-            const cz_turn *t = &w->turns[s->turn_off + k];
-            const char *field = !(t->arrival_s <= CZ_MAX_TIME_S)   ? "arrival"
-                                : !(t->think_s <= CZ_MAX_TIME_S)   ? "think time"
-                                : !(t->speech_s <= CZ_MAX_TIME_S)  ? "speech time"
-                                : !(t->out_audio_s <= CZ_MAX_TIME_S) ? "audio length"
-                                                                     : NULL;
-            if (field)
-                return cz_err_set(err, CZ_ERANGE,
-                                  "%s: session '%s' turn %u: its %s is beyond %g s after the "
-                                  "trace's first request (the most a workload can hold)",
-                                  path, cz_workload_session_name(w, s), k, field,
-                                  CZ_MAX_TIME_S);
-        }
+    const cz_session *s = &w->sessions[si];
+    for (uint32_t k = 0; k < s->n_turns; k++) {
+        const cz_turn *t = &w->turns[s->turn_off + k];
+        const char *field = !(t->arrival_s <= CZ_MAX_TIME_S)     ? "arrival"
+                            : !(t->think_s <= CZ_MAX_TIME_S)     ? "think time"
+                            : !(t->speech_s <= CZ_MAX_TIME_S)    ? "speech time"
+                            : !(t->out_audio_s <= CZ_MAX_TIME_S) ? "audio length"
+                                                                 : NULL;
+        if (field)
+            return cz_err_set(err, CZ_ERANGE,
+                              "%s: session '%s' turn %u: its %s is beyond %g s after the "
+                              "trace's first request (the most a workload can hold)",
+                              path, cz_workload_session_name(w, s), k, field, CZ_MAX_TIME_S);
     }
     return CZ_OK;
+}
+
+cz_status cz__rd_open(cz__rd *r, const char *path, const cz_trace_opts *o, cz_workload *hdr,
+                      bool *whole_only, cz_err *err)
+{
+    memset(r, 0, sizeof *r);
+    for (size_t i = 0; i < CZ_ARRAY_LEN(r->col); i++)
+        r->col[i] = -1;
+    r->fmt = o->format;
+    r->path = cz_xstrdup(path);
+    r->o = *o;
+    *whole_only = false;
+    switch (r->fmt) {
+    case CZ_FMT_AZURE: return cz__azure_open(r, hdr, err);
+    case CZ_FMT_MOONCAKE: return cz__mooncake_open(r, hdr, err);
+    case CZ_FMT_CADENZA: return cz__cadenza_open(r, hdr, err);
+    case CZ_FMT_BURSTGPT: return cz__burstgpt_open(r, hdr, whole_only, err);
+    case CZ_FMT_SHAREGPT: *whole_only = true; return CZ_OK;
+    default: CZ_ASSERT(0 && "a resolved format");
+    }
+}
+
+cz_status cz__rd_next(cz__rd *r, cz_workload *w, bool *more, cz_err *err)
+{
+    switch (r->fmt) {
+    case CZ_FMT_AZURE: return cz__azure_next(r, w, more, err);
+    case CZ_FMT_MOONCAKE: return cz__mooncake_next(r, w, more, err);
+    case CZ_FMT_CADENZA: return cz__cadenza_next(r, w, more, err);
+    case CZ_FMT_BURSTGPT: return cz__burstgpt_next(r, w, more, err);
+    default: CZ_ASSERT(0 && "a format read record by record");
+    }
+}
+
+void cz__rd_close(cz__rd *r)
+{
+    cz__csv_close(&r->csv);
+    cz__lines_close(&r->ls);
+    free(r->hashes);
+    free(r->path);
+    memset(r, 0, sizeof *r);
+}
+
+/* Reads `path` whole into the empty workload `w`: a whole reader, or a record reader
+ * drained. */
+static cz_status read_whole(const char *path, const cz_trace_opts *o, cz_workload *w,
+                            cz_err *err)
+{
+    if (o->format == CZ_FMT_SHAREGPT)
+        return cz__read_sharegpt(path, o, w, err);
+    cz__rd r;
+    bool whole_only, more = true;
+    cz_status st = cz__rd_open(&r, path, o, w, &whole_only, err);
+    if (st == CZ_OK && whole_only) {
+        cz__rd_close(&r);
+        return cz__read_burstgpt(path, o, w, err);
+    }
+    while (st == CZ_OK && more)
+        st = cz__rd_next(&r, w, &more, err);
+    w->dropped_failed += r.dropped_failed;
+    cz__rd_close(&r);
+    return st;
 }
 
 /* Appends `src` to the non-empty workload `dst`; see cz_trace_read. */
@@ -217,18 +274,11 @@ cz_status cz_trace_read(const char *path, const cz_trace_opts *opts, cz_workload
         return st;
     cz_workload tmp;
     cz_workload_init(&tmp);
-    switch (o.format) {
-    case CZ_FMT_SHAREGPT: st = cz__read_sharegpt(path, &o, &tmp, err); break;
-    case CZ_FMT_BURSTGPT: st = cz__read_burstgpt(path, &o, &tmp, err); break;
-    case CZ_FMT_MOONCAKE: st = cz__read_mooncake(path, &o, &tmp, err); break;
-    case CZ_FMT_AZURE: st = cz__read_azure(path, &o, &tmp, err); break;
-    case CZ_FMT_CADENZA: st = cz__read_cadenza(path, &o, &tmp, err); break;
-    default: CZ_ASSERT(0 && "a known format (CZ_FMT_AUTO is resolved above)");
-    }
+    st = read_whole(path, &o, &tmp, err);
     if (st == CZ_OK && o.format != CZ_FMT_CADENZA && tmp.arrivals_given)
         shift_to_zero(&tmp);
-    if (st == CZ_OK && o.format != CZ_FMT_CADENZA)
-        st = check_times(&tmp, path, err);
+    for (uint32_t i = 0; st == CZ_OK && o.format != CZ_FMT_CADENZA && i < tmp.n_sessions; i++)
+        st = cz__check_session_times(&tmp, i, path, err);
     if (st == CZ_OK && (out->n_sessions > 0 || out->n_streams > 0)) {
         st = merge(out, &tmp, path, err);
     } else if (st == CZ_OK) {

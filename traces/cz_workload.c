@@ -210,7 +210,7 @@ uint32_t cz_workload_min_text_in(const cz_workload *w)
     return least;
 }
 
-static void scratch_clear(cz_workload *s)
+void cz__workload_clear_sessions(cz_workload *s)
 {
     s->n_sessions = s->n_turns = s->n_hash = s->name_len = 0;
 }
@@ -224,7 +224,7 @@ void cz_workload_stream(cz_workload *w, const cz_wlgen_ops *ops, void *gen)
     uint32_t least = UINT32_MAX;
     bool seen[2] = {false, false};
     for (;;) {
-        scratch_clear(&scratch);
+        cz__workload_clear_sessions(&scratch);
         if (!ops->next(gen, &scratch))
             break;
         CZ_ASSERT(scratch.n_sessions == 1);
@@ -290,7 +290,7 @@ bool cz_workload_fill(cz_workload *w, uint32_t si)
     if (si >= w->n_sessions)
         return false;
     while (w->ses_end <= si) {
-        scratch_clear(w->scratch);
+        cz__workload_clear_sessions(w->scratch);
         bool more = w->gen_ops->next(w->gen, w->scratch);
         CZ_ASSERT(more && w->scratch->n_sessions == 1); /* the first pass counted them */
         window_append(w, w->scratch);

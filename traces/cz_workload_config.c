@@ -124,7 +124,19 @@ static void trace_draw(const length_spec *d, gsl_rng *r, uint32_t *in_tokens,
     *out_tokens = out < 1 ? 1 : out > d->max_tokens ? d->max_tokens : out;
 }
 
-/* Reads d's trace; `where`.`key` names the length field in messages. */
+/* Appends the (input, output) lengths of every turn of `w` to d->lens. */
+static void add_lengths(length_spec *d, const cz_workload *w, size_t *cap)
+{
+    cz_grow((void **)&d->lens, cap, 2 * ((size_t)d->n_lens + w->n_turns), sizeof *d->lens);
+    for (uint32_t i = 0; i < w->n_turns; i++, d->n_lens++) {
+        d->lens[2 * (size_t)d->n_lens] = cz_turn_in_tokens(&w->turns[i]);
+        d->lens[2 * (size_t)d->n_lens + 1] = w->turns[i].out_text_tokens;
+    }
+}
+
+/* Reads d's trace into its lengths, in the order of the workload the trace reads into
+ * (a record at a time where that is the file's order); `where`.`key` names the length
+ * field in messages. */
 static cz_status load_trace_lengths(length_spec *d, const char *where, const char *key,
                                     cz_err *err)
 {
@@ -132,58 +144,70 @@ static cz_status load_trace_lengths(length_spec *d, const char *where, const cha
     o.format = d->format;
     cz_workload trace;
     cz_workload_init(&trace);
+    size_t cap = 0;
+    d->owns_trace = true;
     cz_status st = cz_file_check_input(d->path, err);
     if (st != CZ_OK)
         return cz_err_prefix(err, "%s.%s.path: ", where, key);
-    st = cz_trace_read(d->path, &o, &trace, err);
-    if (st == CZ_OK && trace.n_turns == 0)
+    if (o.format == CZ_FMT_AUTO)
+        st = cz_trace_detect(d->path, &o.format, err);
+    if (st == CZ_OK && o.format != CZ_FMT_BURSTGPT && o.format != CZ_FMT_SHAREGPT) {
+        /* records come in file order, as a whole read keeps them */
+        cz__rd r;
+        bool whole_only, more = true;
+        st = cz__rd_open(&r, d->path, &o, &trace, &whole_only, err);
+        CZ_ASSERT(st != CZ_OK || !whole_only);
+        while (st == CZ_OK && more) {
+            cz__workload_clear_sessions(&trace);
+            if ((st = cz__rd_next(&r, &trace, &more, err)) == CZ_OK)
+                add_lengths(d, &trace, &cap);
+        }
+        cz__rd_close(&r);
+    } else if (st == CZ_OK && (st = cz_trace_read(d->path, &o, &trace, err)) == CZ_OK) {
+        add_lengths(d, &trace, &cap);
+    }
+    if (st == CZ_OK && d->n_lens == 0)
         st = cz_err_set(err, CZ_EINVAL, "%s: trace '%s' has no requests to sample lengths from",
                         where, d->path);
-    if (st == CZ_OK) {
-        d->owns_trace = true;
-        d->n_lens = trace.n_turns;
-        d->lens = cz_xmalloc(2 * (size_t)trace.n_turns * sizeof *d->lens);
-        for (uint32_t i = 0; i < trace.n_turns; i++) {
-            d->lens[2 * (size_t)i] = cz_turn_in_tokens(&trace.turns[i]);
-            d->lens[2 * (size_t)i + 1] = trace.turns[i].out_text_tokens;
-        }
-    }
     cz_workload_free(&trace);
     return st;
 }
 
 /* ---- sources -------------------------------------------------------------------------- */
 
-static cz_status source_trace(const cJSON *t, const char *where, const char *base_dir,
-                              cz_workload *w, cz_err *err)
+/* The trace source's reader options and its resolved path (*path, owned by the caller). */
+static cz_status trace_parse(const cJSON *t, const char *where, const char *base_dir,
+                             cz_trace_opts *o, char **path_out, cz_err *err)
 {
     static const char *const keys[] = {"path",          "format",          "multi_turn", "filter",
                                        "output_tokens", "chars_per_token", "class",
                                        "new_input_only"};
-    cz_trace_opts o = cz_trace_opts_default();
+    *o = cz_trace_opts_default();
+    *path_out = NULL;
     const char *path = NULL;
     uint64_t out_tokens = 0;
     cz_status st;
     if ((st = cz_json_check_keys(t, where, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK ||
         (st = cz_json_str(t, where, "path", true, &path, err)) != CZ_OK ||
-        (st = parse_format(t, where, &o.format, err)) != CZ_OK ||
-        (st = cz_json_bool(t, where, "multi_turn", false, &o.sharegpt_multi_turn, err)) != CZ_OK ||
-        (st = cz_json_bool(t, where, "filter", false, &o.sharegpt_filter, err)) != CZ_OK ||
+        (st = parse_format(t, where, &o->format, err)) != CZ_OK ||
+        (st = cz_json_bool(t, where, "multi_turn", false, &o->sharegpt_multi_turn, err)) != CZ_OK ||
+        (st = cz_json_bool(t, where, "filter", false, &o->sharegpt_filter, err)) != CZ_OK ||
         (st = cz_json_u64(t, where, "output_tokens", false, 0, UINT32_MAX, &out_tokens, err)) !=
             CZ_OK ||
-        (st = cz_json_num(t, where, "chars_per_token", false, 0.01, 1e6, &o.chars_per_token,
+        (st = cz_json_num(t, where, "chars_per_token", false, 0.01, 1e6, &o->chars_per_token,
                           err)) != CZ_OK ||
-        (st = parse_class(t, where, &o.cls, err)) != CZ_OK ||
-        (st = cz_json_bool(t, where, "new_input_only", false, &o.burstgpt_new_input, err)) != CZ_OK)
+        (st = parse_class(t, where, &o->cls, err)) != CZ_OK ||
+        (st = cz_json_bool(t, where, "new_input_only", false, &o->burstgpt_new_input, err)) != CZ_OK)
         return st;
-    o.default_output_tokens = (uint32_t)out_tokens;
+    o->default_output_tokens = (uint32_t)out_tokens;
     char *full = cz_path_resolve(base_dir, path);
-    if ((st = cz_file_check_input(full, err)) != CZ_OK)
+    if ((st = cz_file_check_input(full, err)) != CZ_OK) {
         cz_err_prefix(err, "%s.path: ", where);
-    else
-        st = cz_trace_read(full, &o, w, err);
-    free(full);
-    return st;
+        free(full);
+        return st;
+    }
+    *path_out = full;
+    return CZ_OK;
 }
 
 /* ---- arrivals and think times ----------------------------------------------------------- */
@@ -288,20 +312,17 @@ static cz_status arr_parse(const cJSON *a, const char *where, const cz_workload 
 
 /* A concurrency bound holds sessions whose later turns follow their replies: an open
  * session of several turns under max_concurrency is an error. */
-static cz_status arr_check(const arr_spec *a, const char *where, const cz_workload *w,
-                           cz_err *err)
+static cz_status arr_check_session(const arr_spec *a, const char *where, const cz_workload *w,
+                                   uint32_t si, cz_err *err)
 {
-    if (a->kind == ARR_CLOSED || !a->concurrency || a->turns_closed)
+    const cz_session *s = &w->sessions[si];
+    if (a->kind == ARR_CLOSED || !a->concurrency || a->turns_closed ||
+        s->timing != CZ_TIMING_OPEN || s->n_turns < 2)
         return CZ_OK;
-    for (uint32_t i = 0; i < w->n_sessions; i++)
-        if (w->sessions[i].timing == CZ_TIMING_OPEN && w->sessions[i].n_turns > 1)
-            return cz_err_field(err, CZ_EINVAL, where, "max_concurrency",
-                                "bounds sessions whose later turns follow their replies; "
-                                "session '%s' has %u open-timed turns (set \"turns\": "
-                                "\"closed\")",
-                                cz_workload_session_name(w, &w->sessions[i]),
-                                w->sessions[i].n_turns);
-    return CZ_OK;
+    return cz_err_field(err, CZ_EINVAL, where, "max_concurrency",
+                        "bounds sessions whose later turns follow their replies; session '%s' "
+                        "has %u open-timed turns (set \"turns\": \"closed\")",
+                        cz_workload_session_name(w, s), s->n_turns);
 }
 
 static void arr_rewind(arr_spec *a)
@@ -522,7 +543,8 @@ static void class_free(class_spec *c)
     c->r = NULL;
 }
 
-/* The per-session steps a config asks for, parsed before any session is made. */
+/* The per-session steps a config asks for, parsed before any session is made, and the
+ * running state of one walk over the source's sessions (steps_rewind starts a walk). */
 typedef struct steps {
     arr_spec arr;
     think_spec think;
@@ -530,6 +552,13 @@ typedef struct steps {
     bool audio_on;
     audio_spec audio;
     class_spec classes;
+    /* running state */
+    uint64_t seen;       /* sessions of the source stepped */
+    uint64_t kept, kept_turns;
+    uint64_t dropped;    /* turns dropped by the window or the request cap */
+    bool capped;         /* the request cap was reached */
+    double last_s;       /* first arrival of the session stepped last */
+    bool disorder;       /* a session arrived before the one stepped before it */
 } steps;
 
 static void steps_free(steps *p)
@@ -537,6 +566,55 @@ static void steps_free(steps *p)
     arr_free(&p->arr);
     think_free(&p->think);
     class_free(&p->classes);
+}
+
+static void steps_rewind(steps *p)
+{
+    p->seen = p->kept = p->kept_turns = p->dropped = 0;
+    p->capped = false;
+    p->last_s = -INFINITY;
+    p->disorder = false;
+    p->think.any = false;
+    arr_rewind(&p->arr);
+}
+
+/* The steps on session si of `w`, the last one (the source's next session, index
+ * p->seen): arrival and think time, then the transforms (time scale, window, request
+ * cap), as a whole workload's transforms would treat it when the sessions come in order
+ * of arrival; a session they drop is removed from `w` (false). A kept one gets its audio
+ * and its class (index = sessions kept before it). */
+static bool steps_session(steps *p, cz_workload *w, uint32_t si)
+{
+    uint64_t index = p->seen++;
+    arr_session(&p->arr, w, si);
+    think_session(&p->think, w, si, index);
+    const xform_spec *x = &p->xf;
+    const cz_session *s = &w->sessions[si];
+    for (uint32_t k = 0; x->scale != 1.0 && k < s->n_turns; k++)
+        w->turns[s->turn_off + k].arrival_s *= x->scale;
+    double first = cz__session_first_arrival(w, si);
+    if (first < p->last_s)
+        p->disorder = true;
+    p->last_s = first;
+    bool keep = !x->window || cz__session_in_window(w, si, x->start_s, x->start_s + x->duration_s);
+    if (keep && x->window)
+        cz__session_shift(w, si, -x->start_s);
+    if (keep && x->max_requests > 0 &&
+        (p->capped || p->kept_turns + s->n_turns > x->max_requests)) {
+        p->capped = true;
+        keep = false;
+    }
+    if (!keep) {
+        p->dropped += s->n_turns;
+        cz__workload_pop_session(w);
+        return false;
+    }
+    for (uint32_t k = 0; p->audio_on && k < s->n_turns; k++)
+        audio_turn(&p->audio, &w->turns[s->turn_off + k]);
+    class_session(&p->classes, w, si, p->kept);
+    p->kept++;
+    p->kept_turns += s->n_turns;
+    return true;
 }
 
 /* ---- the synthetic source: a producer of sessions in order of arrival -------------------- */
@@ -553,22 +631,14 @@ typedef struct synth_gen {
     uint64_t seed;
     gsl_rng *r;
     steps st;            /* the per-session steps, applied as each session is made */
-    /* running state */
     uint64_t i;          /* next request index */
-    uint64_t kept, kept_turns;
-    uint64_t dropped;    /* turns dropped by the window or the request cap */
-    bool capped;         /* the request cap was reached */
-    double last_s;       /* first arrival of the session made last (order check) */
 } synth_gen;
 
 static void synth_rewind(void *gp)
 {
     synth_gen *g = gp;
-    g->i = g->kept = g->kept_turns = g->dropped = 0;
-    g->capped = false;
-    g->last_s = -INFINITY;
-    g->st.think.any = false;
-    arr_rewind(&g->st.arr);
+    g->i = 0;
+    steps_rewind(&g->st);
 }
 
 static void synth_free(void *gp)
@@ -589,7 +659,7 @@ static void synth_header(const synth_gen *g, cz_workload *w)
     w->arrivals_given = false;
     arr_header(&g->st.arr, w);
     w->think_given = g->st.think.on && g->st.think.any;
-    w->dropped_filtered = g->dropped;
+    w->dropped_filtered = g->st.dropped;
 }
 
 static bool synth_next(void *gp, cz_workload *w)
@@ -616,39 +686,14 @@ static bool synth_next(void *gp, cz_workload *w)
             name[4 + k] = digits[nd - 1 - k];
         name[4 + nd] = '\0';
         cz_workload_begin_session(w, name, g->cls, CZ_TIMING_OPEN);
-        uint32_t si = w->n_sessions - 1;
         cz_turn *t = cz_workload_add_turn(w);
         t->in_text_tokens = in_tokens;
         t->in_image_tokens = (uint32_t)g->image;
         t->out_text_tokens = out_tokens;
-        arr_session(&g->st.arr, w, si);
-        think_session(&g->st.think, w, si, i);
-        /* the transforms, session by session: the sessions come in order of arrival */
-        const xform_spec *x = &g->st.xf;
-        for (uint32_t k = 0; x->scale != 1.0 && k < w->sessions[si].n_turns; k++)
-            w->turns[w->sessions[si].turn_off + k].arrival_s *= x->scale;
-        double first = cz__session_first_arrival(w, si);
-        CZ_ASSERT(first >= g->last_s);
-        g->last_s = first;
-        bool keep = !x->window || cz__session_in_window(w, si, x->start_s,
-                                                          x->start_s + x->duration_s);
-        if (keep && x->window)
-            cz__session_shift(w, si, -x->start_s);
-        if (keep && x->max_requests > 0 &&
-            (g->capped || g->kept_turns + w->sessions[si].n_turns > x->max_requests)) {
-            g->capped = true;
-            keep = false;
-        }
-        if (!keep) {
-            g->dropped += w->sessions[si].n_turns;
-            cz__workload_pop_session(w);
+        bool kept = steps_session(&g->st, w, w->n_sessions - 1);
+        CZ_ASSERT(!g->st.disorder); /* arrival processes time sessions in order */
+        if (!kept)
             continue;
-        }
-        for (uint32_t k = 0; g->st.audio_on && k < w->sessions[si].n_turns; k++)
-            audio_turn(&g->st.audio, &w->turns[w->sessions[si].turn_off + k]);
-        class_session(&g->st.classes, w, si, g->kept);
-        g->kept++;
-        g->kept_turns += w->sessions[si].n_turns;
         synth_header(g, w);
         return true;
     }
@@ -839,9 +884,11 @@ static cz_status steps_parse(const cJSON *cfg, const char *where, const cfg_chil
  * think time per session, the transforms, audio per turn, class per session. */
 static cz_status steps_apply(steps *p, const char *arr_where, cz_workload *w, cz_err *err)
 {
-    cz_status st = arr_check(&p->arr, arr_where, w, err);
-    if (st != CZ_OK)
-        return st;
+    for (uint32_t i = 0; i < w->n_sessions; i++) {
+        cz_status st = arr_check_session(&p->arr, arr_where, w, i, err);
+        if (st != CZ_OK)
+            return st;
+    }
     for (uint32_t i = 0; i < w->n_sessions; i++) {
         arr_session(&p->arr, w, i);
         think_session(&p->think, w, i, i);
@@ -855,6 +902,176 @@ static cz_status steps_apply(steps *p, const char *arr_where, cz_workload *w, cz
     for (uint32_t i = 0; i < w->n_sessions; i++)
         class_session(&p->classes, w, i, i);
     return CZ_OK;
+}
+
+/* ---- a trace read as the run consumes it ------------------------------------------------ */
+
+/* A trace read record by record for a streamed workload: each record's session is shifted
+ * to the trace's first arrival (as cz_trace_read shifts a whole trace), checked, and
+ * stepped as a synthetic session is. Streaming needs the sessions in order of first
+ * arrival, before the steps and after them, each either single-turn or closed, and no
+ * streams in the file; the first pass (cz_workload_stream's count) finds out. A trace
+ * that breaks this, or an error in the file, ends that pass with `whole` or `status` set:
+ * the trace is then read whole, or the error reported. */
+typedef struct trace_gen {
+    cz__rd rd;
+    cz_workload hdr;     /* the reader's header fields */
+    steps st;
+    bool shift_on;       /* arrivals from timestamps (not a cadenza file): shifted to 0 */
+    bool have_shift;
+    double shift_s;      /* the first record's first arrival */
+    double raw_last_s;   /* the record before's first arrival, before the steps */
+    const char *arr_where;
+    uint32_t pass;       /* 1 while cz_workload_stream counts */
+    bool reopen;         /* rewound: the file is opened again at the next call */
+    bool whole;          /* the trace cannot be streamed */
+    cz_status status;
+    cz_err err;
+} trace_gen;
+
+static void trace_header(const trace_gen *g, cz_workload *w)
+{
+    cz__workload_copy_header(w, &g->hdr);
+    w->dropped_failed = g->hdr.dropped_failed + g->rd.dropped_failed;
+    w->dropped_filtered = g->hdr.dropped_filtered + g->st.dropped;
+    arr_header(&g->st.arr, w);
+    if (g->st.think.on)
+        w->think_given = g->st.think.any;
+}
+
+static void trace_free(void *gp)
+{
+    trace_gen *g = gp;
+    cz__rd_close(&g->rd);
+    cz_workload_free(&g->hdr);
+    steps_free(&g->st);
+    free(g);
+}
+
+static void trace_rewind(void *gp)
+{
+    trace_gen *g = gp;
+    g->pass++;
+    g->reopen = true;
+    g->have_shift = false;
+    g->raw_last_s = -INFINITY;
+    steps_rewind(&g->st);
+}
+
+/* The file read by a later pass is not the one the first pass read: the run cannot go
+ * on, and a status cannot reach the caller from inside the run. */
+static CZ__NORETURN void trace_changed(const trace_gen *g)
+{
+    fprintf(stderr, "cadenza: %s: the trace changed while the run was reading it%s%s\n",
+            g->rd.path, g->status != CZ_OK ? ": " : "", g->status != CZ_OK ? g->err.msg : "");
+    exit(2);
+}
+
+/* Reads and steps the next record into w; false at the end, or when the pass stops. */
+static bool trace_step(trace_gen *g, cz_workload *w)
+{
+    if (g->reopen) {
+        cz__rd old = g->rd;
+        cz_workload hdr;
+        cz_workload_init(&hdr);
+        bool whole_only;
+        g->status = cz__rd_open(&g->rd, old.path, &old.o, &hdr, &whole_only, &g->err);
+        cz_workload_free(&hdr);
+        cz__rd_close(&old);
+        g->reopen = false;
+        g->whole = whole_only;
+        if (g->status != CZ_OK || whole_only)
+            return false;
+    }
+    for (;;) {
+        bool more;
+        g->status = cz__rd_next(&g->rd, w, &more, &g->err);
+        if (g->status != CZ_OK || !more)
+            return false;
+        if (w->n_streams > 0) {
+            g->whole = true; /* streams are part of a workload's header */
+            return false;
+        }
+        uint32_t si = w->n_sessions - 1;
+        if (g->shift_on) {
+            double first = cz__session_first_arrival(w, si);
+            if (first < g->raw_last_s) {
+                g->whole = true;
+                return false;
+            }
+            g->raw_last_s = first;
+            if (!g->have_shift) {
+                g->shift_s = first;
+                g->have_shift = true;
+            }
+            if (g->shift_s != 0.0)
+                cz__session_shift(w, si, -g->shift_s);
+        }
+        if ((g->shift_on && (g->status = cz__check_session_times(w, si, g->rd.path, &g->err)) !=
+                                CZ_OK) ||
+            (g->status = arr_check_session(&g->st.arr, g->arr_where, w, si, &g->err)) != CZ_OK)
+            return false;
+        if (!steps_session(&g->st, w, si))
+            continue;
+        const cz_session *s = &w->sessions[si];
+        if (g->st.disorder || (s->timing == CZ_TIMING_OPEN && s->n_turns > 1)) {
+            g->whole = true;
+            return false;
+        }
+        return true;
+    }
+}
+
+static bool trace_next(void *gp, cz_workload *w)
+{
+    trace_gen *g = gp;
+    bool got = trace_step(g, w);
+    if (g->pass > 1 && (g->status != CZ_OK || g->whole))
+        trace_changed(g);
+    trace_header(g, w);
+    return got;
+}
+
+static const cz_wlgen_ops trace_ops = {trace_next, trace_rewind, trace_free};
+
+/* Makes `w` a streamed workload over the trace at `path` when the trace allows it
+ * (*streamed); otherwise leaves `w` as it was for the trace to be read whole. */
+static cz_status trace_stream(const char *path, const cz_trace_opts *opts, const cJSON *cfg,
+                              const char *where, const cfg_child *arr, const cfg_child *audio,
+                              uint64_t seed, cz_workload *w, bool *streamed, cz_err *err)
+{
+    *streamed = false;
+    cz_trace_opts o = *opts;
+    cz_status st = CZ_OK;
+    if (o.format == CZ_FMT_AUTO && (st = cz_trace_detect(path, &o.format, err)) != CZ_OK)
+        return st;
+    trace_gen *g = cz_xcalloc(1, sizeof *g);
+    cz_workload_init(&g->hdr);
+    bool whole_only;
+    st = cz__rd_open(&g->rd, path, &o, &g->hdr, &whole_only, err);
+    if (st == CZ_OK && !whole_only)
+        st = steps_parse(cfg, where, arr, audio, seed, &g->hdr, &g->st, err);
+    if (st != CZ_OK || whole_only) {
+        trace_free(g);
+        return st;
+    }
+    g->shift_on = g->hdr.arrivals_given && o.format != CZ_FMT_CADENZA;
+    g->arr_where = arr->where;
+    g->pass = 0;
+    trace_rewind(g); /* pass 1; the reader opens again at its first record */
+    bool keep_stream = w->stream;
+    cz_workload_stream(w, &trace_ops, g);
+    if (g->status == CZ_OK && !g->whole) {
+        *streamed = true;
+        return CZ_OK;
+    }
+    st = g->status;
+    if (st != CZ_OK && err)
+        *err = g->err;
+    cz_workload_free(w); /* and the producer with it */
+    cz_workload_init(w);
+    w->stream = keep_stream;
+    return st;
 }
 
 static cz_status build(const cJSON *cfg, const char *where, const char *base_dir, uint64_t seed,
@@ -892,10 +1109,18 @@ static cz_status build(const cJSON *cfg, const char *where, const char *base_dir
     steps p;
     memset(&p, 0, sizeof p);
     if (trace.obj) {
-        if ((st = source_trace(trace.obj, trace.where, base_dir, w, err)) == CZ_OK &&
+        cz_trace_opts o;
+        char *path = NULL;
+        bool streamed = false;
+        st = trace_parse(trace.obj, trace.where, base_dir, &o, &path, err);
+        /* barge-in draws its cut times from the whole workload's audio durations */
+        if (st == CZ_OK && w->stream && !barge.obj)
+            st = trace_stream(path, &o, cfg, where, &arr, &audio, seed, w, &streamed, err);
+        if (st == CZ_OK && !streamed && (st = cz_trace_read(path, &o, w, err)) == CZ_OK &&
             (st = steps_parse(cfg, where, &arr, &audio, seed, w, &p, err)) == CZ_OK)
             st = steps_apply(&p, arr.where, w, err);
         steps_free(&p);
+        free(path);
     } else if (synth.obj) {
         synth_gen *g = NULL;
         cz_workload hdr;
