@@ -6,6 +6,7 @@
 
 #include "cz_cli.h"
 #include "cz_json.h"
+#include "cz_kernels.h"
 
 static const char usage[] =
     "usage: cadenza <command> [options]\n"
@@ -92,6 +93,7 @@ int main(int argc, char **argv)
      * message (cz_base.h) instead of coming back as a NULL that reads as bad JSON. */
     cJSON_Hooks hooks = {.malloc_fn = cz_xmalloc, .free_fn = free};
     cJSON_InitHooks(&hooks);
+    cz_blas_single_thread();
     if (argc < 2) {
         fputs(usage, stderr);
         return CZ_EXIT_USAGE;

@@ -241,6 +241,12 @@ typedef struct cz_kreserve {
  * sampling candidates); cz_kctx_reserve grows it. Fails with CZ_EINVAL on threads == 0 or
  * a thread that cannot start. */
 cz_status cz_kctx_cpu_create(uint32_t threads, cz_kctx **out, cz_err *err);
+/* OpenBLAS starts a worker thread per core when it loads and lets each spin (yielding)
+ * for a while before it sleeps, taking a core from a run that has just started. cadenza
+ * never runs OpenBLAS on threads of its own (the CPU context splits each GEMM itself), so
+ * the program calls this first: OpenBLAS set to one thread and its workers ended, where
+ * the loaded build offers that. A later GEMM runs on its calling thread as before. */
+void cz_blas_single_thread(void);
 /* The number of online CPUs (at least 1): the default thread count. */
 uint32_t cz_kctx_cpu_default_threads(void);
 
