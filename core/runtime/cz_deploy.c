@@ -960,12 +960,15 @@ static void on_arrival(cz_deploy *S, double now, uint32_t g)
 {
     uint32_t si = TURN_SES(S, g);
     const cz_session *ses = WS(S, si);
+    /* the next of the pre-timed arrivals (not a turn a slot or a reply end released);
+     * decided before the turn is submitted: a turn refused at once ends there, and the
+     * session it releases may move a streamed workload's window (and `ses` with it) */
+    bool pretimed = (ses->timing == CZ_TIMING_OPEN && g != ses->turn_off) ||
+                    (g == ses->turn_off && S->wl->concurrency == 0);
     SES(S, si)->arrived++;
     S->arrived++;
     submit_next(S, si, now);
-    /* the next of the pre-timed arrivals (not a turn a slot or a reply end released) */
-    if ((ses->timing == CZ_TIMING_OPEN && g != ses->turn_off) ||
-        (g == ses->turn_off && S->wl->concurrency == 0))
+    if (pretimed)
         push_next_initial(S, now);
 }
 
