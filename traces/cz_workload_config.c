@@ -152,7 +152,8 @@ static cz_status load_trace_lengths(length_spec *d, const char *where, const cha
     if (o.format == CZ_FMT_AUTO)
         st = cz_trace_detect(d->path, &o.format, err);
     if (st == CZ_OK && o.format != CZ_FMT_BURSTGPT && o.format != CZ_FMT_SHAREGPT) {
-        /* records come in file order, as a whole read keeps them */
+        /* a record reader's file order is the whole read's order here (BurstGPT's whole
+         * reader sorts its rows by time, so it is read whole: the same lengths drawn) */
         cz__rd r;
         bool whole_only, more = true;
         st = cz__rd_open(&r, d->path, &o, &trace, &whole_only, err);
@@ -333,13 +334,6 @@ static void arr_rewind(arr_spec *a)
         cz_rng_reseed(a->r, a->seed, CZ_RNG_ARRIVALS, 0);
 }
 
-static void arr_free(arr_spec *a)
-{
-    if (a->r)
-        gsl_rng_free(a->r);
-    a->r = NULL;
-}
-
 /* Moves session si so that its first turn arrives at t_s; the other turns of an open
  * session keep their offsets from the first. */
 static void retime_session(cz_workload *w, uint32_t si, double t_s)
@@ -416,13 +410,6 @@ static void think_session(think_spec *t, cz_workload *w, uint32_t si, uint64_t i
         double v = cz_distspec_draw(&t->d, t->r);
         w->turns[s->turn_off + k].think_s = v > 0.0 ? v : 0.0;
     }
-}
-
-static void think_free(think_spec *t)
-{
-    if (t->r)
-        gsl_rng_free(t->r);
-    t->r = NULL;
 }
 
 /* ---- transforms, audio, classes ---------------------------------------------------------- */
@@ -536,13 +523,6 @@ static void class_session(class_spec *c, cz_workload *w, uint32_t si, uint64_t i
     w->sessions[si].cls = gsl_rng_uniform(c->r) < c->f ? CZ_CLASS_BE : CZ_CLASS_RT;
 }
 
-static void class_free(class_spec *c)
-{
-    if (c->r)
-        gsl_rng_free(c->r);
-    c->r = NULL;
-}
-
 /* The per-session steps a config asks for, parsed before any session is made, and the
  * running state of one walk over the source's sessions (steps_rewind starts a walk). */
 typedef struct steps {
@@ -561,11 +541,19 @@ typedef struct steps {
     bool disorder;       /* a session arrived before the one stepped before it */
 } steps;
 
+/* Frees a step's generator (NULL when the step draws nothing). */
+static void rng_free(gsl_rng **r)
+{
+    if (*r)
+        gsl_rng_free(*r);
+    *r = NULL;
+}
+
 static void steps_free(steps *p)
 {
-    arr_free(&p->arr);
-    think_free(&p->think);
-    class_free(&p->classes);
+    rng_free(&p->arr.r);
+    rng_free(&p->think.r);
+    rng_free(&p->classes.r);
 }
 
 static void steps_rewind(steps *p)
@@ -646,8 +634,7 @@ static void synth_free(void *gp)
     synth_gen *g = gp;
     length_free(&g->in);
     length_free(&g->out);
-    if (g->r)
-        gsl_rng_free(g->r);
+    rng_free(&g->r);
     steps_free(&g->st);
     free(g);
 }
@@ -918,9 +905,9 @@ typedef struct trace_gen {
     cz_workload hdr;     /* the reader's header fields */
     steps st;
     bool shift_on;       /* arrivals from timestamps (not a cadenza file): shifted to 0 */
-    bool have_shift;
     double shift_s;      /* the first record's first arrival */
-    double raw_last_s;   /* the record before's first arrival, before the steps */
+    double raw_last_s;   /* the record before's first arrival, before the steps
+                            (-INFINITY before the first record) */
     const char *arr_where;
     uint32_t pass;       /* 1 while cz_workload_stream counts */
     bool reopen;         /* rewound: the file is opened again at the next call */
@@ -951,9 +938,8 @@ static void trace_free(void *gp)
 static void trace_rewind(void *gp)
 {
     trace_gen *g = gp;
-    g->pass++;
-    g->reopen = true;
-    g->have_shift = false;
+    /* the reader opened for the first pass still stands at its first record */
+    g->reopen = g->pass++ > 0;
     g->raw_last_s = -INFINITY;
     steps_rewind(&g->st);
 }
@@ -999,11 +985,9 @@ static bool trace_step(trace_gen *g, cz_workload *w)
                 g->whole = true;
                 return false;
             }
-            g->raw_last_s = first;
-            if (!g->have_shift) {
+            if (g->raw_last_s == -INFINITY)
                 g->shift_s = first;
-                g->have_shift = true;
-            }
+            g->raw_last_s = first;
             if (g->shift_s != 0.0)
                 cz__session_shift(w, si, -g->shift_s);
         }
@@ -1057,8 +1041,7 @@ static cz_status trace_stream(const char *path, const cz_trace_opts *opts, const
     }
     g->shift_on = g->hdr.arrivals_given && o.format != CZ_FMT_CADENZA;
     g->arr_where = arr->where;
-    g->pass = 0;
-    trace_rewind(g); /* pass 1; the reader opens again at its first record */
+    trace_rewind(g); /* pass 1 */
     bool keep_stream = w->stream;
     cz_workload_stream(w, &trace_ops, g);
     if (g->status == CZ_OK && !g->whole) {
