@@ -81,8 +81,8 @@ typedef struct cz_distacc {
     bool weighted;            /* exact mode keeps (value, multiplicity) pairs */
     uint64_t n;               /* values, with multiplicity */
     uint64_t n_nan;
-    long double sum;          /* sum of value x multiplicity */
-    long double wmean, m2;    /* West's weighted form of Welford's update */
+    double sum, sum_c;        /* sum of value x multiplicity, Neumaier-compensated */
+    double wmean, m2;         /* West's weighted form of Welford's update */
     double min, max;
     cz_sketch sk;             /* CZ_PCT_SKETCH */
     double *v;                /* CZ_PCT_EXACT, plain: the values */

@@ -55,7 +55,7 @@ else
     cuda=disabled
     echo "== no CUDA toolkit (nvcc): build-test leaves the CUDA backend out"
 fi
-run_build build-test -Dwerror=true -Dbuildtype=debugoptimized -Dcuda=$cuda || status=1
+run_build build-test -Dwerror=true -Dcuda=$cuda || status=1
 count build-test
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     run_build build-asan -Dwerror=true -Dbuildtype=debug -Dcuda=disabled -Db_sanitize=address,undefined \

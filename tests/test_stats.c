@@ -123,3 +123,27 @@ Test(stats, distacc_nan_makes_the_statistics_nan)
     cr_assert(isnan(d.mean) && isnan(d.std) && isnan(d.median) && isnan(d.max));
     cz_distacc_free(&a);
 }
+
+/* The running sum is compensated: a million 0.1 ms samples after one of 1e9 ms keep their
+ * share of the mean, which a plain double sum (ulp of 1e9 is 1.2e-7) would round away
+ * in part; the std follows Welford's update. Reference: the exact sums in closed form. */
+Test(stats, distacc_mean_keeps_small_values_beside_a_large_one)
+{
+    cz_distacc a;
+    cz_distacc_init(&a, CZ_PCT_SKETCH, false);
+    const double big = 1e9, small = 0.1;
+    const uint64_t n_small = 1000000;
+    cz_distacc_add(&a, big, 1);
+    for (uint64_t i = 0; i < n_small; i++)
+        cz_distacc_add(&a, small, 1);
+    cz_dist d;
+    cz_distacc_summary(&a, NULL, &d);
+    double n = (double)(n_small + 1);
+    double mean = (big + small * (double)n_small) / n;
+    double var = (big - mean) * (big - mean) / n + (double)n_small * (small - mean) * (small - mean) / n;
+    cr_assert_eq(d.n, n_small + 1);
+    cr_assert_float_eq(d.mean, mean, mean * 1e-15, "mean %.17g, expected %.17g", d.mean, mean);
+    cr_assert_float_eq(d.std, sqrt(var), sqrt(var) * 1e-9, "std %.17g, expected %.17g", d.std,
+                       sqrt(var));
+    cz_distacc_free(&a);
+}
