@@ -172,7 +172,11 @@ cz_status cz_json_u64(const cJSON *obj, const char *where, const char *key, bool
     if (st != CZ_OK || !it)
         return st;
     double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
-    if (!cJSON_IsNumber(it) || v != floor(v) || v < (double)min || v > (double)max)
+    /* (double)max rounds up to 2^64 for the largest maxima, so the range is checked on the
+     * integer once v is known to fit one (v < 2^64; NaN and infinities fail v == floor(v) or
+     * that bound) */
+    if (!cJSON_IsNumber(it) || v != floor(v) || v < 0.0 || v >= 0x1p64 || (uint64_t)v < min ||
+        (uint64_t)v > max)
         return cz_err_field(err, CZ_EINVAL, where, key,
                             "expected an integer in [%llu, %llu], got %s", (unsigned long long)min,
                             (unsigned long long)max,

@@ -59,7 +59,7 @@ run_build build-test -Dwerror=true -Dcuda=$cuda || status=1
 count build-test
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     run_build build-asan -Dwerror=true -Dbuildtype=debug -Dcuda=disabled -Db_sanitize=address,undefined \
-    -Db_lundef=false -Dc_args=-fno-sanitize-recover=all || status=1
+    -Db_lundef=false "-Dc_args=-fno-sanitize-recover=all -fsanitize=float-cast-overflow" || status=1
 count build-asan
 
 # libFuzzer stage: clang is required (CI installs clang and libclang-rt-14-dev)

@@ -46,6 +46,18 @@ Test(json, getters_name_field_and_range)
     cr_assert_eq(cz_json_num(j, "c.json: server", "n", true, 0, 10, &d, &err), CZ_EINVAL);
     cr_assert(strstr(err.msg, "c.json: server: field 'n'") != NULL, "%s", err.msg);
     cr_assert_eq(cz_json_u64(j, "w", "f", true, 0, 10, &u, &err), CZ_EINVAL);
+    cJSON_Delete(j);
+    /* 2^64 and above do not fit, though (double)UINT64_MAX == 2^64; nor do infinities */
+    j = cJSON_Parse("{\"big\": 18446744073709551616, \"huge\": 1e300, \"top\": 9007199254740992}");
+    cr_assert_eq(cz_json_u64(j, "w", "big", true, 0, UINT64_MAX, &u, &err), CZ_EINVAL);
+    cr_assert(strstr(err.msg, "field 'big'") != NULL, "%s", err.msg);
+    cr_assert_eq(cz_json_u64(j, "w", "huge", true, 0, UINT64_MAX, &u, &err), CZ_EINVAL);
+    cr_assert_eq(cz_json_u64(j, "w", "top", true, 0, UINT64_MAX, &u, &err), CZ_OK);
+    cr_assert_eq(u, 9007199254740992ull);
+    cr_assert_eq(cz_json_u64(j, "w", "top", true, 0, 9007199254740991ull, &u, &err), CZ_EINVAL);
+    cJSON_Delete(j);
+    j = cJSON_Parse("{\"n\": -3, \"s\": 5, \"f\": 2.5}");
+    u = 9;
     cr_assert_eq(cz_json_str(j, "w", "s", true, &s, &err), CZ_EINVAL);
     cr_assert(strstr(err.msg, "expected a string") != NULL);
     cr_assert_eq(cz_json_num(j, "w", "absent", false, 0, 1, &d, &err), CZ_OK);

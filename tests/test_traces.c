@@ -536,6 +536,14 @@ Test(traces, cadenza_bad_version)
                "cadenza_bad_version.jsonl:1", "'version'", NULL);
 }
 
+Test(traces, cadenza_count_past_u64_names_field)
+{
+    /* 2^64 parses as a double equal to (double)UINT64_MAX: it must still be refused */
+    read_fails(FIXTURES "cadenza_bad_dropped.jsonl", NULL, CZ_EINVAL,
+               "cadenza_bad_dropped.jsonl:1", "'dropped_failed'", "integer in [0, 18446744073709551615]",
+               NULL);
+}
+
 Test(traces, cadenza_defaults_and_classes)
 {
     cz_trace_opts o = cz_trace_opts_default();
