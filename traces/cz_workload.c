@@ -255,7 +255,8 @@ static void window_append(cz_workload *w, const cz_workload *s)
     const cz_session *src = &s->sessions[0];
     size_t hs = w->ses_end - w->ses_base, ht = w->turn_end - w->turn_base;
     const char *name = cz_workload_session_name(s, src);
-    size_t len = strlen(name) + 1;
+    size_t len = s->name_len - src->name_off; /* its one name, the NUL included */
+    CZ_ASSERT(len >= 1 && name[len - 1] == '\0');
     CZ_ASSERT((size_t)w->name_len + len <= UINT32_MAX &&
               (uint64_t)w->n_hash + s->n_hash <= UINT32_MAX);
     cz_grow((void **)&w->sessions, &w->cap_sessions, hs + 1, sizeof *w->sessions);

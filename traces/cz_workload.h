@@ -65,7 +65,8 @@ typedef struct cz_stream {
 /* A producer of sessions in order of first arrival, for a streamed workload
  * (cz_workload_stream). `next` appends the next session with its turns to `scratch` (a
  * whole workload the window empties before each call) and returns false when there is
- * none; it copies its running header fields (dropped counters, flags) into scratch too.
+ * none, having copied its header fields (source, dropped counters, flags), final by then,
+ * into scratch.
  * `rewind` starts it again from the first session; `free` releases it. */
 struct cz_workload;
 typedef struct cz_wlgen_ops {

@@ -639,7 +639,7 @@ static void synth_free(void *gp)
     free(g);
 }
 
-/* Writes the producer's header fields into w. */
+/* Writes the producer's header fields into w, once it has made its last session. */
 static void synth_header(const synth_gen *g, cz_workload *w)
 {
     snprintf(w->source, sizeof w->source, "synthetic");
@@ -679,10 +679,8 @@ static bool synth_next(void *gp, cz_workload *w)
         t->out_text_tokens = out_tokens;
         bool kept = steps_session(&g->st, w, w->n_sessions - 1);
         CZ_ASSERT(!g->st.disorder); /* arrival processes time sessions in order */
-        if (!kept)
-            continue;
-        synth_header(g, w);
-        return true;
+        if (kept)
+            return true;
     }
     synth_header(g, w);
     return false;

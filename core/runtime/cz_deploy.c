@@ -122,6 +122,11 @@ typedef struct cz_deploy {
     uint32_t n_slots;      /* slots ever made */
     uint32_t *free_slots;
     size_t n_free, cap_free;
+    /* the open session looked up last and its state (memo_si NONE: none): a handler reads
+     * one session's state many times, and the slot's chunks never move */
+    uint32_t memo_si;
+    ses_rt *memo_ses;
+    ses_stage *memo_sp;    /* its n_pipe stages */
     ses_rt closed_ses;     /* what a closed session reads as (rebuilt on each access) */
     ses_stage *closed_sp;  /* n_pipe */
     cz_player closed_pl;
@@ -239,24 +244,36 @@ static void closed_view(cz_deploy *S, uint32_t si)
     memset(&S->closed_pl, 0, sizeof S->closed_pl);
 }
 
+/* Session si's state, its slot opened if it was not; false for a closed session. The
+ * memo of the last session looked up spares most lookups (slot_close forgets it). */
+static inline bool memo(cz_deploy *S, uint32_t si)
+{
+    if (si == S->memo_si)
+        return true;
+    uint32_t k = slot(S, si);
+    if (k == NONE)
+        return false;
+    S->memo_si = si;
+    S->memo_ses = &S->ses_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK];
+    S->memo_sp = &S->sp_chunk[k / SLOT_CHUNK][(size_t)(k % SLOT_CHUNK) * S->n_pipe];
+    return true;
+}
+
 static inline ses_rt *SES(cz_deploy *S, uint32_t si)
 {
-    uint32_t k = slot(S, si);
-    if (k == NONE) {
-        closed_view(S, si);
-        return &S->closed_ses;
-    }
-    return &S->ses_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK];
+    if (memo(S, si))
+        return S->memo_ses;
+    closed_view(S, si);
+    return &S->closed_ses;
 }
 
 static inline ses_stage *SP(cz_deploy *S, uint32_t si, uint32_t p)
 {
-    uint32_t k = slot(S, si);
-    if (k == NONE) {
-        closed_view(S, si);
-        return &S->closed_sp[p];
-    }
-    return &S->sp_chunk[k / SLOT_CHUNK][(size_t)(k % SLOT_CHUNK) * S->n_pipe + p];
+    CZ_ASSERT(p < S->n_pipe);
+    if (memo(S, si))
+        return S->memo_sp + p;
+    closed_view(S, si);
+    return &S->closed_sp[p];
 }
 
 static cz_player *PLAYER(cz_deploy *S, uint32_t si)
@@ -289,6 +306,8 @@ static void slot_close(cz_deploy *S, uint32_t si)
 {
     uint32_t k = *SLOT_OF(S, si);
     CZ_ASSERT(k != NONE && k != CLOSED);
+    if (S->memo_si == si)
+        S->memo_si = NONE;
     cz_grow((void **)&S->free_slots, &S->cap_free, S->n_free + 1, sizeof *S->free_slots);
     S->free_slots[S->n_free++] = k;
     *SLOT_OF(S, si) = CLOSED;
@@ -1586,6 +1605,7 @@ cz_status cz_deploy_create(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
                           "model '%s' has a %u-stage pipeline",
                           cfg->model.name, n_pipe);
     cz_deploy *S = cz_xcalloc(1, sizeof *S);
+    S->memo_si = NONE;
     S->cfg = cfg;
     S->wl = wl;
     S->streamed = wl->gen != NULL;
