@@ -40,10 +40,10 @@ one() { # cadenza, config
              END { if (!ok) exit 1; print ev, r, w, p }'
 }
 
-# median, best and worst of the numbers on stdin (higher is better)
-stats() { sort -g | awk '{ a[NR] = $1 } END { printf "median %s, best %s, worst %s", a[int((NR + 1) / 2)], a[NR], a[1] }'; }
-# median and range of the numbers on stdin
-spread() { sort -g | awk '{ a[NR] = $1 } END { printf "median %s, range %s to %s", a[int((NR + 1) / 2)], a[1], a[NR] }'; }
+# the median, then the highest and the lowest of the numbers on stdin, under the names
+# given ("best" and "worst" where higher is better)
+stats() { sort -g | awk -v hi="${1:-best}" -v lo="${2:-worst}" '{ a[NR] = $1 }
+    END { printf "median %s, %s %s, %s %s", a[int((NR + 1) / 2)], hi, a[NR], lo, a[1] }'; }
 
 st=0
 for cfg in experiments/bench/sim_100k_1h.json experiments/bench/vidur_readme.json; do
@@ -59,8 +59,8 @@ for cfg in experiments/bench/sim_100k_1h.json experiments/bench/vidur_readme.jso
     done
     echo "$cfg: $events events, $runs runs"
     echo "  events/s (M): $(printf '%s\n' "${rates[@]}" | stats)"
-    echo "  simulation wall time (s): $(printf '%s\n' "${walls[@]}" | spread)"
-    echo "  peak memory (MB): $(printf '%s\n' "${peaks[@]}" | spread)"
+    echo "  simulation wall time (s): $(printf '%s\n' "${walls[@]}" | stats highest lowest)"
+    echo "  peak memory (MB): $(printf '%s\n' "${peaks[@]}" | stats highest lowest)"
     if [ -n "$other" ]; then
         echo "  $other, events/s (M): $(printf '%s\n' "${orates[@]}" | stats)"
         echo "  ratio of the pairs (this build / the other): $(printf '%s\n' "${ratios[@]}" | stats)"
