@@ -171,10 +171,12 @@ static bool ends_with(const char *s, const char *suffix)
 }
 
 /* The prefill and the decode steps; ids (max_new) and, when logits is not NULL, logits
- * (max_new, vocab) filled. */
-static void run_generation(cz_net *net, cz_kv_pool *kv, const int32_t *prompt, uint32_t np,
-                           uint32_t max_new, int32_t *ids, float *logits)
+ * (max_new, vocab) filled. CZ_EFORMAT, naming the position, at the first step whose logits
+ * hold NaN or +inf (non-finite weights, or an overflow). */
+static cz_status run_generation(cz_net *net, cz_kv_pool *kv, const int32_t *prompt, uint32_t np,
+                                uint32_t max_new, int32_t *ids, float *logits, cz_err *err)
 {
+    cz_status st = CZ_OK;
     const cz_stage_card *c = cz_net_card(net);
     uint32_t total = np + max_new, nb = kv->blocks;
     int32_t *bt = cz_xcalloc(nb, sizeof *bt);
@@ -191,7 +193,7 @@ static void run_generation(cz_net *net, cz_kv_pool *kv, const int32_t *prompt, u
                        .positions = pos, .qsl = qsl, .seq_lens = &seq_len, .block_table = bt,
                        .slots = slots, .sample_rows = &row, .n_samples = 1};
     cz_net_decode(net, kv, &b, NULL, &ids[0], logits);
-    for (uint32_t t = 1; t < max_new; t++) {
+    for (uint32_t t = 1; t < max_new && ids[t - 1] >= 0; t++) {
         int32_t p = (int32_t)(np + t - 1);
         int64_t slot = p;
         qsl[1] = 1;
@@ -204,9 +206,18 @@ static void run_generation(cz_net *net, cz_kv_pool *kv, const int32_t *prompt, u
         cz_net_decode(net, kv, &b, NULL, &ids[t], logits ? logits + (size_t)t * c->vocab : NULL);
     }
     CZ_ASSERT(total <= (uint64_t)nb * kv->block_tokens);
+    for (uint32_t t = 0; t < max_new; t++)
+        if (ids[t] < 0) {
+            st = cz_err_set(err, CZ_EFORMAT,
+                            "the logits at position %u hold NaN or +inf: the model's weights "
+                            "are not finite or its activations overflow (try --dtype f32)",
+                            np + t);
+            break;
+        }
     free(bt);
     free(pos);
     free(slots);
+    return st;
 }
 
 int cz_cmd_generate(int argc, char **argv)
@@ -350,8 +361,13 @@ int cz_cmd_generate(int argc, char **argv)
     ids = cz_xcalloc(max_new, sizeof *ids);
     if (logits_path)
         logits = cz_xcalloc((size_t)max_new * stage->vocab, sizeof *logits);
-    run_generation(net, kv, prompt, np, (uint32_t)max_new, ids, logits);
-    if ((st = cz_kctx_status(k, &err)) != CZ_OK)
+    st = run_generation(net, kv, prompt, np, (uint32_t)max_new, ids, logits, &err);
+    cz_err dev_err; /* a device failure explains non-finite logits: it comes first */
+    if (cz_kctx_status(k, &dev_err) != CZ_OK) {
+        err = dev_err;
+        st = dev_err.status;
+    }
+    if (st != CZ_OK)
         goto fail;
     if (logits_path) {
         if ((st = write_logits(tmp_logits, ends_with(logits_path, ".npy"), logits,

@@ -827,6 +827,7 @@ static int sweep_main(cz_team *team, int argc, char **argv)
     cz_sweep_rows_init(&rows, st == CZ_OK ? points : 0);
     const char *tmp_out = NULL;
     uint64_t kept = 0; /* rows --resume kept */
+    bool final_failed = false; /* every point ran; the output could not be written */
     if (root && st == CZ_OK && a.out)
         st = cz_out_add("-o", a.out, &tmp_out, &err);
     bool in_place = a.out && tmp_out == a.out; /* -o names a device or a pipe */
@@ -927,15 +928,24 @@ static int sweep_main(cz_team *team, int argc, char **argv)
             st = cz_file_write(tmp_out, cz_sweep_rows_write, &rows, &err);
             if (st == CZ_OK)
                 st = cz_out_commit(&err);
-            if (st == CZ_OK)
+            if (st == CZ_OK) {
                 cz_sweep_rows_drop_partial(&rows);
-            else
+            } else {
+                /* every row is finished and in the partial file: it stays for --resume */
+                final_failed = true;
                 rc = cz_cli_fail(&err);
+                if (rows.partial)
+                    fprintf(stderr,
+                            "cadenza: sweep: every point's row is kept in %s.partial; the same "
+                            "command with --resume writes %s from it\n",
+                            a.out, a.out);
+            }
         }
     }
 out:
-    /* a failed run leaves no partial file, unless it holds rows --resume kept */
-    if (rc != CZ_EXIT_OK && kept == 0)
+    /* a failed run leaves no partial file, unless it holds rows --resume kept or every
+     * row of a sweep whose output could not be written */
+    if (rc != CZ_EXIT_OK && kept == 0 && !final_failed)
         cz_sweep_rows_drop_partial(&rows);
     cz_out_discard();
     cz_sweep_rows_free(&rows);

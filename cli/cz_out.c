@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -149,6 +150,44 @@ static void forget(void)
     }
 }
 
+void cz_out_clean_stale(const char *final_path)
+{
+    char dir[CZ_OUT_PATH_MAX];
+    const char *slash = strrchr(final_path, '/');
+    const char *base = slash ? slash + 1 : final_path;
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == final_path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - final_path), final_path);
+    size_t bl = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *nm = e->d_name;
+        if (strncmp(nm, base, bl) != 0 || strncmp(nm + bl, ".tmp", 4) != 0)
+            continue;
+        const char *digits = nm + bl + 4;
+        char *end;
+        errno = 0;
+        long pid = strtol(digits, &end, 10);
+        if (digits[0] < '1' || digits[0] > '9' || *end != '\0' || errno || pid <= 0 ||
+            pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* its writer lives (or is not ours to ask about) */
+        char path[CZ_OUT_PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, nm);
+        struct stat sb;
+        if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid())
+            unlink(path);
+    }
+    closedir(d);
+}
+
 cz_status cz_out_add(const char *flag, const char *final_path, const char **tmp_path,
                      cz_err *err)
 {
@@ -158,6 +197,7 @@ cz_status cz_out_add(const char *flag, const char *final_path, const char **tmp_
         *tmp_path = final_path; /* a device or pipe (/dev/stdout): written in place */
         return CZ_OK;
     }
+    cz_out_clean_stale(final_path);
     int n = out_table.n;
     CZ_ASSERT(n < CZ_OUT_MAX);
     for (int i = 0; i < n; i++)
@@ -225,6 +265,21 @@ cz_status cz_out_commit(cz_err *err)
     atomic_store(&out_table.state, OUT_OPEN);
     restore_signals(&old);
     return st;
+}
+
+void cz_out_final_names(char *msg, size_t cap)
+{
+    CZ_ASSERT(cap > 0 && memchr(msg, '\0', cap));
+    for (int k = 0; k < out_table.n; k++) {
+        const char *tmp = out_table.tmp[k], *fin = out_table.final[k];
+        size_t tl = strlen(tmp), fl = strlen(fin);
+        char *p;
+        while ((p = strstr(msg, tmp)) != NULL) {
+            /* the final path is the temporary's prefix: the message only shrinks */
+            memmove(p + fl, p + tl, strlen(p + tl) + 1);
+            memcpy(p, fin, fl);
+        }
+    }
 }
 
 void cz_out_discard(void)

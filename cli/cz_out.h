@@ -56,4 +56,14 @@ cz_status cz_out_commit(cz_err *err);
 /* Removes every registered temporary and forgets them. A no-op when none is registered. */
 void cz_out_discard(void);
 
+/* Removes the temporaries of `final_path` ("<final_path>.tmp<pid>") that runs killed by
+ * SIGKILL left: regular files of this user whose process no longer exists. cz_out_add
+ * calls it; so does a writer of temporaries of its own (the sweep's partial file). */
+void cz_out_clean_stale(const char *final_path);
+
+/* Rewrites, in the NUL-terminated message `msg` (`cap` bytes), each registered temporary's
+ * path as its output's final path, so an error a writer reports names the file the user
+ * asked for (cut to fit `cap`). */
+void cz_out_final_names(char *msg, size_t cap);
+
 #endif

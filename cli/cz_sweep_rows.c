@@ -6,6 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cz_json.h"
+#include "cz_out.h"
+
 void cz_sweep_rows_init(cz_sweep_rows *rows, uint64_t n)
 {
     memset(rows, 0, sizeof *rows);
@@ -42,7 +45,12 @@ cz_status cz_sweep_rows_load(cz_sweep_rows *rows, const char *path, const char *
     cz_status st = CZ_OK;
     while (st == CZ_OK && (len = getline(&line, &cap, f)) >= 0) {
         no++;
-        if (len > 0 && line[len - 1] == '\n')
+        if (no == 1) {
+            size_t bom = cz_text_bom(line, (size_t)len);
+            memmove(line, line + bom, (size_t)len - bom + 1);
+            len -= (ssize_t)bom;
+        }
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             line[--len] = '\0';
         if (len == 0)
             continue;
@@ -96,6 +104,7 @@ cz_status cz_sweep_rows_start_partial(cz_sweep_rows *rows, const char *out_path,
     char *path = cz_xmalloc(n), *tmp = cz_xmalloc(n);
     snprintf(path, n, "%s.partial", out_path);
     snprintf(tmp, n, "%s.partial.tmp%ld", out_path, (long)getpid());
+    cz_out_clean_stale(path);
     FILE *f = fopen(tmp, "w");
     int e = 0;
     if (!f) {

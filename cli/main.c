@@ -5,8 +5,10 @@
 #include <string.h>
 
 #include "cz_cli.h"
+#include "cz_h5.h"
 #include "cz_json.h"
 #include "cz_kernels.h"
+#include "cz_out.h"
 
 static const char usage[] =
     "usage: cadenza <command> [options]\n"
@@ -38,7 +40,10 @@ static const char usage[] =
 
 int cz_cli_fail(const cz_err *err)
 {
-    fprintf(stderr, "cadenza: %s\n", err->msg[0] ? err->msg : cz_strerror(err->status));
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg[0] ? err->msg : cz_strerror(err->status));
+    cz_out_final_names(msg, sizeof msg);
+    fprintf(stderr, "cadenza: %s\n", msg);
     switch (err->status) {
     case CZ_EIO:
     case CZ_ENOMEM:
@@ -93,7 +98,9 @@ int main(int argc, char **argv)
      * message (cz_base.h) instead of coming back as a NULL that reads as bad JSON. */
     cJSON_Hooks hooks = {.malloc_fn = cz_xmalloc, .free_fn = free};
     cJSON_InitHooks(&hooks);
-    cz_blas_single_thread();
+    /* a results file whose close failed (a full disk) is removed and reported; HDF5's own
+     * exit handler would crash on it */
+    cz_h5_no_atexit();
     if (argc < 2) {
         fputs(usage, stderr);
         return CZ_EXIT_USAGE;

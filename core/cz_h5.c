@@ -5,6 +5,59 @@
 #include <stdio.h>
 #include <string.h>
 
+typedef struct reason_walk {
+    char *buf;
+    size_t n;
+    bool found; /* a system error message was found */
+} reason_walk;
+
+static herr_t reason_cb(unsigned k, const H5E_error2_t *e, void *ctx)
+{
+    reason_walk *w = ctx;
+    if (w->found || !e->desc)
+        return 0;
+    /* the file drivers' messages: "..., errno = 28, error message = 'No space left on
+     * device', ..." */
+    const char *m = strstr(e->desc, "error message = '");
+    if (m) {
+        m += strlen("error message = '");
+        const char *end = strchr(m, '\'');
+        size_t len = end ? (size_t)(end - m) : strlen(m);
+        snprintf(w->buf, w->n, "%.*s", (int)len, m);
+        w->found = true;
+    } else if (k == 0) {
+        snprintf(w->buf, w->n, "%s", e->desc);
+    }
+    return 0;
+}
+
+const char *cz_h5_reason(char *buf, size_t n)
+{
+    CZ_ASSERT(n > 0);
+    snprintf(buf, n, "no reason given by the library");
+    reason_walk w = {buf, n, false};
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, reason_cb, &w);
+    return buf;
+}
+
+/* Cleanup after a failed call: the failure's error stack is taken off before the cleanup
+ * calls (which clear it) and put back after them, for cz_h5_reason. */
+static hid_t err_take(herr_t rc)
+{
+    return rc < 0 ? H5Eget_current_stack() : -1;
+}
+
+static void err_put_back(hid_t es)
+{
+    if (es >= 0)
+        H5Eset_current_stack(es);
+}
+
+void cz_h5_no_atexit(void)
+{
+    H5dont_atexit();
+}
+
 static size_t col_bytes(const cz_h5_col *c)
 {
     switch (c->type) {
@@ -166,7 +219,8 @@ herr_t cz_h5_table_open(hid_t file, const cz_h5_table *t, const cz_h5_enum *enum
         write_units(a->ds, ftype, t) < 0)
         goto out;
     rc = 0;
-out:
+out:;
+    hid_t es = err_take(rc);
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (space >= 0)
@@ -175,6 +229,7 @@ out:
         H5Tclose(ftype);
     if (rc < 0)
         cz_h5_table_close(a);
+    err_put_back(es);
     return rc;
 }
 
@@ -192,11 +247,13 @@ herr_t cz_h5_table_append(cz_h5_appender *a, uint64_t n, const void *rows)
         goto out;
     a->n += n;
     rc = 0;
-out:
+out:;
+    hid_t es = err_take(rc);
     if (mspace >= 0)
         H5Sclose(mspace);
     if (fspace >= 0)
         H5Sclose(fspace);
+    err_put_back(es);
     return rc;
 }
 
@@ -205,9 +262,11 @@ herr_t cz_h5_table_close(cz_h5_appender *a)
     herr_t rc = 0;
     if (a->ds >= 0 && H5Dclose(a->ds) < 0)
         rc = -1;
+    hid_t es = err_take(rc);
     if (a->type >= 0 && H5Tclose(a->type) < 0)
         rc = -1;
     a->ds = a->type = -1;
+    err_put_back(es);
     return rc;
 }
 
@@ -223,7 +282,11 @@ herr_t cz_h5_write_table(hid_t file, const cz_h5_table *t, const cz_h5_enum *enu
     if (cz_h5_table_open(file, t, enums, n_enums, cz_h5_chunk_rows(n), &a) < 0)
         return -1;
     herr_t rc = cz_h5_table_append(&a, n, rows);
-    return cz_h5_table_close(&a) < 0 ? -1 : rc;
+    hid_t es = err_take(rc);
+    if (cz_h5_table_close(&a) < 0)
+        rc = -1;
+    err_put_back(es);
+    return rc;
 }
 
 cz_status cz_h5_check_filters(const char *path, cz_err *err)
@@ -265,10 +328,12 @@ herr_t cz_h5_write_str_attr(hid_t obj, const char *name, const char *text)
     hid_t space = H5Screate(H5S_SCALAR);
     hid_t a = H5Acreate2(obj, name, t, space, H5P_DEFAULT, H5P_DEFAULT);
     herr_t rc = a < 0 ? -1 : H5Awrite(a, t, text);
+    hid_t es = err_take(rc);
     if (a >= 0)
         H5Aclose(a);
     H5Sclose(space);
     H5Tclose(t);
+    err_put_back(es);
     return rc;
 }
 
@@ -277,9 +342,11 @@ static herr_t write_scalar_attr(hid_t obj, const char *name, hid_t type, const v
     hid_t space = H5Screate(H5S_SCALAR);
     hid_t a = H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
     herr_t rc = a < 0 ? -1 : H5Awrite(a, type, v);
+    hid_t es = err_take(rc);
     if (a >= 0)
         H5Aclose(a);
     H5Sclose(space);
+    err_put_back(es);
     return rc;
 }
 

@@ -27,15 +27,28 @@
 
 /* Inside a writer with `cz_status st`, `cz_err *err`, `const char *path` and a `fail:`
  * label: an HDF5 call that returned a negative value sets CZ_EIO naming the path, the
- * step and this file and line, and jumps to `fail`. */
+ * step, the reason (cz_h5_reason: "No space left on device", ...) and this file and line,
+ * and jumps to `fail`. */
 #define CZ_H5_CHECK(expr, what)                                                                \
     do {                                                                                       \
         if ((expr) < 0) {                                                                      \
-            st = cz_err_set(err, CZ_EIO, "%s: HDF5 failed to %s (%s:%d)", path, what,          \
-                            __FILE__, __LINE__);                                               \
+            char why_[160];                                                                    \
+            st = cz_err_set(err, CZ_EIO, "%s: HDF5 failed to %s: %s (%s:%d)", path, what,      \
+                            cz_h5_reason(why_, sizeof why_), __FILE__, __LINE__);              \
             goto fail;                                                                         \
         }                                                                                      \
     } while (0)
+
+/* Why the HDF5 call that just failed failed, from the library's error stack, written to
+ * buf (n bytes) and returned: the system's message when a read or write of the file
+ * failed ("No space left on device"), else the innermost error's description. */
+const char *cz_h5_reason(char *buf, size_t n);
+
+/* Keeps HDF5 from closing what is still open at the process's exit. A file whose close
+ * failed (a full disk) stays half-open in the library, and its exit handler crashes on it
+ * (HDF5 1.10); a program that removes such a file and exits with its error calls this
+ * first, before any other HDF5 call. */
+void cz_h5_no_atexit(void);
 
 enum {
     CZ_H5_CHUNK_ROWS = 4096, /* rows per chunk of a table */

@@ -14,6 +14,11 @@ cz_status cz_file_read_all(const char *path, char **out, size_t *len_out, cz_err
     FILE *f = fopen(path, "rb");
     if (!f)
         return cz_err_open(err, path, errno);
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return cz_err_set(err, CZ_EINVAL, "%s: a folder, expected a file", path);
+    }
     size_t cap = 1 << 16, len = 0;
     char *buf = cz_xmalloc(cap);
     for (;;) {
@@ -33,6 +38,11 @@ cz_status cz_file_read_all(const char *path, char **out, size_t *len_out, cz_err
         return cz_err_set(err, CZ_EIO, "%s: read error", path);
     }
     buf[len] = '\0';
+    size_t bom = cz_text_bom(buf, len);
+    if (bom) {
+        memmove(buf, buf + bom, len - bom + 1);
+        len -= bom;
+    }
     cz_status st = cz_text_check(buf, len, path, err);
     if (st != CZ_OK) {
         free(buf);
@@ -42,6 +52,12 @@ cz_status cz_file_read_all(const char *path, char **out, size_t *len_out, cz_err
     if (len_out)
         *len_out = len;
     return CZ_OK;
+}
+
+size_t cz_text_bom(const char *text, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)text;
+    return len >= 3 && u[0] == 0xEF && u[1] == 0xBB && u[2] == 0xBF ? 3 : 0;
 }
 
 cz_status cz_text_check(const char *text, size_t len, const char *name, cz_err *err)

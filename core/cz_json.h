@@ -23,7 +23,9 @@ cz_status cz_json_load(const char *path, cJSON **out, cz_err *err);
 cz_status cz_json_parse(const char *text, const char *name, cJSON **out, cz_err *err);
 
 /* Reads a whole text file into a NUL-terminated buffer (caller frees); *len_out may be
- * NULL. Every reader of configs, cards and traces goes through it. A NUL byte inside the
+ * NULL. Every reader of configs, cards and traces goes through it. A UTF-8 byte-order
+ * mark at its start (a spreadsheet's or an editor's export writes one) is dropped. A NUL
+ * byte inside the
  * file (binary data, or a corrupted text file that the C string functions would cut short)
  * fails with CZ_EFORMAT: "FILE:LINE:COL: found a NUL byte, expected text". */
 cz_status cz_file_read_all(const char *path, char **out, size_t *len_out, cz_err *err);
@@ -31,6 +33,10 @@ cz_status cz_file_read_all(const char *path, char **out, size_t *len_out, cz_err
 /* Fails with CZ_EFORMAT, naming `name`, the line and the column, when the `len` bytes of
  * `text` hold a NUL byte; CZ_OK otherwise. */
 cz_status cz_text_check(const char *text, size_t len, const char *name, cz_err *err);
+
+/* The length of the UTF-8 byte-order mark `text` starts with: 3, or 0 when it has none.
+ * `text` holds at least `len` bytes. Every text reader skips it at the start of a file. */
+size_t cz_text_bom(const char *text, size_t len);
 
 /* Writes the file at `path` (created or truncated): `write(f, ctx)` fills it and returns
  * false on a write error. On any failure the file is removed (when it is a regular file,

@@ -38,27 +38,98 @@ static void acc_free(cz_metrics *m)
 
 /* ---- vLLM's peaks counted as turns complete (cz_metrics_settled) ---- */
 
-/* Bucket k exists in both arrays (zeroed). */
-static void peak_reach(cz_metrics *m, size_t k)
+/* The one-second bucket of t_s from the origin t0 (t_s >= t0). */
+static uint64_t peak_bucket(double t_s, double t0)
 {
-    if (k < m->n_peak)
-        return;
-    cz_grow((void **)&m->peak_conc, &m->cap_peak_conc, k + 1, sizeof *m->peak_conc);
-    cz_grow((void **)&m->peak_tok, &m->cap_peak_tok, k + 1, sizeof *m->peak_tok);
-    memset(m->peak_conc + m->n_peak, 0, (k + 1 - m->n_peak) * sizeof *m->peak_conc);
-    memset(m->peak_tok + m->n_peak, 0, (k + 1 - m->n_peak) * sizeof *m->peak_tok);
-    m->n_peak = k + 1;
+    double d = t_s - t0;
+    CZ_ASSERT(d >= 0.0 && d < 9.0e18);
+    return (uint64_t)d;
+}
+
+static int peak_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const cz_peak_cell *)a)->key, y = ((const cz_peak_cell *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
+/* The slot of `key` in a table of `cap` slots: where it is, or the empty slot for it. */
+static size_t peak_slot(const cz_peak_cell *cells, size_t cap, uint64_t key)
+{
+    size_t h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
+    while (cells[h].key != 0 && cells[h].key != key)
+        h = (h + 1) & (cap - 1);
+    return h;
+}
+
+/* Folds the held buckets below the watermark into the running values, then rebuilds the
+ * table with what is left, at a size that leaves it at most a quarter full (each rebuild
+ * is paid for by the inserts since the last). */
+static void peak_rebuild(cz_metrics *m)
+{
+    size_t n = 0, keep = 0;
+    cz_peak_cell *folded = NULL;
+    if (m->peak_w > m->peak_folded) {
+        for (size_t i = 0; i < m->peak_cap; i++)
+            if (m->peak_cells[i].key != 0 && m->peak_cells[i].key - 1 < m->peak_w)
+                n++;
+        folded = cz_xmalloc((n ? n : 1) * sizeof *folded);
+        n = 0;
+        for (size_t i = 0; i < m->peak_cap; i++)
+            if (m->peak_cells[i].key != 0 && m->peak_cells[i].key - 1 < m->peak_w)
+                folded[n++] = m->peak_cells[i];
+        qsort(folded, n, sizeof *folded, peak_cmp);
+        uint64_t tok_max = m->n_tok_max ? m->peak_tok_max[m->n_tok_max - 1].tok : 0;
+        for (size_t i = 0; i < n; i++) {
+            m->peak_run += folded[i].conc;
+            if (m->peak_run > (int64_t)m->peak_conc_max)
+                m->peak_conc_max = (uint64_t)m->peak_run;
+            if (folded[i].tok > tok_max) {
+                tok_max = folded[i].tok;
+                cz_grow((void **)&m->peak_tok_max, &m->cap_tok_max, m->n_tok_max + 1,
+                        sizeof *m->peak_tok_max);
+                m->peak_tok_max[m->n_tok_max++] = (cz_peak_cell){folded[i].key, 0, tok_max};
+            }
+        }
+        free(folded);
+        m->peak_folded = m->peak_w;
+    }
+    keep = m->n_peak - n;
+    size_t cap = m->peak_cap ? m->peak_cap : 64;
+    while (4 * (keep + 1) > cap)
+        cap *= 2;
+    cz_peak_cell *cells = cz_xcalloc(cap, sizeof *cells);
+    for (size_t i = 0; i < m->peak_cap; i++) {
+        const cz_peak_cell *c = &m->peak_cells[i];
+        if (c->key != 0 && c->key - 1 >= m->peak_folded)
+            cells[peak_slot(cells, cap, c->key)] = *c;
+    }
+    free(m->peak_cells);
+    m->peak_cells = cells;
+    m->peak_cap = cap;
+    m->n_peak = keep;
+}
+
+/* Bucket k's cell, added (zeroed) when it is not held. */
+static cz_peak_cell *peak_cell(cz_metrics *m, uint64_t k)
+{
+    CZ_ASSERT(k >= m->peak_folded); /* a bucket settled as final changed */
+    if (2 * (m->n_peak + 1) > m->peak_cap)
+        peak_rebuild(m);
+    size_t h = peak_slot(m->peak_cells, m->peak_cap, k + 1);
+    if (m->peak_cells[h].key == 0) {
+        m->peak_cells[h] = (cz_peak_cell){k + 1, 0, 0};
+        m->n_peak++;
+    }
+    return &m->peak_cells[h];
 }
 
 /* A completed turn from start_s to end_s, in the buckets from the origin (as
  * cz_metrics_peaks counts it). */
 static void peak_span(cz_metrics *m, double start_s, double end_s)
 {
-    size_t a = (size_t)(start_s - m->peaks_t0), b = (size_t)(end_s - m->peaks_t0);
-    CZ_ASSERT(start_s >= m->peaks_t0 && a <= b);
-    peak_reach(m, b + 1);
-    m->peak_conc[a]++;
-    m->peak_conc[b + 1]--;
+    CZ_ASSERT(start_s >= m->peaks_t0 && start_s <= end_s);
+    peak_cell(m, peak_bucket(start_s, m->peaks_t0))->conc++;
+    peak_cell(m, peak_bucket(end_s, m->peaks_t0) + 1)->conc--;
     if (end_s > m->peaks_t1)
         m->peaks_t1 = end_s;
 }
@@ -66,16 +137,23 @@ static void peak_span(cz_metrics *m, double start_s, double end_s)
 /* `count` tokens at t_s (before the origin they do not count). */
 static void peak_tokens(cz_metrics *m, double t_s, uint64_t count)
 {
-    double d = t_s - m->peaks_t0;
-    if (d < 0)
+    if (t_s < m->peaks_t0)
         return;
-    peak_reach(m, (size_t)d);
-    m->peak_tok[(size_t)d] += count;
+    peak_cell(m, peak_bucket(t_s, m->peaks_t0))->tok += count;
 }
 
 void cz_metrics_settled(cz_metrics *m, double t_s)
 {
-    if (m->peaks_fixed || m->n_spans == 0)
+    if (m->peaks_fixed) {
+        /* every bucket before t_s's is final */
+        if (t_s > m->peaks_t0) {
+            uint64_t w = peak_bucket(t_s, m->peaks_t0);
+            if (w > m->peak_w)
+                m->peak_w = w;
+        }
+        return;
+    }
+    if (m->n_spans == 0)
         return;
     if (t_s < m->peaks_t0)
         return;
@@ -90,6 +168,7 @@ void cz_metrics_settled(cz_metrics *m, double t_s)
     m->spans = NULL;
     m->tokens = NULL;
     m->n_spans = m->cap_spans = m->n_tokens = m->cap_tokens = 0;
+    cz_metrics_settled(m, t_s);
 }
 
 void cz_metrics_init(cz_metrics *m, double timeline_interval_s, uint64_t expected_requests)
@@ -129,8 +208,8 @@ void cz_metrics_free(cz_metrics *m)
     acc_free(m);
     free(m->spans);
     free(m->tokens);
-    free(m->peak_conc);
-    free(m->peak_tok);
+    free(m->peak_cells);
+    free(m->peak_tok_max);
     free(m->tl);
     free(m->step_rows);
     memset(m, 0, sizeof *m);
@@ -465,64 +544,81 @@ void cz_metrics_add_tokens(cz_metrics *m, double t_s, uint64_t count)
     m->tokens[m->n_tokens++] = (cz_wsample){t_s, count};
 }
 
+/* Sweeps cells sorted by key (a key may repeat) from `run` turns in flight: the most in
+ * flight after any bucket, and the most tokens of one bucket, over buckets below nb. */
+static void peak_sweep(const cz_peak_cell *c, size_t n, uint64_t nb, int64_t run,
+                       uint64_t *conc_max, uint64_t *tok_max)
+{
+    for (size_t i = 0; i < n;) {
+        uint64_t key = c[i].key, tok = 0;
+        if (key - 1 >= nb)
+            break;
+        for (; i < n && c[i].key == key; i++) {
+            run += c[i].conc;
+            tok += c[i].tok;
+        }
+        if (run > (int64_t)*conc_max)
+            *conc_max = (uint64_t)run;
+        if (tok > *tok_max)
+            *tok_max = tok;
+    }
+}
+
 /* vLLM's benchmarks/serve.py (calculate_metrics): buckets of one second from the earliest
  * start of a successful request, `int(t - min_start_time)`; a request counts in every
  * bucket from its start's to its end's, inclusive; the peaks are the largest bucket. A
- * simulated turn starts at its arrival and ends with its last token (its e2el). */
+ * simulated turn starts at its arrival and ends with its last token (its e2el). Only the
+ * buckets something happens in are looked at (the count between them is constant), so the
+ * work and memory follow the records, not the span of simulated time. */
 void cz_metrics_peaks(const cz_metrics *m, uint64_t *max_concurrent_requests,
                       double *max_output_tokens_per_s)
 {
     CZ_ASSERT(m->finished);
     *max_concurrent_requests = 0;
     *max_output_tokens_per_s = 0.0;
+    uint64_t conc = 0, tok = 0;
+    cz_peak_cell *c;
+    size_t n = 0;
     if (m->peaks_fixed) {
-        /* the buckets counted as turns completed, up to the last completed turn's end */
-        size_t nb = (size_t)ceil(m->peaks_t1 - m->peaks_t0) + 1;
-        int64_t run = 0;
-        for (size_t k = 0; k < nb && k < m->n_peak; k++) {
-            run += m->peak_conc[k];
-            if (run > (int64_t)*max_concurrent_requests)
-                *max_concurrent_requests = (uint64_t)run;
-            if ((double)m->peak_tok[k] > *max_output_tokens_per_s)
-                *max_output_tokens_per_s = (double)m->peak_tok[k];
+        /* the buckets counted as turns completed, up to the last completed turn's end
+         * (duration_seconds = int(ceil(max_end - min_start)) + 1) */
+        uint64_t nb = (uint64_t)ceil(m->peaks_t1 - m->peaks_t0) + 1;
+        conc = m->peak_conc_max;
+        for (size_t i = m->n_tok_max; i-- > 0;)
+            if (m->peak_tok_max[i].key - 1 < nb) {
+                tok = m->peak_tok_max[i].tok;
+                break;
+            }
+        c = cz_xmalloc((m->n_peak ? m->n_peak : 1) * sizeof *c);
+        for (size_t i = 0; i < m->peak_cap; i++)
+            if (m->peak_cells[i].key != 0)
+                c[n++] = m->peak_cells[i];
+        qsort(c, n, sizeof *c, peak_cmp);
+        peak_sweep(c, n, nb, m->peak_run, &conc, &tok);
+    } else {
+        double t0 = INFINITY, t1 = -INFINITY;
+        for (uint64_t i = 0; i < m->n_spans; i++) {
+            t0 = fmin(t0, m->spans[i].start_s);
+            t1 = fmax(t1, m->spans[i].end_s);
         }
-        return;
+        if (!(t0 <= t1))
+            return;
+        uint64_t nb = (uint64_t)ceil(t1 - t0) + 1;
+        c = cz_xmalloc((2 * m->n_spans + m->n_tokens) * sizeof *c);
+        for (uint64_t i = 0; i < m->n_spans; i++) {
+            c[n++] = (cz_peak_cell){peak_bucket(m->spans[i].start_s, t0) + 1, 1, 0};
+            c[n++] = (cz_peak_cell){peak_bucket(m->spans[i].end_s, t0) + 2, -1, 0};
+        }
+        /* tokens: `if 0 <= second_bucket < duration_seconds` */
+        for (uint64_t i = 0; i < m->n_tokens; i++)
+            if (m->tokens[i].v >= t0)
+                c[n++] = (cz_peak_cell){peak_bucket(m->tokens[i].v, t0) + 1, 0, m->tokens[i].w};
+        qsort(c, n, sizeof *c, peak_cmp);
+        peak_sweep(c, n, nb, 0, &conc, &tok);
     }
-    double t0 = INFINITY, t1 = -INFINITY;
-    for (uint64_t i = 0; i < m->n_spans; i++) {
-        t0 = fmin(t0, m->spans[i].start_s);
-        t1 = fmax(t1, m->spans[i].end_s);
-    }
-    if (!(t0 <= t1))
-        return;
-    /* duration_seconds = int(ceil(max_end - min_start)) + 1 */
-    size_t nb = (size_t)ceil(t1 - t0) + 1;
-    int64_t *conc = cz_xcalloc(nb + 1, sizeof *conc); /* difference array */
-    for (uint64_t i = 0; i < m->n_spans; i++) {
-        size_t a = (size_t)(m->spans[i].start_s - t0), b = (size_t)(m->spans[i].end_s - t0);
-        CZ_ASSERT(a <= b && b < nb);
-        conc[a]++;
-        conc[b + 1]--;
-    }
-    int64_t run = 0;
-    for (size_t k = 0; k < nb; k++) {
-        run += conc[k];
-        if (run > (int64_t)*max_concurrent_requests)
-            *max_concurrent_requests = (uint64_t)run;
-    }
-    /* tokens: `if 0 <= second_bucket < duration_seconds`; the samples are in time order */
-    uint64_t *tok = (uint64_t *)conc;
-    memset(tok, 0, (nb + 1) * sizeof *tok);
-    for (uint64_t i = 0; i < m->n_tokens; i++) {
-        double d = m->tokens[i].v - t0;
-        if (d < 0 || d >= (double)nb)
-            continue;
-        tok[(size_t)d] += m->tokens[i].w;
-    }
-    for (size_t k = 0; k < nb; k++)
-        if ((double)tok[k] > *max_output_tokens_per_s)
-            *max_output_tokens_per_s = (double)tok[k];
-    free(conc);
+    free(c);
+    *max_concurrent_requests = conc;
+    *max_output_tokens_per_s = (double)tok;
 }
 
 void cz_metrics_set_pct_mode(cz_metrics *m, cz_pct_mode mode)

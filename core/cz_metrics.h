@@ -189,6 +189,14 @@ typedef struct cz_span {
     double start_s, end_s;
 } cz_span; /* rows per batch, and request records per chunk */
 
+/* One one-second bucket of vLLM's peaks (cz_metrics_peaks): completed turns starting in it
+ * minus those that ended before it, and the output tokens produced in it. */
+typedef struct cz_peak_cell {
+    uint64_t key; /* the bucket's index from the origin + 1 (0: an empty hash slot) */
+    int64_t conc;
+    uint64_t tok;
+} cz_peak_cell;
+
 /* What the summaries need of the records, accumulated as records retire (in request id
  * order) and as turns' outcomes are decided (in that order): one per class and one over
  * both (index 2). */
@@ -245,9 +253,19 @@ typedef struct cz_metrics {
                                  one-second buckets as they come */
     double peaks_t0, peaks_t1;/* the origin (before it is fixed: the earliest completed
                                  arrival so far), and the latest end of a completed turn */
-    int64_t *peak_conc;       /* per bucket: completed turns starting minus ending before */
-    uint64_t *peak_tok;       /* per bucket: output tokens */
-    size_t n_peak, cap_peak_conc, cap_peak_tok;
+    /* once fixed, only the buckets something happened in are held (a hash table of
+     * cz_peak_cell, linear probing), so memory follows the turns and steps, not the
+     * simulated span; the buckets below the settled watermark can no longer change and
+     * are folded into running values when the table would grow */
+    cz_peak_cell *peak_cells;
+    size_t peak_cap, n_peak;  /* slots (a power of two, or 0), buckets held */
+    uint64_t peak_w;          /* buckets below this index are final (cz_metrics_settled) */
+    uint64_t peak_folded;     /* buckets below this index are folded */
+    int64_t peak_run;         /* completed turns in flight after the folded buckets */
+    uint64_t peak_conc_max;   /* ... and their largest count over the folded buckets */
+    cz_peak_cell *peak_tok_max; /* folded buckets' tokens: (key, tok) at each bucket where
+                                   the running maximum rose (ascending in both) */
+    size_t n_tok_max, cap_tok_max;
     cz_pct_mode pct_mode;     /* how summaries compute percentiles (default: the sketch) */
     cz_distacc *itl_ms;       /* per autoregressive stage: its gaps in ms, fed as they are
                                  recorded */

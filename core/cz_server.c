@@ -88,6 +88,8 @@ struct cz_server {
 
     /* idle sequences whose KV may be evicted, least recently used first */
     uint32_t lru_head, lru_tail;
+    uint64_t lru_blocks;  /* blocks held by the sequences in the idle LRU: what eviction
+                             can free */
     uint32_t kv_idle_blocks;
     uint64_t host_tokens;
 
@@ -412,6 +414,7 @@ static void lru_push(cz_server *s, uint32_t id)
         s->lru_head = id;
     s->lru_tail = id;
     d->in_lru = 1;
+    s->lru_blocks += s->seqs[id].blocks;
     if (s->cfg.kv_evict != CZ_EVICT_LRU && !d->protect)
         cz_evidx_set(&s->evx, id, next_use_s(s, id));
 }
@@ -429,6 +432,8 @@ static void lru_remove(cz_server *s, uint32_t id)
     else
         s->lru_tail = d->prev;
     d->in_lru = 0;
+    CZ_ASSERT(s->lru_blocks >= s->seqs[id].blocks);
+    s->lru_blocks -= s->seqs[id].blocks;
     cz_evidx_remove(&s->evx, id);
 }
 
@@ -489,6 +494,7 @@ static bool evict_one(cz_server *s, uint32_t need, bool spare_waiting)
         q->blocks -= k;
         s->kv_used -= k;
         s->kv_idle_blocks -= k;
+        s->lru_blocks -= k;
         uint64_t keep = (uint64_t)q->blocks * s->cfg.block_tokens;
         if (q->computed > keep)
             q->computed = (uint32_t)keep;
@@ -504,17 +510,37 @@ static bool evict_one(cz_server *s, uint32_t need, bool spare_waiting)
     }
 }
 
-/* Makes `need` blocks free by evicting idle KV; false if that is not enough, which marks
- * the pool saturated at t_s the first time. */
+/* Blocks that cancelling every background preload in flight would free. O(preloads). */
+static uint64_t preload_blocks(const cz_server *s)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < s->n_pl; i++) {
+        const cz_seq *q = &s->seqs[s->pl_ids[i]];
+        if (q->state != CZ_SEQ_CLOSED)
+            n += q->blocks - blocks_for(s, q->computed);
+    }
+    return n;
+}
+
+/* Makes `need` blocks free by evicting idle KV, all or nothing: false, with nothing
+ * evicted, when free, evictable and preloading blocks together fall short, which marks the
+ * pool saturated at t_s the first time. vLLM's block pool likewise counts its evictable
+ * cached blocks as free and refuses an allocation before it takes any: KV evicted for an
+ * admission that then fails is work lost for nothing (a landed KV load evicted that way
+ * loads again, and admissions that fail can evict each other's loads for ever). */
 static bool make_room(cz_server *s, uint32_t need, double t_s)
 {
+    if (need <= kv_free(s))
+        return true;
+    if (need > kv_free(s) + s->lru_blocks + (s->n_pl ? preload_blocks(s) : 0)) {
+        if (isnan(s->saturated_at_s))
+            s->saturated_at_s = t_s;
+        return false;
+    }
     while (need > kv_free(s)) {
         /* idle KV first, then background preloads in flight (LiveServe section 5.2) */
-        if (!evict_one(s, need - kv_free(s), false) && !cancel_preload(s)) {
-            if (isnan(s->saturated_at_s))
-                s->saturated_at_s = t_s;
-            return false;
-        }
+        bool freed = evict_one(s, need - kv_free(s), false) || cancel_preload(s);
+        CZ_ASSERT(freed);
     }
     return true;
 }
@@ -2079,7 +2105,7 @@ const cz_seq *cz_server_seq(cz_server *s, uint32_t id)
 
 bool cz_server_check(const cz_server *s, cz_err *err)
 {
-    uint64_t blocks = 0, idle_blocks = 0, host = 0, in_decode = 0, sum_c = 0;
+    uint64_t blocks = 0, idle_blocks = 0, lru_blocks = 0, host = 0, in_decode = 0, sum_c = 0;
     uint64_t n_wait = 0, n_run = 0, n_stall = 0, n_load = 0, n_pf = 0;
     uint32_t *phase = cz_xcalloc(s->cfg.block_tokens, sizeof *phase);
     bool ok = false;
@@ -2107,6 +2133,8 @@ bool cz_server_check(const cz_server *s, cz_err *err)
         host += q->host_tokens;
         if (d->in_idle)
             idle_blocks += held;
+        if (d->in_lru)
+            lru_blocks += held;
         switch (q->state) {
         case CZ_SEQ_IDLE: break;
         case CZ_SEQ_WAITING: n_wait++; break;
@@ -2156,6 +2184,11 @@ bool cz_server_check(const cz_server *s, cz_err *err)
         cz_err_set(err, CZ_EINVAL, "blocks held %llu (idle %llu), pool used %u (idle %u) of %u",
                    (unsigned long long)blocks, (unsigned long long)idle_blocks, s->kv_used,
                    s->kv_idle_blocks, s->cfg.kv_blocks);
+        goto out;
+    }
+    if (lru_blocks != s->lru_blocks) {
+        cz_err_set(err, CZ_EINVAL, "evictable sequences hold %llu blocks, counted %llu",
+                   (unsigned long long)lru_blocks, (unsigned long long)s->lru_blocks);
         goto out;
     }
     if (host != s->host_tokens) {

@@ -147,6 +147,7 @@ typedef struct eng {
     uint64_t copies_inflight;
     uint64_t step_seed;
     cz_sampling sampling;
+    cz_err bad;             /* bad.status set: a step's logits held NaN or +inf */
 } eng;
 
 static double clock_s(const eng *E)
@@ -560,16 +561,24 @@ static void issue_copy(eng *E, uint32_t rep, const cz_xfer *x, double bytes, dou
     c->rep = rep;
     c->seq = x->seq;
     c->to_host = x->to_host;
-    c->n_segs = n;
+
     pthread_mutex_lock(&E->mu);
     c->id = ++D->copies_issued;
     pthread_mutex_unlock(&E->mu);
+    bool window = E->cfg->place[r->p].server.kv_window_tokens > 0;
+    uint32_t ns = 0;
     for (uint32_t j = j0; j <= j1; j++) {
         uint32_t lo = j == j0 ? x->first % bt : 0;
         uint32_t hi = j == j1 ? (x->first + x->tokens - 1) % bt + 1 : bt;
         int32_t phys = cz_kvmap_block(r->map, x->seq, j);
-        CZ_ASSERT(phys >= 0);
-        eng_seg *g = &c->segs[j - j0];
+        if (phys < 0) {
+            /* behind the window (Metronome's sinks and window, section 4.1): never read
+             * again, so neither stored nor loaded; the blocks a load brings back are the
+             * ones the store copied (the window only slides forward) */
+            CZ_ASSERT(window);
+            continue;
+        }
+        eng_seg *g = &c->segs[ns++];
         g->phys = phys;
         g->host = host_chunk(E, r, x->seq, j);
         g->off = lo;
@@ -577,6 +586,7 @@ static void issue_copy(eng *E, uint32_t rep, const cz_xfer *x, double bytes, dou
         if (x->to_host)
             cz_kvmap_fence(r->map, phys, c->id);
     }
+    c->n_segs = ns;
     r->host[x->seq].pending++;
     cz_link_submit(&D->link, now, bytes, x->to_host);
     pthread_mutex_lock(&E->mu);
@@ -650,8 +660,18 @@ static void step_finished(eng *E, eng_step *st, double now)
 {
     eng_rep *r = &E->reps[st->rep];
     if (st->ar) {
-        for (uint32_t i = 0; i < st->b.n_samples; i++)
-            token_set(r, st->sample_seq[i], st->sample_pos[i], st->out_ids[i]);
+        for (uint32_t i = 0; i < st->b.n_samples; i++) {
+            int32_t id = st->out_ids[i];
+            if (id < 0 && E->bad.status == CZ_OK)
+                cz_err_set(&E->bad, CZ_EFORMAT,
+                           "engine: stage '%s' replica %u: the logits of sequence %u at "
+                           "position %u hold NaN or +inf: the model's weights are not finite "
+                           "or its activations overflow (a damaged checkpoint, or one for "
+                           "another dtype)",
+                           E->cfg->model.stages[r->card].name, st->rep, st->sample_seq[i],
+                           st->sample_pos[i]);
+            token_set(r, st->sample_seq[i], st->sample_pos[i], id < 0 ? 0 : id);
+        }
         for (uint32_t i = 0; i < st->b.n_seqs; i++)
             cz_kvmap_set_inflight(r->map, st->row_seq[i], 0);
     }
@@ -1104,9 +1124,22 @@ cz_status cz_engine_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
     cz_deploy_start(E.d);
     flush_xfers(&E);
     double now = 0.0, last_progress = 0.0;
-    bool cut = false, failed = false;
+    bool cut = false, failed = false, stalled = false;
     uint64_t arrived, finished;
+    /* a stall: a thousand events and ten minutes of the clock with work open, none of them
+     * an arrival, a turn's or frame's end or a completed step */
+    cz_watchdog dog;
+    cz_watchdog_init(&dog, 1000, 600.0);
+    uint64_t watched = 0; /* events the watchdog has seen */
     for (;;) {
+        if (stats->events != watched) {
+            watched = stats->events;
+            if (cz_watchdog_stalled(&dog, now, cz_deploy_progress(E.d), cz_deploy_busy(E.d))) {
+                stalled = true;
+                cz_deploy_stalled(E.d);
+                break;
+            }
+        }
         if (opts && opts->stop && *opts->stop) {
             cut = true;
             *partial = true;
@@ -1145,6 +1178,11 @@ cz_status cz_engine_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
                 step_finished(&E, (eng_step *)n, now);
             else
                 copy_finished(&E, (eng_copy *)n, now);
+            if (E.bad.status != CZ_OK) {
+                *err = E.bad;
+                failed = true;
+                break;
+            }
             continue;
         }
         /* timers that are due */
@@ -1189,9 +1227,11 @@ cz_status cz_engine_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
     stop_threads(&E);
     if (failed) {
         eng_free(&E);
-        return CZ_EDEVICE;
+        return err->status; /* the device's failure, or non-finite logits */
     }
     st = cz_deploy_finish(E.d, cut, now, stats, err);
+    if (stalled && st == CZ_EINTERNAL)
+        cz_watchdog_report(&dog, now, "wall-clock", err);
     stats->sim_time_s = now;
     if (progress) {
         cz_deploy_counts(E.d, &arrived, &finished);

@@ -91,6 +91,7 @@ typedef struct xs_eng {
     bool *has_blocks;
     int32_t **ids;          /* per request: its in + out token ids */
     cz_sampling sampling;
+    cz_err bad;             /* bad.status set: a step's logits held NaN or +inf */
     xs_worker w[2];
     pthread_mutex_t mu;
     pthread_cond_t cv_main;
@@ -468,6 +469,11 @@ static void drv_timer(void *ctx, double t)
     X->arrival_t = t;
 }
 
+static void drv_released(void *ctx, uint32_t req)
+{
+    give_back(ctx, req);
+}
+
 /* Worker w's job is done: its ids, its row of /steps, and the runtime's report. */
 static void job_finished(xs_eng *X, uint32_t w, double now)
 {
@@ -476,19 +482,23 @@ static void job_finished(xs_eng *X, uint32_t w, double now)
     for (uint32_t i = 0; i < j->n_samples; i++) {
         uint32_t r = j->sample_req[i];
         cz_xs_req_info q = cz_xstage_req(X->x, r);
+        if (j->out_ids[i] < 0 && X->bad.status == CZ_OK)
+            cz_err_set(&X->bad, CZ_EFORMAT,
+                       "engine: the LLM's logits of request %u hold NaN or +inf: the model's "
+                       "weights are not finite or its activations overflow",
+                       r);
         if (q.in_tokens + q.generated < q.in_tokens + q.out_tokens)
-            X->ids[r][q.in_tokens + q.generated] = j->out_ids[i];
+            X->ids[r][q.in_tokens + q.generated] = j->out_ids[i] < 0 ? 0 : j->out_ids[i];
     }
     j->rec.end_s = now;
     j->rec.kernel_s = j->kernel_s;
     cz_metrics_add_step(X->m, &j->rec);
+    /* a request that ends gives its blocks back from inside the report (drv_released),
+     * before the runtime starts a step on its reservation */
     if (w == XS_DEC)
         cz_xstage_decode_done(X->x, now);
     else
         cz_xstage_excl_done(X->x, now);
-    for (uint32_t i = 0; i < j->n_samples; i++)
-        if (cz_xstage_req(X->x, j->sample_req[i]).ended)
-            give_back(X, j->sample_req[i]);
 }
 
 static bool device_failed(xs_eng *X, cz_err *err)
@@ -571,7 +581,7 @@ cz_status cz__engine_xs_run(const cz_config *cfg, const cz_workload *wl, cz_metr
     cz_wall_cond_init(&X.cv_main);
     for (int w = 0; w < 2; w++)
         pthread_cond_init(&X.w[w].cv, NULL);
-    cz_xs_driver drv = {.ctx = &X, .start = drv_start, .timer = drv_timer};
+    cz_xs_driver drv = {.ctx = &X, .start = drv_start, .timer = drv_timer, .released = drv_released};
     cz_status st = cz_xstage_create(cfg, wl, m, stats, &drv, &X.x, err);
     if (st == CZ_OK && cuda) {
         char why[CZ_ERR_MSG_MAX];
@@ -642,6 +652,11 @@ cz_status cz__engine_xs_run(const cz_config *cfg, const cz_workload *wl, cz_metr
             }
             stats->events++;
             job_finished(&X, w, now);
+            if (X.bad.status != CZ_OK) {
+                *err = X.bad;
+                failed = true;
+                break;
+            }
             continue;
         }
         now = clock_s(&X);
@@ -681,7 +696,7 @@ cz_status cz__engine_xs_run(const cz_config *cfg, const cz_workload *wl, cz_metr
     stop_workers(&X);
     if (failed) {
         xs_free(&X);
-        return CZ_EDEVICE;
+        return err->status; /* the device's failure, or non-finite logits */
     }
     st = cz_xstage_finish(X.x, cut, now, err);
     stats->sim_time_s = now;

@@ -285,7 +285,15 @@ void cz_net_decode(cz_net *n, const cz_kv_pool *kv, const cz_step_batch *b,
               kv->head_dim == c->head_dim);
     uint32_t T = b->n_tokens, NS = b->n_seqs, H = c->hidden, V = c->vocab;
     CZ_ASSERT(T <= n->r_tokens && NS <= n->r_seqs && b->n_samples <= T);
-    CZ_ASSERT((size_t)NS * b->max_blocks <= n->bt_cap);
+    if ((size_t)NS * b->max_blocks > n->bt_cap) {
+        /* a windowed sequence's table spans its positions, not the blocks it holds: it
+         * outgrows the reserve as the context grows (doubling: amortised, rare) */
+        size_t cap = n->bt_cap * 2 > (size_t)NS * b->max_blocks ? n->bt_cap * 2
+                                                                 : (size_t)NS * b->max_blocks;
+        free_act(n, n->d_bt);
+        n->d_bt = act(n, cap * sizeof(int32_t));
+        n->bt_cap = cap;
+    }
     CZ_ASSERT(NS >= 1 && b->qsl[0] == 0 && (uint32_t)b->qsl[NS] == T);
     for (uint32_t i = 0; i < T; i++)
         CZ_ASSERT(b->tokens[i] >= 0 && (uint32_t)b->tokens[i] < V);

@@ -86,7 +86,8 @@ struct cz_net {
     int32_t *d_tokens, *d_pos, *d_qsl, *d_seq_lens, *d_bt, *d_rows;
     int64_t *d_slots;
     uint64_t *d_counter;
-    size_t bt_cap;            /* elements of d_bt: r_seqs x r_ctx (blocks of >= 1 token) */
+    size_t bt_cap;            /* elements of d_bt: r_seqs x r_ctx (blocks of >= 1 token),
+                                 doubled by a step whose block table is wider */
     /* encoders and vocoders */
     void *host;               /* host staging: one sequence's features (input_dim, r_tokens)
                                  floats, or one codebook's ids (r_tokens) */

@@ -77,6 +77,8 @@ typedef struct wctx {
     cz_dtype dt;
     /* checkpoint */
     const cz_safetensors *st;
+    const cz_st_tensor **used; /* the tensors read, for the check of those left over */
+    size_t n_used, cap_used;
 } wctx;
 
 static void narrow(void *dst, const float *src, cz_dtype dt, size_t n)
@@ -390,6 +392,30 @@ static void upload_as(wctx *w, void *dst, cz_dtype dt, const cz_st_tensor *t)
 }
 
 /* Looks up a tensor of shape (d0) or (d0, d1) by a printf-formatted name. */
+/* No element of t is NaN or infinite (the exponent bits all set). */
+static bool all_finite(const cz_st_tensor *t)
+{
+    size_t es = cz_st_dtype_size(t->dtype), n = t->nbytes / es;
+    const uint8_t *p = t->data;
+    if (t->dtype == CZ_ST_F32) {
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, p + 4 * i, 4);
+            if ((u & 0x7F800000u) == 0x7F800000u)
+                return false;
+        }
+        return true;
+    }
+    uint16_t mask = t->dtype == CZ_ST_BF16 ? 0x7F80u : 0x7C00u;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, p + 2 * i, 2);
+        if ((h & mask) == mask)
+            return false;
+    }
+    return true;
+}
+
 static cz_status get(wctx *w, const cz_st_tensor **t, cz_err *err, uint32_t ndim, uint64_t d0,
                      uint64_t d1, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 static cz_status get(wctx *w, const cz_st_tensor **t, cz_err *err, uint32_t ndim, uint64_t d0,
@@ -401,7 +427,57 @@ static cz_status get(wctx *w, const cz_st_tensor **t, cz_err *err, uint32_t ndim
     vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
     uint64_t shape[2] = {d0, d1};
-    return cz_st_get(w->st, name, ndim, shape, t, err);
+    cz_status s = cz_st_get(w->st, name, ndim, shape, t, err);
+    if (s != CZ_OK)
+        return s;
+    if (!all_finite(*t))
+        return cz_err_set(err, CZ_EFORMAT,
+                          "%s: tensor '%s': holds NaN or infinite values (a damaged or "
+                          "overflowed checkpoint)",
+                          (*t)->file, name);
+    cz_grow((void **)&w->used, &w->cap_used, w->n_used + 1, sizeof *w->used);
+    w->used[w->n_used++] = *t;
+    return CZ_OK;
+}
+
+static int ptr_cmp(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (const void *const *)a, y = (uintptr_t) * (const void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The checkpoint holds no tensor the model does not read: a layer past config.json's
+ * count (the two disagree) or a weight of another architecture is refused, naming it;
+ * rotary tables (HF recomputes them) and an lm_head beside tied embeddings are let be. */
+static cz_status check_left_over(wctx *w, cz_err *err)
+{
+    const cz_stage_card *c = &w->n->card;
+    qsort(w->used, w->n_used, sizeof *w->used, ptr_cmp);
+    uint32_t n = cz_st_count(w->st);
+    for (uint32_t i = 0; i < n; i++) {
+        const cz_st_tensor *t = cz_st_at(w->st, i);
+        if (bsearch(&t, w->used, w->n_used, sizeof *w->used, ptr_cmp))
+            continue;
+        size_t len = strlen(t->name);
+        const char *rot = ".rotary_emb.inv_freq";
+        if ((len >= strlen(rot) && strcmp(t->name + len - strlen(rot), rot) == 0) ||
+            (c->tied_embeddings && strcmp(t->name, "lm_head.weight") == 0))
+            continue;
+        unsigned layer;
+        int at = 0;
+        if (sscanf(t->name, "model.layers.%u.%n", &layer, &at) == 1 && at > 0 &&
+            layer >= c->layers)
+            return cz_err_set(err, CZ_EFORMAT,
+                              "%s: tensor '%s': layer %u, but config.json declares %u layers "
+                              "(num_hidden_layers): the checkpoint and its config disagree",
+                              t->file, t->name, layer, c->layers);
+        return cz_err_set(err, CZ_EFORMAT,
+                          "%s: tensor '%s' is not a weight of the model config.json "
+                          "describes (%u layers, %s): a checkpoint of another architecture?",
+                          t->file, t->name, c->layers,
+                          c->experts ? "mixture of experts" : "dense");
+    }
+    return CZ_OK;
 }
 
 /* The common dtype of ts[0..n), or F32 when they differ. */
@@ -595,11 +671,14 @@ cz_status cz__net_load(cz_net *n, const cz_safetensors *st, cz_err *err)
     for (uint32_t l = 0; l < c->layers; l++)
         if ((s = load_layer(&w, l, &n->layers[l], err)) != CZ_OK)
             goto done;
+    if ((s = check_left_over(&w, err)) != CZ_OK)
+        goto done;
     n->embed = stack(&w, &emb, 1);
     n->normf_w = fvec(&w, &nf, 1);
     n->head = head ? stack(&w, &head, 1) : n->embed;
 done:
     free(w.f);
     free(w.b);
+    free(w.used);
     return s;
 }

@@ -1,4 +1,7 @@
-/* argmax.c - greedy decoding: the first maximum of each logits row. */
+/* argmax.c - greedy decoding: the first maximum of each logits row, -1 for a row holding
+ * NaN or +inf. */
+#include <math.h>
+
 #include "cz_kernels_cpu.h"
 
 typedef struct {
@@ -13,10 +16,13 @@ static void am_rows(void *p, size_t b, size_t e, uint32_t tid)
     for (size_t r = b; r < e; r++) {
         const float *l = j->logits + r * j->vocab;
         uint32_t best = 0;
-        for (uint32_t i = 1; i < j->vocab; i++)
+        bool bad = !(l[0] < INFINITY);
+        for (uint32_t i = 1; i < j->vocab; i++) {
+            bad |= !(l[i] < INFINITY); /* NaN or +inf; -inf is a masked id */
             if (l[i] > l[best])
                 best = i;
-        j->ids[r] = (int32_t)best;
+        }
+        j->ids[r] = bad ? -1 : (int32_t)best;
     }
 }
 

@@ -1,6 +1,6 @@
 /* argmax.cu - greedy decoding on CUDA (contract: cz_kernels.h, argmax): ids[b] = the
- * lowest id holding the maximum of logits row b. As the CPU twin's scan, a NaN never
- * wins (a row starting with NaN gives 0). Launch: one block of up to 1024 threads per
+ * lowest id holding the maximum of logits row b, -1 when the row holds NaN or +inf, as the
+ * CPU twin. Launch: one block of up to 1024 threads per
  * row (blocks stride over rows past the grid): each thread scans a strided share, then
  * (value, id) pairs meet by warp shuffles and shared memory under one order (larger
  * value, then lower id), which makes the result independent of the reduction's shape.
@@ -37,11 +37,15 @@ static __global__ void cz__k_argmax(int32_t *ids, const float *logits, uint32_t 
         const float *l = logits + (size_t)r * vocab;
         float bv = NAN;
         uint32_t bi = UINT32_MAX;
-        for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x)
+        int bad = 0;
+        for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+            bad |= !(l[i] < INFINITY); /* NaN or +inf; -inf is a masked id */
             if (cz__am_better(l[i], i, bv, bi)) {
                 bv = l[i];
                 bi = i;
             }
+        }
+        bad = __syncthreads_or(bad);
         cz__am_warp(&bv, &bi);
         if (lane == 0) {
             sv[threadIdx.x / 32] = bv;
@@ -53,7 +57,7 @@ static __global__ void cz__k_argmax(int32_t *ids, const float *logits, uint32_t 
             bi = lane < nw ? si[lane] : UINT32_MAX;
             cz__am_warp(&bv, &bi);
             if (threadIdx.x == 0)
-                ids[r] = isnan(l[0]) || bi == UINT32_MAX ? 0 : (int32_t)bi;
+                ids[r] = bad || bi == UINT32_MAX ? -1 : (int32_t)bi;
         }
         __syncthreads();
     }

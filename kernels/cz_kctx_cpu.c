@@ -303,6 +303,11 @@ cz_status cz_kctx_cpu_create(uint32_t threads, cz_kctx **out, cz_err *err)
     *out = NULL;
     if (threads == 0)
         return cz_err_set(err, CZ_EINVAL, "kernels: threads must be at least 1");
+    /* OpenBLAS is first loaded here, by a command that runs the engine (a simulation never
+     * needs it); the context's threads and its caller may each run a GEMM at once */
+    cz_status st = cz_blas_reserve(threads + 1, err);
+    if (st != CZ_OK)
+        return st;
     cz_kctx *k = cz_xcalloc(1, sizeof *k);
     k->h = (cz__khead){.ops = &cpu_ops, .be = &cpu_backend, .threads = threads};
     k->threads = threads;
@@ -333,11 +338,6 @@ cz_status cz_kctx_cpu_create(uint32_t threads, cz_kctx **out, cz_err *err)
         s->panel = alloc_aligned((size_t)CZ__TPANEL_FLOATS * sizeof(float));
     }
     k->panel = alloc_aligned((size_t)CZ__PANEL_FLOATS * sizeof(float));
-
-    /* The pool splits every GEMM and each thread calls OpenBLAS on its share, so OpenBLAS
-     * runs on the calling thread alone (a process-wide setting, the one exception to "no
-     * hidden globals"; the same for every context). */
-    openblas_set_num_threads(1);
 
     if (threads > 1) {
         k->workers = cz_xcalloc(threads - 1, sizeof *k->workers);

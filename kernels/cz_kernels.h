@@ -192,7 +192,9 @@ typedef struct cz_kernels {
                              const float *bias, uint32_t cin, uint32_t cout, uint32_t len,
                              uint32_t ksize, uint32_t stride, uint32_t pad_l, uint32_t pad_r);
 
-    /* ids[b] = argmax of logits row b (rows, vocab); ties go to the lowest id. */
+    /* ids[b] = argmax of logits row b (rows, vocab); ties go to the lowest id. A row holding
+     * NaN or +inf gives -1, here and in sample (-inf is a masked id, not an error): the
+     * caller stops with its message rather than read an id out of it. */
     void (*argmax)(cz_kctx *k, int32_t *ids, const float *logits, uint32_t rows,
                    uint32_t vocab);
 
@@ -203,7 +205,8 @@ typedef struct cz_kernels {
      * are then walked in increasing id order and the first whose cumulative probability
      * exceeds u x (their total) is drawn, u = cz_kernel_uniform(seed, counter[b]), so both
      * backends sample the same id (up to float rounding at the boundaries). temperature 0
-     * is argmax. logits are not modified; vocab is at most the reserve's max_dim. */
+     * is argmax. logits are not modified; vocab is at most the reserve's max_dim. -1 for
+     * a row holding NaN or +inf. */
     void (*sample)(cz_kctx *k, int32_t *ids, const float *logits, uint32_t rows,
                    uint32_t vocab, float temperature, uint32_t top_k, float top_p,
                    uint64_t seed, const uint64_t *counter);
@@ -235,18 +238,25 @@ typedef struct cz_kreserve {
 
 /* A CPU context running ops on `threads` threads (>= 1: the calling thread and threads - 1
  * workers, created here, once). The pool splits each op's work (a GEMM's output columns)
- * and each thread calls OpenBLAS on its own share, so OpenBLAS is set to one thread
- * (openblas_set_num_threads(1), a process-wide setting) and never competes with the pool
- * for the cores. Each thread gets 4 MiB of scratch (GEMM panels, attention tiles,
- * sampling candidates); cz_kctx_reserve grows it. Fails with CZ_EINVAL on threads == 0 or
- * a thread that cannot start. */
+ * and each thread calls OpenBLAS on its own share, so OpenBLAS runs with one thread (its
+ * thread server off, a process-wide setting) and never competes with the pool for the
+ * cores. Each thread gets 4 MiB of scratch (GEMM panels, attention tiles, sampling
+ * candidates); cz_kctx_reserve grows it. Fails with CZ_EINVAL on threads == 0 or a thread
+ * that cannot start, CZ_ENOTFOUND when OpenBLAS cannot be loaded, CZ_ENOMEM when its
+ * buffers do not fit (cz_blas_reserve). */
 cz_status cz_kctx_cpu_create(uint32_t threads, cz_kctx **out, cz_err *err);
-/* OpenBLAS starts a worker thread per core when it loads and lets each spin (yielding)
- * for a while before it sleeps, taking a core from a run that has just started. cadenza
- * never runs OpenBLAS on threads of its own (the CPU context splits each GEMM itself), so
- * the program calls this first: OpenBLAS set to one thread and its workers ended, where
- * the loaded build offers that. A later GEMM runs on its calling thread as before. */
-void cz_blas_single_thread(void);
+/* Loads OpenBLAS (once per process; later calls return the first's answer): dlopen with
+ * OPENBLAS_NUM_THREADS=1 set before its constructor, so it starts no worker threads (they
+ * would spin beside every run, and for ever on their buffers under an address-space
+ * limit); nothing before a CPU context touches it, so a simulation never loads it.
+ * CZ_ENOTFOUND naming the library when it is missing. cz_kctx_cpu_create calls it. */
+cz_status cz_blas_load(cz_err *err);
+/* Makes sure OpenBLAS's buffer pool holds `buffers` GEMM buffers (one per thread that may
+ * run a GEMM at once), made now while memory is checked to be there: OpenBLAS allocates a
+ * buffer at a thread's first GEMM and, when that fails, retries for ever (a hang under an
+ * address-space limit). CZ_ENOMEM, saying so, when they do not fit. cz_kctx_cpu_create
+ * calls it. */
+cz_status cz_blas_reserve(uint32_t buffers, cz_err *err);
 /* The number of online CPUs (at least 1): the default thread count. */
 uint32_t cz_kctx_cpu_default_threads(void);
 

@@ -101,9 +101,14 @@ static int32_t sample_row(const sample_job *j, const float *l, uint64_t counter,
     uint32_t v = j->vocab;
     float *p = j->k->ts[tid].row, mx = l[0];
     int32_t *idx = j->k->ts[tid].idx;
-    for (uint32_t i = 1; i < v; i++)
+    bool bad = false;
+    for (uint32_t i = 0; i < v; i++) {
+        bad |= !(l[i] < INFINITY); /* NaN or +inf; -inf is a masked id */
         if (l[i] > mx)
             mx = l[i];
+    }
+    if (bad)
+        return -1; /* a row holding NaN or +inf (cz_kernels.h) */
     for (uint32_t i = 0; i < v; i++)
         p[i] = expf((l[i] - mx) / j->temperature);
 

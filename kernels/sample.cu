@@ -215,8 +215,16 @@ cz__k_sample(int32_t *ids, const float *logits, uint32_t vocab, float temp, uint
     __shared__ cz__sample_sh s;
     const float *l = logits + (size_t)blockIdx.x * vocab;
     float m = -INFINITY;
-    for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x)
+    int bad = 0;
+    for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+        bad |= !(l[i] < INFINITY); /* NaN or +inf; -inf is a masked id */
         m = fmaxf(m, l[i]);
+    }
+    if (__syncthreads_or(bad)) { /* the whole block leaves: -1, as the CPU twin */
+        if (threadIdx.x == 0)
+            ids[blockIdx.x] = -1;
+        return;
+    }
     m = cz__block_max(m, s.red);
     cz__u64 tau = 0;
     if (top_k && top_k < vocab)

@@ -16,6 +16,10 @@
 /* Upper bounds accepted in a config's "cost" object. */
 #define CZ_TP_MAX 1024
 #define CZ_STEP_OVERHEAD_MAX_S 10.0
+/* The smallest efficiency a config may give (a millionth of the card's peak): below it a
+ * step's time leaves what a simulation can represent (hours per token, a clock past the
+ * limit of sim.max_time_s) */
+#define CZ_EFF_MIN 1e-6
 #define CZ_ALLREDUCE_LATENCY_MAX_S 1.0
 
 cz_cost_params cz_cost_params_default(void)
@@ -36,7 +40,7 @@ static const char *const cost_keys[] = {
     "bw_sat_sm_fraction",
 };
 
-/* Optional number in [lo, hi], or in (0, 1] when `fraction`. */
+/* Optional number in [lo, hi], or when `fraction` in (0, 1] (lo 0) or [lo, 1] (hi unused). */
 static cz_status get_opt(const cJSON *j, const char *where, const char *key, bool fraction,
                          double lo, double hi, double *out, cz_err *err)
 {
@@ -44,17 +48,23 @@ static cz_status get_opt(const cJSON *j, const char *where, const char *key, boo
     if (!it)
         return CZ_OK;
     double v = cJSON_IsNumber(it) ? it->valuedouble : NAN;
-    bool ok = isfinite(v) && (fraction ? (v > 0.0 && v <= 1.0) : (v >= lo && v <= hi));
+    /* a fraction is in (0, 1], or [lo, 1] when lo is given */
+    bool ok = isfinite(v) && (fraction ? (lo > 0.0 ? v >= lo : v > 0.0) && v <= 1.0
+                                       : (v >= lo && v <= hi));
     if (!ok) {
-        if (fraction)
-            return cz_err_set(err, CZ_EINVAL,
-                              "%s: field '%s': expected a fraction in (0, 1], got %s", where, key,
-                              cJSON_IsNumber(it) ? "a number outside that range"
-                                                 : "a value that is not a number");
-        return cz_err_set(err, CZ_EINVAL, "%s: field '%s': expected a number in [%g, %g], got %s",
-                          where, key, lo, hi,
-                          cJSON_IsNumber(it) ? "a number outside that range"
-                                             : "a value that is not a number");
+        char range[64];
+        if (!fraction)
+            snprintf(range, sizeof range, "a number in [%g, %g]", lo, hi);
+        else if (lo > 0.0)
+            snprintf(range, sizeof range, "a fraction in [%g, 1]", lo);
+        else
+            snprintf(range, sizeof range, "a fraction in (0, 1]");
+        char got[64];
+        if (cJSON_IsNumber(it))
+            snprintf(got, sizeof got, "%g", it->valuedouble);
+        else
+            snprintf(got, sizeof got, "a value that is not a number");
+        return cz_err_field(err, CZ_EINVAL, where, key, "expected %s, got %s", range, got);
     }
     *out = v;
     return CZ_OK;
@@ -71,9 +81,9 @@ cz_status cz_cost_params_parse(const cJSON *j, const char *where, cz_cost_params
         return st;
     cz_cost_params p = *out;
     uint64_t tp = p.tp;
-    if ((st = get_opt(j, where, "flops_eff", true, 0, 0, &p.flops_eff, err)) != CZ_OK ||
-        (st = get_opt(j, where, "bw_eff", true, 0, 0, &p.bw_eff, err)) != CZ_OK ||
-        (st = get_opt(j, where, "link_eff", true, 0, 0, &p.link_eff, err)) != CZ_OK ||
+    if ((st = get_opt(j, where, "flops_eff", true, CZ_EFF_MIN, 0, &p.flops_eff, err)) != CZ_OK ||
+        (st = get_opt(j, where, "bw_eff", true, CZ_EFF_MIN, 0, &p.bw_eff, err)) != CZ_OK ||
+        (st = get_opt(j, where, "link_eff", true, CZ_EFF_MIN, 0, &p.link_eff, err)) != CZ_OK ||
         (st = get_opt(j, where, "step_overhead_s", false, 0.0, CZ_STEP_OVERHEAD_MAX_S,
                       &p.step_overhead_s, err)) != CZ_OK ||
         (st = get_opt(j, where, "allreduce_latency_s", false, 0.0, CZ_ALLREDUCE_LATENCY_MAX_S,

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cz_json.h"
 
@@ -335,11 +336,13 @@ cz_status cz_hf_config_load(const char *dir, cz_model_card *out, cz_hf_arch *arc
     char path[CZ_HF_PATH_MAX];
     if ((size_t)snprintf(path, sizeof path, "%s/config.json", dir) >= sizeof path)
         return cz_err_set(err, CZ_ERANGE, "%s: path too long", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    struct stat sb;
+    if (stat(path, &sb) != 0)
         return cz_err_set(err, CZ_ENOTFOUND, "cannot open '%s' (%s): expected a Hugging Face "
                           "checkpoint folder with a config.json", path, strerror(errno));
-    fclose(f);
+    if (!S_ISREG(sb.st_mode)) /* a FIFO would block its reader for ever */
+        return cz_err_set(err, CZ_EINVAL, "%s: not a regular file: expected a Hugging Face "
+                          "config.json", path);
     cJSON *j = NULL;
     cz_status s = cz_json_load(path, &j, err);
     if (s != CZ_OK)

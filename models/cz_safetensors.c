@@ -350,15 +350,23 @@ cz_status cz_st_check(const uint8_t *data, size_t size, const char *name, cz_err
 static cz_status file_open(const char *path, st_file *f, cz_err *err)
 {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY);
+    /* not blocking: a FIFO under the name would wait for a writer for ever */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0)
         return cz_err_open(err, path, errno);
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return cz_err_set(err, CZ_EIO, "%s: %s", path,
-                          S_ISREG(sb.st_mode) ? strerror(e) : "not a regular file");
+        return cz_err_set(err, CZ_EIO, "%s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return cz_err_set(err, CZ_EINVAL, "%s: not a regular file (%s): expected a safetensors "
+                          "file",
+                          path, S_ISDIR(sb.st_mode)    ? "a folder"
+                                : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                                                       : "a device or socket");
     }
     f->path = cz_xstrdup(path);
     f->size = (size_t)sb.st_size;

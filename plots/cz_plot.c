@@ -533,6 +533,11 @@ cz_status cz_plot_read_rows(const char *path, cJSON **rows, cz_err *err)
     cz_status st = CZ_OK;
     while ((len = getline(&line, &cap, fp)) >= 0) {
         lineno++;
+        if (lineno == 1) {
+            size_t bom = cz_text_bom(line, (size_t)len);
+            memmove(line, line + bom, (size_t)len - bom + 1);
+            len -= (ssize_t)bom;
+        }
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             line[--len] = '\0';
         if (len == 0)

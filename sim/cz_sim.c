@@ -17,6 +17,10 @@
 #include "cz_streams.h"
 
 #define NONE UINT32_MAX
+/* The watchdog (cz_watchdog): a run is stalled after a million events and an hour of
+ * simulated time with work open and no progress */
+#define CZ_SIM_STALL_EVENTS 1000000u
+#define CZ_SIM_STALL_S 3600.0
 
 /* Event types past the runtime's timers (cz_timer_kind, which keep their own numbers). */
 enum {
@@ -232,6 +236,9 @@ cz_status cz_sim_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
     cz_event ev;
     double now = 0.0;
     bool cut = false; /* the clock stopped at sim.max_time_s with events still due */
+    bool stalled = false, clock_over = false;
+    cz_watchdog dog;
+    cz_watchdog_init(&dog, CZ_SIM_STALL_EVENTS, CZ_SIM_STALL_S);
     uint64_t arrived, finished;
     while (cz_evq_pop(&S.q, &ev)) {
         if (ev.type == EV_STEP_DONE &&
@@ -239,6 +246,10 @@ cz_status cz_sim_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
             continue; /* re-posted since: a step started or ended beside it */
         if (ev.t_s > cfg->max_time_s) {
             cut = true;
+            break;
+        }
+        if (ev.t_s > CZ_CLOCK_MAX_S) {
+            clock_over = true;
             break;
         }
         now = ev.t_s;
@@ -256,13 +267,26 @@ cz_status cz_sim_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
         } else {
             cz_deploy_timer(S.d, now, ev.type, ev.arg, ev.arg2);
         }
+        if (cz_watchdog_stalled(&dog, now, cz_deploy_progress(S.d), cz_deploy_busy(S.d))) {
+            stalled = true;
+            cz_deploy_stalled(S.d);
+            break;
+        }
         if (progress && (stats->events & 0xFFFF) == 0) {
             cz_deploy_counts(S.d, &arrived, &finished);
             cz_run_progress pr = {now, stats->events, arrived, finished, wl->n_turns, false};
             progress(progress_ctx, &pr);
         }
     }
+    if (clock_over) {
+        /* bad input, not a run to account: nothing is written */
+        stats->sim_time_s = now;
+        sim_state_free(&S);
+        return cz_run_clock_error(ev.t_s, err);
+    }
     st = cz_deploy_finish(S.d, cut, now, stats, err);
+    if (stalled && st == CZ_EINTERNAL)
+        cz_watchdog_report(&dog, now, "simulated", err);
     stats->sim_time_s = now;
     if (progress) {
         cz_deploy_counts(S.d, &arrived, &finished);

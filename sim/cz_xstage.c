@@ -37,10 +37,17 @@ cz_status cz__xstage_run(const cz_config *cfg, const cz_workload *wl, cz_metrics
     double now = 0.0;
     bool cut = false; /* the clock stopped at sim.max_time_s with events still due */
     uint64_t arrived, finished;
+    /* every event here is an arrival or a completed step, progress by itself: a stuck
+     * request shows as a drained queue (cz_xstage_finish), and no watchdog is needed */
     while (cz_evq_pop(&q, &ev)) {
         if (ev.t_s > cfg->max_time_s) {
             cut = true;
             break;
+        }
+        if (ev.t_s > CZ_CLOCK_MAX_S) {
+            cz_evq_free(&q);
+            cz_xstage_free(x);
+            return cz_run_clock_error(ev.t_s, err);
         }
         now = ev.t_s;
         stats->events++;

@@ -138,5 +138,59 @@ t_barged() {
 }
 check "barged-in turns are aborted, once each" t_barged
 
+# 5. an offload store that landed after its session closed read the session from a
+#    streamed window that had moved past it (an assertion in the default experiment)
+t_offload_streamed() {
+    sim --set server.kv_idle=offload && expect balanced requests=9754 completed=9754 &&
+        cp "$tmp/s.json" "$tmp/streamed.json" &&
+        timeout 300 "$cz" sim --set server.kv_idle=offload --whole-workload --quiet \
+            --no-progress --summary "$tmp/s.json" && cmp -s "$tmp/s.json" "$tmp/streamed.json"
+}
+check "offload under a streamed workload (the default experiment), same as whole" \
+    t_offload_streamed
+t_offload_bros() {
+    sim experiments/bros/mix.json --set server.kv_idle=offload &&
+        expect balanced requests=4000 completed=4000
+}
+check "... and BROS's mix" t_offload_bros
+
+# 6. an admission that could not get its KV evicted the landed KV loads of the sequences
+#    queued behind it, which loaded again, for ever (the clock ran with no turn ending)
+t_load_livelock() {
+    sim $mt --set seed=722703 --set scheduler=liveserve --set server.kv_evict=next_use \
+        --set 'workload.barge_in={"p":0.3}' --set pipeline.thinker.kv_blocks=256 &&
+        expect balanced requests=299 unfinished=0
+}
+check "failed admissions no longer evict landed KV loads (a livelock)" t_load_livelock
+
+# 7. the engine asserted where the simulator ran: the cross-stage engine reused a request's
+#    KV blocks before giving them back; windowed block tables outgrew their reserve; KV
+#    copies named blocks behind the window
+replay() {
+    rm -f "$tmp/s.json"
+    timeout 300 "$cz" replay "$@" --threads 1 --quiet --no-progress --summary "$tmp/s.json"
+}
+t_xs_blocks() {
+    replay experiments/engine/nova_cpu.json --set 'scheduler={"name":"chunked_prefill"}' \
+        --set server.kv_blocks=16 && expect balanced requests=60 completed=60 &&
+        replay experiments/engine/nova_cpu.json --set 'scheduler={"name":"pf_limit"}' \
+            --set server.kv_blocks=64 && expect balanced requests=60 completed=60
+}
+check "the cross-stage engine gives a request's blocks back before reusing them" t_xs_blocks
+t_window_table() {
+    replay experiments/engine/cpu.json --set workload.max_requests=4 --set server.kv_blocks=256 \
+        --set server.block_tokens=1 --set server.max_num_seqs=2 \
+        --set server.kv_window_tokens=32 --set workload.time_scale=0.05 &&
+        expect balanced requests=4 completed=4
+}
+check "a windowed sequence's block table grows past its reserve" t_window_table
+t_window_offload() {
+    replay experiments/engine/cpu.json --set workload.max_requests=3 \
+        --set workload.time_scale=0.05 --set server.kv_blocks=128 --set server.kv_idle=offload \
+        --set server.kv_window_tokens=128 --set server.kv_sink_tokens=16 &&
+        expect balanced requests=3 completed=3
+}
+check "KV copies of a windowed sequence skip the blocks behind the window" t_window_offload
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -408,6 +408,63 @@ def check_errors(cz, tmp):
     else:
         print("ok: missing tensor:", r.stderr.strip())
 
+    def folder_with(name, tensors, config=cfg):
+        folder = os.path.join(tmp, name)
+        os.makedirs(folder)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        if tensors is not None:
+            write_safetensors(os.path.join(folder, "model.safetensors"), tensors)
+        return folder
+
+    def expect(what, folder, code, want, timeout=60):
+        try:
+            r = subprocess.run([cz, "generate", "--model", folder, "--tokens", "1,2",
+                                "--max-tokens", "3", "--threads", "1"],
+                               capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            fail(f"{what}: no answer within {timeout} s (a hang)")
+            return
+        if r.returncode != code or want not in r.stderr:
+            fail(f"{what}: exit {r.returncode}, stderr {r.stderr.strip()!r}, expected exit "
+                 f"{code} with {want!r}")
+        else:
+            print(f"ok: {what}:", r.stderr.strip())
+
+    # a tensor the model does not read, and a layer past config.json's count
+    extra = m.tensors + [("model.extra.weight", "F32", (2,), np.zeros(2, np.float32).tobytes())]
+    expect("an extra tensor", folder_with("extra", extra), 2,
+           "tensor 'model.extra.weight' is not a weight of the model")
+    L = cfg["num_hidden_layers"]
+    more = m.tensors + [(t[0].replace("layers.0.", f"layers.{L}."),) + tuple(t[1:])
+                        for t in m.tensors if t[0].startswith("model.layers.0.")]
+    expect("more layers than config.json", folder_with("more-layers", more), 2,
+           f"layer {L}, but config.json declares {L} layers")
+    # HF's rotary tables are let be
+    rot = m.tensors + [("model.layers.0.self_attn.rotary_emb.inv_freq", "F32", (8,),
+                        np.ones(8, np.float32).tobytes())]
+    expect("a rotary table beside the weights", folder_with("rotary", rot), 0, "")
+    # non-finite weights, and finite ones whose logits overflow
+    nan = [t if t[0] != "model.norm.weight"
+           else (t[0], t[1], t[2], np.full(t[2], np.nan, np.float32).tobytes()) for t in m.tensors]
+    expect("NaN weights", folder_with("nan", nan), 2,
+           "tensor 'model.norm.weight': holds NaN or infinite values")
+    big = [t if t[0] != "lm_head.weight"
+           else (t[0], t[1], t[2], np.full(t[2], 3e38, np.float32).tobytes()) for t in m.tensors]
+    expect("logits that overflow", folder_with("overflow", big), 2,
+           "the logits at position 2 hold NaN or +inf")
+    # what is not a regular file
+    f = folder_with("fifo", None)
+    os.mkfifo(os.path.join(f, "model.safetensors"))
+    expect("a FIFO for model.safetensors", f, 2, "not a regular file (a FIFO)", timeout=20)
+    f = folder_with("dir", None)
+    os.makedirs(os.path.join(f, "model.safetensors"))
+    expect("a folder for model.safetensors", f, 2, "not a regular file (a folder)")
+    f = folder_with("cfg-fifo", m.tensors)
+    os.remove(os.path.join(f, "config.json"))
+    os.mkfifo(os.path.join(f, "config.json"))
+    expect("a FIFO for config.json", f, 2, "config.json: not a regular file", timeout=20)
+
 
 def main():
     if len(sys.argv) != 2:

@@ -3,18 +3,28 @@
  * vision-language model on one GPU; every scheduler; idle KV dropped or offloaded; LRU and
  * next-use eviction; preload; bidirectional blocks; windows and sinks; gateways; barge-in;
  * pools from a few blocks to the whole GPU; routers and replicas; open and closed loops;
- * clocks that stop mid-run), each run twice by the cadenza program. A run passes when it
- * exits 0 within the time bound, accounts for every request, frame and stream
- * (completed + aborted + rejected + failed + unfinished == requests, and likewise), and
- * both runs write byte-identical summaries; or when it exits 2 with a message for a
- * combination the config loader refuses (at most a tenth of the runs may). A crash, an
- * exit 3, a hang, a lost request or a difference fails the run, and the config is printed
- * so that it can be kept as a regression test (tests/data/stress/).
+ * clocks that stop mid-run; workloads of thousands of requests, so that streamed windows
+ * move; trace files written for the run with equal, far-apart and out-of-order timestamps,
+ * byte-order marks and CRLF line ends), each run twice by the cadenza program: as the
+ * simulator streams the workload, and with --whole-workload. A run passes when it exits 0
+ * within the time bound, accounts for every request, frame and stream (completed +
+ * aborted + rejected + failed + unfinished == requests, and likewise), and both runs write
+ * byte-identical summaries; or when it exits 2 with a message for a combination the config
+ * loader refuses (at most a tenth of the runs may). A crash, an exit 3, a hang, a lost
+ * request or a difference fails the run, and the config is printed so that it can be kept
+ * as a regression test (tests/data/stress/).
  *
- * usage: stress CADENZA SOURCE_ROOT [--seed S] [--count N] [--timeout SEC]
+ * --replay N generates N configs for `cadenza replay` instead: tiny models on the CPU
+ * engine (a text decoder, the omni pipeline with barge-in, the vision-language model under
+ * the cross-stage schedulers) with the same server, workload and trace variety at a few
+ * requests each, run once (wall-clock runs are not byte-reproducible) and held to the same
+ * accounting.
+ *
+ * usage: stress CADENZA SOURCE_ROOT [--seed S] [--count N] [--replay N] [--timeout SEC]
  *               [--keep DIR] [--print] [--verbose] [CONFIG.json | DIR]...
- * With config files (or folders of them), runs those instead of generated ones. Prints one
- * line per failure and ends with "N passed, N failed". */
+ * With config files (or folders of them), runs those instead of generated ones (a config
+ * whose name starts with "replay" through `cadenza replay`). Prints one line per failure
+ * and ends with "N passed, N failed". */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -56,6 +66,9 @@ static double log_between(rng *r, double lo, double hi)
     return exp(log(lo) + unif(r) * (log(hi) - log(lo)));
 }
 static const char *pick(rng *r, const char *const *v, uint32_t n) { return v[below(r, n)]; }
+#define PICK_U(r, ...)                                                                        \
+    ((const uint32_t[]){__VA_ARGS__})[below(r, sizeof((const uint32_t[]){__VA_ARGS__}) /         \
+                                                    sizeof(uint32_t))]
 #define PICK(r, ...)                                                                          \
     pick(r, (const char *const[]){__VA_ARGS__},                                             \
          sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
@@ -64,6 +77,7 @@ static const char *pick(rng *r, const char *const *v, uint32_t n) { return v[bel
 
 static const char *root;
 static bool verbose;
+static const char *scratch; /* where generated trace files are written */
 
 static char *data_path(const char *rel)
 {
@@ -108,11 +122,75 @@ static cJSON *dist(rng *r, double lo, double hi)
     }
 }
 
-/* A source of turns: synthetic lengths or a slice of a shipped trace. `multi`: sessions
- * of several turns are welcome. Returns whether the source has timestamps. */
-static bool add_source(rng *r, cJSON *w, bool multi, double in_hi, double out_hi)
+/* Writes a trace file of `rows` rows for config `seed` in the scratch folder, in the Azure
+ * format (TIMESTAMP,ContextTokens,GeneratedTokens) or BurstGPT's v1 (Timestamp, Model,
+ * Request tokens, Response tokens, Total tokens, Log Type), with what real exports hold:
+ * timestamps all equal, years apart, or out of order; a UTF-8 byte-order mark; CRLF line
+ * ends. Stores its path in t["path"]. */
+static void add_odd_trace(rng *r, cJSON *t, uint64_t seed, uint32_t rows, double in_hi,
+                          double out_hi, bool far_ok)
 {
-    uint32_t n = between(r, 1, 48);
+    bool azure = chance(r, 0.5);
+    char path[700];
+    snprintf(path, sizeof path, "%s/trace-%" PRIu64 ".csv", scratch, seed);
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    const char *eol = chance(r, 0.4) ? "\r\n" : "\n";
+    if (chance(r, 0.4))
+        fputs("\xEF\xBB\xBF", f);
+    fprintf(f, "%s%s",
+            azure ? "TIMESTAMP,ContextTokens,GeneratedTokens"
+                  : "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type",
+            eol);
+    uint32_t order = below(r, 4); /* 0 in order, 1 all equal, 2 years apart, 3 shuffled */
+    if (order == 2 && !far_ok)
+        order = 0; /* a replay waits out its gaps on the wall clock */
+    double t_s = 0.0;
+    for (uint32_t i = 0; i < rows; i++) {
+        double gap = order == 1 ? 0.0 : order == 2 ? log_between(r, 1e5, 3e7) : log_between(r, 0.001, 20);
+        t_s = order == 3 ? log_between(r, 1, 1e4) : t_s + gap;
+        uint32_t in = (uint32_t)log_between(r, 1, in_hi), out = (uint32_t)log_between(r, 1, out_hi);
+        if (azure) {
+            /* seconds from 2023-01-01 as a date and time */
+            long secs = (long)t_s, days = secs / 86400, rem = secs % 86400;
+            int y = 2023;
+            while (days >= 365) {
+                days -= 365;
+                y++;
+            }
+            static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+            int m = 0;
+            while (days >= mdays[m]) {
+                days -= mdays[m];
+                m++;
+            }
+            fprintf(f, "%04d-%02d-%02ld %02ld:%02ld:%02ld.%07ld,%u,%u%s", y, m + 1, days + 1,
+                    rem / 3600, rem % 3600 / 60, rem % 60,
+                    (long)((t_s - (double)secs) * 1e7), in, out, eol);
+        } else {
+            fprintf(f, "%.3f,ChatGPT,%u,%u,%u,Conversation log%s", t_s, in, out, in + out, eol);
+        }
+    }
+    fclose(f);
+    cJSON_AddStringToObject(t, "path", path);
+}
+
+/* A source of turns: synthetic lengths, a slice of a shipped trace, or a trace file written
+ * for the run. `multi`: sessions of several turns are welcome; `big`: thousands of
+ * synthetic requests may come (streamed windows then move). Returns whether the source has
+ * timestamps. */
+static bool add_source(rng *r, cJSON *w, bool multi, double in_hi, double out_hi, uint64_t seed,
+                       bool big, bool far_ok)
+{
+    uint32_t n = big && chance(r, 0.06) ? between(r, 1000, 4000) : between(r, 1, 48);
+    if (chance(r, 0.12)) {
+        cJSON *t = cJSON_AddObjectToObject(w, "trace");
+        add_odd_trace(r, t, seed, n < 200 ? n : 200, in_hi, out_hi, far_ok);
+        return true;
+    }
     uint32_t kind = below(r, multi ? 6 : 5);
     if (kind <= 1) {
         cJSON *s = cJSON_AddObjectToObject(w, "synthetic");
@@ -223,6 +301,8 @@ static void add_server(rng *r, cJSON *s, bool allow_window)
         cJSON_AddBoolToObject(s, "kv_bidirectional", true);
     if (!window && chance(r, 0.5))
         cJSON_AddStringToObject(s, "kv_evict", PICK(r, "lru", "next_use", "next_use_scan"));
+    if (!window && chance(r, 0.2))
+        cJSON_AddStringToObject(s, "kv_evict_unit", PICK(r, "session", "block"));
     cJSON_AddBoolToObject(s, "kv_preload", offload && chance(r, 0.5));
     if (chance(r, 0.2))
         cJSON_AddNumberToObject(s, "preload_protect_fraction", unif(r));
@@ -325,16 +405,24 @@ static void add_audio(rng *r, cJSON *w, bool spoken_input, bool card_ratio)
     }
 }
 
+/* A config named "<kind>-<seed>" with its run's seed, and its workload and server objects. */
+static cJSON *begin_config(rng *r, const char *kind, uint64_t seed, cJSON **w, cJSON **server)
+{
+    cJSON *c = cJSON_CreateObject();
+    char name[64];
+    snprintf(name, sizeof name, "%s-%" PRIu64, kind, seed);
+    cJSON_AddStringToObject(c, "name", name);
+    cJSON_AddNumberToObject(c, "seed", (double)between(r, 1, 1000000));
+    *w = cJSON_AddObjectToObject(c, "workload");
+    *server = cJSON_AddObjectToObject(c, "server");
+    return c;
+}
+
 static cJSON *generate(uint64_t seed)
 {
     rng r = {seed * 0x2545F4914F6CDD1DULL + 1};
-    cJSON *c = cJSON_CreateObject();
-    char name[64];
-    snprintf(name, sizeof name, "stress-%" PRIu64, seed);
-    cJSON_AddStringToObject(c, "name", name);
-    cJSON_AddNumberToObject(c, "seed", (double)between(&r, 1, 1000000));
-    cJSON *w = cJSON_AddObjectToObject(c, "workload");
-    cJSON *server = cJSON_AddObjectToObject(c, "server");
+    cJSON *w, *server;
+    cJSON *c = begin_config(&r, "stress", seed, &w, &server);
     uint32_t family = below(&r, 20);
     if (family < 7) {
         /* a text model on one stage */
@@ -352,7 +440,7 @@ static cJSON *generate(uint64_t seed)
         }
         cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
         add_server(&r, server, true);
-        bool timed = add_source(&r, w, true, 4000, 800);
+        bool timed = add_source(&r, w, true, 4000, 800, seed, true, true);
         add_arrivals(&r, w, timed, true);
         if (chance(&r, 0.2))
             cJSON_AddNumberToObject(w, "best_effort_fraction", unif(&r));
@@ -373,7 +461,7 @@ static cJSON *generate(uint64_t seed)
         if (gpus < 4 && !cJSON_GetObjectItemCaseSensitive(server, "kv_blocks"))
             cJSON_AddNumberToObject(server, "kv_blocks", between(&r, 1, 4096));
         cJSON_AddStringToObject(c, "router", PICK(&r, "session", "least_loaded", "random"));
-        bool timed = add_source(&r, w, true, 600, 300);
+        bool timed = add_source(&r, w, true, 600, 300, seed, true, true);
         add_arrivals(&r, w, timed, true);
         add_audio(&r, w, true, true);
         if (chance(&r, 0.3)) {
@@ -424,7 +512,7 @@ static cJSON *generate(uint64_t seed)
         cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
         add_pipeline_placement(&r, c, stages, 2, between(&r, 1, 2));
         add_server(&r, server, false);
-        bool timed = add_source(&r, w, false, 200, 300);
+        bool timed = add_source(&r, w, false, 200, 300, seed, false, true);
         add_arrivals(&r, w, timed, true);
         add_audio(&r, w, false, false);
     } else if (family < 19) {
@@ -435,7 +523,7 @@ static cJSON *generate(uint64_t seed)
         cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
         add_pipeline_placement(&r, c, stages, 3, 1);
         add_server(&r, server, false);
-        bool timed = add_source(&r, w, false, 200, 200);
+        bool timed = add_source(&r, w, false, 200, 200, seed, false, true);
         add_arrivals(&r, w, timed, true);
         add_audio(&r, w, true, false);
     } else {
@@ -468,6 +556,91 @@ static cJSON *generate(uint64_t seed)
     return c;
 }
 
+/* A config for `cadenza replay`: a tiny model on the CPU engine, a few requests. */
+static cJSON *generate_replay(uint64_t seed)
+{
+    rng r = {seed * 0x9E3779B97F4A7C15ULL + 7};
+    cJSON *w, *server;
+    cJSON *c = begin_config(&r, "replay", seed, &w, &server);
+    cJSON *eng = cJSON_AddObjectToObject(c, "engine");
+    cJSON_AddStringToObject(eng, "weights", "random");
+    cJSON_AddStringToObject(eng, "dtype", PICK(&r, "bf16", "f32"));
+    uint32_t family = below(&r, 10);
+    if (family < 6) {
+        cJSON_AddStringToObject(c, "model", "tiny-llama");
+        cJSON_AddStringToObject(c, "hardware", "cpu-host");
+        cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
+        add_server(&r, server, true);
+        bool timed = add_source(&r, w, true, 300, 60, seed, false, false);
+        add_arrivals(&r, w, timed, true);
+    } else if (family < 8) {
+        /* replies are played, and questions spoken, in real time: short ones */
+        cJSON_AddStringToObject(c, "model", "tiny-omni");
+        cJSON_AddStringToObject(c, "hardware", "cpu-host");
+        cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
+        add_server(&r, server, false);
+        cJSON *s = cJSON_AddObjectToObject(w, "synthetic");
+        cJSON_AddNumberToObject(s, "requests", between(&r, 1, 8));
+        cJSON_AddItemToObject(s, "input_tokens", dist(&r, 1, 60));
+        cJSON_AddItemToObject(s, "output_tokens", dist(&r, 1, 12));
+        add_arrivals(&r, w, false, true);
+        add_audio(&r, w, true, true);
+        cJSON *a = cJSON_GetObjectItemCaseSensitive(w, "audio");
+        cJSON_DeleteItemFromObject(a, "speech_s_per_input_token");
+        cJSON_AddNumberToObject(a, "speech_s_per_input_token", log_between(&r, 0.0001, 0.005));
+    } else {
+        cJSON_AddStringToObject(c, "model", "tiny-vlm");
+        cJSON_AddStringToObject(c, "hardware", "cpu-2core");
+        cJSON *sc = cJSON_AddObjectToObject(c, "scheduler");
+        cJSON_AddStringToObject(sc, "name", PICK(&r, "nova", "pf_limit", "chunked_prefill"));
+        /* the card's two "SMs" are the two cores (experiments/engine/nova_cpu.json) */
+        cJSON_AddNumberToObject(sc, "sm_decode_vision", 1);
+        cJSON_AddNumberToObject(sc, "sm_decode_prefill", 1);
+        cJSON_AddNumberToObject(sc, "sm_floor", 1);
+        cJSON_AddNumberToObject(sc, "sm_granularity", 1);
+        cJSON *s = cJSON_AddObjectToObject(w, "synthetic");
+        cJSON_AddNumberToObject(s, "requests", between(&r, 1, 12));
+        cJSON_AddNumberToObject(s, "image_tokens", 64);
+        cJSON_AddItemToObject(s, "input_tokens", dist(&r, 1, 48));
+        cJSON_AddItemToObject(s, "output_tokens", dist(&r, 1, 24));
+        cJSON *a = cJSON_AddObjectToObject(w, "arrivals");
+        cJSON_AddStringToObject(a, "process", "poisson");
+        cJSON_AddNumberToObject(a, "rate_rps", log_between(&r, 1, 50));
+        cJSON_AddNumberToObject(server, "kv_blocks", between(&r, 8, 512));
+        cJSON_AddNumberToObject(server, "block_tokens", PICK_U(&r, 1, 4, 16));
+    }
+    /* a few requests, replayed fast: the engine runs in wall-clock time */
+    cJSON *wk = w->child;
+    for (; wk; wk = wk->next) {
+        if (strcmp(wk->string, "synthetic") == 0) {
+            cJSON *n = cJSON_GetObjectItemCaseSensitive(wk, "requests");
+            if (cJSON_IsNumber(n) && n->valuedouble > 8)
+                cJSON_SetNumberValue(n, between(&r, 1, 8));
+        }
+    }
+    cJSON *mr = cJSON_GetObjectItemCaseSensitive(w, "max_requests");
+    if (cJSON_IsNumber(mr) && mr->valuedouble > 6)
+        cJSON_SetNumberValue(mr, between(&r, 1, 6));
+    else if (!mr && cJSON_GetObjectItemCaseSensitive(w, "trace"))
+        cJSON_AddNumberToObject(w, "max_requests", between(&r, 1, 6));
+    cJSON_DeleteItemFromObject(w, "time_scale");
+    cJSON_AddNumberToObject(w, "time_scale", log_between(&r, 1e-6, 0.01));
+    cJSON *arr = cJSON_GetObjectItemCaseSensitive(w, "arrivals");
+    cJSON *think = cJSON_GetObjectItemCaseSensitive(arr, "think_s");
+    if (think)
+        cJSON_ReplaceItemInObject(arr, "think_s", cJSON_CreateNumber(log_between(&r, 0.001, 0.2)));
+    cJSON *rate = cJSON_GetObjectItemCaseSensitive(arr, "rate_rps");
+    if (cJSON_IsNumber(rate) && rate->valuedouble < 5)
+        cJSON_SetNumberValue(rate, log_between(&r, 5, 100));
+    if (chance(&r, 0.2)) {
+        cJSON *sim = cJSON_AddObjectToObject(c, "sim");
+        cJSON_AddNumberToObject(sim, "max_time_s", log_between(&r, 0.05, 5));
+    }
+    if (cJSON_GetArraySize(server) == 0)
+        cJSON_DeleteItemFromObject(c, "server");
+    return c;
+}
+
 /* ---- running ---- */
 
 typedef struct run_result {
@@ -492,8 +665,10 @@ static char *slurp(const char *path)
     return b;
 }
 
+typedef enum run_mode { RUN_SIM, RUN_SIM_WHOLE, RUN_REPLAY } run_mode;
+
 static void run_once(const char *cadenza, const char *cfg, const char *dir, int idx,
-                     unsigned timeout_s, run_result *out)
+                     run_mode mode, unsigned timeout_s, run_result *out)
 {
     char sum[512], errf[512];
     snprintf(sum, sizeof sum, "%s/summary%d.json", dir, idx);
@@ -505,12 +680,20 @@ static void run_once(const char *cadenza, const char *cfg, const char *dir, int 
     if (pid == 0) {
         struct rlimit cpu = {timeout_s, timeout_s + 1};
         setrlimit(RLIMIT_CPU, &cpu);
+        alarm(2 * timeout_s); /* a wall-clock bound too: a run that sleeps or waits */
         FILE *e = freopen(errf, "w", stderr);
         FILE *o = freopen("/dev/null", "w", stdout);
         (void)e;
         (void)o;
-        execl(cadenza, cadenza, "sim", cfg, "--quiet", "--no-progress", "--summary", sum,
-              (char *)NULL);
+        if (mode == RUN_REPLAY)
+            execl(cadenza, cadenza, "replay", cfg, "--quiet", "--no-progress", "--threads", "1",
+                  "--summary", sum, (char *)NULL);
+        else if (mode == RUN_SIM_WHOLE)
+            execl(cadenza, cadenza, "sim", cfg, "--quiet", "--no-progress", "--whole-workload",
+                  "--summary", sum, (char *)NULL);
+        else
+            execl(cadenza, cadenza, "sim", cfg, "--quiet", "--no-progress", "--summary", sum,
+                  (char *)NULL);
         _exit(127);
     }
     int ws = 0;
@@ -518,7 +701,8 @@ static void run_once(const char *cadenza, const char *cfg, const char *dir, int 
     }
     if (WIFSIGNALED(ws)) {
         out->status = 128 + WTERMSIG(ws);
-        out->timed_out = WTERMSIG(ws) == SIGXCPU || WTERMSIG(ws) == SIGKILL;
+        out->timed_out =
+            WTERMSIG(ws) == SIGXCPU || WTERMSIG(ws) == SIGKILL || WTERMSIG(ws) == SIGALRM;
     } else {
         out->status = WEXITSTATUS(ws);
     }
@@ -580,16 +764,24 @@ static int cmp_names(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* A config file for `cadenza replay`: its name starts with "replay". */
+static bool is_replay(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return strncmp(b ? b + 1 : path, "replay", 6) == 0;
+}
+
 typedef struct totals {
     unsigned passed, failed, refused;
 } totals;
 
-/* Runs one config file twice and judges it. */
+/* Runs one config file and judges it: a simulation twice, streamed and whole, a replay
+ * once. */
 static void judge(const char *cadenza, const char *cfg_path, const char *label, const char *dir,
-                  unsigned timeout_s, bool print_cfg, totals *t)
+                  bool replay, unsigned timeout_s, bool print_cfg, totals *t)
 {
     run_result a, b;
-    run_once(cadenza, cfg_path, dir, 0, timeout_s, &a);
+    run_once(cadenza, cfg_path, dir, 0, replay ? RUN_REPLAY : RUN_SIM, timeout_s, &a);
     char why[800] = "";
     const char *bad = NULL;
     if (a.timed_out) {
@@ -610,10 +802,12 @@ static void judge(const char *cadenza, const char *cfg_path, const char *label, 
     } else {
         bad = check_summary(a.summary, why, sizeof why);
     }
-    if (!bad) {
-        run_once(cadenza, cfg_path, dir, 1, timeout_s, &b);
+    if (!bad && !replay) {
+        run_once(cadenza, cfg_path, dir, 1, RUN_SIM_WHOLE, timeout_s, &b);
         if (b.status != 0 || !b.summary || strcmp(a.summary, b.summary) != 0) {
-            snprintf(why, sizeof why, "the second run differs (exit %d)", b.status);
+            snprintf(why, sizeof why,
+                     "the run with --whole-workload differs from the streamed one (exit %d%s%s)",
+                     b.status, b.status ? ": " : "", b.status ? b.err : "");
             bad = why;
         }
         free(b.summary);
@@ -648,7 +842,7 @@ int main(int argc, char **argv)
     }
     root = abs_root;
     uint64_t seed = 1;
-    unsigned count = 200, timeout_s = 60;
+    unsigned count = 200, replays = 0, timeout_s = 60;
     const char *keep = NULL;
     bool print_all = false;
     const char **files = calloc((size_t)argc, sizeof *files);
@@ -658,6 +852,8 @@ int main(int argc, char **argv)
             seed = strtoull(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc)
             count = (unsigned)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--replay") == 0 && i + 1 < argc)
+            replays = (unsigned)strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc)
             timeout_s = (unsigned)strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--keep") == 0 && i + 1 < argc)
@@ -674,13 +870,15 @@ int main(int argc, char **argv)
         perror("mkdtemp");
         return 1;
     }
+    scratch = keep ? keep : dir;
     totals t = {0, 0, 0};
     char cfg_path[600];
     if (n_files) {
         for (int i = 0; i < n_files; i++) {
             DIR *d = opendir(files[i]);
             if (!d) {
-                judge(cadenza, files[i], files[i], dir, timeout_s, false, &t);
+                judge(cadenza, files[i], files[i], dir, is_replay(files[i]), timeout_s, false,
+                      &t);
                 continue;
             }
             /* a folder: its .json files in name order */
@@ -699,18 +897,20 @@ int main(int argc, char **argv)
             closedir(d);
             qsort(names, n, sizeof *names, cmp_names);
             for (size_t k = 0; k < n; k++) {
-                judge(cadenza, names[k], names[k], dir, timeout_s, false, &t);
+                judge(cadenza, names[k], names[k], dir, is_replay(names[k]), timeout_s, false,
+                      &t);
                 free(names[k]);
             }
             free(names);
         }
     } else {
-        for (unsigned k = 0; k < count; k++) {
-            uint64_t s = seed * 1000003ULL + k;
-            cJSON *c = generate(s);
+        for (unsigned k = 0; k < count + replays; k++) {
+            bool replay = k >= count;
+            uint64_t s = seed * 1000003ULL + (replay ? 500000 + k - count : k);
+            cJSON *c = replay ? generate_replay(s) : generate(s);
             char *text = cJSON_PrintUnformatted(c);
-            snprintf(cfg_path, sizeof cfg_path, "%s/stress-%" PRIu64 ".json",
-                     keep ? keep : dir, s);
+            snprintf(cfg_path, sizeof cfg_path, "%s/%s-%" PRIu64 ".json", keep ? keep : dir,
+                     replay ? "replay" : "stress", s);
             FILE *f = fopen(cfg_path, "w");
             if (!f) {
                 perror(cfg_path);
@@ -721,11 +921,15 @@ int main(int argc, char **argv)
             if (print_all)
                 printf("%s\n", text);
             char label[64];
-            snprintf(label, sizeof label, "config %" PRIu64, s);
+            snprintf(label, sizeof label, "%s config %" PRIu64, replay ? "replay" : "sim", s);
             unsigned before = t.failed;
-            judge(cadenza, cfg_path, label, dir, timeout_s, true, &t);
-            if (!keep || t.failed == before)
+            judge(cadenza, cfg_path, label, dir, replay, timeout_s, true, &t);
+            if (!keep || t.failed == before) {
                 unlink(cfg_path); /* --keep DIR keeps the failing ones */
+                char trace[700];
+                snprintf(trace, sizeof trace, "%s/trace-%" PRIu64 ".csv", scratch, s);
+                unlink(trace);
+            }
             cJSON_free(text);
             cJSON_Delete(c);
         }

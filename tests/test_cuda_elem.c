@@ -375,7 +375,7 @@ static void test_argmax(cz_cmp *t)
     for (size_t s = 0; s < LEN(sh); s++) {
         uint32_t rows = sh[s][0], v = sh[s][1];
         float *l = mixed_logits(t, rows, v);
-        if (rows > 4 && v > 2) {
+        if (rows > 5 && v > 2) {
             l[0 * (size_t)v + v - 1] = 100.0f; /* the maximum at the last id */
             l[1 * (size_t)v + 0] = 100.0f;     /* at id 0 */
             for (uint32_t i = 0; i < v; i++)   /* all -inf but a tie of two at the end */
@@ -384,7 +384,8 @@ static void test_argmax(cz_cmp *t)
                 l[3 * (size_t)v + i] = i % 2 ? -0.0f : 0.0f;
             l[3 * (size_t)v + 1] = 7.0f;
             l[3 * (size_t)v + 2] = nextafterf(7.0f, 8.0f);
-            l[4 * (size_t)v + 1] = NAN;        /* a NaN never wins */
+            l[4 * (size_t)v + 1] = NAN;        /* a NaN row gives -1 */
+            l[5 * (size_t)v + 2] = INFINITY;   /* so does +inf */
         }
         int32_t ref[300], *got;
         float *dl = UP(t, l, (size_t)rows * v);

@@ -1172,6 +1172,33 @@ Test(kernels, argmax)
     }
 }
 
+/* A row holding NaN or +inf gives -1 (greedy and sampled); -inf is a masked id. */
+Test(kernels, nonfinite_logits_give_minus_one)
+{
+    enum { V = 37, R = 4 };
+    float l[R * V];
+    for (uint32_t i = 0; i < R * V; i++)
+        l[i] = (float)(i % V) / 8.0f;
+    l[0 * V + 5] = NAN;
+    l[1 * V + 36] = INFINITY;
+    l[2 * V + 0] = -INFINITY; /* masked: the row is fine */
+    uint64_t counter[R] = {1, 2, 3, 4};
+    for (uint32_t t = 1; t <= 2; t++) {
+        cz_kctx *k = mk(t);
+        int32_t ids[R], sid[R];
+        cz_kctx_ops(k)->argmax(k, ids, l, R, V);
+        cz_kctx_ops(k)->sample(k, sid, l, R, V, 0.7f, 0, 1.0f, 9, counter);
+        cr_assert_eq(ids[0], -1);
+        cr_assert_eq(ids[1], -1);
+        cr_assert_eq(ids[2], V - 1);
+        cr_assert_eq(ids[3], V - 1);
+        cr_assert_eq(sid[0], -1);
+        cr_assert_eq(sid[1], -1);
+        cr_assert(sid[2] >= 1 && sid[2] < V && sid[3] >= 0 && sid[3] < V);
+        cz_kctx_free(k);
+    }
+}
+
 typedef struct {
     float l;
     int32_t id;

@@ -430,3 +430,31 @@ Test(sim, streamed_records_match_kept)
         remove(b);
     }
 }
+
+/* The progress watchdog: stalled only after both the events and the clock it asks for,
+ * with work open and the progress mark still; any progress, or no open work, resets it. */
+Test(sim, watchdog_needs_events_and_time_without_progress)
+{
+    cz_watchdog w;
+    cz_watchdog_init(&w, 3, 10.0);
+    cr_assert(!cz_watchdog_stalled(&w, 0.0, 5, true)); /* the first mark is progress */
+    cr_assert(!cz_watchdog_stalled(&w, 1.0, 5, true));
+    cr_assert(!cz_watchdog_stalled(&w, 2.0, 5, true));
+    cr_assert(!cz_watchdog_stalled(&w, 3.0, 5, true)); /* 3 events, 3 s */
+    cr_assert(cz_watchdog_stalled(&w, 10.0, 5, true)); /* 4 events, 10 s */
+    cr_assert(!cz_watchdog_stalled(&w, 11.0, 6, true)); /* progress */
+    for (int i = 0; i < 3 * CZ_WATCHDOG_SAME_TIME - 1; i++)
+        cr_assert(!cz_watchdog_stalled(&w, 12.0, 6, true)); /* events, but no time */
+    cr_assert(cz_watchdog_stalled(&w, 12.0, 6, true)); /* ... until a loop at one instant */
+    cr_assert(!cz_watchdog_stalled(&w, 50.0, 6, false)); /* nothing open: counts anew */
+    cr_assert(!cz_watchdog_stalled(&w, 100.0, 6, true));
+    cr_assert(!cz_watchdog_stalled(&w, 1000.0, 6, true)); /* time, but 2 events */
+    cr_assert(cz_watchdog_stalled(&w, 1001.0, 6, true));
+    cz_err e;
+    cz_err_clear(&e);
+    cz_err_set(&e, CZ_EINTERNAL, "where");
+    cz_watchdog_report(&w, 1001.0, "simulated", &e);
+    cr_assert(strstr(e.msg, "no progress over 3 events and 951 s of simulated time") != NULL,
+              "%s", e.msg);
+    cr_assert(strstr(e.msg, ": where") != NULL);
+}

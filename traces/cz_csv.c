@@ -47,6 +47,11 @@ cz_status cz__lines_next(cz__lines *ls, char **out, cz_err *err)
         }
         ls->line++;
         size_t len = (size_t)got;
+        if (ls->line == 1) {
+            size_t bom = cz_text_bom(ls->buf, len);
+            memmove(ls->buf, ls->buf + bom, len - bom + 1);
+            len -= bom;
+        }
         const char *nul = memchr(ls->buf, '\0', len);
         if (nul)
             return cz_err_set(err, CZ_EFORMAT, "%s:%zu:%td: found a NUL byte, expected text",

@@ -79,9 +79,7 @@ cz_status cz_trace_detect(const char *path, cz_trace_format *out, cz_err *err)
         free(buf);
         return st;
     }
-    char *p = buf;
-    if ((unsigned char)p[0] == 0xEF && (unsigned char)p[1] == 0xBB && (unsigned char)p[2] == 0xBF)
-        p += 3;
+    char *p = buf + cz_text_bom(buf, n);
     while (isspace((unsigned char)*p))
         p++;
     char *nl = strchr(p, '\n');

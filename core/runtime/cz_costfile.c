@@ -7,6 +7,10 @@
 
 #include "cz_json.h"
 
+/* The largest coefficient of a fitted cost (seconds per step, sequence, token, FLOP or
+ * byte): fits give microseconds and below */
+#define CZ_COSTFILE_COEF_MAX 1e3
+
 cz_status cz_cost_file_parse(const cJSON *j, const char *where, cz_cost_file *out, cz_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -42,7 +46,9 @@ cz_status cz_cost_file_parse(const cJSON *j, const char *where, cz_cost_file *ou
         snprintf(out->stage[i], sizeof out->stage[i], "%s", s->string);
         for (int f = 0; f < CZ_CF_N; f++) {
             double v = 0.0;
-            if ((st = cz_json_num(s, ctx, keys[f], false, 0.0, HUGE_VAL, &v, err)) != CZ_OK)
+            /* seconds per unit: a step beyond what a clock can hold is refused here */
+            if ((st = cz_json_num(s, ctx, keys[f], false, 0.0, CZ_COSTFILE_COEF_MAX, &v,
+                                  err)) != CZ_OK)
                 return st;
             out->fit[i].theta[f] = v;
         }

@@ -138,6 +138,8 @@ typedef struct cz_deploy {
     uint32_t n_bounded, next_bounded;
     gsl_rng *rng;
     uint64_t arrived, finished;
+    uint64_t progress;     /* arrivals, turn ends, frames recorded and steps completed */
+    bool stalled;          /* the driver's watchdog stopped the run (cz_deploy_stalled) */
     uint8_t *turn_out;     /* per workload turn: its outcome once decided (0: open) */
     /* the session gateway */
     cz_admission adm;
@@ -452,7 +454,9 @@ static void gpu_wake(cz_deploy *S, uint32_t gi, double wake, double now)
     gpu_rt *g = &S->gpus[gi];
     if (!(wake < INFINITY))
         return;
-    wake = fmax(wake, now + 1e-9);
+    /* strictly later than now: a nanosecond, or the next double where a nanosecond is
+     * below the clock's resolution (t > 2^23 s), else the wake-up fires at now for ever */
+    wake = fmax(wake, fmax(now + 1e-9, nextafter(now, INFINITY)));
     if (wake < g->wake_s) {
         g->wake_s = wake;
         S->drv.timer(S->drv.ctx, wake, CZ_TIMER_WAKE, gi, 0);
@@ -801,9 +805,9 @@ static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bo
 static void submit_next(cz_deploy *S, uint32_t si, double now)
 {
     ses_rt *ss = SES(S, si);
-    const cz_session *ses = WS(S, si);
     if (ss->submitted >= ss->arrived || ss->g != NONE || ss->blocked)
-        return;
+        return; /* a closed session (maybe gone from a streamed window) returns here */
+    const cz_session *ses = WS(S, si);
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         ses_stage *st = SP(S, si, p);
         if (st->seq != NONE &&
@@ -958,6 +962,7 @@ static void turn_ended(cz_deploy *S, uint32_t si, double now, bool barged)
     ss->g = NONE;
     ss->ended++;
     S->finished++;
+    S->progress++;
     if (ss->ended == ses->n_turns) {
         maybe_close(S, si);
         if (S->wl->concurrency > 0)
@@ -986,6 +991,7 @@ static void on_arrival(cz_deploy *S, double now, uint32_t g)
                     (g == ses->turn_off && S->wl->concurrency == 0);
     SES(S, si)->arrived++;
     S->arrived++;
+    S->progress++;
     submit_next(S, si, now);
     if (pretimed)
         push_next_initial(S, now);
@@ -1221,6 +1227,7 @@ static void frame_record(cz_deploy *S, uint32_t j, uint32_t f, double done_s)
         .latency_s = lat,
     };
     cz_metrics_add_frame(S->m, &fr);
+    S->progress++;
     if (!(lat <= S->tick_max_lat_s))
         S->tick_max_lat_s = lat;
 }
@@ -1414,12 +1421,14 @@ static cz_status account_end(cz_deploy *S, bool cut, double now, cz_err *err)
             advance_low(S);
         }
     }
+    const char *how = S->stalled ? "stalled (events kept coming, none finished anything)"
+                                 : "drained (nothing left to happen)";
     if (stuck)
         return cz_err_set(err, CZ_EINTERNAL,
-                          "the run drained (nothing left to happen) at t = %.6f s with %llu of %llu "
-                          "requests unaccounted for (a bug in cadenza, please report it with "
-                          "the config): %s",
-                          now, (unsigned long long)stuck, (unsigned long long)wl->n_turns, where);
+                          "the run %s at t = %.6f s with %llu of %llu requests unaccounted for "
+                          "(a bug in cadenza, please report it with the config): %s",
+                          how, now, (unsigned long long)stuck, (unsigned long long)wl->n_turns,
+                          where);
     cz_accounting *a = &S->m->acct;
     for (uint32_t j = 0; j < wl->n_streams; j++) {
         const cz_stream *sm = &wl->streams[j];
@@ -1443,9 +1452,9 @@ static cz_status account_end(cz_deploy *S, bool cut, double now, cz_err *err)
         }
         if (!cut)
             return cz_err_set(err, CZ_EINTERNAL,
-                              "the run drained (nothing left to happen) at t = %.6f s with stream %u "
-                              "at frame %u of %u (ticked %u): a bug in cadenza",
-                              now, j, f, sr->frames, sr->ticked);
+                              "the run %s at t = %.6f s with stream %u at frame %u of %u "
+                              "(ticked %u): a bug in cadenza",
+                              how, now, j, f, sr->frames, sr->ticked);
         a->streams_unfinished++;
         a->frames_unfinished += sr->frames - f;
     }
@@ -1713,6 +1722,7 @@ void cz_deploy_step_done(cz_deploy *S, uint32_t ri, double now)
     rep_rt *r = &S->reps[ri];
     CZ_ASSERT(r->busy && S->gpus[r->gpu].inflight > 0);
     r->busy = false;
+    S->progress++;
     S->gpus[r->gpu].inflight--;
     if (r->srv)
         on_ar_done(S, ri, now);
@@ -1732,7 +1742,9 @@ void cz_deploy_xfer_done(cz_deploy *S, uint32_t ri, uint32_t seq, bool to_host, 
     rep_rt *r = &S->reps[ri];
     cz_server_on_xfer_done(r->srv, now, seq, to_host);
     uint64_t who = cz_server_seq(r->srv, seq)->session;
-    if (who < S->wl->n_sessions) {
+    /* a store that outlived its session's close ends here: the session (perhaps gone
+     * from a streamed workload's window) has nothing left to start */
+    if (who < S->wl->n_sessions && slot_of(S, (uint32_t)who) != CLOSED) {
         submit_next(S, (uint32_t)who, now);
         maybe_close(S, (uint32_t)who);
     }
@@ -1794,6 +1806,21 @@ bool cz_deploy_gpu_async(const cz_deploy *S, uint32_t gpu)
 {
     CZ_ASSERT(gpu < S->cfg->n_gpus);
     return S->gpus[gpu].async;
+}
+
+uint64_t cz_deploy_progress(const cz_deploy *S)
+{
+    return S->progress;
+}
+
+bool cz_deploy_busy(const cz_deploy *S)
+{
+    return S->arrived > S->finished || S->live_streams > 0;
+}
+
+void cz_deploy_stalled(cz_deploy *S)
+{
+    S->stalled = true;
 }
 
 void cz_deploy_counts(const cz_deploy *S, uint64_t *arrived, uint64_t *finished)

@@ -127,6 +127,15 @@ bool cz_deploy_gpu_async(const cz_deploy *d, uint32_t gpu);
 /* Requests arrived and ended so far (progress lines). */
 void cz_deploy_counts(const cz_deploy *d, uint64_t *arrived, uint64_t *finished);
 
+/* The progress watchdog's view (cz_watchdog, cz_run.h): a mark that grows with every
+ * arrival, turn end, frame recorded and step completed, and whether work is open (a turn
+ * arrived and not ended, or a stream live). */
+uint64_t cz_deploy_progress(const cz_deploy *d);
+bool cz_deploy_busy(const cz_deploy *d);
+/* The driver's watchdog stops the run: cz_deploy_finish (not cut) then reports the open
+ * turns as stuck in a stalled run rather than a drained one. */
+void cz_deploy_stalled(cz_deploy *d);
+
 /* Sorts ids[0..n) by times[i] (the time of ids[i]), ties by id. Allocates a scratch
  * array (load time only). */
 void cz_sort_by_time(uint32_t *ids, const double *times, uint32_t n);

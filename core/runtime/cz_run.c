@@ -6,6 +6,44 @@
 
 #include "cz_json.h"
 
+cz_status cz_run_clock_error(double t_s, cz_err *err)
+{
+    return cz_err_set(err, CZ_EINVAL,
+                      "the simulated clock would pass %g s (at %g s), the latest time a run "
+                      "represents (the limit of sim.max_time_s): the workload's arrivals "
+                      "(trace timestamps, time_scale) or the cost model's step and transfer "
+                      "times (cost.flops_eff, cost.bw_eff, cost.link_eff, the hardware "
+                      "card's rates, a cost file's coefficients) reach beyond it",
+                      CZ_CLOCK_MAX_S, t_s);
+}
+
+void cz_watchdog_init(cz_watchdog *w, uint64_t min_events, double min_s)
+{
+    *w = (cz_watchdog){.min_events = min_events, .min_s = min_s};
+}
+
+bool cz_watchdog_stalled(cz_watchdog *w, double now, uint64_t mark, bool busy)
+{
+    if (mark != w->mark || !busy) {
+        w->mark = mark;
+        w->quiet = 0;
+        w->since_s = now;
+        return false;
+    }
+    /* events that do not move the clock (a loop at one instant) count without it */
+    ++w->quiet;
+    return w->quiet >= w->min_events &&
+           (now - w->since_s >= w->min_s || w->quiet >= CZ_WATCHDOG_SAME_TIME * w->min_events);
+}
+
+void cz_watchdog_report(const cz_watchdog *w, double now, const char *clock, cz_err *err)
+{
+    cz_err_prefix(err,
+                  "no progress over %llu events and %.6g s of %s time (from %.6g s to %.6g "
+                  "s: no turn or frame arrived or ended, no step completed) with work open: ",
+                  (unsigned long long)w->quiet, now - w->since_s, clock, w->since_s, now);
+}
+
 /* A cross-stage run's keys (docs/pipeline.md, "Cross-stage execution"): Nova's queueing
  * figures (Table V), decode batch and SM share, the vision step, its offload stall and the
  * weights kept, and for Nova's partition the split and Eq. 1 there. */

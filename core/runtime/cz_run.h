@@ -56,6 +56,41 @@ typedef struct cz_run_progress {
 } cz_run_progress;
 typedef void (*cz_run_progress_fn)(void *ctx, const cz_run_progress *p);
 
+/* The latest time a run represents, in seconds of its clock (sim.max_time_s's limit):
+ * a simulated clock that would pass it ends the run with CZ_EINVAL (cz_run_clock_error),
+ * for the config's times are out of range. */
+#define CZ_CLOCK_MAX_S 1e15
+
+/* Sets CZ_EINVAL on `err`: the clock would pass CZ_CLOCK_MAX_S at `t_s`. */
+cz_status cz_run_clock_error(double t_s, cz_err *err);
+
+/* The progress watchdog every driver keeps. Progress is what the runtime counts in its
+ * progress mark (cz_deploy_progress: a turn arriving or ending, a frame recorded, a step
+ * completing). A run is stalled when work is open and the mark has not moved over at least
+ * `min_events` of the driver's events and `min_s` of its clock (simulated or wall), or
+ * over CZ_WATCHDOG_SAME_TIME x min_events events whatever the clock did: a
+ * livelock, whose events never finish anything, ends as a bug report naming where it is
+ * stuck, as a run whose events ran out does. */
+/* A loop whose events keep the clock still is stalled after this many times min_events. */
+#define CZ_WATCHDOG_SAME_TIME 20
+
+typedef struct cz_watchdog {
+    uint64_t min_events;
+    double min_s;
+    uint64_t mark;      /* the mark at the last progress */
+    uint64_t quiet;     /* events since */
+    double since_s;     /* the clock at the last progress */
+} cz_watchdog;
+
+void cz_watchdog_init(cz_watchdog *w, uint64_t min_events, double min_s);
+
+/* After an event at `now` with the runtime's progress mark `mark` and whether work is open
+ * (`busy`): true when the run is stalled. O(1). */
+bool cz_watchdog_stalled(cz_watchdog *w, double now, uint64_t mark, bool busy);
+
+/* Prefixes `err` (the runtime's report of what is stuck) with the stall's extent. */
+void cz_watchdog_report(const cz_watchdog *w, double now, const char *clock, cz_err *err);
+
 /* Adds the pipeline-level keys of a run to its summary object: audio and frame metrics
  * when the run had them, per-stage waste and KV reload ("stages"), generated and heard
  * tokens and the waste ratio over all autoregressive stages, and kv_pool_saturated_at_s. */

@@ -128,6 +128,8 @@ static void token(cz_xstage *S, uint32_t i, double now)
         rec->finish_s = now;
         rec->outcome = CZ_REQ_COMPLETED;
         S->kv_used -= q->in + q->out;
+        if (S->drv.released)
+            S->drv.released(S->drv.ctx, i);
         S->finished++;
         xs_outcome(S, i, CZ_REQ_COMPLETED, now);
     } else {

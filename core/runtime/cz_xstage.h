@@ -76,6 +76,11 @@ typedef struct cz_xs_driver {
     void (*start)(void *ctx, const cz_xs_step *s, double now);
     /* Calls cz_xstage_arrival at time t (>= now). One arrival timer is pending at a time. */
     void (*timer)(void *ctx, double t);
+    /* Optional (NULL: none). Request `req` ended and its KV reservation is released now,
+     * inside the report of the step that sampled its last token and before anything that
+     * report starts: a driver holding real KV blocks frees them here, so a step the
+     * runtime starts on the released reservation finds them free. */
+    void (*released)(void *ctx, uint32_t req);
 } cz_xs_driver;
 
 typedef struct cz_xstage cz_xstage;
