@@ -1,5 +1,5 @@
 /* cmd_calibrate.c - `cadenza calibrate`: fit the cost model to measured step times
- * (core/runtime/cz_calibrate.h, docs/validation.md). */
+ * (runtime/cz_calibrate.h, docs/validation.md). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

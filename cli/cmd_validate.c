@@ -1,5 +1,5 @@
 /* cmd_validate.c - `cadenza validate`: one config on the engine (repeated) and in the
- * simulator, compared (core/runtime/cz_validate.h, docs/validation.md). */
+ * simulator, compared (runtime/cz_validate.h, docs/validation.md). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

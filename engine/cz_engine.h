@@ -1,4 +1,4 @@
-/* cz_engine.h - the real engine: a driver of the deployment runtime (core/runtime/
+/* cz_engine.h - the real engine: a driver of the deployment runtime (runtime/
  * cz_deploy.h) whose time is the wall clock and whose steps are real forward passes.
  *
  * The runtime holds the deployment (pipelines, placement, routers, the client, streams,

@@ -1,4 +1,4 @@
-/* cz_engine_xs.c - the wall-clock driver of the cross-stage runtime (core/runtime/
+/* cz_engine_xs.c - the wall-clock driver of the cross-stage runtime (runtime/
  * cz_xstage.h): Nova's vision encode, LLM prefill and LLM decode on one device, with real
  * forward passes on SM partitions (docs/engine.md, "Cross-stage execution").
  *

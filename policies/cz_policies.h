@@ -174,7 +174,7 @@ void cz_admission_tick(cz_admission *a, double measured_s, double budget_s, uint
  *
  * One GPU serves a vision-language model as three workers: vision encode, LLM prefill and
  * LLM decode. These schedulers decide, from counts of what waits at each worker, what to
- * start next; the cross-stage runtime (core/runtime/cz_xstage.h) starts it. A step started
+ * start next; the cross-stage runtime (runtime/cz_xstage.h) starts it. A step started
  * on the "exclusive" worker is one request's vision encode or prefill (never batched), or,
  * for the chunked baseline, a hybrid LLM step; a decode step batches every request ready
  * to decode. */

@@ -7,7 +7,7 @@
  * asynchronous pipeline, from the model of co-running streams (cz_streams.h); a KV
  * transfer takes the modelled host link's time (cz_link.h); timers are events. A config
  * with a cross-stage scheduler (Nova) runs the cross-stage runtime
- * (core/runtime/cz_xstage.h) instead, under the same kind of driver (docs/pipeline.md). */
+ * (runtime/cz_xstage.h) instead, under the same kind of driver (docs/pipeline.md). */
 #ifndef CZ_SIM_H
 #define CZ_SIM_H
 

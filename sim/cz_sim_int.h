@@ -6,7 +6,7 @@
 
 /* cz_sim_run for a config with a cross-stage scheduler (cfg->cross_stage): the
  * discrete-event driver (cz_xstage.c) of the cross-stage runtime
- * (core/runtime/cz_xstage.h), each step lasting its predicted time. Same contract as
+ * (runtime/cz_xstage.h), each step lasting its predicted time. Same contract as
  * cz_sim_run; fails with CZ_EINVAL when the workload is not open-loop requests
  * (cz_xstage_create). */
 cz_status cz__xstage_run(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,

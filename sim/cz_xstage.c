@@ -1,5 +1,5 @@
 /* cz_xstage.c - the discrete-event driver of the cross-stage runtime
- * (core/runtime/cz_xstage.h): time is an event queue, a step ends its predicted time after
+ * (runtime/cz_xstage.h): time is an event queue, a step ends its predicted time after
  * it starts, an arrival timer is an event. Nothing else: the workers, queues, partitions,
  * step costs and accounting are the runtime's. */
 

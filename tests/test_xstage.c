@@ -1,4 +1,4 @@
-/* test_xstage.c - the cross-stage runtime (core/runtime/cz_xstage.h) and its
+/* test_xstage.c - the cross-stage runtime (runtime/cz_xstage.h) and its
  * discrete-event driver (sim/cz_xstage.c) on hand-timed cases: one CogAgent-9B request on
  * an RTX A6000 under each cross-stage scheduler, cross-checked against the pipeline
  * runtime; two requests whose timelines follow Nova's stage order and SM partition
