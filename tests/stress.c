@@ -126,9 +126,9 @@ static cJSON *dist(rng *r, double lo, double hi)
  * format (TIMESTAMP,ContextTokens,GeneratedTokens) or BurstGPT's v1 (Timestamp, Model,
  * Request tokens, Response tokens, Total tokens, Log Type), with what real exports hold:
  * timestamps all equal, years apart, or out of order; a UTF-8 byte-order mark; CRLF line
- * ends. Stores its path in t["path"]. */
+ * ends (no gaps of years for a `wall_clock` run). Stores its path in t["path"]. */
 static void add_odd_trace(rng *r, cJSON *t, uint64_t seed, uint32_t rows, double in_hi,
-                          double out_hi, bool far_ok)
+                          double out_hi, bool wall_clock)
 {
     bool azure = chance(r, 0.5);
     char path[700];
@@ -146,7 +146,7 @@ static void add_odd_trace(rng *r, cJSON *t, uint64_t seed, uint32_t rows, double
                   : "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type",
             eol);
     uint32_t order = below(r, 4); /* 0 in order, 1 all equal, 2 years apart, 3 shuffled */
-    if (order == 2 && !far_ok)
+    if (order == 2 && wall_clock)
         order = 0; /* a replay waits out its gaps on the wall clock */
     double t_s = 0.0;
     for (uint32_t i = 0; i < rows; i++) {
@@ -180,18 +180,21 @@ static void add_odd_trace(rng *r, cJSON *t, uint64_t seed, uint32_t rows, double
 
 /* A source of turns: synthetic lengths, a slice of a shipped trace, or a trace file written
  * for the run. `multi`: sessions of several turns are welcome; `big`: thousands of
- * synthetic requests may come (streamed windows then move). Returns whether the source has
- * timestamps. */
+ * synthetic requests may come (streamed windows then move); `wall_clock`: for a replay,
+ * which waits out the trace's gaps and runs its prompts for real (no rows years apart, no
+ * Mooncake contexts). Returns whether the source has timestamps. */
 static bool add_source(rng *r, cJSON *w, bool multi, double in_hi, double out_hi, uint64_t seed,
-                       bool big, bool far_ok)
+                       bool big, bool wall_clock)
 {
     uint32_t n = big && chance(r, 0.06) ? between(r, 1000, 4000) : between(r, 1, 48);
     if (chance(r, 0.12)) {
         cJSON *t = cJSON_AddObjectToObject(w, "trace");
-        add_odd_trace(r, t, seed, n < 200 ? n : 200, in_hi, out_hi, far_ok);
+        add_odd_trace(r, t, seed, n < 200 ? n : 200, in_hi, out_hi, wall_clock);
         return true;
     }
     uint32_t kind = below(r, multi ? 6 : 5);
+    if (kind == 3 && wall_clock)
+        kind = 2; /* Mooncake's contexts run to tens of thousands of tokens: not for replays */
     if (kind <= 1) {
         cJSON *s = cJSON_AddObjectToObject(w, "synthetic");
         cJSON_AddNumberToObject(s, "requests", n);
@@ -440,7 +443,7 @@ static cJSON *generate(uint64_t seed)
         }
         cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
         add_server(&r, server, true);
-        bool timed = add_source(&r, w, true, 4000, 800, seed, true, true);
+        bool timed = add_source(&r, w, true, 4000, 800, seed, true, false);
         add_arrivals(&r, w, timed, true);
         if (chance(&r, 0.2))
             cJSON_AddNumberToObject(w, "best_effort_fraction", unif(&r));
@@ -461,7 +464,7 @@ static cJSON *generate(uint64_t seed)
         if (gpus < 4 && !cJSON_GetObjectItemCaseSensitive(server, "kv_blocks"))
             cJSON_AddNumberToObject(server, "kv_blocks", between(&r, 1, 4096));
         cJSON_AddStringToObject(c, "router", PICK(&r, "session", "least_loaded", "random"));
-        bool timed = add_source(&r, w, true, 600, 300, seed, true, true);
+        bool timed = add_source(&r, w, true, 600, 300, seed, true, false);
         add_arrivals(&r, w, timed, true);
         add_audio(&r, w, true, true);
         if (chance(&r, 0.3)) {
@@ -512,7 +515,7 @@ static cJSON *generate(uint64_t seed)
         cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
         add_pipeline_placement(&r, c, stages, 2, between(&r, 1, 2));
         add_server(&r, server, false);
-        bool timed = add_source(&r, w, false, 200, 300, seed, false, true);
+        bool timed = add_source(&r, w, false, 200, 300, seed, false, false);
         add_arrivals(&r, w, timed, true);
         add_audio(&r, w, false, false);
     } else if (family < 19) {
@@ -523,7 +526,7 @@ static cJSON *generate(uint64_t seed)
         cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
         add_pipeline_placement(&r, c, stages, 3, 1);
         add_server(&r, server, false);
-        bool timed = add_source(&r, w, false, 200, 200, seed, false, true);
+        bool timed = add_source(&r, w, false, 200, 200, seed, false, false);
         add_arrivals(&r, w, timed, true);
         add_audio(&r, w, true, false);
     } else {
@@ -571,7 +574,7 @@ static cJSON *generate_replay(uint64_t seed)
         cJSON_AddStringToObject(c, "hardware", "cpu-host");
         cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
         add_server(&r, server, true);
-        bool timed = add_source(&r, w, true, 300, 60, seed, false, false);
+        bool timed = add_source(&r, w, true, 300, 60, seed, false, true);
         add_arrivals(&r, w, timed, true);
     } else if (family < 8) {
         /* replies are played, and questions spoken, in real time: short ones */
