@@ -2043,6 +2043,53 @@ static void seq_recycle(cz_server *s, uint32_t id)
     s->sn[id].reusable = 1;
 }
 
+void cz_server_seq_rebind(cz_server *s, uint32_t id, uint64_t session)
+{
+    CZ_ASSERT(id < s->n_seqs && s->seqs[id].state != CZ_SEQ_CLOSED);
+    s->seqs[id].session = session;
+}
+
+bool cz_server_seq_moving(const cz_server *s, uint32_t id)
+{
+    CZ_ASSERT(id < s->n_seqs);
+    return s->seqs[id].storing || s->sn[id].preloading;
+}
+
+void cz_server_seq_truncate(cz_server *s, uint32_t id, uint32_t tokens)
+{
+    CZ_ASSERT(id < s->n_seqs);
+    cz_seq *q = &s->seqs[id];
+    CZ_ASSERT(q->state == CZ_SEQ_IDLE && !q->turn_open && !cz_server_seq_moving(s, id));
+    uint32_t ctx = q->tokens_in + q->generated;
+    if (tokens >= ctx)
+        return;
+    idle_leave(s, id);
+    uint32_t cut = ctx - tokens, from_gen = cut < q->generated ? cut : q->generated;
+    q->generated -= from_gen;
+    q->tokens_in -= cut - from_gen;
+    if (q->turn_generated_base > q->generated)
+        q->turn_generated_base = q->generated;
+    if (q->budget > q->generated)
+        q->budget = q->generated;
+    if (q->computed > tokens)
+        q->computed = tokens;
+    if (q->host_tokens > tokens) {
+        s->host_tokens -= q->host_tokens - tokens;
+        q->host_tokens = tokens;
+    }
+    uint32_t keep = blocks_for(s, q->computed);
+    if (q->blocks > keep) {
+        s->kv_used -= q->blocks - keep;
+        q->blocks = keep;
+    }
+    if (s->sn[id].pl_prot > q->blocks) {
+        s->pl_protected -= s->sn[id].pl_prot - q->blocks;
+        s->sn[id].pl_prot = q->blocks;
+    }
+    tail_check(s, id);
+    idle_enter(s, id);
+}
+
 void cz_server_seq_close(cz_server *s, uint32_t id)
 {
     CZ_ASSERT(id < s->n_seqs);

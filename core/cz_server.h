@@ -399,6 +399,17 @@ uint64_t cz_server_host_tokens(const cz_server *s); /* KV tokens stored in host 
 /* First time the scheduler needed KV blocks that neither the free pool nor idle KV could
  * supply (running work preempted, or admission held back); NaN if it never happened. */
 double cz_server_saturated_at(const cz_server *s);
+/* Sequence `seq` now belongs to session `session` (a live session continuing another's
+ * context, cz_deploy_submit). It must not be closed. */
+void cz_server_seq_rebind(cz_server *s, uint32_t seq, uint64_t session);
+/* Cuts idle sequence `seq`'s context to its first `tokens` tokens (no effect when it holds
+ * no more): the KV past them is freed in both tiers, as vLLM keeps only the blocks of a
+ * prompt's cached prefix. The context keeps no order of input and output tokens, so the cut
+ * comes off the output tokens first. It must be idle with no KV transfer in flight
+ * (cz_server_seq_moving). */
+void cz_server_seq_truncate(cz_server *s, uint32_t seq, uint32_t tokens);
+/* Whether a KV transfer of idle sequence `seq` is in flight (a store, or a preload). */
+bool cz_server_seq_moving(const cz_server *s, uint32_t seq);
 /* Current state of sequence `seq` (brought up to date on access). */
 const cz_seq *cz_server_seq(cz_server *s, uint32_t seq);
 

@@ -68,6 +68,8 @@ typedef struct ses_rt {
     uint64_t rec0;        /* the open turn's record at the first AR stage (UINT64_MAX none) */
     double ready_s;
     uint64_t audio_rec;
+    bool keep;            /* a live session that more turns may follow: it stays open, its
+                             KV kept, after its last turn (cz_deploy_submit) */
 } ses_rt;
 
 /* A session's state at one pipeline stage. */
@@ -108,6 +110,7 @@ typedef struct cz_deploy {
     uint32_t ses0, turn0;
     size_t cap_ses_arr, cap_turn_arr;
     bool streamed;         /* sessions are produced as they arrive (cz_workload_stream) */
+    bool live;             /* sessions are pushed as requests come (cz_workload_live) */
     uint32_t low;          /* streamed: every session below is closed */
     uint32_t *turn_session;
     /* per-session state lives in slots held while the session is open (from the first
@@ -334,6 +337,8 @@ static void window_release(cz_deploy *S)
     S->turn0 = wl->turn_base;
 }
 
+static void track_window(cz_deploy *S, uint32_t s_from, uint32_t t_from);
+
 /* Makes sure session si has been produced (a streamed workload makes it now, and the
  * per-session and per-turn arrays cover it); false past the last session. */
 static bool pull(cz_deploy *S, uint32_t si)
@@ -345,6 +350,15 @@ static bool pull(cz_deploy *S, uint32_t si)
     uint32_t s_from = wl->ses_end, t_from = wl->turn_end;
     if (!cz_workload_fill(wl, si))
         return false;
+    track_window(S, s_from, t_from);
+    return true;
+}
+
+/* The per-session and per-turn arrays cover the window's sessions from s_from and turns
+ * from t_from, just produced or pushed. */
+static void track_window(cz_deploy *S, uint32_t s_from, uint32_t t_from)
+{
+    cz_workload *wl = S->wl;
     uint32_t ns = wl->ses_end - S->ses0, nt = wl->turn_end - S->turn0;
     cz_grow((void **)&S->slot_of, &S->cap_ses_arr, ns, sizeof *S->slot_of);
     size_t had = S->cap_turn_arr;
@@ -360,7 +374,6 @@ static bool pull(cz_deploy *S, uint32_t si)
             S->turn_session[ses->turn_off + k - S->turn0] = x;
     }
     memset(S->turn_out + (t_from - S->turn0), 0, wl->turn_end - t_from);
-    return true;
 }
 
 /* Turn g of session si ends in `outcome` at `now`: recorded once (a second outcome for
@@ -929,7 +942,7 @@ static void maybe_close(cz_deploy *S, uint32_t si)
     if (slot_of(S, si) == CLOSED)
         return;
     ses_rt *ss = SES(S, si);
-    if (ss->ended < WS(S, si)->n_turns || ss->blocked)
+    if (ss->ended < WS(S, si)->n_turns || ss->blocked || ss->keep)
         return;
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         ses_stage *st = SP(S, si, p);
@@ -1606,8 +1619,11 @@ cz_status cz_deploy_create(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
         if (cfg->model.stages[cfg->model.pipe[p].stage].kind == CZ_STAGE_AR)
             first_ar = p;
     CZ_ASSERT(first_ar != NONE);
-    if (wl->n_turns == 0 && wl->n_streams == 0)
+    if (wl->n_turns == 0 && wl->n_streams == 0 && !wl->live)
         return cz_err_set(err, CZ_EINVAL, "workload has no requests and no streams");
+    if (wl->live && (wl->n_streams > 0 || wl->concurrency > 0))
+        return cz_err_set(err, CZ_EINVAL, "a live workload (requests as they come) has no "
+                                          "periodic streams and no concurrency bound");
     if (cfg->cost_kind == CZ_COST_SERVICE && n_pipe != 1)
         return cz_err_set(err, CZ_EINVAL,
                           "cost kind \"service\" needs a single-stage model (set \"stage\"); "
@@ -1618,6 +1634,7 @@ cz_status cz_deploy_create(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
     S->cfg = cfg;
     S->wl = wl;
     S->streamed = wl->gen != NULL;
+    S->live = wl->live;
     S->m = m;
     cz_metrics_set_slo(m, &cfg->slo);
     cz_metrics_track_classes(m, cz_workload_mixed_classes(wl));
@@ -1806,6 +1823,140 @@ bool cz_deploy_gpu_async(const cz_deploy *S, uint32_t gpu)
 {
     CZ_ASSERT(gpu < S->cfg->n_gpus);
     return S->gpus[gpu].async;
+}
+
+/* ---- live workloads ---- */
+
+/* Session b, never opened, takes over the state of session a, whose turns have all ended:
+ * its sequences (and the KV they hold) and their replicas; a closes without closing
+ * them. */
+static void hand_over(cz_deploy *S, uint32_t a, uint32_t b)
+{
+    uint32_t k = *SLOT_OF(S, a);
+    CZ_ASSERT(k != NONE && k != CLOSED && slot_of(S, b) == NONE);
+    *SLOT_OF(S, b) = k;
+    *SLOT_OF(S, a) = CLOSED;
+    S->memo_si = NONE;
+    ses_rt *ss = &S->ses_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK];
+    *ss = (ses_rt){.g = NONE, .rec0 = UINT64_MAX};
+    ses_stage *sp = &S->sp_chunk[k / SLOT_CHUNK][(size_t)(k % SLOT_CHUNK) * S->n_pipe];
+    for (uint32_t p = 0; p < S->n_pipe; p++) {
+        ses_stage *st = &sp[p];
+        *st = (ses_stage){.rep = st->rep, .seq = st->seq};
+        if (st->seq != NONE)
+            cz_server_seq_rebind(S->reps[st->rep].srv, st->seq, b);
+    }
+    if (S->voc >= 0)
+        memset(&S->pl_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK], 0, sizeof(cz_player));
+    advance_low(S);
+}
+
+/* Whether session si's state can be handed to a session that follows it: open, every turn
+ * ended, nothing pending, its sequences idle. */
+static bool can_hand_over(cz_deploy *S, uint32_t si, uint32_t keep_tokens)
+{
+    uint32_t k = slot_of(S, si);
+    if (k == NONE || k == CLOSED)
+        return false;
+    const ses_rt *ss = SES(S, si);
+    if (ss->g != NONE || ss->blocked || ss->ended < WS(S, si)->n_turns)
+        return false;
+    for (uint32_t p = 0; p < S->n_pipe; p++) {
+        const ses_stage *st = SP(S, si, p);
+        if (st->seq == NONE)
+            continue;
+        cz_server *srv = S->reps[st->rep].srv;
+        if (cz_server_seq(srv, st->seq)->state != CZ_SEQ_IDLE ||
+            cz_server_seq_moving(srv, st->seq))
+            return false;
+        /* a context cut short only where it maps to the prompt: the first AR stage */
+        if (keep_tokens != UINT32_MAX && p != S->first_ar)
+            return false;
+    }
+    return true;
+}
+
+uint32_t cz_deploy_submit(cz_deploy *S, const cz_workload *one, uint32_t follows,
+                          uint32_t keep_tokens, bool keep, double now, bool *took_over)
+{
+    cz_workload *wl = S->wl;
+    CZ_ASSERT(S->live && S->next_initial == wl->n_sessions);
+    window_release(S); /* the sessions behind the oldest open one go */
+    uint32_t t_from = wl->turn_end;
+    uint32_t si = cz_workload_live_push(wl, one);
+    track_window(S, si, t_from);
+    S->next_initial = si + 1;
+    S->n_initial = si + 1;
+    S->m->acct.requests += WS(S, si)->n_turns;
+    bool took = false;
+    if (follows != NONE && follows < si) {
+        if (can_hand_over(S, follows, keep_tokens)) {
+            hand_over(S, follows, si);
+            took = true;
+            ses_stage *st = SP(S, si, S->first_ar);
+            if (keep_tokens != UINT32_MAX && st->seq != NONE)
+                cz_server_seq_truncate(S->reps[st->rep].srv, st->seq, keep_tokens);
+        } else {
+            cz_deploy_release(S, follows, now);
+        }
+    }
+    if (keep)
+        SES(S, si)->keep = true;
+    /* arrivals of a live session: its first turn now, its later ones (pushed with it)
+     * as their timing says */
+    on_arrival(S, now, WS(S, si)->turn_off);
+    dispatch_all(S, now);
+    if (took_over)
+        *took_over = took;
+    return si;
+}
+
+void cz_deploy_release(cz_deploy *S, uint32_t si, double now)
+{
+    uint32_t k = si < S->wl->n_sessions ? slot_of(S, si) : CLOSED;
+    if (k == NONE || k == CLOSED)
+        return;
+    SES(S, si)->keep = false;
+    maybe_close(S, si);
+    dispatch_all(S, now);
+}
+
+void cz_deploy_cancel(cz_deploy *S, uint32_t si, double now)
+{
+    uint32_t k = si < S->wl->n_sessions ? slot_of(S, si) : CLOSED;
+    if (k == NONE || k == CLOSED)
+        return;
+    ses_rt *ss = SES(S, si);
+    ss->keep = false; /* its context is cut short: nothing follows it */
+    if (ss->g == NONE || ss->barged) {
+        maybe_close(S, si);
+        dispatch_all(S, now);
+        return;
+    }
+    if (S->voc >= 0) {
+        on_barge_in(S, si, ss->g, now); /* a spoken reply: cut where the user stopped */
+    } else {
+        ss->barged = true;
+        for (uint32_t q = 0; q < S->n_pipe; q++) {
+            ses_stage *st = SP(S, si, q);
+            if (stage_is_ar(S, q)) {
+                if (st->seq == NONE || (!st->open && !st->done))
+                    continue;
+                if (st->open) {
+                    st->open = false;
+                    S->reps[st->rep].open_turns--;
+                }
+                deferred_op op = {1, st->seq, si, 0, 0, false};
+                ss->blocked++;
+                op_submit(S, st->rep, op, now);
+            } else if (st->rep != NONE) {
+                cz_jobq_cancel(&S->reps[st->rep].jq, si);
+            }
+        }
+        turn_ended(S, si, now, true);
+    }
+    maybe_close(S, si);
+    dispatch_all(S, now);
 }
 
 uint64_t cz_deploy_progress(const cz_deploy *S)

@@ -127,6 +127,29 @@ bool cz_deploy_gpu_async(const cz_deploy *d, uint32_t gpu);
 /* Requests arrived and ended so far (progress lines). */
 void cz_deploy_counts(const cz_deploy *d, uint64_t *arrived, uint64_t *finished);
 
+/* Live workloads (cz_workload_live): requests submitted as they come, each a session of
+ * its own: the one session of `one` (cz_workload_live_push), whose first turn arrives at
+ * `now` (non-decreasing, like every report's); returns its index. `follows` (UINT32_MAX: none) names an
+ * earlier session of the same client conversation: when it is open and idle (every turn
+ * ended, nothing in flight, kept by `keep` when it was submitted) the new session takes
+ * over its sequences, replicas and the KV they hold, which then serves as the prefix of its
+ * context (its turn's input tokens are only what is new); otherwise `follows` is released
+ * and the new session starts cold; *took_over (may be NULL) says which. `keep_tokens`
+ * (UINT32_MAX: all) keeps only that prefix of the followed context (the tokens a new prompt
+ * shares with it; cz_server_seq_truncate), which a pipeline of more than one
+ * autoregressive stage cannot do: it then starts cold. `keep`: the session stays
+ * open after its turn, its KV idle (dropped or offloaded as the config says, evictable), for
+ * a session that may follow it, until cz_deploy_release. */
+uint32_t cz_deploy_submit(cz_deploy *d, const cz_workload *one, uint32_t follows,
+                          uint32_t keep_tokens, bool keep, double now, bool *took_over);
+/* A kept session is no longer kept: it closes (its KV freed) once its turn has ended.
+ * No effect on a closed session. */
+void cz_deploy_release(cz_deploy *d, uint32_t si, double now);
+/* The client of session si went away at `now`: its open turn ends aborted (a spoken reply
+ * cut where it was heard), its work stops, and the session closes, its KV freed. No effect
+ * on a closed session. */
+void cz_deploy_cancel(cz_deploy *d, uint32_t si, double now);
+
 /* The progress watchdog's view (cz_watchdog, cz_run.h): a mark that grows with every
  * arrival, turn end, frame recorded and step completed, and whether work is open (a turn
  * arrived and not ended, or a stream live). */

@@ -37,8 +37,10 @@ typedef struct sim_gpu {
     bool async;
 } sim_gpu;
 
-typedef struct sim_state {
+struct cz_sim {
     const cz_config *cfg;
+    cz_workload *wl;
+    cz_metrics *m;
     cz_deploy *d;
     cz_evq q;
     sim_gpu *gpus;
@@ -48,16 +50,25 @@ typedef struct sim_state {
     double *service_s;     /* per sequence: the open turn's service time (CZ_COST_SERVICE) */
     uint32_t *service_life;
     gsl_rng *rng;
-} sim_state;
-
+    /* the run */
+    double now;            /* the time of the last event handled */
+    double over_s;         /* an event past CZ_CLOCK_MAX_S: its time */
+    uint64_t events;
+    cz_watchdog dog;
+    /* an observer of autoregressive steps (cz_sim_observer): the sequences each step in
+     * flight ran, per replica */
+    cz_sim_observer obs;
+    uint32_t **ran;
+    uint32_t *n_ran, *cap_ran;
+};
 /* ---- step costs ---- */
 
-static double service_share(const sim_state *S, uint32_t seq, uint32_t tokens)
+static double service_share(const cz_sim *S, uint32_t seq, uint32_t tokens)
 {
     return S->service_s[seq] * (double)tokens / (double)S->service_life[seq];
 }
 
-static double ar_step_s(const sim_state *S, const cz_deploy_step *st)
+static double ar_step_s(const cz_sim *S, const cz_deploy_step *st)
 {
     const cz_batch *b = st->batch;
     if (S->cfg->cost_kind != CZ_COST_SERVICE)
@@ -79,7 +90,7 @@ static double ar_step_s(const sim_state *S, const cz_deploy_step *st)
  * the split changes nothing there. */
 static void drv_step(void *ctx, const cz_deploy_step *st, double now)
 {
-    sim_state *S = ctx;
+    cz_sim *S = ctx;
     double dur = st->srv ? ar_step_s(S, st) : cz_config_jobs_step_s(S->cfg, st->p, st->jobs, st->n_jobs);
     sim_gpu *g = &S->gpus[st->gpu];
     double host = 0.0;
@@ -87,12 +98,31 @@ static void drv_step(void *ctx, const cz_deploy_step *st, double now)
         host = fmin(cz_config_step_overhead_s(S->cfg, st->p), dur);
     S->busy[st->rep] = true;
     cz_streams_start(&g->st, S->rep_slot[st->rep], now, host, dur - host);
+    if (S->obs.step_ended && st->srv) {
+        /* the sequences the step runs: its decode set and its chunks */
+        uint32_t n = 0, r = st->rep;
+        for (uint32_t id = cz_server_decode_first(st->srv); id != NONE;
+             id = cz_server_decode_next(st->srv, id))
+            n++;
+        n += st->batch->n_items;
+        if (n > S->cap_ran[r]) {
+            S->cap_ran[r] = n * 2;
+            S->ran[r] = cz_xrealloc(S->ran[r], S->cap_ran[r], sizeof **S->ran);
+        }
+        n = 0;
+        for (uint32_t id = cz_server_decode_first(st->srv); id != NONE;
+             id = cz_server_decode_next(st->srv, id))
+            S->ran[r][n++] = id;
+        for (uint32_t k = 0; k < st->batch->n_items; k++)
+            S->ran[r][n++] = st->batch->items[k].seq;
+        S->n_ran[r] = n;
+    }
 }
 
 /* Posts the phase boundary of every step in flight on GPU gi at the time its stream model
  * gives now (cz_streams_next_s), tagged with the current epoch: those posted before are
  * stale. */
-static void post_step_ends(sim_state *S, uint32_t gi)
+static void post_step_ends(cz_sim *S, uint32_t gi)
 {
     sim_gpu *g = &S->gpus[gi];
     for (uint32_t k = 0; k < g->n_reps; k++) {
@@ -112,20 +142,20 @@ static void drv_launched(void *ctx, uint32_t gpu, double now)
 static void drv_xfer(void *ctx, uint32_t rep, uint32_t gpu, const cz_xfer *x, double bytes,
                      double now)
 {
-    sim_state *S = ctx;
+    cz_sim *S = ctx;
     double done = cz_link_submit(&S->gpus[gpu].link, now, bytes, x->to_host);
     cz_evq_push(&S->q, done, EV_XFER_DONE, rep, x->seq * 2 + (x->to_host ? 1 : 0));
 }
 
 static double drv_xfer_eta(void *ctx, uint32_t gpu, double bytes, bool to_host, double now)
 {
-    sim_state *S = ctx;
+    cz_sim *S = ctx;
     return cz_link_eta(&S->gpus[gpu].link, now, bytes, to_host);
 }
 
 static void drv_timer(void *ctx, double t, uint32_t kind, uint32_t a, uint32_t b)
 {
-    sim_state *S = ctx;
+    cz_sim *S = ctx;
     cz_evq_push(&S->q, t, kind, a, b);
 }
 
@@ -134,7 +164,7 @@ static void drv_timer(void *ctx, double t, uint32_t kind, uint32_t a, uint32_t b
 static void drv_turn_opened(void *ctx, uint32_t rep, uint32_t seq, uint64_t rec, uint32_t in,
                             uint32_t out)
 {
-    sim_state *S = ctx;
+    cz_sim *S = ctx;
     (void)rep;
     if (S->cfg->cost_kind != CZ_COST_SERVICE)
         return;
@@ -145,7 +175,7 @@ static void drv_turn_opened(void *ctx, uint32_t rep, uint32_t seq, uint64_t rec,
 
 /* ---- the run ---- */
 
-static void sim_state_free(sim_state *S)
+static void sim_free(cz_sim *S)
 {
     for (uint32_t g = 0; S->gpus && g < S->cfg->n_gpus; g++) {
         free(S->gpus[g].reps);
@@ -159,13 +189,19 @@ static void sim_state_free(sim_state *S)
     free(S->service_life);
     if (S->rng)
         gsl_rng_free(S->rng);
+    for (uint32_t r = 0; S->ran && r < S->n_reps; r++)
+        free(S->ran[r]);
+    free(S->ran);
+    free(S->n_ran);
+    free(S->cap_ran);
     cz_evq_free(&S->q);
     cz_deploy_free(S->d);
+    free(S);
 }
 
 /* The GPUs: a host link each, and a stream per replica whose co-running steps slow each
  * other by the largest contention factor the GPU's asynchronous stages ask for. */
-static void build_gpus(sim_state *S)
+static void build_gpus(cz_sim *S)
 {
     const cz_config *cfg = S->cfg;
     S->n_reps = cz_deploy_replicas(S->d);
@@ -199,18 +235,19 @@ static void build_gpus(sim_state *S)
     free(corun);
 }
 
-cz_status cz_sim_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
-                     cz_run_stats *stats, cz_run_progress_fn progress, void *progress_ctx,
-                     cz_err *err)
+cz_status cz_sim_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
+                      const cz_sim_observer *obs, cz_sim **out, cz_err *err)
 {
-    memset(stats, 0, sizeof *stats);
-    if (cfg->cross_stage)
-        return cz__xstage_run(cfg, wl, m, stats, progress, progress_ctx, err);
-    sim_state S;
-    memset(&S, 0, sizeof S);
-    S.cfg = cfg;
+    CZ_ASSERT(!cfg->cross_stage);
+    *out = NULL;
+    cz_sim *S = cz_xcalloc(1, sizeof *S);
+    S->cfg = cfg;
+    S->wl = wl;
+    S->m = m;
+    if (obs)
+        S->obs = *obs;
     cz_driver drv = {
-        .ctx = &S,
+        .ctx = S,
         .step = drv_step,
         .launched = drv_launched,
         .xfer = drv_xfer,
@@ -218,84 +255,151 @@ cz_status cz_sim_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
         .timer = drv_timer,
         .turn_opened = drv_turn_opened,
     };
-    cz_status st = cz_deploy_create(cfg, wl, m, &drv, &S.d, err);
-    if (st != CZ_OK)
+    cz_status st = cz_deploy_create(cfg, wl, m, &drv, &S->d, err);
+    if (st != CZ_OK) {
+        free(S);
         return st;
-    build_gpus(&S);
+    }
+    build_gpus(S);
     /* arrivals are pushed one at a time: the queue follows what is in flight */
-    cz_evq_init(&S.q, (size_t)(wl->n_sessions < 4096 ? wl->n_sessions : 4096) + wl->n_streams + 16);
-    S.rng = cz_rng_new(cfg->seed, CZ_RNG_SERVICE, 0);
+    cz_evq_init(&S->q, (size_t)(wl->n_sessions < 4096 ? wl->n_sessions : 4096) + wl->n_streams + 16);
+    S->rng = cz_rng_new(cfg->seed, CZ_RNG_SERVICE, 0);
     if (cfg->cost_kind == CZ_COST_SERVICE) {
         CZ_ASSERT(!wl->gen); /* per-session service times: a whole workload */
         size_t n = (size_t)(wl->n_sessions ? wl->n_sessions : 1) + wl->n_streams;
-        S.service_s = cz_xmalloc(n * sizeof *S.service_s);
-        S.service_life = cz_xmalloc(n * sizeof *S.service_life);
+        S->service_s = cz_xmalloc(n * sizeof *S->service_s);
+        S->service_life = cz_xmalloc(n * sizeof *S->service_life);
     }
-    cz_deploy_start(S.d);
+    if (S->obs.step_ended) {
+        S->ran = cz_xcalloc(S->n_reps, sizeof *S->ran);
+        S->n_ran = cz_xcalloc(S->n_reps, sizeof *S->n_ran);
+        S->cap_ran = cz_xcalloc(S->n_reps, sizeof *S->cap_ran);
+    }
+    cz_watchdog_init(&S->dog, CZ_SIM_STALL_EVENTS, CZ_SIM_STALL_S);
+    cz_deploy_start(S->d);
+    *out = S;
+    return CZ_OK;
+}
 
+cz_deploy *cz_sim_deploy(cz_sim *S)
+{
+    return S->d;
+}
+
+double cz_sim_now(const cz_sim *S)
+{
+    return S->now;
+}
+
+uint64_t cz_sim_events(const cz_sim *S)
+{
+    return S->events;
+}
+
+/* A step end posted before its stream's epoch moved on, or for a step no longer in
+ * flight: re-posted since. */
+static bool stale(const cz_sim *S, const cz_event *ev)
+{
+    return ev->type == EV_STEP_DONE &&
+           (!S->busy[ev->arg] || ev->arg2 != (uint32_t)S->gpus[S->rep_gpu[ev->arg]].st.epoch);
+}
+
+double cz_sim_next_s(cz_sim *S)
+{
+    const cz_event *top;
     cz_event ev;
-    double now = 0.0;
-    bool cut = false; /* the clock stopped at sim.max_time_s with events still due */
-    bool stalled = false, clock_over = false;
-    cz_watchdog dog;
-    cz_watchdog_init(&dog, CZ_SIM_STALL_EVENTS, CZ_SIM_STALL_S);
-    uint64_t arrived, finished;
-    while (cz_evq_pop(&S.q, &ev)) {
-        if (ev.type == EV_STEP_DONE &&
-            (!S.busy[ev.arg] || ev.arg2 != (uint32_t)S.gpus[S.rep_gpu[ev.arg]].st.epoch))
-            continue; /* re-posted since: a step started or ended beside it */
-        if (ev.t_s > cfg->max_time_s) {
-            cut = true;
-            break;
-        }
-        if (ev.t_s > CZ_CLOCK_MAX_S) {
-            clock_over = true;
-            break;
-        }
-        now = ev.t_s;
-        stats->events++;
-        if (ev.type == EV_XFER_DONE) {
-            cz_deploy_xfer_done(S.d, ev.arg, ev.arg2 / 2, ev.arg2 % 2 == 1, now);
-        } else if (ev.type == EV_STEP_DONE) {
-            uint32_t ri = ev.arg, gi = S.rep_gpu[ri];
-            bool ended = cz_streams_boundary(&S.gpus[gi].st, S.rep_slot[ri], now);
-            S.busy[ri] = !ended;
-            post_step_ends(&S, gi);
-            if (!ended)
-                continue; /* its host part is done; its kernels run */
-            cz_deploy_step_done(S.d, ri, now);
-        } else {
-            cz_deploy_timer(S.d, now, ev.type, ev.arg, ev.arg2);
-        }
-        if (cz_watchdog_stalled(&dog, now, cz_deploy_progress(S.d), cz_deploy_busy(S.d))) {
-            stalled = true;
-            cz_deploy_stalled(S.d);
-            break;
-        }
-        if (progress && (stats->events & 0xFFFF) == 0) {
-            cz_deploy_counts(S.d, &arrived, &finished);
-            cz_run_progress pr = {now, stats->events, arrived, finished, wl->n_turns, false};
-            progress(progress_ctx, &pr);
-        }
+    while ((top = cz_evq_peek(&S->q)) != NULL && stale(S, top))
+        cz_evq_pop(&S->q, &ev);
+    return top ? top->t_s : INFINITY;
+}
+
+cz_sim_state cz_sim_advance(cz_sim *S)
+{
+    const cz_config *cfg = S->cfg;
+    cz_event ev;
+    if (cz_sim_next_s(S) == INFINITY)
+        return CZ_SIM_DRAINED;
+    const cz_event *top = cz_evq_peek(&S->q);
+    if (top->t_s > cfg->max_time_s)
+        return CZ_SIM_CUT;
+    if (top->t_s > CZ_CLOCK_MAX_S) {
+        S->over_s = top->t_s;
+        return CZ_SIM_CLOCK_OVER;
     }
-    if (clock_over) {
+    cz_evq_pop(&S->q, &ev);
+    double now = S->now = ev.t_s;
+    S->events++;
+    if (ev.type == EV_XFER_DONE) {
+        cz_deploy_xfer_done(S->d, ev.arg, ev.arg2 / 2, ev.arg2 % 2 == 1, now);
+    } else if (ev.type == EV_STEP_DONE) {
+        uint32_t ri = ev.arg, gi = S->rep_gpu[ri];
+        bool ended = cz_streams_boundary(&S->gpus[gi].st, S->rep_slot[ri], now);
+        S->busy[ri] = !ended;
+        post_step_ends(S, gi);
+        if (!ended)
+            return CZ_SIM_RAN; /* its host part is done; its kernels run */
+        cz_deploy_replica r = cz_deploy_replica_at(S->d, ri);
+        cz_deploy_step_done(S->d, ri, now);
+        if (S->obs.step_ended && r.srv)
+            S->obs.step_ended(S->obs.ctx, ri, r.srv, S->ran[ri], S->n_ran[ri], now);
+    } else {
+        cz_deploy_timer(S->d, now, ev.type, ev.arg, ev.arg2);
+    }
+    if (cz_watchdog_stalled(&S->dog, now, cz_deploy_progress(S->d), cz_deploy_busy(S->d))) {
+        cz_deploy_stalled(S->d);
+        return CZ_SIM_STALLED;
+    }
+    return CZ_SIM_RAN;
+}
+
+cz_status cz_sim_close(cz_sim *S, cz_sim_state how, cz_run_stats *stats, cz_err *err)
+{
+    CZ_ASSERT(how != CZ_SIM_RAN);
+    cz_metrics *m = S->m;
+    stats->events = S->events;
+    stats->sim_time_s = S->now;
+    if (how == CZ_SIM_CLOCK_OVER) {
         /* bad input, not a run to account: nothing is written */
-        stats->sim_time_s = now;
-        sim_state_free(&S);
-        return cz_run_clock_error(ev.t_s, err);
+        double t = S->over_s;
+        sim_free(S);
+        return cz_run_clock_error(t, err);
     }
-    st = cz_deploy_finish(S.d, cut, now, stats, err);
-    if (stalled && st == CZ_EINTERNAL)
-        cz_watchdog_report(&dog, now, "simulated", err);
-    stats->sim_time_s = now;
-    if (progress) {
-        cz_deploy_counts(S.d, &arrived, &finished);
-        cz_run_progress pr = {now, stats->events, arrived, finished, wl->n_turns, true};
-        progress(progress_ctx, &pr);
-    }
-    sim_state_free(&S);
+    cz_status st = cz_deploy_finish(S->d, how == CZ_SIM_CUT, S->now, stats, err);
+    if (how == CZ_SIM_STALLED && st == CZ_EINTERNAL)
+        cz_watchdog_report(&S->dog, S->now, "simulated", err);
+    stats->events = S->events;
+    stats->sim_time_s = S->now;
+    sim_free(S);
     cz_metrics_finish(m);
     if (st == CZ_OK)
         st = cz_metrics_check(m, err);
     return st;
+}
+
+cz_status cz_sim_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
+                     cz_run_stats *stats, cz_run_progress_fn progress, void *progress_ctx,
+                     cz_err *err)
+{
+    memset(stats, 0, sizeof *stats);
+    if (cfg->cross_stage)
+        return cz__xstage_run(cfg, wl, m, stats, progress, progress_ctx, err);
+    cz_sim *S;
+    cz_status st = cz_sim_open(cfg, wl, m, NULL, &S, err);
+    if (st != CZ_OK)
+        return st;
+    cz_sim_state how;
+    uint64_t arrived, finished;
+    while ((how = cz_sim_advance(S)) == CZ_SIM_RAN) {
+        if (progress && (S->events & 0xFFFF) == 0) {
+            cz_deploy_counts(S->d, &arrived, &finished);
+            cz_run_progress pr = {S->now, S->events, arrived, finished, wl->n_turns, false};
+            progress(progress_ctx, &pr);
+        }
+    }
+    if (progress && how != CZ_SIM_CLOCK_OVER) {
+        cz_deploy_counts(S->d, &arrived, &finished);
+        cz_run_progress pr = {S->now, S->events, arrived, finished, wl->n_turns, true};
+        progress(progress_ctx, &pr);
+    }
+    return cz_sim_close(S, how, stats, err);
 }

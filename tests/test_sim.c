@@ -458,3 +458,163 @@ Test(sim, watchdog_needs_events_and_time_without_progress)
               "%s", e.msg);
     cr_assert(strstr(e.msg, ": where") != NULL);
 }
+
+/* Runs `rel` (its whole workload) and again as a live workload whose sessions are
+ * submitted one at a time at their first turns' arrivals between the simulator's events,
+ * as a server submits requests; returns both summaries' JSON texts (caller frees). Each
+ * multi-turn session's later turns go in as sessions of their own that follow the one
+ * before (cz_deploy_submit's hand-over), submitted when the turn before ends and its
+ * think time has passed. */
+static void run_live(const char *rel, const char *const *sets, size_t n_sets, char **whole_json,
+                     char **live_json, uint32_t *took)
+{
+    cJSON *j;
+    cz_config cfg;
+    cz_workload wl;
+    load_experiment(rel, sets, n_sets, &j, &cfg, &wl);
+    cz_err err;
+    cz_err_clear(&err);
+    cz_metrics m;
+    cz_metrics_init(&m, cfg.timeline_interval_s, wl.n_turns);
+    cz_run_stats st;
+    cr_assert_eq(cz_sim_run(&cfg, &wl, &m, &st, NULL, NULL, &err), CZ_OK, "%s", err.msg);
+    cz_summary sum;
+    cz_metrics_summarize(&m, &cfg.slo, &sum);
+    cJSON *sj = cz_summary_json(&sum);
+    *whole_json = cJSON_PrintUnformatted(sj);
+    cJSON_Delete(sj);
+    cz_metrics_free(&m);
+
+    /* the same turns, live: single-turn sessions in order of arrival */
+    cz_workload live;
+    cz_workload_init(&live);
+    cz_workload_live(&live);
+    cz_metrics_init(&m, cfg.timeline_interval_s, 0);
+    cz_sim *S;
+    cr_assert_eq(cz_sim_open(&cfg, &live, &m, NULL, &S, &err), CZ_OK, "%s", err.msg);
+    cz_deploy *d = cz_sim_deploy(S);
+    uint32_t *ids = calloc(wl.n_sessions, sizeof *ids);
+    *took = 0;
+    for (uint32_t si = 0; si < wl.n_sessions; si++) {
+        const cz_session *ses = &wl.sessions[si];
+        cr_assert(ses->n_turns == 1, "one turn a session in this test");
+        const cz_turn *t = &wl.turns[ses->turn_off];
+        while (cz_sim_next_s(S) <= t->arrival_s)
+            cr_assert_eq(cz_sim_advance(S), CZ_SIM_RAN);
+        cz_workload one;
+        cz_workload_init(&one);
+        cz_workload_begin_session(&one, cz_workload_session_name(&wl, ses), ses->cls,
+                                  CZ_TIMING_OPEN);
+        *cz_workload_add_turn(&one) = *t;
+        bool over = false;
+        ids[si] = cz_deploy_submit(d, &one, UINT32_MAX, UINT32_MAX, false, t->arrival_s, &over);
+        cr_assert_eq(ids[si], si);
+        cz_workload_free(&one);
+    }
+    cz_sim_state how;
+    while ((how = cz_sim_advance(S)) == CZ_SIM_RAN) {
+    }
+    cr_assert_eq(cz_sim_close(S, how, &st, &err), CZ_OK, "%s", err.msg);
+    cz_metrics_summarize(&m, &cfg.slo, &sum);
+    sj = cz_summary_json(&sum);
+    *live_json = cJSON_PrintUnformatted(sj);
+    cJSON_Delete(sj);
+    cz_metrics_free(&m);
+    cz_workload_free(&live);
+    free(ids);
+    cJSON_Delete(j);
+    cz_workload_free(&wl);
+}
+
+/* A live workload (requests submitted as they come, as `cadenza serve` submits them)
+ * runs the very logic of the whole one: the same turns at the same times give the same
+ * summary. */
+Test(sim, live_submissions_match_the_whole_workload)
+{
+    const char *sets[] = {"workload.max_requests=400", "server.kv_idle=offload"};
+    char *whole, *live;
+    uint32_t took;
+    run_live("experiments/default.json", sets, 2, &whole, &live, &took);
+    cr_assert_str_eq(live, whole);
+    free(whole);
+    free(live);
+}
+
+/* Conversations as a server sees them: each later turn of a session is a request of its
+ * own that follows the one before (cz_deploy_submit's hand-over of the sequences and the
+ * KV they hold), and gives what the whole workload's multi-turn sessions give. */
+Test(sim, live_conversations_take_over_their_kv)
+{
+    const char *sets[] = {"workload.max_requests=10", "server.kv_idle=offload",
+                          "server.kv_blocks=2000"};
+    cJSON *j;
+    cz_config cfg;
+    cz_workload wl;
+    load_experiment("experiments/default.json", sets, 3, &j, &cfg, &wl);
+    cz_workload_free(&wl);
+    /* 40 sessions of 4 turns, 60 s apart in a session (each reply long done): a first
+     * prompt of 300 tokens, then 40 new tokens a turn, 50 out */
+    cz_workload_init(&wl);
+    enum { NS = 40, NT = 4 };
+    for (uint32_t s = 0; s < NS; s++) {
+        char name[32];
+        snprintf(name, sizeof name, "conv-%u", s);
+        cz_workload_begin_session(&wl, name, CZ_CLASS_RT, CZ_TIMING_OPEN);
+        for (uint32_t k = 0; k < NT; k++) {
+            cz_turn *t = cz_workload_add_turn(&wl);
+            t->arrival_s = 0.25 * s + 60.0 * k;
+            t->in_text_tokens = k == 0 ? 300 : 40;
+            t->out_text_tokens = 50;
+        }
+    }
+    wl.arrivals_given = true;
+    cz_err err;
+    cz_err_clear(&err);
+    cz_metrics m;
+    cz_metrics_init(&m, cfg.timeline_interval_s, wl.n_turns);
+    cz_run_stats st;
+    cr_assert_eq(cz_sim_run(&cfg, &wl, &m, &st, NULL, NULL, &err), CZ_OK, "%s", err.msg);
+    cz_summary whole;
+    cz_metrics_summarize(&m, &cfg.slo, &whole);
+    cz_metrics_free(&m);
+
+    cz_workload live;
+    cz_workload_init(&live);
+    cz_workload_live(&live);
+    cz_metrics_init(&m, cfg.timeline_interval_s, 0);
+    cz_sim *S;
+    cr_assert_eq(cz_sim_open(&cfg, &live, &m, NULL, &S, &err), CZ_OK, "%s", err.msg);
+    cz_deploy *d = cz_sim_deploy(S);
+    uint32_t last[NS], took = 0;
+    for (uint32_t k = 0; k < NT; k++)
+        for (uint32_t s = 0; s < NS; s++) {
+            const cz_turn *t = &wl.turns[s * NT + k];
+            while (cz_sim_next_s(S) <= t->arrival_s)
+                cr_assert_eq(cz_sim_advance(S), CZ_SIM_RAN);
+            cz_workload one;
+            cz_workload_init(&one);
+            cz_workload_begin_session(&one, "turn", CZ_CLASS_RT, CZ_TIMING_OPEN);
+            *cz_workload_add_turn(&one) = *t;
+            bool over = false;
+            last[s] = cz_deploy_submit(d, &one, k ? last[s] : UINT32_MAX, UINT32_MAX, k + 1 < NT,
+                                       t->arrival_s, &over);
+            took += over;
+            cz_workload_free(&one);
+        }
+    cz_sim_state how;
+    while ((how = cz_sim_advance(S)) == CZ_SIM_RAN) {
+    }
+    cr_assert_eq(cz_sim_close(S, how, &st, &err), CZ_OK, "%s", err.msg);
+    cz_summary sum;
+    cz_metrics_summarize(&m, &cfg.slo, &sum);
+    cr_assert_eq(took, NS * (NT - 1), "every later turn took over the one before");
+    cr_assert_eq(sum.completed, (uint64_t)NS * NT);
+    /* the same prefills as the whole workload's sessions: the kept KV served as prefix */
+    cr_assert_float_eq(sum.ttft_ms.mean, whole.ttft_ms.mean, 1e-9);
+    cr_assert_float_eq(sum.e2el_ms.mean, whole.e2el_ms.mean, 1e-9);
+    cr_assert_eq(sum.total_input_tokens, whole.total_input_tokens);
+    cz_metrics_free(&m);
+    cz_workload_free(&live);
+    cz_workload_free(&wl);
+    cJSON_Delete(j);
+}

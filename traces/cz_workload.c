@@ -282,6 +282,41 @@ static void window_append(cz_workload *w, const cz_workload *s)
     w->turn_end += s->n_turns;
 }
 
+/* A live workload's producer: sessions are pushed, never pulled. */
+static bool live_next(void *gen, cz_workload *scratch)
+{
+    (void)gen;
+    (void)scratch;
+    return false;
+}
+
+static void live_nothing(void *gen)
+{
+    (void)gen;
+}
+
+static const cz_wlgen_ops live_ops = {live_next, live_nothing, live_nothing};
+
+void cz_workload_live(cz_workload *w)
+{
+    CZ_ASSERT(!w->gen && w->n_sessions == 0 && w->n_turns == 0 && w->n_hash == 0);
+    w->gen = w; /* a window like a streamed workload's; nothing to produce */
+    w->gen_ops = &live_ops;
+    w->live = true;
+    w->min_text_in = 1;
+    w->ses_base = w->ses_end = w->turn_base = w->turn_end = 0;
+}
+
+uint32_t cz_workload_live_push(cz_workload *w, const cz_workload *one)
+{
+    CZ_ASSERT(w->live && one->n_sessions == 1 && w->ses_end == w->n_sessions);
+    CZ_ASSERT(w->n_sessions < UINT32_MAX - 1 && (uint64_t)w->n_turns + one->n_turns < UINT32_MAX);
+    window_append(w, one);
+    w->n_sessions++;
+    w->n_turns += one->n_turns;
+    return w->n_sessions - 1;
+}
+
 bool cz_workload_fill(cz_workload *w, uint32_t si)
 {
     if (!w->gen)

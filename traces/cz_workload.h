@@ -100,6 +100,8 @@ typedef struct cz_workload {
                             distribution applied, or a cadenza file that had them) */
     bool stream;         /* asked of cz_config_parse by its caller: produce the sessions as
                             the run consumes them when the source allows it */
+    bool live;           /* sessions are pushed as requests come (cz_workload_live):
+                            n_sessions and n_turns count those pushed so far */
     /* A streamed workload (gen set): n_sessions and n_turns are the totals; the window
      * holds sessions [ses_base, ses_end) and turns [turn_base, turn_end), sessions[0]
      * being session ses_base and turns[0] turn turn_base. A whole workload has gen NULL,
@@ -143,6 +145,16 @@ bool cz_workload_fill(cz_workload *w, uint32_t si);
  * they may be dropped (the window moves once the dropped part is at least half of it,
  * invalidating pointers into it). No effect on a whole workload. */
 void cz_workload_release(cz_workload *w, uint32_t si);
+
+/* Makes `w` (initialised, empty of sessions and turns) a live workload: sessions are
+ * pushed one at a time as requests come (cz_workload_live_push), held in a window that
+ * cz_workload_release moves, read like a streamed workload's. n_sessions and n_turns count
+ * what has been pushed. */
+void cz_workload_live(cz_workload *w);
+
+/* Appends the one session of `one` (built with the builders below, its turns with it) to
+ * live workload `w`; returns its index. Pointers into the window are invalidated. */
+uint32_t cz_workload_live_push(cz_workload *w, const cz_workload *one);
 
 /* The fewest text input tokens of any turn (UINT32_MAX with none). */
 uint32_t cz_workload_min_text_in(const cz_workload *w);
