@@ -347,35 +347,8 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
     }
     if (st == CZ_OK) {
         cz_metrics_summarize(m, &cfg->slo, sum);
-        /* vLLM's result JSON opens with the run's setup (benchmarks/serve.py, main_async) */
-        cJSON *j = cJSON_CreateObject();
-        CZ_ASSERT(j != NULL);
-        if (date[0])
-            cJSON_AddStringToObject(j, "date", date);
-        else
-            cJSON_AddNullToObject(j, "date");
-        cJSON_AddStringToObject(j, "backend", eng ? "cadenza-engine" : "cadenza-sim");
-        cJSON_AddStringToObject(j, "model_id", cfg->model.name);
-        cJSON_AddNumberToObject(j, "num_prompts", (double)m->acct.requests);
-        add_arrival_keys(cfg_json, &wl, j);
-        uint64_t peak_conc;
-        double peak_tok;
-        cz_metrics_peaks(m, &peak_conc, &peak_tok);
-        cJSON_AddNumberToObject(j, "max_concurrent_requests", (double)peak_conc);
-        cJSON_AddNumberToObject(j, "max_output_tokens_per_s", peak_tok);
-        cJSON *body = cz_summary_json(sum);
-        while (body->child) {
-            cJSON *it = cJSON_DetachItemViaPointer(body, body->child);
-            cJSON_AddItemToObject(j, it->string, it);
-        }
-        cJSON_Delete(body);
-        bool exact = sum->pct_mode == CZ_PCT_EXACT;
-        cJSON_AddStringToObject(j, "percentile_mode", exact ? "exact" : "sketch");
-        cJSON_AddNumberToObject(j, "percentile_rel_error", exact ? 0.0 : CZ_SKETCH_ALPHA);
-        cz_run_summary_json(cfg, m, stats, sum, j);
-        cz_run_add_theory(cfg, cfg_json, sum, j);
-        cJSON_AddStringToObject(j, "cadenza_version", cz_version());
-        cJSON_AddStringToObject(j, "driver", eng ? "engine" : "sim");
+        cJSON *j = cz_cli_summary(cfg_json, cfg, &wl, m, sum, stats, date,
+                                  eng ? "cadenza-engine" : "cadenza-sim", eng ? "engine" : "sim");
         if (eng) {
             cJSON_AddStringToObject(j, "kernel_backend", eng->backend ? eng->backend : "cpu");
             cJSON_AddBoolToObject(j, "partial", *partial);
@@ -386,6 +359,49 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
     }
     cz_workload_free(&wl);
     return st;
+}
+
+cJSON *cz_cli_summary(const cJSON *cfg_json, const cz_config *cfg, const cz_workload *wl,
+                      const cz_metrics *m, const cz_summary *sum, const cz_run_stats *stats,
+                      const char *date, const char *backend, const char *driver)
+{
+    /* vLLM's result JSON opens with the run's setup (benchmarks/serve.py, main_async) */
+    cJSON *j = cJSON_CreateObject();
+    CZ_ASSERT(j != NULL);
+    if (date && date[0])
+        cJSON_AddStringToObject(j, "date", date);
+    else
+        cJSON_AddNullToObject(j, "date");
+    cJSON_AddStringToObject(j, "backend", backend);
+    cJSON_AddStringToObject(j, "model_id", cfg->model.name);
+    cJSON_AddNumberToObject(j, "num_prompts", (double)m->acct.requests);
+    if (wl->live) {
+        /* requests as clients sent them: no configured arrivals */
+        cJSON_AddNullToObject(j, "request_rate");
+        cJSON_AddNullToObject(j, "burstiness");
+        cJSON_AddNullToObject(j, "max_concurrency");
+    } else {
+        add_arrival_keys(cfg_json, wl, j);
+    }
+    uint64_t peak_conc;
+    double peak_tok;
+    cz_metrics_peaks(m, &peak_conc, &peak_tok);
+    cJSON_AddNumberToObject(j, "max_concurrent_requests", (double)peak_conc);
+    cJSON_AddNumberToObject(j, "max_output_tokens_per_s", peak_tok);
+    cJSON *body = cz_summary_json(sum);
+    while (body->child) {
+        cJSON *it = cJSON_DetachItemViaPointer(body, body->child);
+        cJSON_AddItemToObject(j, it->string, it);
+    }
+    cJSON_Delete(body);
+    bool exact = sum->pct_mode == CZ_PCT_EXACT;
+    cJSON_AddStringToObject(j, "percentile_mode", exact ? "exact" : "sketch");
+    cJSON_AddNumberToObject(j, "percentile_rel_error", exact ? 0.0 : CZ_SKETCH_ALPHA);
+    cz_run_summary_json(cfg, m, stats, sum, j);
+    cz_run_add_theory(cfg, cfg_json, sum, j);
+    cJSON_AddStringToObject(j, "cadenza_version", cz_version());
+    cJSON_AddStringToObject(j, "driver", driver);
+    return j;
 }
 
 cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *base_dir,
@@ -591,7 +607,7 @@ static int run_command(int argc, char **argv, bool engine)
         return cz_cli_usage_error(cmd, "a config is required (e.g. experiments/engine/cpu.json)");
     }
     if (engine)
-        eopts.stop = cz_out_graceful_interrupt();
+        eopts.stop = cz_out_graceful_interrupt(false);
 
     cz_err err;
     cz_err_clear(&err);

@@ -143,7 +143,7 @@ int cz_cmd_validate(int argc, char **argv)
         free(sets);
         return cz_cli_usage_error(CMD, "a config is required (e.g. experiments/engine/cpu.json)");
     }
-    eopts.stop = cz_out_graceful_interrupt();
+    eopts.stop = cz_out_graceful_interrupt(false);
 
     cz_err err;
     cz_err_clear(&err);

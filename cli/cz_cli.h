@@ -25,6 +25,7 @@ int cz_cmd_calibrate(int argc, char **argv);
 int cz_cmd_profile(int argc, char **argv);
 int cz_cmd_plot(int argc, char **argv);
 int cz_cmd_figures(int argc, char **argv);
+int cz_cmd_serve(int argc, char **argv);
 
 /* An output folder named by `flag` of `cmd`: created when missing (its parent must exist),
  * refused when not a writable folder. Prints the error naming the flag and the folder and
@@ -52,6 +53,15 @@ cz_status cz_cli_run(const cJSON *cfg_json, const char *where, const char *base_
                      bool progress, const cz_engine_opts *eng, const cz_pctset *pct,
                      cz_config *cfg, cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
                      cJSON **summary, double *wall_s, bool *partial, cz_err *err);
+
+/* The summary JSON of a run (caller deletes): vLLM's result keys first (date, or null when
+ * `date` is NULL or empty; backend; model_id; num_prompts; request_rate, burstiness and
+ * max_concurrency from the config's arrivals, null for a live workload's; the peaks), the
+ * metrics, the pipeline-level keys, the queueing-theory check where it applies, the version
+ * and "driver". The caller adds the seed, the config and its driver's own keys. */
+cJSON *cz_cli_summary(const cJSON *cfg_json, const cz_config *cfg, const cz_workload *wl,
+                      const cz_metrics *m, const cz_summary *sum, const cz_run_stats *stats,
+                      const char *date, const char *backend, const char *driver);
 
 /* Parses `--percentiles` (vLLM's --metric-percentiles): comma-separated numbers in
  * (0, 100], at most CZ_PCT_MAX, none twice. On a bad value prints a usage error naming

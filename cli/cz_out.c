@@ -36,6 +36,7 @@ static struct {
     atomic_int state;
     bool hooked;
     bool graceful;
+    bool graceful_term; /* SIGTERM too */
 } out_table;
 
 /* Unlinks every registered temporary (async-signal-safe: unlink only). */
@@ -76,7 +77,8 @@ static void on_interrupt(int sig)
 {
     int saved = errno;
     if (!out_table.stop) {
-        static const char msg[] = "\ncadenza: interrupted: stopping (Ctrl-C again to abort)\n";
+        static const char msg[] = "\ncadenza: interrupted: stopping (the signal again "
+                                  "aborts)\n";
         out_table.stop = 1;
         ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
         (void)w;
@@ -118,7 +120,8 @@ static void install_handlers(void)
             continue;
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
-        bool soft = out_signals[i] == SIGINT && out_table.graceful;
+        bool soft = (out_signals[i] == SIGINT && out_table.graceful) ||
+                    (out_signals[i] == SIGTERM && out_table.graceful_term);
         sa.sa_handler = soft ? on_interrupt : on_signal;
         sigemptyset(&sa.sa_mask);
         for (size_t k = 0; k < CZ_ARRAY_LEN(out_signals); k++)
@@ -130,10 +133,11 @@ static void install_handlers(void)
     CZ_ASSERT(atexit(on_exit_cleanup) == 0);
 }
 
-volatile sig_atomic_t *cz_out_graceful_interrupt(void)
+volatile sig_atomic_t *cz_out_graceful_interrupt(bool term)
 {
     CZ_ASSERT(!out_table.hooked);
     out_table.graceful = true;
+    out_table.graceful_term = term;
     install_handlers();
     out_table.hooked = true;
     return &out_table.stop;

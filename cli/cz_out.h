@@ -25,6 +25,7 @@
 #define CZ_OUT_H
 
 #include <signal.h>
+#include <stdbool.h>
 
 #include "cz_base.h"
 
@@ -43,10 +44,11 @@
 cz_status cz_out_add(const char *flag, const char *final_path, const char **tmp_path,
                      cz_err *err);
 
-/* For a long run that can stop early with what it has (`cadenza replay`): the first SIGINT
- * only sets the returned flag (and says so on stderr), and the run ends and commits its
- * outputs marked partial; a second SIGINT acts as above. Call before cz_out_add. */
-volatile sig_atomic_t *cz_out_graceful_interrupt(void);
+/* For a long run that can stop early with what it has (`cadenza replay`, `cadenza serve`):
+ * the first SIGINT (and SIGTERM when `term`) only sets the returned flag (and says so on
+ * stderr), and the run ends and commits its outputs; a second acts as above. Call before
+ * cz_out_add. */
+volatile sig_atomic_t *cz_out_graceful_interrupt(bool term);
 
 /* Renames every registered temporary to its final path, with the signals blocked, and
  * forgets them. On a failed rename: CZ_EIO naming that output, and no output of this

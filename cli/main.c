@@ -16,6 +16,8 @@ static const char usage[] =
     "                         (the built-in default experiment when none is given)\n"
     "  replay CONFIG.json     serve a config's workload on the real engine, in wall-clock\n"
     "                         time (CPU or CUDA backend; docs/engine.md)\n"
+    "  serve CONFIG.json      an OpenAI-compatible HTTP endpoint in front of the config's\n"
+    "                         deployment, steps timed by the cost model (docs/serve.md)\n"
     "  profile CONFIG.json    time the engine's steps over a grid of batch shapes and its\n"
     "                         KV copies, for calibrating the cost model (docs/engine.md)\n"
     "  calibrate IN.h5 -o F   fit the cost model to a profile or replay results\n"
@@ -74,6 +76,8 @@ int main(int argc, char **argv)
         return cz_cmd_plot(argc - 1, argv + 1);
     if (strcmp(cmd, "figures") == 0)
         return cz_cmd_figures(argc - 1, argv + 1);
+    if (strcmp(cmd, "serve") == 0)
+        return cz_cmd_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "calibrate") == 0)
         return cz_cmd_calibrate(argc - 1, argv + 1);
     fprintf(stderr, "cadenza: unknown command '%s'\n\n%s", cmd, usage);

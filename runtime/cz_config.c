@@ -1060,6 +1060,26 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
     if ((st = derive_kv_blocks(c, where, err)) != CZ_OK)
         return st;
 
+    if (wl->live) {
+        /* requests come as they come (`cadenza serve`): a workload, if the config has one,
+         * is not read; what serves them is checked as for any */
+        if (c->cross_stage)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: scheduler '%s': a cross-stage runtime serves a workload "
+                              "read whole, not requests as they come",
+                              where, c->scheduler);
+        if (c->cost_kind == CZ_COST_SERVICE)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: cost kind \"service\" draws service times for a workload "
+                              "read whole, not for requests as they come",
+                              where);
+        if (c->admission.kind != CZ_ADMIT_ALL)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'admission': admits periodic sessions, which requests "
+                              "as they come are not",
+                              where);
+        return CZ_OK;
+    }
     if ((st = cz_json_obj(cfg, where, "workload", true, &obj, err)) != CZ_OK)
         return st;
     char wctx[256];

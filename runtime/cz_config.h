@@ -116,7 +116,9 @@ typedef struct cz_config {
  * `base_dir` resolves the workload's relative paths. The workload is built into *wl
  * (initialised by the caller; with wl->stream set, a synthetic workload may come back
  * streamed, cz_workload_stream, unless the config is cross-stage or uses the service-time
- * cost). KV pools left unsized are derived per GPU from the
+ * cost). A live *wl (cz_workload_live, requests as they come) is left as it is: the config's
+ * workload is not read (nor required), and a config that cannot serve requests as they come
+ * (a cross-stage scheduler, the service-time cost, a session gateway) is CZ_EINVAL. KV pools left unsized are derived per GPU from the
  * hardware card: (hbm_bytes x gpu_memory_utilization - weights placed on the GPU) shared
  * equally by the autoregressive replicas on it (docs/config.md). */
 cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_dir,

@@ -397,6 +397,14 @@ static void turn_outcome(cz_deploy *S, uint32_t si, uint32_t g, uint32_t outcome
         .stage = stage,
     };
     cz_metrics_add_turn(S->m, &t);
+    if (S->drv.turn_end) {
+        uint32_t out = 0;
+        if (t.req != UINT64_MAX) {
+            const cz_req_record *r = cz_metrics_req(S->m, t.req);
+            out = r->output_tokens;
+        }
+        S->drv.turn_end(S->drv.ctx, si, t.turn, outcome, out, now);
+    }
 }
 
 /* ---- sorting the arrivals ---- */
@@ -1909,6 +1917,23 @@ uint32_t cz_deploy_submit(cz_deploy *S, const cz_workload *one, uint32_t follows
     if (took_over)
         *took_over = took;
     return si;
+}
+
+bool cz_deploy_can_follow(cz_deploy *S, uint32_t si, uint32_t keep_tokens)
+{
+    return si < S->wl->n_sessions && can_hand_over(S, si, keep_tokens);
+}
+
+uint32_t cz_deploy_kv_tokens(cz_deploy *S, uint32_t si)
+{
+    uint32_t k = si < S->wl->n_sessions ? slot_of(S, si) : CLOSED;
+    if (k == NONE || k == CLOSED)
+        return 0;
+    const ses_stage *st = SP(S, si, S->first_ar);
+    if (st->seq == NONE)
+        return 0;
+    const cz_seq *q = cz_server_seq(S->reps[st->rep].srv, st->seq);
+    return q->host_tokens > q->computed ? q->host_tokens : q->computed;
 }
 
 void cz_deploy_release(cz_deploy *S, uint32_t si, double now)

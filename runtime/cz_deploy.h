@@ -79,6 +79,11 @@ typedef struct cz_driver {
      * input tokens and `out` output tokens allowed so far (may be NULL). */
     void (*turn_opened)(void *ctx, uint32_t rep, uint32_t seq, uint64_t rec, uint32_t in,
                         uint32_t out);
+    /* Optional (may be NULL). Turn `turn` (its index within session `session`) got its
+     * outcome (cz_req_outcome) at `now`, having generated `out_tokens` tokens at the first
+     * autoregressive stage. */
+    void (*turn_end)(void *ctx, uint32_t session, uint32_t turn, uint32_t outcome,
+                     uint32_t out_tokens, double now);
 } cz_driver;
 
 typedef struct cz_deploy cz_deploy;
@@ -142,6 +147,13 @@ void cz_deploy_counts(const cz_deploy *d, uint64_t *arrived, uint64_t *finished)
  * a session that may follow it, until cz_deploy_release. */
 uint32_t cz_deploy_submit(cz_deploy *d, const cz_workload *one, uint32_t follows,
                           uint32_t keep_tokens, bool keep, double now, bool *took_over);
+/* Whether a session submitted now could follow session si keeping `keep_tokens` of its
+ * context (UINT32_MAX: all): cz_deploy_submit would take it over. */
+bool cz_deploy_can_follow(cz_deploy *d, uint32_t si, uint32_t keep_tokens);
+/* Tokens of session si's context at its first autoregressive stage whose KV is held, in
+ * the pool or in host memory (0 for a closed session): what a session following it gets
+ * without recomputing. */
+uint32_t cz_deploy_kv_tokens(cz_deploy *d, uint32_t si);
 /* A kept session is no longer kept: it closes (its KV freed) once its turn has ended.
  * No effect on a closed session. */
 void cz_deploy_release(cz_deploy *d, uint32_t si, double now);

@@ -133,6 +133,13 @@ static void post_step_ends(cz_sim *S, uint32_t gi)
     }
 }
 
+static void drv_turn_end(void *ctx, uint32_t session, uint32_t turn, uint32_t outcome,
+                         uint32_t out_tokens, double now)
+{
+    cz_sim *S = ctx;
+    S->obs.turn_end(S->obs.ctx, session, turn, outcome, out_tokens, now);
+}
+
 static void drv_launched(void *ctx, uint32_t gpu, double now)
 {
     (void)now;
@@ -254,6 +261,7 @@ cz_status cz_sim_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
         .xfer_eta = drv_xfer_eta,
         .timer = drv_timer,
         .turn_opened = drv_turn_opened,
+        .turn_end = S->obs.turn_end ? drv_turn_end : NULL,
     };
     cz_status st = cz_deploy_create(cfg, wl, m, &drv, &S->d, err);
     if (st != CZ_OK) {

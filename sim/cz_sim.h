@@ -33,6 +33,9 @@ typedef struct cz_sim_observer {
     void *ctx;
     void (*step_ended)(void *ctx, uint32_t rep, cz_server *srv, const uint32_t *seqs,
                        uint32_t n, double now);
+    /* May be NULL: the runtime's turn outcomes as they are decided (cz_driver.turn_end). */
+    void (*turn_end)(void *ctx, uint32_t session, uint32_t turn, uint32_t outcome,
+                     uint32_t out_tokens, double now);
 } cz_sim_observer;
 
 /* What the last cz_sim_advance did: handled an event; found none left; found the next

@@ -2,7 +2,7 @@
 # Runs every libFuzzer harness of a -Dfuzz=enabled build for SECONDS each, on a scratch
 # copy of its corpus (tests/fuzz/corpus/<name>/, so the repository's corpus never grows),
 # with its dictionary (tests/fuzz/dict/: traces.dict for the readers, config.dict, set.dict,
-# safetensors.dict),
+# safetensors.dict, oai.dict, tokenizer.dict),
 # a 10 s limit per input and a 2 GiB memory limit. Prints one line per harness: executions, executions per second and
 # the result. A crash, sanitizer report, leak, timeout or out-of-memory is a failure: the
 # reproducer is kept under ARTIFACTS/<name>/ (default BUILD_DIR/fuzz-artifacts) with the
@@ -10,8 +10,8 @@
 # failed or did not run; the last line reads "N passed, N failed".
 #
 # usage: tests/fuzz/run.sh BUILD_DIR SECONDS [NAME...]      (docs/testing.md)
-#   NAME: sharegpt burstgpt azure mooncake cadenza trace_auto config set sim safetensors
-#         (default all)
+#   NAME: sharegpt burstgpt azure mooncake cadenza trace_auto config set sim safetensors oai
+#         tokenizer (default all)
 #   CZ_FUZZ_ARTIFACTS=DIR  where reproducers and logs go
 #   CZ_FUZZ_RSS_MB=N       memory limit per harness in MiB (default 2048)
 set -u
@@ -25,7 +25,8 @@ seconds=$2
 shift 2
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
-    names=(sharegpt burstgpt azure mooncake cadenza trace_auto config set sim safetensors)
+    names=(sharegpt burstgpt azure mooncake cadenza trace_auto config set sim safetensors oai
+           tokenizer)
 fi
 artifacts=${CZ_FUZZ_ARTIFACTS:-$build/fuzz-artifacts}
 rss_mb=${CZ_FUZZ_RSS_MB:-2048}
@@ -61,6 +62,8 @@ for name in "${names[@]}"; do
         config | sim) dict=config ;;
         set) dict=set ;;
         safetensors) dict=safetensors ;;
+        oai) dict=oai ;;
+        tokenizer) dict=tokenizer ;;
         *) dict=traces ;;
     esac
     dict=("-dict=$here/dict/$dict.dict")
