@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds cadenza and runs the whole test suite twice: a warnings-as-errors build, then
-# an AddressSanitizer + UndefinedBehaviorSanitizer build; then builds the libFuzzer
+# Installs the test clients (npm ci --prefix tests/node), builds cadenza and runs the whole
+# test suite twice: a warnings-as-errors build, then an AddressSanitizer +
+# UndefinedBehaviorSanitizer build; then builds the libFuzzer
 # harnesses with clang (build-fuzz, -Dfuzz=enabled) and runs each for CZ_FUZZ_SECONDS
 # (default 20) on its corpus (tests/fuzz/run.sh, docs/testing.md). Prints the Criterion
 # totals and ends with "N passed, N failed" (a fuzz harness that ran clean is one pass).
@@ -44,6 +45,20 @@ count() { # sums the suites' totals in a meson test log: Criterion's synthesis l
     passed=$((passed + t - f))
     failed=$((failed + f))
 }
+
+# The independent implementations some tests check against (the official OpenAI client, a
+# reference tokenizer, a Jinja renderer): npm packages pinned in tests/node's lock file.
+if command -v npm >/dev/null 2>&1; then
+    echo "== npm ci --prefix tests/node (the test clients)"
+    if ! npm ci --prefix tests/node --no-audit --no-fund >npm-ci.log 2>&1; then
+        cat npm-ci.log
+        echo "npm: FAIL: cannot install tests/node's packages"
+        status=1
+        failed=$((failed + 1))
+    fi
+else
+    echo "== no npm: the checks against the OpenAI client, the reference tokenizer and Jinja skip"
+fi
 
 # The CUDA backend is compiled (warnings as errors) wherever the toolkit is installed; its
 # comparison tests skip without a device. The sanitizer and fuzz builds leave it out.

@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""serve_stress.py CADENZA SOURCE_ROOT [--seed S] [--count N] - the randomized stress suite's
+share for `cadenza serve`: N servers, each on a config drawn from the seed (a text model on
+one stage; every scheduler with LRU or next-use eviction; idle KV dropped or offloaded;
+windows and sinks; pools from a few blocks to the card's; block sizes down to 1; sequence
+caps from 1; chunked prefill on and off; small stream bounds), each driven for a few
+seconds by random clients at once: plain and streamed completions and chat, prompts as text
+and as ids, several prompts in one request, sessions that extend or diverge from their
+context, clients that go away mid-stream, clients that read slowly, requests refused for
+their fields, then SIGTERM with requests in flight. A server passes when every response is
+well formed (a stream ends with [DONE], a refusal is OpenAI's error object), it exits 0,
+and its summary accounts for every request it took. Prints one line per failure and
+"N passed, N failed"."""
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+def config_sets(rng):
+    sets = []
+    sched = rng.choice(["fcfs", "fcfs_scan", "liveserve", "voxserve", "bros"])
+    sets.append("scheduler=%s" % sched)
+    bt = rng.choice([1, 4, 16, 16, 32])
+    sets.append("server.block_tokens=%d" % bt)
+    blocks = rng.choice([None, rng.randint(4096 // bt + 8, 8192 // bt + 512), rng.randint(2000, 20000)])
+    if blocks:
+        sets.append("server.kv_blocks=%d" % blocks)
+    sets.append("server.max_num_seqs=%d" % rng.choice([1, 2, 4, 16, 256]))
+    sets.append("server.max_num_batched_tokens=%d" % rng.choice([512, 2048, 8192]))
+    if rng.random() < 0.2:
+        sets.append("server.chunked_prefill=false")
+    offload = rng.random() < 0.5
+    sets.append("server.kv_idle=%s" % ("offload" if offload else "drop"))
+    window = rng.random() < 0.15
+    if window:
+        sets.append("server.kv_window_tokens=%d" % rng.randint(64, 1024))
+        sets.append("server.kv_sink_tokens=%d" % rng.randint(0, 32))
+    else:
+        sets.append("server.kv_evict=%s" % rng.choice(["lru", "next_use", "next_use_scan"]))
+        if offload and rng.random() < 0.5:
+            sets.append("server.kv_preload=true")
+    return sets
+
+
+class Client:
+    def __init__(self, port, rng, log):
+        self.port, self.rng, self.log = port, rng, log
+
+    def conn(self):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+
+    def body(self):
+        r = self.rng
+        chat = r.random() < 0.4
+        b = {"max_tokens": r.randint(1, 64)}
+        if chat:
+            b["messages"] = [{"role": "user", "content": "word " * r.randint(1, 200)}]
+            if r.random() < 0.3:
+                b["messages"].insert(0, {"role": "system", "content": "be brief"})
+        else:
+            k = r.random()
+            if k < 0.4:
+                b["prompt"] = "token " * r.randint(1, 300)
+            elif k < 0.7:
+                b["prompt"] = [r.randint(0, 255) for _ in range(r.randint(1, 400))]
+            else:
+                b["prompt"] = ["p%d " % i * r.randint(1, 20) for i in range(r.randint(2, 4))]
+        if r.random() < 0.5:
+            b["stream"] = True
+            if r.random() < 0.5:
+                b["stream_options"] = {"include_usage": True}
+        if r.random() < 0.05:
+            b["n"] = 3  # refused
+        return ("/v1/chat/completions" if chat else "/v1/completions"), b
+
+    def one(self, session=None):
+        r = self.rng
+        path, body = self.body()
+        headers = {"Content-Type": "application/json"}
+        if session:
+            headers["X-Session-ID"] = session
+        c = self.conn()
+        try:
+            c.request("POST", path, body=json.dumps(body).encode(), headers=headers)
+            resp = c.getresponse()
+            if resp.status != 200:
+                raw = resp.read()
+                err = json.loads(raw)["error"]
+                assert resp.status in (400, 404, 413, 503) and err["message"], raw
+                return
+            if not body.get("stream"):
+                d = json.loads(resp.read())
+                assert d["usage"]["completion_tokens"] >= 1 or all(
+                    ch["finish_reason"] == "abort" for ch in d["choices"]), d
+                return
+            leave = r.random() < 0.15
+            slow = r.random() < 0.1
+            data = b""
+            while True:
+                chunk = resp.read1(256 if slow else 65536)
+                if not chunk:
+                    break
+                data += chunk
+                if slow:
+                    time.sleep(0.01)
+                if leave and data.count(b"\n\n") >= 2:
+                    c.sock.shutdown(socket.SHUT_RDWR)
+                    return
+            events = [e for e in data.decode().split("\n\n") if e]
+            assert events and events[-1] == "data: [DONE]", events[-2:]
+            for e in events[:-1]:
+                assert e.startswith("data: "), e
+                json.loads(e[6:])
+        except (ConnectionError, http.client.RemoteDisconnected, socket.timeout, OSError):
+            pass  # the server stopping closes what is open
+        finally:
+            c.close()
+
+
+def run_one(cz, root, seed, seconds):
+    rng = random.Random(seed)
+    sets = config_sets(rng)
+    tmp = tempfile.mkdtemp()
+    portf = os.path.join(tmp, "port")
+    summ = os.path.join(tmp, "s.json")
+    args = [cz, "serve", os.path.join(root, "experiments/default.json"), "--port", "0",
+            "--port-file", portf, "--quiet", "--summary", summ,
+            "--max-pending-tokens", str(rng.choice([16, 64, 4096]))]
+    for s in sets:
+        args += ["--set", s]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    t0 = time.time()
+    while not (os.path.exists(portf) and open(portf).read().strip()):
+        if p.poll() is not None:
+            out, err = p.communicate()
+            if p.returncode == 2:
+                if os.environ.get("CZ_STRESS_VERBOSE"):
+                    print("refused:", err.decode().strip())
+                return None  # a config the loader refuses
+            return "exit %d before listening: %s" % (p.returncode, err.decode()[-400:])
+        if time.time() - t0 > 30:
+            p.kill()
+            return "no port within 30 s"
+        time.sleep(0.02)
+    port = int(open(portf).read())
+    errors = []
+    stop = time.time() + seconds
+
+    def worker(k):
+        c = Client(port, random.Random(seed * 1000 + k), None)
+        session = "s%d" % k if k % 2 else None
+        while time.time() < stop:
+            try:
+                c.one(session if rng.random() < 0.7 else None)
+            except AssertionError as e:
+                errors.append("client %d: %s" % (k, str(e)[:300]))
+                return
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(rng.randint(2, 12))]
+    for t in ts:
+        t.start()
+    time.sleep(seconds * rng.uniform(0.5, 1.0))
+    p.send_signal(signal.SIGTERM)
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return "no exit within 60 s of SIGTERM (%s)" % " ".join(sets)
+    for t in ts:
+        t.join(timeout=30)
+    why = ""
+    if p.returncode != 0:
+        why = "exit %d: %s" % (p.returncode, err.decode()[-600:])
+    elif errors:
+        why = errors[0]
+    else:
+        s = json.load(open(summ))
+        total = sum(s[k] for k in ("completed", "aborted", "rejected", "failed", "unfinished"))
+        if total != s["requests"]:
+            why = "requests %s != outcomes %s" % (s["requests"], total)
+        elif s["unfinished"]:
+            why = "%d unfinished" % s["unfinished"]
+    if why:
+        why += " (config: --set " + " --set ".join(sets) + ")"
+    return why
+
+
+def main():
+    cz = os.path.abspath(sys.argv[1])
+    root = os.path.abspath(sys.argv[2])
+    seed, count, seconds = 1, 5, 4.0
+    a = sys.argv[3:]
+    while a:
+        if a[0] == "--seed":
+            seed = int(a[1])
+        elif a[0] == "--count":
+            count = int(a[1])
+        elif a[0] == "--seconds":
+            seconds = float(a[1])
+        a = a[2:]
+    passed = failed = refused = 0
+    for k in range(count):
+        s = seed * 1000003 + k
+        why = run_one(cz, root, s, seconds)
+        if why is None:
+            refused += 1
+            passed += 1
+        elif why:
+            failed += 1
+            print("FAIL server %d: %s" % (s, why), flush=True)
+        else:
+            passed += 1
+    print("serve stress: %d servers, %d refused by the config loader" % (count, refused))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
