@@ -17,7 +17,7 @@
 
 static const char serve_usage[] =
     "usage: cadenza serve CONFIG.json [--set key=value]... [--host 127.0.0.1] [--port 8000]\n"
-    "                     [--execution modelled|engine] [--backend cpu|cuda] [--cost cost.json]\n"
+    "                     [--execution modelled] [--cost cost.json]\n"
     "                     [--model-dir DIR] [--served-model-name NAME] [--api-key KEY]\n"
     "                     [--max-pending-tokens N] [--session-idle-s S] [--port-file FILE]\n"
     "                     [-o results.h5] [--summary summary.json] [--percentiles LIST]\n"
@@ -83,7 +83,7 @@ int cz_cmd_serve(int argc, char **argv)
     int rc = CZ_EXIT_OK;
     static const char *const valued[] = {
         "--set",       "-o",           "--output",        "--summary",          "--cost",
-        "--percentiles", "--host",     "--port",          "--execution",        "--backend",
+        "--percentiles", "--host",     "--port",          "--execution",
         "--model-dir", "--served-model-name", "--api-key", "--max-pending-tokens",
         "--session-idle-s", "--port-file"};
     for (int i = 1; i < argc; i++) {
@@ -128,13 +128,6 @@ int cz_cmd_serve(int argc, char **argv)
                 } else {
                     rc = cz_cli_usage_error("serve", "option '--execution': expected modelled or "
                                                      "engine, got '%s'",
-                                            v);
-                    goto usage;
-                }
-            } else if (strcmp(a, "--backend") == 0) {
-                if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
-                    rc = cz_cli_usage_error("serve", "option '--backend': expected cpu or cuda, "
-                                                     "got '%s'",
                                             v);
                     goto usage;
                 }

@@ -396,15 +396,13 @@ static void turn_outcome(cz_deploy *S, uint32_t si, uint32_t g, uint32_t outcome
         .outcome = outcome,
         .stage = stage,
     };
+    /* the record's tokens before the outcome lets the recorder retire it */
+    uint32_t out = S->drv.turn_end && t.req != UINT64_MAX
+                       ? cz_metrics_req(S->m, t.req)->output_tokens
+                       : 0;
     cz_metrics_add_turn(S->m, &t);
-    if (S->drv.turn_end) {
-        uint32_t out = 0;
-        if (t.req != UINT64_MAX) {
-            const cz_req_record *r = cz_metrics_req(S->m, t.req);
-            out = r->output_tokens;
-        }
+    if (S->drv.turn_end)
         S->drv.turn_end(S->drv.ctx, si, t.turn, outcome, out, now);
-    }
 }
 
 /* ---- sorting the arrivals ---- */

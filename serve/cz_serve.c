@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -1351,10 +1352,21 @@ static cz_status start_daemon(sv *V, cz_err *err)
     struct sockaddr_in a4;
     struct sockaddr_in6 a6;
     struct sockaddr *sa;
+    /* poll(), not select(): select's FD_SETSIZE (1,024) would refuse the connections past
+     * that descriptor number */
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_ITC;
+                     MHD_USE_ITC | MHD_USE_POLL;
     memset(&a4, 0, sizeof a4);
     memset(&a6, 0, sizeof a6);
+    /* a connection is a descriptor: the soft limit raised toward what --max-connections
+     * needs (as vLLM raises RLIMIT_NOFILE), never past the hard one */
+    struct rlimit nf;
+    rlim_t want = (rlim_t)V->o.max_connections + 64;
+    if (getrlimit(RLIMIT_NOFILE, &nf) == 0 && nf.rlim_cur != RLIM_INFINITY &&
+        nf.rlim_cur < want) {
+        nf.rlim_cur = nf.rlim_max == RLIM_INFINITY || nf.rlim_max > want ? want : nf.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &nf);
+    }
     if (inet_pton(AF_INET, V->o.host, &a4.sin_addr) == 1) {
         a4.sin_family = AF_INET;
         a4.sin_port = htons(V->o.port);

@@ -119,7 +119,7 @@ class Client:
             for e in events[:-1]:
                 assert e.startswith("data: "), e
                 json.loads(e[6:])
-        except (ConnectionError, http.client.RemoteDisconnected, socket.timeout, OSError):
+        except (OSError, http.client.HTTPException):
             pass  # the server stopping closes what is open
         finally:
             c.close()
