@@ -17,7 +17,8 @@
 
 static const char serve_usage[] =
     "usage: cadenza serve CONFIG.json [--set key=value]... [--host 127.0.0.1] [--port 8000]\n"
-    "                     [--execution modelled] [--cost cost.json]\n"
+    "                     [--execution modelled|engine] [--backend cpu|cuda] [--threads N]\n"
+    "                     [--cost cost.json]\n"
     "                     [--model-dir DIR] [--served-model-name NAME] [--api-key KEY]\n"
     "                     [--max-pending-tokens N] [--session-idle-s S] [--port-file FILE]\n"
     "                     [-o results.h5] [--summary summary.json] [--percentiles LIST]\n"
@@ -38,7 +39,14 @@ static const char serve_usage[] =
     "  --port N             port (default 8000; 0: any free port)\n"
     "  --execution KIND     modelled (default): each step lasts what the cost model says,\n"
     "                       waited out on the clock, and emits token ids drawn from the\n"
-    "                       seed, never the EOS (a reply runs to its max_tokens)\n"
+    "                       seed, never the EOS (a reply runs to its max_tokens);\n"
+    "                       engine: each step runs through the kernels on the config's\n"
+    "                       weights (engine.weights), as `cadenza replay` runs it, and\n"
+    "                       emits the ids it samples (the EOS and stop ids end a reply)\n"
+    "  --backend NAME       the engine's kernel backend: cpu (default) or cuda (a build\n"
+    "                       with -Dcuda)\n"
+    "  --threads N          the engine's CPU threads (default: engine.threads, else every\n"
+    "                       CPU)\n"
     "  --cost FILE          step times from a fitted cost model (`cadenza calibrate`)\n"
     "  --model-dir DIR      a folder with tokenizer.json (and tokenizer_config.json) for\n"
     "                       text prompts and chat; default: the byte-level fallback\n"
@@ -85,7 +93,7 @@ int cz_cmd_serve(int argc, char **argv)
         "--set",       "-o",           "--output",        "--summary",          "--cost",
         "--percentiles", "--host",     "--port",          "--execution",
         "--model-dir", "--served-model-name", "--api-key", "--max-pending-tokens",
-        "--session-idle-s", "--port-file"};
+        "--session-idle-s", "--port-file", "--backend", "--threads"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool takes = false;
@@ -160,6 +168,18 @@ int cz_cmd_serve(int argc, char **argv)
                 o.session_idle_s = s;
             } else if (strcmp(a, "--port-file") == 0) {
                 o.port_file = v;
+            } else if (strcmp(a, "--backend") == 0) {
+                if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
+                    rc = cz_cli_usage_error("serve", "option '--backend': expected cpu or cuda, "
+                                                     "got '%s'",
+                                            v);
+                    goto usage;
+                }
+                o.backend = v;
+            } else if (strcmp(a, "--threads") == 0) {
+                if (!parse_u64(a, v, 1, 1024, &x))
+                    goto usage_rc;
+                o.threads = (uint32_t)x;
             }
         } else if (strcmp(a, "--exact-percentiles") == 0) {
             sets[n_sets++] = "metrics.percentiles=exact";

@@ -1598,6 +1598,25 @@ static void budget_reached(cz_server *s, uint32_t id, double t_s)
     }
 }
 
+void cz_server_end_output(cz_server *s, uint32_t id)
+{
+    CZ_ASSERT(s->in_flight && id < s->n_seqs);
+    cz_seq *q = &s->seqs[id];
+    snode *d = &s->sn[id];
+    CZ_ASSERT(q->turn_open);
+    if (d->in_decode)
+        d_sync(s, id); /* its counts before this batch */
+    uint32_t last = q->generated + 1;
+    if (last >= q->budget)
+        return;
+    q->budget = last;
+    if (d->in_decode) {
+        /* due at this batch's end: its heap key only falls */
+        s->heap[d->heap_pos].finish_k = s->steps + 1;
+        heap_up(s, d->heap_pos);
+    }
+}
+
 /* Reports `id` when its generated count reached the count the driver asked about. */
 static void check_milestone(cz_server *s, uint32_t id)
 {

@@ -370,6 +370,13 @@ void cz_server_seq_close(cz_server *s, uint32_t seq);
  * can run. Must not be called while a batch is in flight. */
 bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out);
 
+/* The token the batch in flight samples for `seq` (a decode member, or a chunk that ends
+ * its input) is its open turn's last: the turn completes when the batch is done, as vLLM
+ * ends a request on a stop token (a driver that sees sampled ids: the engine's live
+ * drivers). Called while the batch is in flight, before cz_server_on_batch_done. No
+ * effect when that token is the last the turn allows anyway. O(log n). */
+void cz_server_end_output(cz_server *s, uint32_t seq);
+
 /* The batch in flight finished at time t_s: KV and token counts advance, tokens are
  * stamped, completed turns are reported through *ev. */
 void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev);

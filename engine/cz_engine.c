@@ -126,7 +126,7 @@ typedef struct eng_netkey {
     cz_net *net;
 } eng_netkey;
 
-typedef struct eng {
+struct cz_engine {
     const cz_config *cfg;
     const cz_workload *wl;
     cz_metrics *m;
@@ -148,7 +148,16 @@ typedef struct eng {
     uint64_t step_seed;
     cz_sampling sampling;
     cz_err bad;             /* bad.status set: a step's logits held NaN or +inf */
-} eng;
+    cz_engine_observer obs;
+    bool kicked;            /* cz_engine_kick since the last wait (under mu) */
+    /* the run's state (cz_engine_advance) */
+    double now;
+    uint64_t events;
+    cz_watchdog dog;
+    uint64_t watched;       /* events the watchdog has seen */
+    cz_err fail;            /* a device's failure, or non-finite logits */
+};
+typedef struct cz_engine eng;
 
 static double clock_s(const eng *E)
 {
@@ -324,10 +333,17 @@ static int32_t token_at(eng *E, eng_rep *r, uint32_t seq, uint64_t session, uint
             t->cap = (uint32_t)cap;
         }
         uint32_t vocab = E->cfg->model.stages[r->card].vocab;
-        for (uint32_t i = t->valid; i <= pos; i++)
-            t->ids[i] = (int32_t)(mix64(E->cfg->seed ^ mix64(session * 0x100000001B3ull + r->p) ^
-                                        i) %
-                                  vocab);
+        for (uint32_t i = t->valid; i <= pos; i++) {
+            if (E->obs.input_id) {
+                int32_t id = E->obs.input_id(E->obs.ctx, session, i);
+                CZ_ASSERT(id >= 0 && (uint32_t)id < vocab); /* the driver checked its ids */
+                t->ids[i] = id;
+            } else {
+                t->ids[i] = (int32_t)(mix64(E->cfg->seed ^
+                                            mix64(session * 0x100000001B3ull + r->p) ^ i) %
+                                      vocab);
+            }
+        }
         t->valid = pos + 1;
     }
     return t->ids[pos];
@@ -648,10 +664,24 @@ static void drv_turn_opened(void *ctx, uint32_t rep, uint32_t seq, uint64_t rec,
 {
     eng *E = ctx;
     (void)rec;
-    (void)in;
     (void)out;
-    if (E->reps[rep].srv)
-        ensure_seq_state(&E->reps[rep], seq);
+    eng_rep *r = &E->reps[rep];
+    if (!r->srv)
+        return;
+    ensure_seq_state(r, seq);
+    /* the ids known past the context the turn found are another turn's: a sequence id a
+     * closed session used, or the part of a context a live request cut off */
+    const cz_seq *q = cz_server_seq(r->srv, seq);
+    uint32_t before = q->tokens_in + q->generated - (q->turn_open ? in : 0); /* refused */
+    if (r->toks[seq].valid > before)
+        r->toks[seq].valid = before;
+}
+
+static void drv_turn_end(void *ctx, uint32_t session, uint32_t turn, uint32_t outcome,
+                         uint32_t out_tokens, double now)
+{
+    eng *E = ctx;
+    E->obs.turn_end(E->obs.ctx, session, turn, outcome, out_tokens, now);
 }
 
 /* ---- completions ---- */
@@ -672,6 +702,9 @@ static void step_finished(eng *E, eng_step *st, double now)
                            st->sample_pos[i]);
             token_set(r, st->sample_seq[i], st->sample_pos[i], id < 0 ? 0 : id);
         }
+        if (E->obs.sampled && E->bad.status == CZ_OK)
+            E->obs.sampled(E->obs.ctx, st->rep, r->srv, st->sample_seq, st->out_ids,
+                           st->b.n_samples, now);
         for (uint32_t i = 0; i < st->b.n_seqs; i++)
             cz_kvmap_set_inflight(r->map, st->row_seq[i], 0);
     }
@@ -1065,182 +1098,277 @@ uint32_t cz_engine_device_threads(const cz_config *cfg, const cz_engine_opts *op
     return per ? per : 1;
 }
 
-cz_status cz_engine_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
-                        const cz_engine_opts *opts, cz_run_stats *stats, bool *partial,
-                        cz_run_progress_fn progress, void *progress_ctx, cz_err *err)
+static cz_status backend_of(const cz_engine_opts *opts, bool *cuda, cz_err *err)
 {
-    memset(stats, 0, sizeof *stats);
-    *partial = false;
     const char *backend = opts && opts->backend ? opts->backend : "cpu";
-    bool cuda = strcmp(backend, "cuda") == 0;
-    if (!cuda && strcmp(backend, "cpu") != 0)
+    *cuda = strcmp(backend, "cuda") == 0;
+    if (!*cuda && strcmp(backend, "cpu") != 0)
         return cz_err_set(err, CZ_EINVAL, "engine: unknown backend '%s' (expected \"cpu\" or "
                           "\"cuda\")", backend);
-    uint32_t threads = total_threads(cfg, opts);
+    return CZ_OK;
+}
+
+cz_status cz_engine_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
+                         const cz_engine_opts *opts, const cz_engine_observer *obs,
+                         cz_engine **out, cz_err *err)
+{
+    *out = NULL;
+    bool cuda;
+    cz_status st = backend_of(opts, &cuda, err);
+    if (st != CZ_OK)
+        return st;
     if (cfg->cross_stage)
-        return cz__engine_xs_run(cfg, wl, m, opts, cuda, threads, stats, partial, progress,
-                                 progress_ctx, err);
-    eng E;
-    memset(&E, 0, sizeof E);
-    E.cfg = cfg;
-    E.wl = wl;
-    E.m = m;
-    pthread_mutex_init(&E.mu, NULL);
-    cz_wall_cond_init(&E.cv_main); /* timed waits on the run's clock */
-    cz_evq_init(&E.timers, (size_t)wl->n_sessions + wl->n_streams + 16);
-    E.sampling = (cz_sampling){.temperature = (float)cfg->engine.temperature,
-                               .top_k = cfg->engine.top_k,
-                               .top_p = (float)cfg->engine.top_p,
-                               .seed = cfg->seed};
+        return cz_err_set(err, CZ_EINVAL, "engine: a cross-stage scheduler runs whole "
+                          "workloads only (cadenza replay)");
+    eng *E = cz_xcalloc(1, sizeof *E);
+    E->cfg = cfg;
+    E->wl = wl;
+    E->m = m;
+    if (obs)
+        E->obs = *obs;
+    pthread_mutex_init(&E->mu, NULL);
+    cz_wall_cond_init(&E->cv_main); /* timed waits on the run's clock */
+    cz_evq_init(&E->timers, (size_t)wl->n_sessions + wl->n_streams + 16);
+    E->sampling = (cz_sampling){.temperature = (float)cfg->engine.temperature,
+                                .top_k = cfg->engine.top_k,
+                                .top_p = (float)cfg->engine.top_p,
+                                .seed = cfg->seed};
     cz_driver drv = {
-        .ctx = &E,
+        .ctx = E,
         .step = drv_step,
         .launched = drv_launched,
         .xfer = drv_xfer,
         .xfer_eta = drv_xfer_eta,
         .timer = drv_timer,
         .turn_opened = drv_turn_opened,
+        .turn_end = E->obs.turn_end ? drv_turn_end : NULL,
     };
-    cz_status st = cz_deploy_create(cfg, wl, m, &drv, &E.d, err);
+    st = cz_deploy_create(cfg, wl, m, &drv, &E->d, err);
     if (st == CZ_OK)
-        st = make_devices(&E, threads, cuda, err);
+        st = make_devices(E, total_threads(cfg, opts), cuda, err);
     if (st == CZ_OK)
-        st = load_replicas(&E, err);
+        st = load_replicas(E, err);
     if (st == CZ_OK) {
-        for (uint32_t g = 0; g < E.n_devs; g++)
-            cz_link_init(&E.devs[g].link, measure_copy_Bps(E.devs[g].k), 5e-6, true);
-        warm_up(&E);
-        if (device_failed(&E, err))
+        for (uint32_t g = 0; g < E->n_devs; g++)
+            cz_link_init(&E->devs[g].link, measure_copy_Bps(E->devs[g].k), 5e-6, true);
+        warm_up(E);
+        if (device_failed(E, err))
             st = err->status;
         else
-            st = start_threads(&E, err);
+            st = start_threads(E, err);
     }
     if (st != CZ_OK) {
-        eng_free(&E);
+        eng_free(E);
+        free(E);
         return st;
     }
-
-    clock_gettime(CLOCK_MONOTONIC, &E.t0);
-    cz_deploy_start(E.d);
-    flush_xfers(&E);
-    double now = 0.0, last_progress = 0.0;
-    bool cut = false, failed = false, stalled = false;
-    uint64_t arrived, finished;
     /* a stall: a thousand events and ten minutes of the clock with work open, none of them
      * an arrival, a turn's or frame's end or a completed step */
-    cz_watchdog dog;
-    cz_watchdog_init(&dog, 1000, 600.0);
-    uint64_t watched = 0; /* events the watchdog has seen */
-    for (;;) {
-        if (stats->events != watched) {
-            watched = stats->events;
-            if (cz_watchdog_stalled(&dog, now, cz_deploy_progress(E.d), cz_deploy_busy(E.d))) {
-                stalled = true;
-                cz_deploy_stalled(E.d);
-                break;
-            }
+    cz_watchdog_init(&E->dog, 1000, 600.0);
+    clock_gettime(CLOCK_MONOTONIC, &E->t0);
+    cz_deploy_start(E->d);
+    flush_xfers(E);
+    *out = E;
+    return CZ_OK;
+}
+
+cz_deploy *cz_engine_deploy(cz_engine *E)
+{
+    return E->d;
+}
+
+double cz_engine_clock(const cz_engine *E)
+{
+    return clock_s(E);
+}
+
+cz_engine_state cz_engine_advance(cz_engine *E)
+{
+    const cz_config *cfg = E->cfg;
+    flush_xfers(E); /* what the driver's calls into the runtime asked for */
+    if (E->events != E->watched) {
+        E->watched = E->events;
+        if (cz_watchdog_stalled(&E->dog, E->now, cz_deploy_progress(E->d),
+                                cz_deploy_busy(E->d))) {
+            cz_deploy_stalled(E->d);
+            return CZ_ENGINE_STALLED;
         }
-        if (opts && opts->stop && *opts->stop) {
-            cut = true;
-            *partial = true;
-            now = clock_s(&E);
-            break;
-        }
-        /* completions first, in the order the devices reported them */
-        pthread_mutex_lock(&E.mu);
-        eng_node *n = E.done_head;
-        if (n) {
-            E.done_head = n->next;
-            if (!E.done_head)
-                E.done_tail = NULL;
-            if (n->kind == NODE_STEP)
-                E.steps_inflight--;
-            else
-                E.copies_inflight--;
-        }
-        pthread_mutex_unlock(&E.mu);
-        if (n) {
-            now = clock_s(&E);
-            if (now > cfg->max_time_s) {
-                cut = true;
-                if (n->kind == NODE_COPY)
-                    free(n);
-                break;
-            }
-            if (device_failed(&E, err)) {
-                failed = true;
-                if (n->kind == NODE_COPY)
-                    free(n);
-                break;
-            }
-            stats->events++;
-            if (n->kind == NODE_STEP)
-                step_finished(&E, (eng_step *)n, now);
-            else
-                copy_finished(&E, (eng_copy *)n, now);
-            if (E.bad.status != CZ_OK) {
-                *err = E.bad;
-                failed = true;
-                break;
-            }
-            continue;
-        }
-        /* timers that are due */
-        const cz_event *top = cz_evq_peek(&E.timers);
-        now = clock_s(&E);
-        if (top && top->t_s <= now) {
-            if (top->t_s > cfg->max_time_s) {
-                cut = true;
-                break;
-            }
-            cz_event ev;
-            cz_evq_pop(&E.timers, &ev);
-            stats->events++;
-            cz_deploy_timer(E.d, now, ev.type, ev.arg, ev.arg2);
-            flush_xfers(&E);
-            continue;
-        }
-        if (now > cfg->max_time_s) {
-            cut = true;
-            break;
-        }
-        if (progress && now - last_progress >= 0.5) {
-            last_progress = now;
-            cz_deploy_counts(E.d, &arrived, &finished);
-            cz_run_progress pr = {now, stats->events, arrived, finished, wl->n_turns, false};
-            progress(progress_ctx, &pr);
-        }
-        /* nothing due: wait for a completion, the next timer or the next progress line */
-        pthread_mutex_lock(&E.mu);
-        bool idle = !top && E.steps_inflight == 0 && E.copies_inflight == 0 && !E.done_head;
-        if (idle) {
-            pthread_mutex_unlock(&E.mu);
-            break; /* drained */
-        }
-        if (!E.done_head) {
-            double until = fmin(top ? top->t_s : INFINITY, now + 0.05);
-            until = fmin(until, cfg->max_time_s + 1e-3);
-            cz_wall_wait_until(&E.cv_main, &E.mu, &E.t0, until);
-        }
-        pthread_mutex_unlock(&E.mu);
     }
-    stop_threads(&E);
-    if (failed) {
-        eng_free(&E);
-        return err->status; /* the device's failure, or non-finite logits */
+    /* completions first, in the order the devices reported them */
+    pthread_mutex_lock(&E->mu);
+    eng_node *n = E->done_head;
+    if (n) {
+        E->done_head = n->next;
+        if (!E->done_head)
+            E->done_tail = NULL;
+        if (n->kind == NODE_STEP)
+            E->steps_inflight--;
+        else
+            E->copies_inflight--;
     }
-    st = cz_deploy_finish(E.d, cut, now, stats, err);
-    if (stalled && st == CZ_EINTERNAL)
-        cz_watchdog_report(&dog, now, "wall-clock", err);
+    pthread_mutex_unlock(&E->mu);
+    if (n) {
+        double now = clock_s(E);
+        if (now < E->now)
+            now = E->now;
+        E->now = now;
+        cz_engine_state how = CZ_ENGINE_RAN;
+        if (now > cfg->max_time_s)
+            how = CZ_ENGINE_CUT;
+        else if (device_failed(E, &E->fail))
+            how = CZ_ENGINE_FAILED;
+        if (how != CZ_ENGINE_RAN) {
+            if (n->kind == NODE_COPY)
+                free(n);
+            return how;
+        }
+        E->events++;
+        if (n->kind == NODE_STEP)
+            step_finished(E, (eng_step *)n, now);
+        else
+            copy_finished(E, (eng_copy *)n, now);
+        if (E->bad.status != CZ_OK) {
+            E->fail = E->bad;
+            return CZ_ENGINE_FAILED;
+        }
+        return CZ_ENGINE_RAN;
+    }
+    /* timers that are due */
+    const cz_event *top = cz_evq_peek(&E->timers);
+    double now = clock_s(E);
+    if (now < E->now)
+        now = E->now;
+    if (top && top->t_s <= now) {
+        E->now = now;
+        if (top->t_s > cfg->max_time_s)
+            return CZ_ENGINE_CUT;
+        cz_event ev;
+        cz_evq_pop(&E->timers, &ev);
+        E->events++;
+        cz_deploy_timer(E->d, now, ev.type, ev.arg, ev.arg2);
+        flush_xfers(E);
+        return CZ_ENGINE_RAN;
+    }
+    if (now > cfg->max_time_s) {
+        E->now = now;
+        return CZ_ENGINE_CUT;
+    }
+    pthread_mutex_lock(&E->mu);
+    bool idle = !top && E->steps_inflight == 0 && E->copies_inflight == 0 && !E->done_head;
+    pthread_mutex_unlock(&E->mu);
+    return idle ? CZ_ENGINE_DRAINED : CZ_ENGINE_IDLE;
+}
+
+void cz_engine_wait(cz_engine *E, double until_s)
+{
+    flush_xfers(E);
+    const cz_event *top = cz_evq_peek(&E->timers);
+    double until = fmin(top ? top->t_s : INFINITY, until_s);
+    until = fmin(until, E->cfg->max_time_s + 1e-3);
+    pthread_mutex_lock(&E->mu);
+    if (!E->done_head && !E->kicked)
+        cz_wall_wait_until(&E->cv_main, &E->mu, &E->t0, until);
+    E->kicked = false;
+    pthread_mutex_unlock(&E->mu);
+}
+
+void cz_engine_kick(cz_engine *E)
+{
+    pthread_mutex_lock(&E->mu);
+    E->kicked = true;
+    pthread_cond_signal(&E->cv_main);
+    pthread_mutex_unlock(&E->mu);
+}
+
+/* The run's accounting, the engine still whole (its progress line reads the runtime). */
+static cz_status finish_run(eng *E, cz_engine_state how, cz_run_stats *stats, cz_err *err)
+{
+    CZ_ASSERT(how != CZ_ENGINE_RAN && how != CZ_ENGINE_IDLE);
+    memset(stats, 0, sizeof *stats);
+    stop_threads(E);
+    if (how == CZ_ENGINE_FAILED) {
+        *err = E->fail; /* the device's failure, or non-finite logits */
+        return err->status;
+    }
+    double now = E->now;
+    cz_status st = cz_deploy_finish(E->d, how == CZ_ENGINE_CUT, now, stats, err);
+    if (how == CZ_ENGINE_STALLED && st == CZ_EINTERNAL)
+        cz_watchdog_report(&E->dog, now, "wall-clock", err);
+    stats->events = E->events;
     stats->sim_time_s = now;
-    if (progress) {
-        cz_deploy_counts(E.d, &arrived, &finished);
-        cz_run_progress pr = {now, stats->events, arrived, finished, wl->n_turns, true};
-        progress(progress_ctx, &pr);
-    }
-    eng_free(&E);
+    return st;
+}
+
+static cz_status close_run(eng *E, cz_status st, cz_err *err)
+{
+    bool failed = E->fail.status != CZ_OK && st == E->fail.status;
+    cz_metrics *m = E->m;
+    eng_free(E);
+    free(E);
+    if (failed)
+        return st;
     cz_metrics_finish(m);
     if (st == CZ_OK)
         st = cz_metrics_check(m, err);
     return st;
+}
+
+cz_status cz_engine_close(cz_engine *E, cz_engine_state how, cz_run_stats *stats,
+                          cz_err *err)
+{
+    cz_status st = finish_run(E, how, stats, err);
+    return close_run(E, st, err);
+}
+
+cz_status cz_engine_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
+                        const cz_engine_opts *opts, cz_run_stats *stats, bool *partial,
+                        cz_run_progress_fn progress, void *progress_ctx, cz_err *err)
+{
+    memset(stats, 0, sizeof *stats);
+    *partial = false;
+    if (cfg->cross_stage) {
+        bool cuda;
+        cz_status st = backend_of(opts, &cuda, err);
+        if (st != CZ_OK)
+            return st;
+        return cz__engine_xs_run(cfg, wl, m, opts, cuda, total_threads(cfg, opts), stats,
+                                 partial, progress, progress_ctx, err);
+    }
+    cz_engine *E;
+    cz_status st = cz_engine_open(cfg, wl, m, opts, NULL, &E, err);
+    if (st != CZ_OK)
+        return st;
+    double last_progress = 0.0;
+    uint64_t arrived, finished;
+    cz_engine_state how;
+    for (;;) {
+        if (opts && opts->stop && *opts->stop) {
+            *partial = true;
+            E->now = fmax(E->now, clock_s(E));
+            how = CZ_ENGINE_CUT;
+            break;
+        }
+        how = cz_engine_advance(E);
+        if (how == CZ_ENGINE_RAN)
+            continue;
+        if (how != CZ_ENGINE_IDLE)
+            break;
+        double now = clock_s(E);
+        if (progress && now - last_progress >= 0.5) {
+            last_progress = now;
+            cz_deploy_counts(E->d, &arrived, &finished);
+            cz_run_progress pr = {now, E->events, arrived, finished, wl->n_turns, false};
+            progress(progress_ctx, &pr);
+        }
+        /* nothing due: wait for a completion, the next timer or the next progress line */
+        cz_engine_wait(E, now + 0.05);
+    }
+    st = finish_run(E, how, stats, err);
+    if (progress && how != CZ_ENGINE_FAILED) {
+        cz_deploy_counts(E->d, &arrived, &finished);
+        cz_run_progress pr = {stats->sim_time_s, stats->events, arrived, finished,
+                              wl->n_turns, true};
+        progress(progress_ctx, &pr);
+    }
+    return close_run(E, st, err);
 }

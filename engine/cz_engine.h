@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "cz_config.h"
+#include "cz_deploy.h"
 #include "cz_net.h"
 #include "cz_run.h"
 
@@ -68,5 +69,71 @@ uint32_t cz_engine_device_threads(const cz_config *cfg, const cz_engine_opts *op
 cz_status cz_engine_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
                         const cz_engine_opts *opts, cz_run_stats *stats, bool *partial,
                         cz_run_progress_fn progress, void *progress_ctx, cz_err *err);
+
+/* ---- the engine one event at a time ----
+ *
+ * For a driver loop of its own (cz_engine_run is one; `cadenza serve`'s engine execution,
+ * which submits requests to the runtime as they come, is another). Not for cross-stage
+ * configs. One thread makes every call except cz_engine_kick. */
+typedef struct cz_engine cz_engine;
+
+/* What a live driver sees and supplies. Every callback is made on the calling thread,
+ * from inside cz_engine_advance. Any may be NULL. */
+typedef struct cz_engine_observer {
+    void *ctx;
+    /* The input id at position `pos` of the context of a sequence of `session` (a live
+     * request's prompt), asked once a position, in increasing order, as a step first
+     * reads it; NULL: the workload's synthetic ids (a hash of the seed, the session and
+     * the position). */
+    int32_t (*input_id)(void *ctx, uint64_t session, uint32_t pos);
+    /* A step of autoregressive replica `rep` ended at `now` having sampled ids[i] for
+     * sequence seqs[i] (n of them), before the runtime handles its end: the observer may
+     * end a sequence's turn with the id just sampled (cz_server_end_output; a stop
+     * token). */
+    void (*sampled)(void *ctx, uint32_t rep, cz_server *srv, const uint32_t *seqs,
+                    const int32_t *ids, uint32_t n, double now);
+    /* The runtime's turn outcomes as they are decided (cz_driver.turn_end). */
+    void (*turn_end)(void *ctx, uint32_t session, uint32_t turn, uint32_t outcome,
+                     uint32_t out_tokens, double now);
+} cz_engine_observer;
+
+/* What the last cz_engine_advance did: handled a completion or a due timer; found nothing
+ * due (work in flight or timers ahead: cz_engine_wait); found nothing in flight and no
+ * timer (a live driver may still submit); the clock passed sim.max_time_s; the progress
+ * watchdog stopped the run; a device failed or a step's logits were not finite. */
+typedef enum cz_engine_state {
+    CZ_ENGINE_RAN = 0,
+    CZ_ENGINE_IDLE,
+    CZ_ENGINE_DRAINED,
+    CZ_ENGINE_CUT,
+    CZ_ENGINE_STALLED,
+    CZ_ENGINE_FAILED
+} cz_engine_state;
+
+/* Loads the engine for `wl` under `cfg` (both, and `m`, outlive it; wl may be a live
+ * workload), starts its threads and its clock at 0 with the runtime started. `obs` may
+ * be NULL (copied). Errors as cz_engine_run's; a cross-stage config is CZ_EINVAL. */
+cz_status cz_engine_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
+                         const cz_engine_opts *opts, const cz_engine_observer *obs,
+                         cz_engine **out, cz_err *err);
+/* The runtime, for a driver that calls into it between cz_engine_advance calls (at
+ * cz_engine_clock's time); what those calls ask of the devices is carried out at the
+ * next cz_engine_advance or cz_engine_wait. */
+cz_deploy *cz_engine_deploy(cz_engine *e);
+/* Seconds since the engine's clock started. */
+double cz_engine_clock(const cz_engine *e);
+/* Handles the next completion, else the next timer due, else says why none. */
+cz_engine_state cz_engine_advance(cz_engine *e);
+/* Waits until a completion arrives, the next timer is due, cz_engine_kick is called, or
+ * the clock reaches `until_s`, whichever is first. */
+void cz_engine_wait(cz_engine *e, double until_s);
+/* Wakes a cz_engine_wait (any thread). */
+void cz_engine_kick(cz_engine *e);
+/* Ends the run as `how` says (not CZ_ENGINE_RAN or _IDLE: CZ_ENGINE_DRAINED for a run
+ * that a live driver ends with nothing open) and frees the engine: a failure's error; else
+ * the runtime's accounting (cz_deploy_finish, cut for CZ_ENGINE_CUT; a stall names what
+ * is stuck), the metrics finished and checked. Fills `stats`. */
+cz_status cz_engine_close(cz_engine *e, cz_engine_state how, cz_run_stats *stats,
+                          cz_err *err);
 
 #endif

@@ -313,6 +313,7 @@ typedef enum field_id {
     F_MAX_COMPLETION_TOKENS,
     F_MIN_TOKENS,
     F_IGNORE_EOS,
+    F_RETURN_TOKEN_IDS,
     F_TEMPERATURE,
     F_TOP_P,
     F_TOP_K,
@@ -344,6 +345,7 @@ static const field fields[] = {
     [F_MAX_COMPLETION_TOKENS] = {"max_completion_tokens", EP_CHAT, N_NONE, 0, NULL},
     [F_MIN_TOKENS] = {"min_tokens", EP_BOTH, N_NONE, 0, NULL},
     [F_IGNORE_EOS] = {"ignore_eos", EP_BOTH, N_NONE, 0, NULL},
+    [F_RETURN_TOKEN_IDS] = {"return_token_ids", EP_BOTH, N_NONE, 0, NULL},
     [F_TEMPERATURE] = {"temperature", EP_BOTH, N_NONE, 0, NULL},
     [F_TOP_P] = {"top_p", EP_BOTH, N_NONE, 0, NULL},
     [F_TOP_K] = {"top_k", EP_BOTH, N_NONE, 0, NULL},
@@ -384,7 +386,6 @@ static const field fields[] = {
     {"add_special_tokens", EP_CHAT, N_FALSE, 0,
      "the chat template adds the special tokens; adding more is not supported"},
     {"truncate_prompt_tokens", EP_BOTH, N_NULL, 0, "prompt truncation is not supported"},
-    {"return_token_ids", EP_BOTH, N_FALSE, 0, "returning token ids is not supported"},
     {"return_tokens_as_token_ids", EP_BOTH, N_FALSE, 0, "returning token ids is not supported"},
     {"kv_transfer_params", EP_BOTH, N_NULL, 0, "KV transfer is not supported"},
     {"thinking_token_budget", EP_BOTH, N_NULL, 0, "thinking budgets are not supported"},
@@ -842,6 +843,9 @@ static cz_status read_fields(cz_oai_endpoint ep, const cJSON **slot, cz_oai_requ
     }
     if ((st = get_bool(e, "ignore_eos", slot[F_IGNORE_EOS], &r->ignore_eos)) != CZ_OK)
         return st;
+    if ((st = get_bool(e, "return_token_ids", slot[F_RETURN_TOKEN_IDS], &r->return_token_ids)) !=
+        CZ_OK)
+        return st;
 
     /* sampling: OpenAI's temperature range; vLLM's SamplingParams checks for the others */
     if (!is_null(slot[F_TEMPERATURE])) {
@@ -1252,6 +1256,22 @@ static void put_stop_reason(cz_oai_buf *b, const cz_oai_choice *c)
         PUTS(b, "null");
 }
 
+/* A list of ids, or null when `ids` is NULL. */
+static void put_ids(cz_oai_buf *b, const int32_t *ids, size_t n)
+{
+    if (!ids) {
+        PUTS(b, "null");
+        return;
+    }
+    PUTS(b, "[");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            PUTS(b, ",");
+        put_i64(b, ids[i]);
+    }
+    PUTS(b, "]");
+}
+
 static void put_text(cz_oai_buf *b, const cz_oai_choice *c)
 {
     CZ_ASSERT(c->text != NULL || c->text_len == 0);
@@ -1272,7 +1292,9 @@ void cz_oai_chunk_role(cz_oai_buf *b, const cz_oai_meta *m, const cz_oai_usage *
         PUTS(b, ",\"usage\":");
         put_usage(b, m, u, 0);
     }
-    PUTS(b, ",\"prompt_token_ids\":null,\"prompt_text\":null}\n\n");
+    PUTS(b, ",\"prompt_token_ids\":");
+    put_ids(b, m->prompt_ids, m->n_prompt_ids);
+    PUTS(b, ",\"prompt_text\":null}\n\n");
 }
 
 void cz_oai_chunk(cz_oai_buf *b, const cz_oai_meta *m, const cz_oai_choice *c,
@@ -1294,7 +1316,9 @@ void cz_oai_chunk(cz_oai_buf *b, const cz_oai_meta *m, const cz_oai_choice *c,
             PUTS(b, ",\"stop_reason\":");
             put_stop_reason(b, c);
         }
-        PUTS(b, ",\"token_ids\":null}]");
+        PUTS(b, ",\"token_ids\":");
+        put_ids(b, c->token_ids, c->n_token_ids);
+        PUTS(b, "}]");
     } else {
         /* completion serving.py: index, text, logprobs, finish_reason, stop_reason,
          * prompt_token_ids, token_ids all passed */
@@ -1304,7 +1328,11 @@ void cz_oai_chunk(cz_oai_buf *b, const cz_oai_meta *m, const cz_oai_choice *c,
         put_finish(b, c->finish, false);
         PUTS(b, ",\"stop_reason\":");
         put_stop_reason(b, c);
-        PUTS(b, ",\"prompt_token_ids\":null,\"token_ids\":null}]");
+        PUTS(b, ",\"prompt_token_ids\":");
+        put_ids(b, c->prompt_ids, c->n_prompt_ids);
+        PUTS(b, ",\"token_ids\":");
+        put_ids(b, c->token_ids, c->n_token_ids);
+        PUTS(b, "}]");
     }
     if (m->continuous_usage) {
         PUTS(b, ",\"usage\":");
@@ -1360,7 +1388,9 @@ void cz_oai_response(cz_oai_buf *b, const cz_oai_meta *m, const cz_oai_choice *c
             put_finish(b, c[i].finish, true);
             PUTS(b, ",\"stop_reason\":");
             put_stop_reason(b, &c[i]);
-            PUTS(b, ",\"token_ids\":null}");
+            PUTS(b, ",\"token_ids\":");
+            put_ids(b, c[i].token_ids, c[i].n_token_ids);
+            PUTS(b, "}");
         } else {
             /* CompletionResponseChoice, index = its position (len(choices)) */
             PUTS(b, "{\"index\":");
@@ -1371,15 +1401,22 @@ void cz_oai_response(cz_oai_buf *b, const cz_oai_meta *m, const cz_oai_choice *c
             put_finish(b, c[i].finish, false);
             PUTS(b, ",\"stop_reason\":");
             put_stop_reason(b, &c[i]);
-            PUTS(b, ",\"token_ids\":null,\"prompt_logprobs\":null,\"prompt_token_ids\":null}");
+            PUTS(b, ",\"token_ids\":");
+            put_ids(b, c[i].token_ids, c[i].n_token_ids);
+            PUTS(b, ",\"prompt_logprobs\":null,\"prompt_token_ids\":");
+            put_ids(b, c[i].prompt_ids, c[i].n_prompt_ids);
+            PUTS(b, "}");
         }
     }
     PUTS(b, "],\"service_tier\":null,\"system_fingerprint\":");
     put_opt_cstr(b, m->system_fingerprint);
     PUTS(b, ",\"usage\":");
     put_usage(b, m, u, 1);
-    if (chat)
-        PUTS(b, ",\"prompt_logprobs\":null,\"prompt_token_ids\":null,\"prompt_text\":null");
+    if (chat) {
+        PUTS(b, ",\"prompt_logprobs\":null,\"prompt_token_ids\":");
+        put_ids(b, m->prompt_ids, m->n_prompt_ids);
+        PUTS(b, ",\"prompt_text\":null");
+    }
     PUTS(b, ",\"kv_transfer_params\":null}");
 }
 

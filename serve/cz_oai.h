@@ -70,6 +70,7 @@ typedef struct cz_oai_request {
     int64_t max_tokens;
     int64_t min_tokens;          /* >= 0, <= max_tokens when max_tokens is set */
     bool ignore_eos;
+    bool return_token_ids;       /* vLLM's: prompt_token_ids and token_ids in the output */
     /* Sampling; has_* says whether the body set it, so the server may apply the model's
      * generation-config defaults as vLLM does. Defaults: 1.0, 1.0, 0. */
     double temperature;          /* [0, 2] */
@@ -197,6 +198,13 @@ typedef struct cz_oai_choice {
      * token id matched (stop_token >= 0), else null (EOS, length, abort). */
     const char *stop_str;
     int64_t stop_token;
+    /* return_token_ids: the ids of this delta or output (token_ids), and a completion's
+     * prompt ids (prompt_token_ids: on a stream's first chunk of the choice, in a whole
+     * response); NULL writes null. Borrowed. */
+    const int32_t *token_ids;
+    size_t n_token_ids;
+    const int32_t *prompt_ids;
+    size_t n_prompt_ids;
 } cz_oai_choice;
 
 /* What every body of one response shares. Set by cz_oai_meta_init; the caller then sets the
@@ -210,6 +218,10 @@ typedef struct cz_oai_meta {
     bool include_usage;             /* cz_oai_request.include_usage */
     bool continuous_usage;          /* cz_oai_request.continuous_usage */
     bool prompt_tokens_details;     /* report cached_tokens (default false) */
+    /* a chat's prompt ids (return_token_ids): on the role chunk and the whole response;
+     * NULL writes null. Borrowed. */
+    const int32_t *prompt_ids;
+    size_t n_prompt_ids;
 } cz_oai_meta;
 
 /* Initialises *m for a response of endpoint `ep` with id `id`, time `created` and the

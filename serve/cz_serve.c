@@ -21,6 +21,7 @@
 #include <microhttpd.h>
 
 #include "cz_deploy.h"
+#include "cz_engine.h"
 #include "cz_oai.h"
 #include "cz_sim.h"
 #include "cz_tokenizer.h"
@@ -182,12 +183,19 @@ typedef struct sv_chan {
     bool finished;
     cz_oai_finish finish;
     bool failed;          /* refused after it started */
+    int64_t stop_token;   /* the stop token id that ended it (vLLM's stop_reason), or -1 */
     int64_t prompt_tokens, cached_tokens;
     /* the HTTP thread's */
     cz_detok detok;
     cz_oai_buf text;      /* a whole (non-streamed) response's text */
     uint32_t sent;
     bool final_sent;
+    /* return_token_ids: the prompt's ids, and a whole response's output ids */
+    int32_t *prompt_ids;
+    uint32_t n_prompt_ids;
+    bool prompt_ids_sent;
+    int32_t *out_ids;
+    size_t n_out_ids, cap_out_ids;
 } sv_chan;
 
 typedef struct cz_serve sv;
@@ -201,6 +209,7 @@ typedef struct sv_resp {
     cz_oai_meta meta;
     char model[160];
     bool stream;
+    bool token_ids;       /* return_token_ids */
     uint32_t n;
     sv_chan *ch;
     bool http_gone;       /* the client went away, or libmicrohttpd is done with it */
@@ -222,8 +231,15 @@ typedef struct sv_req {
     char *session;        /* its session's key, or NULL */
     int32_t *stop_ids;
     size_t n_stop_ids;
+    uint32_t min_tokens;  /* before these many, EOS and stop ids do not end the reply */
+    bool ignore_eos;
     uint32_t si;          /* its session in the live workload */
     uint32_t emitted;
+    /* the engine's execution: the ids sampled so far, and the stop that ended them */
+    int32_t *out;
+    uint32_t n_out, cap_out;
+    bool stopped;
+    int64_t stop_token;   /* the stop id, or -1 for the EOS */
     double arrival_s, last_s;
 } sv_req;
 
@@ -249,7 +265,8 @@ struct cz_serve {
     cz_chat_template chat;
     char model_name[160];
     char model_root[512];
-    uint32_t vocab;
+    uint32_t vocab;       /* ids the tokenizer and the model share */
+    uint32_t in_vocab;    /* ids a prompt may hold: the model's vocabulary */
     uint32_t id_lo, id_hi; /* the modelled ids' range: the vocabulary, or printable ASCII for
                               the byte-level fallback */
     int32_t eos;
@@ -269,8 +286,10 @@ struct cz_serve {
     bool rt_started;
     cz_metrics *m;
     cz_workload wl;
-    cz_sim *sim;
+    cz_sim *sim;          /* modelled execution */
     cz_sim_state how;
+    cz_engine *eng;       /* engine execution */
+    cz_engine_state ehow;
     sv_map by_si, sessions;
     sv_req **cancels;
     size_t n_cancels, cap_cancels;
@@ -296,6 +315,8 @@ static void resp_free(sv_resp *r)
 {
     for (uint32_t i = 0; i < r->n; i++) {
         free(r->ch[i].ring);
+        free(r->ch[i].prompt_ids);
+        free(r->ch[i].out_ids);
         cz_oai_buf_free(&r->ch[i].text);
     }
     free(r->ch);
@@ -319,6 +340,7 @@ static void resp_unref(sv_resp *r)
 
 static void req_free(sv_req *q)
 {
+    free(q->out);
     free(q->prompt);
     free(q->session);
     free(q->stop_ids);
@@ -337,6 +359,8 @@ static void post(sv *V, sv_msg *msg)
     V->in_tail = msg;
     pthread_cond_signal(&V->cv);
     pthread_mutex_unlock(&V->mu);
+    if (V->eng)
+        cz_engine_kick(V->eng); /* the runtime thread may wait on the engine */
 }
 
 /* The client of `r` went away: the runtime aborts what it still runs (once). */
@@ -354,7 +378,12 @@ static void post_cancel(sv_resp *r)
 
 static double now_s(const sv *V)
 {
-    return cz_wall_since_s(&V->t0);
+    return V->eng ? cz_engine_clock(V->eng) : cz_wall_since_s(&V->t0);
+}
+
+static cz_deploy *dep(sv *V)
+{
+    return V->eng ? cz_engine_deploy(V->eng) : cz_sim_deploy(V->sim);
 }
 
 /* The id the modelled execution emits at `pos` of session si's reply: drawn from the seed,
@@ -375,6 +404,16 @@ static int32_t modelled_id(const sv *V, const sv_req *q, uint32_t pos)
     return (int32_t)id;
 }
 
+/* The id at `pos` of request q's reply: sampled by the engine, or the modelled one. */
+static int32_t out_id(const sv *V, const sv_req *q, uint32_t pos)
+{
+    if (V->eng) {
+        CZ_ASSERT(pos < q->n_out);
+        return q->out[pos];
+    }
+    return modelled_id(V, q, pos);
+}
+
 /* Appends request q's ids up to `upto` to its stream, at `now`, with r->mu held. False
  * when the stream holds as many unsent ids as it may: the client fell too far behind. */
 static bool emit_locked(sv *V, sv_req *q, uint32_t upto, double now)
@@ -385,7 +424,7 @@ static bool emit_locked(sv *V, sv_req *q, uint32_t upto, double now)
         upto = q->max_tokens;
     uint32_t n = 0;
     while (q->emitted + n < upto && c->len < V->max_pending) {
-        c->ring[(c->head + c->len) % V->max_pending] = modelled_id(V, q, q->emitted + n);
+        c->ring[(c->head + c->len) % V->max_pending] = out_id(V, q, q->emitted + n);
         c->len++;
         c->produced++;
         n++;
@@ -463,7 +502,7 @@ static void session_note(sv *V, sv_req *q, double now, bool usable)
     }
     memcpy(s->ctx, q->prompt, q->n_prompt * sizeof *s->ctx);
     for (uint32_t pos = 0; pos < q->emitted; pos++)
-        s->ctx[q->n_prompt + pos] = modelled_id(V, q, pos);
+        s->ctx[q->n_prompt + pos] = out_id(V, q, pos);
     s->len = len;
 }
 
@@ -485,10 +524,14 @@ static void on_turn_end(void *ctx, uint32_t session, uint32_t turn, uint32_t out
      * chunk, as vLLM sends it */
     pthread_mutex_lock(&r->mu);
     if (outcome == CZ_REQ_COMPLETED) {
-        if (!emit_locked(V, q, out_tokens, now))
+        if (!emit_locked(V, q, out_tokens, now)) {
             V->rp.dropped++; /* the stream is full: it ends aborted */
-        else
+        } else if (q->stopped) {
+            fin = CZ_OAI_FINISH_STOP;
+            c->stop_token = q->stop_token;
+        } else {
             fin = CZ_OAI_FINISH_LENGTH;
+        }
     } else if (outcome == CZ_REQ_REJECTED || outcome == CZ_REQ_FAILED) {
         failed = true;
     }
@@ -510,11 +553,64 @@ static void on_turn_end(void *ctx, uint32_t session, uint32_t turn, uint32_t out
     req_free(q);
 }
 
+/* ---- the engine's execution ---- */
+
+/* The prompt id at `pos` of the request that session `session` runs. */
+static int32_t on_input_id(void *ctx, uint64_t session, uint32_t pos)
+{
+    sv *V = ctx;
+    sv_req *q = session < NONE ? map_get(&V->by_si, (uint32_t)session, NULL) : NULL;
+    CZ_ASSERT(q && pos < q->n_prompt); /* only an open request's prompt is computed */
+    return q->prompt[pos];
+}
+
+/* The ids a step sampled: each extends its request's reply and its stream; an EOS (unless
+ * ignore_eos) or one of the request's stop ids, once min_tokens are out, is the reply's
+ * last (vLLM's order of checks: the stop before the length). */
+static void on_sampled(void *ctx, uint32_t rep, cz_server *srv, const uint32_t *seqs,
+                       const int32_t *ids, uint32_t n, double now)
+{
+    sv *V = ctx;
+    (void)rep;
+    for (uint32_t i = 0; i < n; i++) {
+        const cz_seq *s = cz_server_seq(srv, seqs[i]);
+        if (s->session >= NONE || !s->turn_open)
+            continue;
+        sv_req *q = map_get(&V->by_si, (uint32_t)s->session, NULL);
+        if (!q || q->stopped || q->n_out >= q->max_tokens)
+            continue;
+        if (q->n_out == q->cap_out) {
+            size_t cap = q->cap_out;
+            cz_grow((void **)&q->out, &cap, (size_t)q->n_out + 1, sizeof *q->out);
+            q->cap_out = (uint32_t)cap;
+        }
+        int32_t id = ids[i];
+        q->out[q->n_out++] = id;
+        if (q->n_out >= q->min_tokens) {
+            bool eos = !q->ignore_eos && V->eos >= 0 && id == V->eos;
+            bool stop = false;
+            for (size_t k = 0; k < q->n_stop_ids && !eos && !stop; k++)
+                stop = q->stop_ids[k] == id;
+            if (eos || stop) {
+                q->stopped = true;
+                q->stop_token = stop ? id : -1;
+                cz_server_end_output(srv, seqs[i]);
+            }
+        }
+        /* the last id goes out with the finish, when the turn ends at this step's end (as
+         * vLLM sends the finish on the last token's chunk) */
+        if (!q->stopped && q->n_out < q->max_tokens && !emit(V, q, q->n_out, now)) {
+            V->rp.dropped++;
+            defer_cancel(V, q);
+        }
+    }
+}
+
 /* Submits request q at `now`: a session of its own in the live workload, following its
  * session's last request when its prompt extends that context. */
 static void submit(sv *V, sv_req *q, double now)
 {
-    cz_deploy *d = cz_sim_deploy(V->sim);
+    cz_deploy *d = dep(V);
     uint32_t follows = NONE, keep = 0;
     sv_sess *s = NULL;
     if (q->session) {
@@ -570,7 +666,7 @@ static void submit(sv *V, sv_req *q, double now)
 /* Cancels every request of response r the runtime still runs. */
 static void cancel_resp(sv *V, sv_resp *r, double now)
 {
-    cz_deploy *d = cz_sim_deploy(V->sim);
+    cz_deploy *d = dep(V);
     /* the requests of r still open: the map names them by session */
     uint32_t *open = cz_xmalloc((r->n ? r->n : 1) * sizeof *open);
     uint32_t n = 0;
@@ -587,7 +683,7 @@ static void cancel_resp(sv *V, sv_resp *r, double now)
 
 static void run_cancels(sv *V, double now)
 {
-    cz_deploy *d = cz_sim_deploy(V->sim);
+    cz_deploy *d = dep(V);
     for (size_t i = 0; i < V->n_cancels; i++)
         if (V->cancels[i])
             cz_deploy_cancel(d, V->cancels[i]->si, now); /* ends it: on_turn_end */
@@ -598,7 +694,7 @@ static void run_cancels(sv *V, double now)
 static void publish(sv *V)
 {
     const cz_config *cfg = V->cfg;
-    cz_deploy *d = cz_sim_deploy(V->sim);
+    cz_deploy *d = dep(V);
     uint64_t run = 0, wait = 0, used = 0, blocks = 0, host = 0;
     for (uint32_t ri = 0; ri < cz_deploy_replicas(d); ri++) {
         cz_deploy_replica r = cz_deploy_replica_at(d, ri);
@@ -623,7 +719,7 @@ static void publish(sv *V)
 /* Releases sessions idle past the option's time. O(sessions), a few times a second. */
 static void expire_sessions(sv *V, double now)
 {
-    cz_deploy *d = cz_sim_deploy(V->sim);
+    cz_deploy *d = dep(V);
     for (size_t i = 0; i < V->sessions.cap; i++) {
         sv_node **p = &V->sessions.b[i];
         while (*p) {
@@ -678,7 +774,7 @@ static void handle_msg(sv *V, sv_msg *msg, double now)
 /* Cancels every open request (the server stops). */
 static void cancel_all(sv *V, double now)
 {
-    cz_deploy *d = cz_sim_deploy(V->sim);
+    cz_deploy *d = dep(V);
     uint32_t *open = cz_xmalloc((V->by_si.n ? V->by_si.n : 1) * sizeof *open);
     uint32_t n = 0;
     for (size_t i = 0; i < V->by_si.cap; i++)
@@ -689,9 +785,82 @@ static void cancel_all(sv *V, double now)
     free(open);
 }
 
+/* Takes the inbox's messages and hands them to the runtime at `t`; whether the server
+ * stops. */
+static bool take_inbox(sv *V, double t)
+{
+    pthread_mutex_lock(&V->mu);
+    sv_msg *msgs = V->in_head;
+    V->in_head = V->in_tail = NULL;
+    bool stopping = V->stopping;
+    pthread_mutex_unlock(&V->mu);
+    while (msgs) {
+        sv_msg *nx = msgs->next;
+        handle_msg(V, msgs, t);
+        msgs = nx;
+    }
+    run_cancels(V, t);
+    return stopping;
+}
+
+/* The engine's execution: the engine's completions and timers as they come, requests
+ * between them. */
+static void runtime_engine(sv *V)
+{
+    cz_engine *E = V->eng;
+    double last_tick = -1.0;
+    for (;;) {
+        cz_engine_state how = cz_engine_advance(E);
+        if (how == CZ_ENGINE_RAN) {
+            run_cancels(V, now_s(V));
+            continue;
+        }
+        if (how != CZ_ENGINE_IDLE && how != CZ_ENGINE_DRAINED) {
+            V->ehow = how; /* a device failed, the watchdog, or sim.max_time_s */
+            return;
+        }
+        double t = now_s(V);
+        if (take_inbox(V, t)) {
+            cancel_all(V, t);
+            /* the steps in flight end; what the cancels left (stores) happens; 10 s at most */
+            double deadline = now_s(V) + 10.0;
+            for (;;) {
+                how = cz_engine_advance(E);
+                if (how == CZ_ENGINE_RAN) {
+                    run_cancels(V, now_s(V));
+                    continue;
+                }
+                if (how != CZ_ENGINE_IDLE || now_s(V) >= deadline)
+                    break;
+                cz_engine_wait(E, now_s(V) + 0.05);
+            }
+            V->ehow = how == CZ_ENGINE_IDLE ? CZ_ENGINE_CUT : how;
+            publish(V);
+            return;
+        }
+        if (t - last_tick >= SV_TICK_S) {
+            expire_sessions(V, t);
+            publish(V);
+            last_tick = t;
+        }
+        pthread_mutex_lock(&V->mu);
+        bool more = V->in_head || V->stopping;
+        pthread_mutex_unlock(&V->mu);
+        if (!more)
+            cz_engine_wait(E, now_s(V) + SV_TICK_S); /* a post kicks it */
+    }
+}
+
 static void *runtime_main(void *arg)
 {
     sv *V = arg;
+    if (V->eng) {
+        runtime_engine(V);
+        pthread_mutex_lock(&V->mu);
+        V->runtime_done = true;
+        pthread_mutex_unlock(&V->mu);
+        return NULL;
+    }
     double last_tick = -1.0;
     for (;;) {
         double now = now_s(V);
@@ -704,18 +873,7 @@ static void *runtime_main(void *arg)
             break; /* the watchdog, or a clock past its limit: the run ends with its report */
         V->how = CZ_SIM_RAN;
         double t = fmax(now, cz_sim_now(V->sim));
-        pthread_mutex_lock(&V->mu);
-        sv_msg *msgs = V->in_head;
-        V->in_head = V->in_tail = NULL;
-        bool stopping = V->stopping;
-        pthread_mutex_unlock(&V->mu);
-        while (msgs) {
-            sv_msg *nx = msgs->next;
-            handle_msg(V, msgs, t);
-            msgs = nx;
-        }
-        run_cancels(V, t);
-        if (stopping) {
+        if (take_inbox(V, t)) {
             cancel_all(V, t);
             /* what the cancels left to happen (stores, loads) happens now */
             while ((V->how = cz_sim_advance(V->sim)) == CZ_SIM_RAN)
@@ -781,6 +939,11 @@ static bool produce(sv_resp *r)
                 memcpy(c->text.p + c->text.n, r->dec, n);
                 c->text.n += n;
                 c->text.p[c->text.n] = '\0';
+                if (r->token_ids) {
+                    cz_grow((void **)&c->out_ids, &c->cap_out_ids, c->n_out_ids + 1,
+                            sizeof *c->out_ids);
+                    c->out_ids[c->n_out_ids++] = id;
+                }
                 continue;
             }
             if (r->meta.endpoint == CZ_OAI_CHAT && !r->role_sent) {
@@ -790,7 +953,16 @@ static bool produce(sv_resp *r)
             }
             cz_oai_choice ch = {.index = i, .text = r->dec, .text_len = n,
                                 .finish = last ? c->finish : CZ_OAI_FINISH_NONE,
-                                .stop_token = -1};
+                                .stop_token = last ? c->stop_token : -1};
+            if (r->token_ids) {
+                ch.token_ids = &id;
+                ch.n_token_ids = 1;
+                if (r->meta.endpoint != CZ_OAI_CHAT && !c->prompt_ids_sent) {
+                    ch.prompt_ids = c->prompt_ids;
+                    ch.n_prompt_ids = c->n_prompt_ids;
+                    c->prompt_ids_sent = true;
+                }
+            }
             cz_oai_usage u = {c->prompt_tokens, c->sent, c->cached_tokens};
             cz_oai_chunk(&r->out, &r->meta, &ch, &u);
         }
@@ -825,7 +997,16 @@ static bool produce(sv_resp *r)
             r->role_sent = true;
         }
         cz_oai_choice ch = {.index = i, .text = r->dec, .text_len = n, .finish = c->finish,
-                            .stop_token = -1};
+                            .stop_token = c->stop_token};
+        if (r->token_ids) {
+            ch.token_ids = c->prompt_ids; /* an empty delta: any non-NULL pointer */
+            ch.n_token_ids = 0;
+            if (r->meta.endpoint != CZ_OAI_CHAT && !c->prompt_ids_sent) {
+                ch.prompt_ids = c->prompt_ids;
+                ch.n_prompt_ids = c->n_prompt_ids;
+                c->prompt_ids_sent = true;
+            }
+        }
         cz_oai_usage u = {c->prompt_tokens, c->sent, c->cached_tokens};
         cz_oai_chunk(&r->out, &r->meta, &ch, &u);
     }
@@ -838,10 +1019,18 @@ static bool produce(sv_resp *r)
             cz_oai_done(&r->out);
         } else {
             cz_oai_choice *cs = cz_xcalloc(r->n, sizeof *cs);
-            for (uint32_t i = 0; i < r->n; i++)
+            for (uint32_t i = 0; i < r->n; i++) {
                 cs[i] = (cz_oai_choice){.index = i, .text = r->ch[i].text.p,
                                         .text_len = r->ch[i].text.n,
-                                        .finish = r->ch[i].finish, .stop_token = -1};
+                                        .finish = r->ch[i].finish,
+                                        .stop_token = r->ch[i].stop_token};
+                if (r->token_ids) {
+                    cs[i].token_ids = r->ch[i].out_ids ? r->ch[i].out_ids : r->ch[i].prompt_ids;
+                    cs[i].n_token_ids = r->ch[i].n_out_ids;
+                    cs[i].prompt_ids = r->ch[i].prompt_ids;
+                    cs[i].n_prompt_ids = r->ch[i].n_prompt_ids;
+                }
+            }
             cz_oai_usage u = usage_of(r);
             cz_oai_response(&r->out, &r->meta, cs, r->n, &u);
             free(cs);
@@ -1074,10 +1263,10 @@ static bool make_prompts(sv *V, const cz_oai_request *req, int32_t ***prompts, u
             free(text);
         } else if (req->prompts[i].ids) {
             for (size_t k = 0; k < req->prompts[i].n_ids; k++)
-                if ((uint32_t)req->prompts[i].ids[k] >= V->vocab) {
+                if ((uint32_t)req->prompts[i].ids[k] >= V->in_vocab) {
                     cz_oai_error_set(e, 400, "BadRequestError", "prompt",
                                      "prompt[%u]: token id %d is out of vocabulary (size %u)",
-                                     i, req->prompts[i].ids[k], V->vocab);
+                                     i, req->prompts[i].ids[k], V->in_vocab);
                     return false;
                 }
             ids.ids = cz_xmalloc(req->prompts[i].n_ids * sizeof *ids.ids);
@@ -1136,6 +1325,13 @@ static enum MHD_Result handle_generate(sv *V, struct MHD_Connection *c, cz_oai_e
         cz_oai_request_free(&req);
         return send_error(V, c, &e);
     }
+    if (req.n_stop) {
+        /* refused rather than ignored: a reply would run past the string */
+        cz_oai_error_set(&e, 400, "BadRequestError", "stop",
+                         "stop strings are not supported by this server; stop_token_ids are");
+        cz_oai_request_free(&req);
+        return send_error(V, c, &e);
+    }
     int32_t **prompts = NULL;
     uint32_t *lens = NULL, np = 0;
     if (!make_prompts(V, &req, &prompts, &lens, &np, &e)) {
@@ -1183,10 +1379,21 @@ static enum MHD_Result handle_generate(sv *V, struct MHD_Connection *c, cz_oai_e
     r->meta.include_usage = req.include_usage;
     r->meta.continuous_usage = req.continuous_usage;
     r->meta.prompt_tokens_details = true;
+    r->token_ids = req.return_token_ids;
     for (uint32_t i = 0; i < np; i++) {
         r->ch[i].ring = cz_xmalloc(V->max_pending * sizeof *r->ch[i].ring);
         r->ch[i].prompt_tokens = lens[i];
+        r->ch[i].stop_token = -1;
+        if (req.return_token_ids) {
+            r->ch[i].prompt_ids = cz_xmalloc((lens[i] ? lens[i] : 1) * sizeof(int32_t));
+            memcpy(r->ch[i].prompt_ids, prompts[i], lens[i] * sizeof(int32_t));
+            r->ch[i].n_prompt_ids = lens[i];
+        }
         cz_detok_init(&r->ch[i].detok, true);
+    }
+    if (r->token_ids && ep == CZ_OAI_CHAT) {
+        r->meta.prompt_ids = r->ch[0].prompt_ids;
+        r->meta.n_prompt_ids = r->ch[0].n_prompt_ids;
     }
     atomic_fetch_add(&V->open_resps, 1);
     struct MHD_Response *resp =
@@ -1212,6 +1419,9 @@ static enum MHD_Result handle_generate(sv *V, struct MHD_Connection *c, cz_oai_e
         q->n_prompt = lens[i];
         prompts[i] = NULL;
         q->max_tokens = (uint32_t)max_tokens;
+        q->min_tokens = (uint32_t)req.min_tokens;
+        q->ignore_eos = req.ignore_eos;
+        q->stop_token = -1;
         /* a session is one conversation: with several prompts each is a request of its own */
         q->session = session && np == 1 ? cz_xstrdup(session) : NULL;
         if (req.n_stop_token_ids) {
@@ -1337,6 +1547,14 @@ static cz_status load_tokenizer(sv *V, cz_err *err)
     V->vocab = card->vocab < cz_tokenizer_vocab(V->tok) ? card->vocab : cz_tokenizer_vocab(V->tok);
     if (V->vocab == 0)
         V->vocab = cz_tokenizer_vocab(V->tok);
+    V->in_vocab = card->vocab ? card->vocab : cz_tokenizer_vocab(V->tok);
+    if (V->o.exec == CZ_SERVE_ENGINE && cz_tokenizer_vocab(V->tok) > V->in_vocab &&
+        V->o.model_dir)
+        return cz_err_set(err, CZ_EINVAL,
+                          "--model-dir %s: its tokenizer has %u tokens, more than model '%s' "
+                          "has (vocab %u): the engine could not embed its ids",
+                          V->o.model_dir, cz_tokenizer_vocab(V->tok), V->cfg->model.name,
+                          V->in_vocab);
     V->eos = cz_tokenizer_eos(V->tok);
     V->id_lo = 0;
     V->id_hi = V->vocab;
@@ -1403,10 +1621,6 @@ cz_status cz_serve_run(const cz_config *cfg, const cz_serve_opts *o,
 {
     memset(stats, 0, sizeof *stats);
     memset(rep, 0, sizeof *rep);
-    if (o->exec != CZ_SERVE_MODELLED)
-        return cz_err_set(err, CZ_EINVAL,
-                          "--execution engine: this build serves the cost model's execution "
-                          "(modelled) only");
     if (cfg->model.n_pipe != 1)
         return cz_err_set(err, CZ_EINVAL,
                           "model '%s' has a %u-stage pipeline: `cadenza serve` serves one "
@@ -1440,9 +1654,17 @@ cz_status cz_serve_run(const cz_config *cfg, const cz_serve_opts *o,
     cz_status st = load_tokenizer(V, err);
     cz_workload_init(&V->wl);
     cz_workload_live(&V->wl);
-    cz_sim_observer obs = {.ctx = V, .step_ended = on_step_ended, .turn_end = on_turn_end};
-    if (st == CZ_OK)
+    V->ehow = CZ_ENGINE_DRAINED;
+    if (st == CZ_OK && o->exec == CZ_SERVE_ENGINE) {
+        cz_engine_observer eobs = {.ctx = V, .input_id = on_input_id, .sampled = on_sampled,
+                                   .turn_end = on_turn_end};
+        cz_engine_opts eo = {.backend = o->backend, .threads = o->threads};
+        st = cz_engine_open(cfg, &V->wl, m, &eo, &eobs, &V->eng, err);
+    } else if (st == CZ_OK) {
+        cz_sim_observer obs = {.ctx = V, .step_ended = on_step_ended,
+                               .turn_end = on_turn_end};
         st = cz_sim_open(cfg, &V->wl, m, &obs, &V->sim, err);
+    }
     if (st == CZ_OK)
         st = start_daemon(V, err);
     if (st == CZ_OK) {
@@ -1466,7 +1688,8 @@ cz_status cz_serve_run(const cz_config *cfg, const cz_serve_opts *o,
         if (!o->quiet)
             fprintf(stderr, "cadenza serve: %s on http://%s:%u (execution %s, tokenizer %s, "
                             "chat template %s); Ctrl-C stops it\n",
-                    V->model_name, V->o.host, V->o.port, "modelled",
+                    V->model_name, V->o.host, V->o.port,
+                    V->eng ? "engine" : "modelled",
                     cz_tokenizer_describe(V->tok), cz_chat_template_name(V->chat));
         /* until a signal, or the runtime ends on its own (a stall) */
         for (;;) {
@@ -1477,6 +1700,8 @@ cz_status cz_serve_run(const cz_config *cfg, const cz_serve_opts *o,
             bool stopping = V->stopping;
             pthread_cond_signal(&V->cv);
             pthread_mutex_unlock(&V->mu);
+            if (stopping && V->eng)
+                cz_engine_kick(V->eng);
             if (stopping || done)
                 break;
             struct timespec ts = {0, 50 * 1000 * 1000};
@@ -1499,6 +1724,14 @@ cz_status cz_serve_run(const cz_config *cfg, const cz_serve_opts *o,
     rep->streams_dropped = V->rp.dropped;
     rep->client_aborts = V->rp.client_aborts;
     rep->cached_tokens = V->rp.cached_tokens;
+    if (V->eng) {
+        if (st == CZ_OK)
+            st = cz_engine_close(V->eng, V->ehow, stats, err);
+        else {
+            cz_err ignore;
+            cz_engine_close(V->eng, V->ehow, stats, &ignore);
+        }
+    }
     if (V->sim) {
         cz_sim_state how = V->how == CZ_SIM_RAN ? CZ_SIM_DRAINED : V->how;
         if (st == CZ_OK)

@@ -17,7 +17,12 @@
  * wall clock (the simulator, cz_sim_open, advanced as the clock reaches each event), and the
  * ids it emits are drawn from the seed, never the EOS or a request's stop ids: a reply runs
  * to its max_tokens. The runtime's clock is the wall clock's seconds since the server
- * started; every request is stamped when the runtime takes it. */
+ * started; every request is stamped when the runtime takes it.
+ *
+ * Execution "engine": the engine (cz_engine_open) runs each step through the kernels with
+ * the requests' prompt ids as input; the ids it samples are the replies, and a sampled EOS
+ * (unless ignore_eos) or stop id, once min_tokens are out, is its reply's last
+ * (cz_server_end_output, before the runtime schedules again). */
 #ifndef CZ_SERVE_H
 #define CZ_SERVE_H
 
@@ -44,6 +49,8 @@ typedef struct cz_serve_opts {
     const char *model_dir;      /* a folder with tokenizer.json; NULL: the byte-level
                                    fallback */
     cz_serve_exec exec;
+    const char *backend;        /* the engine's: "cpu" (NULL) or "cuda" */
+    uint32_t threads;           /* the engine's CPU threads (0: the config's) */
     uint32_t max_pending_tokens;/* ids a stream may hold unsent before its client is
                                    dropped (0: 4096) */
     double session_idle_s;      /* a session's kept KV is released after this long idle
@@ -71,7 +78,8 @@ typedef struct cz_serve_report {
  * every open request aborted (its stream ends with finish_reason "abort"), lets the
  * streams flush, and closes the runtime: every request that reached it has exactly one
  * outcome, checked (cz_metrics_check). Fills *stats and *rep. CZ_EINVAL for a config it
- * cannot serve (a pipeline of more than one stage, the engine execution in this build),
+ * cannot serve (a pipeline of more than one stage, a cross-stage scheduler), the engine's
+ * load errors (cz_engine_open),
  * CZ_EIO naming the address when it cannot listen, the tokenizer's errors naming its
  * folder. */
 cz_status cz_serve_run(const cz_config *cfg, const cz_serve_opts *o,

@@ -21,10 +21,12 @@ cd "$root" || exit 1
 . "$(dirname "$0")/check.sh"
 py=$root/tests/serve_check.py
 
-# starts a server (options...) and waits until it answers; sets $port and $server
+# starts a server on $cfgfile (options...) and waits until it answers; sets $port and
+# $server
+cfgfile=experiments/default.json
 start() {
     rm -f "$tmp/port"
-    "$cz" serve experiments/default.json --port 0 --port-file "$tmp/port" --quiet "$@" \
+    "$cz" serve "$cfgfile" --port 0 --port-file "$tmp/port" --quiet "$@" \
         >"$tmp/server.out" 2>"$tmp/server.err" &
     server=$!
     pids+=("$server")
@@ -143,6 +145,39 @@ for a, b in zip(served, pred):
 assert worst < 2e-5, "largest difference %g s" % worst
 EOF
 
+# the engine's execution: a tiny Llama-architecture decoder with random weights on the CPU
+cfgfile=experiments/engine/cpu.json
+start --execution engine --threads 2 --summary "$tmp/s4.json" -o "$tmp/r4.h5" || exit 1
+for c in stream sessions disconnect metrics; do
+    check "engine http: $c" python3 "$py" "$port" "$c"
+done
+check "engine: greedy ids repeat; stop ids and min_tokens; a session's KV gives a cold prompt's reply" \
+    python3 "$py" "$port" engine 4096
+check "engine: 200 concurrent streams of 20 tokens" python3 "$py" "$port" concurrent 200 20
+check "engine: the OpenAI client (npm openai)" bash -c \
+    "node tests/serve_client.mjs http://127.0.0.1:$port/v1 none; r=\$?; [ \$r -eq 0 ] || [ \$r -eq 77 ]"
+python3 "$py" "$port" held 8 60 >"$tmp/held4.out" 2>&1 &
+held=$!
+for _ in $(seq 1 200); do grep -q started "$tmp/held4.out" && break; sleep 0.05; done
+stop
+wait "$held"
+held_rc=$?
+check "engine: SIGTERM with 8 streams open: each ends aborted with [DONE]" test "$held_rc" -eq 0
+check "engine: the server exits 0; every request has one outcome; the steps are recorded" \
+    python3 - "$stopped" "$tmp/s4.json" "$h5table" "$tmp/r4.h5" <<'EOF'
+import json, subprocess, sys
+assert sys.argv[1] == "0", "exit status " + sys.argv[1]
+s = json.load(open(sys.argv[2]))
+assert s["driver"] == "serve" and s["serve"]["execution"] == "engine", s["serve"]
+total = sum(s[k] for k in ("completed", "aborted", "rejected", "failed", "unfinished"))
+assert total == s["requests"] and s["requests"] > 200, (total, s["requests"])
+assert s["aborted"] >= 9 and s["serve"]["cached_tokens"] > 0, (s["aborted"], s["serve"])
+steps = subprocess.run([sys.argv[3], sys.argv[4], "/steps"], capture_output=True, text=True,
+                       check=True).stdout.strip().split("\n")[1:]
+assert len(steps) >= 100, len(steps)
+EOF
+cfgfile=experiments/default.json
+
 # bad command lines and configs
 check "serve --help" "$cz" serve --help
 check "serve without a config exits 2" expect_exit 2 "$cz" serve
@@ -152,6 +187,12 @@ check "serve --host not-an-address exits 2" expect_exit 2 "$cz" serve experiment
     --host not-an-address --port 0
 check "a multi-stage pipeline is refused with exit 2" expect_exit 2 "$cz" serve \
     experiments/liveserve/sharegpt_audio.json --port 0
+check "serve --backend tpu exits 2" expect_exit 2 "$cz" serve experiments/engine/cpu.json \
+    --execution engine --backend tpu --port 0
+check "serve --threads 0 exits 2" expect_exit 2 "$cz" serve experiments/engine/cpu.json \
+    --execution engine --threads 0 --port 0
+check "the engine's execution of a cross-stage config exits 2" expect_exit 2 "$cz" serve \
+    experiments/engine/nova_cpu.json --execution engine --port 0
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

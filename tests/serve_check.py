@@ -150,6 +150,10 @@ def c_errors():
     check_error(s, raw, 400, None, ["maximum context length"])
     s, _, raw = request("POST", "/v1/completions", b"x" * (33 << 20))
     check_error(s, raw, 413)
+    s, _, raw = request("POST", "/v1/completions", {"prompt": "x", "stop": ["\n"]})
+    check_error(s, raw, 400, "stop", ["stop_token_ids"])
+    s, _, raw = request("POST", "/v1/completions", {"prompt": "x", "stop": None, "max_tokens": 1})
+    expect(s == 200, raw)
     s, _, raw = request("GET", "/v1/nothing")
     expect(s == 404 and json.loads(raw) == {"detail": "Not Found"}, (s, raw))
     s, _, raw = request("GET", "/v1/completions")
@@ -343,12 +347,77 @@ def c_timed(path_out, n, seed):
         f.write("%d\n" % n)
 
 
+def ids_of(body, headers=None):
+    """A plain completion with return_token_ids: (output ids, finish, stop_reason, usage)."""
+    b = dict(body)
+    b["return_token_ids"] = True
+    s, _, raw = request("POST", "/v1/completions", b, headers)
+    expect(s == 200, raw[:300])
+    d = json.loads(raw)
+    ch = d["choices"][0]
+    expect(ch["prompt_token_ids"] is not None and len(ch["token_ids"]) ==
+           d["usage"]["completion_tokens"], ch)
+    return ch["token_ids"], ch["finish_reason"], ch["stop_reason"], d["usage"]
+
+
+def c_engine(vocab):
+    """The engine's execution: greedy ids repeat; stop ids, min_tokens and the stream's
+    finish; a session's kept KV gives what a cold prompt gives."""
+    prompt = [(7 * i + 3) % vocab for i in range(40)]
+    a, fin, _, u = ids_of({"prompt": prompt, "max_tokens": 8})
+    expect(fin == "length" and len(a) == 8, (fin, a))
+    expect(all(0 <= x < vocab for x in a), a)
+    b, _, _, _ = ids_of({"prompt": prompt, "max_tokens": 8})
+    expect(a == b, "greedy replies differ: %r %r" % (a, b))
+    # every id a stop id: the reply ends at min_tokens, on the id sampled there
+    out, fin, why, u = ids_of({"prompt": prompt, "max_tokens": 8, "min_tokens": 3,
+                               "stop_token_ids": list(range(vocab))})
+    expect(out == a[:3] and fin == "stop" and why == a[2] and u["completion_tokens"] == 3,
+           (out, fin, why, u))
+    # one stop id: the reply ends at its first place (at or after min_tokens)
+    x = a[2]
+    first = a.index(x) + 1
+    out, fin, why, _ = ids_of({"prompt": prompt, "max_tokens": 8, "stop_token_ids": [x]})
+    expect(out == a[:first] and fin == "stop" and why == x, (out, fin, why, a))
+    later = [k for k in range(1, 8) if a[k] == a[0]]
+    out, fin, why, _ = ids_of({"prompt": prompt, "max_tokens": 8, "min_tokens": 2,
+                               "stop_token_ids": [a[0]]})
+    want = a[:later[0] + 1] if later else a
+    expect(out == want and fin == ("stop" if later else "length"), (out, fin, a))
+    # streamed: one id a chunk, the stop on the last
+    s, ev = stream("/v1/completions", {"prompt": prompt, "max_tokens": 8, "stream": True,
+                                       "return_token_ids": True, "stop_token_ids": [x],
+                                       "stream_options": {"include_usage": True}})
+    got = [i for e in ev[:-2] for i in e["choices"][0]["token_ids"]]
+    last = [e for e in ev[:-2] if e["choices"][0]["finish_reason"]]
+    expect(got == a[:first] and len(last) == 1 and last[0]["choices"][0]["finish_reason"] ==
+           "stop" and last[0]["choices"][0]["stop_reason"] == x, ev)
+    expect(ev[-2]["usage"]["completion_tokens"] == first, ev[-2])
+    # a session: its next prompt extends the last prompt and reply, or shares the prompt
+    # only; the kept KV serves the shared prefix and the reply is what a cold prompt gets
+    h = {"X-Session-ID": "engine-1"}
+    r1, _, _, u1 = ids_of({"prompt": prompt, "max_tokens": 6}, h)
+    expect(r1 == a[:6], (r1, a))
+    ctx = prompt + r1
+    for extend in (True, False, True):
+        # extend: the last prompt and reply, and more; else the last prompt's first 30 ids
+        nxt = ctx + [11, 12, 13, 14] if extend else ctx[:30] + [21, 22, 23]
+        warm, _, _, uw = ids_of({"prompt": nxt, "max_tokens": 6}, h)
+        cold, _, _, uc = ids_of({"prompt": nxt, "max_tokens": 6})
+        det = uw.get("prompt_tokens_details") or {}
+        shared = len(ctx) - 1 if extend else 30  # the reply's last id has no KV yet
+        expect(det.get("cached_tokens") == shared, (extend, det, shared))
+        expect(not uc.get("prompt_tokens_details"), uc)
+        expect(warm == cold, "a session's reply %r, cold %r" % (warm, cold))
+        ctx = nxt + warm
+
 CHECKS = {
     "plain": c_plain, "stream": c_stream, "chat": c_chat, "errors": c_errors,
     "auth": lambda: c_auth(sys.argv[3]), "sessions": c_sessions, "disconnect": c_disconnect,
     "metrics": c_metrics, "concurrent": lambda: c_concurrent(int(sys.argv[3]), int(sys.argv[4])),
     "held": lambda: c_held(int(sys.argv[3]), float(sys.argv[4])),
     "timed": lambda: c_timed(sys.argv[3], int(sys.argv[4]), int(sys.argv[5])),
+    "engine": lambda: c_engine(int(sys.argv[3])),
 }
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """serve_stress.py CADENZA SOURCE_ROOT [--seed S] [--count N] - the randomized stress suite's
-share for `cadenza serve`: N servers, each on a config drawn from the seed (a text model on
-one stage; every scheduler with LRU or next-use eviction; idle KV dropped or offloaded;
+share for `cadenza serve`: N servers, each on a config drawn from the seed (the modelled execution of a
+text model on one stage, or the engine's execution of a tiny decoder with random weights; every scheduler with LRU or next-use eviction; idle KV dropped or offloaded;
 windows and sinks; pools from a few blocks to the card's; block sizes down to 1; sequence
 caps from 1; chunked prefill on and off; small stream bounds), each driven for a few
 seconds by random clients at once: plain and streamed completions and chat, prompts as text
 and as ids, several prompts in one request, sessions that extend or diverge from their
 context, clients that go away mid-stream, clients that read slowly, requests refused for
-their fields, then SIGTERM with requests in flight. A server passes when every response is
+their fields, stop token ids, min_tokens, ignore_eos and returned token ids, then SIGTERM with requests in flight. A server passes when every response is
 well formed (a stream ends with [DONE], a refusal is OpenAI's error object), it exits 0,
 and its summary accounts for every request it took. Prints one line per failure and
 "N passed, N failed"."""
@@ -24,13 +24,15 @@ import threading
 import time
 
 
-def config_sets(rng):
+def config_sets(rng, engine):
     sets = []
     sched = rng.choice(["fcfs", "fcfs_scan", "liveserve", "voxserve", "bros"])
     sets.append("scheduler=%s" % sched)
     bt = rng.choice([1, 4, 16, 16, 32])
     sets.append("server.block_tokens=%d" % bt)
     blocks = rng.choice([None, rng.randint(4096 // bt + 8, 8192 // bt + 512), rng.randint(2000, 20000)])
+    if engine and blocks:
+        blocks = min(blocks, 65536 // bt)  # the engine allocates the pool
     if blocks:
         sets.append("server.kv_blocks=%d" % blocks)
     sets.append("server.max_num_seqs=%d" % rng.choice([1, 2, 4, 16, 256]))
@@ -79,6 +81,14 @@ class Client:
                 b["stream_options"] = {"include_usage": True}
         if r.random() < 0.05:
             b["n"] = 3  # refused
+        if r.random() < 0.3:
+            b["stop_token_ids"] = [r.randint(0, 4095) for _ in range(r.randint(1, 600))]
+            if r.random() < 0.5:
+                b["min_tokens"] = r.randint(0, b["max_tokens"])
+        if r.random() < 0.2:
+            b["ignore_eos"] = r.random() < 0.5
+        if r.random() < 0.3:
+            b["return_token_ids"] = True
         return ("/v1/chat/completions" if chat else "/v1/completions"), b
 
     def one(self, session=None):
@@ -100,6 +110,15 @@ class Client:
                 d = json.loads(resp.read())
                 assert d["usage"]["completion_tokens"] >= 1 or all(
                     ch["finish_reason"] == "abort" for ch in d["choices"]), d
+                for ch in d["choices"]:
+                    ids = ch.get("token_ids")
+                    assert (ids is not None) == bool(body.get("return_token_ids")), ch
+                    if ch["finish_reason"] == "stop":
+                        stop = body.get("stop_token_ids", [])
+                        assert ch["stop_reason"] in stop, ch
+                        assert ids is None or (ids[-1] == ch["stop_reason"] and
+                                               len(ids) >= body.get("min_tokens", 0) and
+                                               not set(ids[max(body.get("min_tokens", 0), 1) - 1:-1]) & set(stop)), ch
                 return
             leave = r.random() < 0.15
             slow = r.random() < 0.1
@@ -127,13 +146,17 @@ class Client:
 
 def run_one(cz, root, seed, seconds):
     rng = random.Random(seed)
-    sets = config_sets(rng)
+    engine = rng.random() < 0.4
+    sets = config_sets(rng, engine)
     tmp = tempfile.mkdtemp()
     portf = os.path.join(tmp, "port")
     summ = os.path.join(tmp, "s.json")
-    args = [cz, "serve", os.path.join(root, "experiments/default.json"), "--port", "0",
+    cfg = "experiments/engine/cpu.json" if engine else "experiments/default.json"
+    args = [cz, "serve", os.path.join(root, cfg), "--port", "0",
             "--port-file", portf, "--quiet", "--summary", summ,
             "--max-pending-tokens", str(rng.choice([16, 64, 4096]))]
+    if engine:
+        args += ["--execution", "engine", "--threads", "1"]
     for s in sets:
         args += ["--set", s]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -189,7 +212,8 @@ def run_one(cz, root, seed, seconds):
         elif s["unfinished"]:
             why = "%d unfinished" % s["unfinished"]
     if why:
-        why += " (config: --set " + " --set ".join(sets) + ")"
+        why += " (config: %s%s --set %s)" % (cfg, " --execution engine" if engine else "",
+                                            " --set ".join(sets))
     return why
 
 

@@ -552,6 +552,18 @@ Test(oai_fields, stop_and_stop_token_ids)
               "stop_token_ids: expected an array of token ids, got 5");
 }
 
+Test(oai_fields, return_token_ids)
+{
+    cz_oai_request r = parse_ok(CZ_OAI_COMPLETIONS, compl_with("\"return_token_ids\": true"));
+    cr_assert(r.return_token_ids);
+    cz_oai_request_free(&r);
+    r = parse_ok(CZ_OAI_CHAT, chat_with("\"return_token_ids\": null"));
+    cr_assert(!r.return_token_ids);
+    cz_oai_request_free(&r);
+    field_bad("\"return_token_ids\": 1", "return_token_ids",
+              "return_token_ids: expected a boolean, got 1");
+}
+
 Test(oai_fields, stream_and_stream_options)
 {
     cz_oai_request r = parse_ok(CZ_OAI_CHAT, chat_with("\"stream\": true, \"stream_options\": "
@@ -632,7 +644,6 @@ Test(oai_fields, unsupported_features_name_their_field)
     field_bad("\"include_stop_str_in_output\": true", "include_stop_str_in_output",
               "keeping the stop string");
     field_bad("\"priority\": 5", "priority", "only priority 0 is supported, got 5");
-    field_bad("\"return_token_ids\": true", "return_token_ids", "returning token ids");
     field_bad("\"truncate_prompt_tokens\": 5", "truncate_prompt_tokens", "truncation");
     field_bad("\"structured_outputs\": {\"regex\": \"a\"}", "structured_outputs",
               "structured output");
@@ -1197,5 +1208,45 @@ Test(oai_format, no_allocation_once_warm)
     cr_assert_eq(b.n, 2 * one);
     cz_oai_buf_reserve(&b, 1 << 20);
     cr_assert_geq(b.cap, b.n + (1 << 20) + 1);
+    cz_oai_buf_free(&b);
+}
+
+Test(oai_format, token_ids)
+{
+    cz_oai_buf b = {0};
+    cz_oai_meta m = meta(CZ_OAI_COMPLETIONS);
+    static const int32_t prompt[] = {128000, 9906}, out[] = {1917};
+    /* a completion stream's first chunk: its own ids and the prompt's */
+    cz_oai_choice c = {.index = 0, .text = " world", .text_len = 6, .stop_token = -1,
+                       .token_ids = out, .n_token_ids = 1, .prompt_ids = prompt,
+                       .n_prompt_ids = 2};
+    cz_oai_chunk(&b, &m, &c, NULL);
+    cr_assert_not_null(strstr(b.p, "\"prompt_token_ids\":[128000,9906],\"token_ids\":[1917]}]"),
+                       "%s", b.p);
+    assert_parses(&b);
+    /* an empty delta's list is [], not null */
+    cz_oai_buf_clear(&b);
+    c.n_token_ids = 0;
+    c.prompt_ids = NULL;
+    cz_oai_chunk(&b, &m, &c, NULL);
+    cr_assert_not_null(strstr(b.p, "\"prompt_token_ids\":null,\"token_ids\":[]}]"), "%s", b.p);
+    /* a chat: the prompt's ids on the role chunk and the whole response */
+    cz_oai_buf_clear(&b);
+    m = meta(CZ_OAI_CHAT);
+    m.prompt_ids = prompt;
+    m.n_prompt_ids = 2;
+    cz_oai_chunk_role(&b, &m, NULL);
+    cr_assert_not_null(strstr(b.p, "\"prompt_token_ids\":[128000,9906],\"prompt_text\":null}"),
+                       "%s", b.p);
+    assert_parses(&b);
+    cz_oai_buf_clear(&b);
+    c = (cz_oai_choice){.text = "hi", .text_len = 2, .finish = CZ_OAI_FINISH_LENGTH,
+                        .stop_token = -1, .token_ids = out, .n_token_ids = 1};
+    cz_oai_usage u = {2, 1, 0};
+    cz_oai_response(&b, &m, &c, 1, &u);
+    cr_assert_not_null(strstr(b.p, "\"stop_reason\":null,\"token_ids\":[1917]}"), "%s", b.p);
+    cr_assert_not_null(strstr(b.p, "\"prompt_token_ids\":[128000,9906],\"prompt_text\":null"),
+                       "%s", b.p);
+    assert_parses(&b);
     cz_oai_buf_free(&b);
 }

@@ -1163,3 +1163,47 @@ Test(server, loads_do_not_evict_each_other)
     cz_server_free(s);
     cz_metrics_free(&m);
 }
+
+/* A stop token: the id the batch in flight samples is the turn's last, for a decode member
+ * (its heap key falls to this step) and for a prefill that samples its first token; the
+ * other member of the decode set goes on to its budget. */
+Test(server, end_output_stops_a_turn_at_the_batch_in_flight)
+{
+    cz_metrics m;
+    cz_metrics_init(&m, 0.0, 0);
+    cz_server_config cfg = small_cfg();
+    cfg.kv_blocks = 16;
+    cz_server *s = cz_server_create(&cfg, &cz_sched_fcfs, &m, 0);
+    uint32_t a = request(s, 0.0, 3, 10, 0);
+    uint32_t b = request(s, 0.0, 3, 10, 1);
+    cz_batch bt;
+    cr_assert(cz_server_schedule(s, 0.0, &bt)); /* both prefills: one token each */
+    done(s, 1.0, 0);
+    cr_assert(cz_server_schedule(s, 1.0, &bt)); /* decode: a and b sample their second */
+    done(s, 2.0, 0);
+    cr_assert(cz_server_schedule(s, 2.0, &bt)); /* a's third is its last */
+    cz_server_end_output(s, a);
+    cz_step_events ev = done(s, 3.0, 1);
+    cr_assert_eq(ev.turn_done[0], a);
+    const cz_req_record *ra = cz_metrics_req(&m, cz_server_seq(s, a)->turn_rec);
+    cr_assert_eq(ra->output_tokens, 3);
+    cr_assert_eq(ra->outcome, CZ_REQ_COMPLETED);
+    cr_assert_eq(cz_server_seq(s, a)->state, CZ_SEQ_IDLE);
+    cr_assert_eq(cz_server_running(s), 1);
+    drain(s, 3.0);
+    cr_assert_eq(cz_metrics_req(&m, cz_server_seq(s, b)->turn_rec)->output_tokens, 10);
+    /* the next turn of a stops at its first token: the prefill that samples it */
+    cz_server_turn(s, 20.0, a, 1, 0, 2, 5, 0, true);
+    cr_assert(cz_server_schedule(s, 20.0, &bt));
+    cz_server_end_output(s, a);
+    ev = done(s, 21.0, 1);
+    cr_assert_eq(cz_metrics_req(&m, cz_server_seq(s, a)->turn_rec)->output_tokens, 1);
+    /* no effect on the token the budget ends anyway */
+    cz_server_turn(s, 30.0, a, 2, 0, 2, 1, 0, true);
+    cr_assert(cz_server_schedule(s, 30.0, &bt));
+    cz_server_end_output(s, a);
+    done(s, 31.0, 1);
+    cr_assert_eq(cz_metrics_req(&m, cz_server_seq(s, a)->turn_rec)->output_tokens, 1);
+    cz_server_free(s);
+    cz_metrics_free(&m);
+}
