@@ -59,6 +59,8 @@ typedef struct eng_step {
     int32_t *tokens, *positions, *qsl, *seq_lens, *block_table, *sample_rows, *out_ids;
     int64_t *slots;
     uint64_t *counter;      /* per sampled row: its draw's counter (temperature > 0) */
+    cz_row_sampling *rows;  /* per sampled row: its request's sampling (per_row) */
+    bool per_row;           /* the observer gives each row's sampling */
     uint32_t *row_seq;      /* per sequence of the batch: the core's id */
     uint32_t *sample_seq;   /* per sampled row: the core's sequence id */
     uint32_t *sample_pos;   /* per sampled row: the position the sampled id takes */
@@ -188,7 +190,10 @@ static void run_step(eng *E, eng_step *st)
     eng_rep *r = &E->reps[st->rep];
     if (st->ar) {
         cz_sampling s = E->sampling;
-        if (s.temperature > 0) {
+        if (st->per_row) {
+            s.rows = st->rows; /* counters set as the step was built */
+            s.counter = st->counter;
+        } else if (s.temperature > 0) {
             for (uint32_t i = 0; i < st->b.n_samples; i++)
                 st->counter[i] = st->seed * 1000003u + i; /* per step and row */
             s.counter = st->counter;
@@ -388,10 +393,21 @@ static void add_row_seq(eng *E, eng_rep *r, eng_step *st, uint32_t seq, uint32_t
     st->qsl[bi + 1] = (int32_t)b->n_tokens;
     st->seq_lens[bi] = (int32_t)(start + n);
     if (sample) {
-        st->sample_rows[b->n_samples] = (int32_t)(b->n_tokens - 1);
-        st->sample_seq[b->n_samples] = seq;
-        st->sample_pos[b->n_samples] = start + n;
-        b->n_samples++;
+        uint32_t k = b->n_samples++;
+        st->sample_rows[k] = (int32_t)(b->n_tokens - 1);
+        st->sample_seq[k] = seq;
+        st->sample_pos[k] = start + n;
+        if (E->obs.sampling) {
+            /* the request's own sampling; a seeded request draws by position, so its
+             * reply repeats whatever it is batched with */
+            cz_row_sampling *rs = &st->rows[k];
+            *rs = (cz_row_sampling){E->sampling.temperature, E->sampling.top_k,
+                                    E->sampling.top_p, E->sampling.seed};
+            bool seeded = false;
+            E->obs.sampling(E->obs.ctx, q->session, start + n, rs, &seeded);
+            st->counter[k] = seeded ? start + n : st->seed * 1000003u + k;
+            st->per_row = true;
+        }
     }
 }
 
@@ -416,6 +432,7 @@ static void build_ar(eng *E, eng_rep *r, const cz_deploy_step *s)
     const cz_batch *cb = s->batch;
     memset(&st->b, 0, sizeof st->b);
     st->wait_copy = 0;
+    st->per_row = false;
     cz_kvmap_sync(r->map, r->srv);
     for (uint32_t id = cz_server_decode_first(r->srv); id != NONE;
          id = cz_server_decode_next(r->srv, id)) {
@@ -812,6 +829,7 @@ static void alloc_step(eng_step *st, uint32_t tokens, uint32_t seqs, uint32_t sa
     st->sample_pos = cz_xmalloc(samples * sizeof *st->sample_pos);
     st->out_ids = cz_xmalloc(samples * sizeof *st->out_ids);
     st->counter = cz_xmalloc(samples * sizeof *st->counter);
+    st->rows = cz_xmalloc(samples * sizeof *st->rows);
 }
 
 /* The longest job an encoder or vocoder stage `p` can be given: a vocoder's chunk and the
@@ -983,6 +1001,7 @@ static void free_step(eng_step *st)
     free(st->sample_pos);
     free(st->out_ids);
     free(st->counter);
+    free(st->rows);
     free(st->block_table);
     free(st->lens);
 }

@@ -95,6 +95,13 @@ typedef struct cz_engine_observer {
     /* The runtime's turn outcomes as they are decided (cz_driver.turn_end). */
     void (*turn_end)(void *ctx, uint32_t session, uint32_t turn, uint32_t outcome,
                      uint32_t out_tokens, double now);
+    /* Optional (may be NULL: the config's engine sampling for every row). The sampling of
+     * the id a step samples for context position `pos` of a sequence of `session`, asked
+     * as the step is built: *out holds the config's and the observer may change it (a
+     * request's temperature, top_k, top_p); *seeded set true makes out->seed the row's
+     * own seed, its draw keyed by `pos`, so the reply repeats wherever it is batched. */
+    void (*sampling)(void *ctx, uint64_t session, uint32_t pos, cz_row_sampling *out,
+                     bool *seeded);
 } cz_engine_observer;
 
 /* What the last cz_engine_advance did: handled a completion or a due timer; found nothing

@@ -300,6 +300,11 @@ void cz_net_decode(cz_net *n, const cz_kv_pool *kv, const cz_step_batch *b,
     for (uint32_t i = 0; i < b->n_samples; i++)
         CZ_ASSERT(b->sample_rows[i] >= 0 && (uint32_t)b->sample_rows[i] < T);
     bool greedy = !s || s->temperature <= 0.0f;
+    if (s && s->rows) {
+        greedy = true;
+        for (uint32_t i = 0; i < b->n_samples && greedy; i++)
+            greedy = s->rows[i].temperature <= 0.0f;
+    }
     CZ_ASSERT(greedy || s->counter != NULL);
 
     /* the step's arrays, once */
@@ -332,11 +337,29 @@ void cz_net_decode(cz_net *n, const cz_kv_pool *kv, const cz_step_batch *b,
         o->gather_rows(k, n->sel, n->x, n->d_rows + c0, m, H);
         cz__net_norm(n, n->sel, n->sel, n->normf_w, n->normf_b, m);
         o->matmul(k, n->logits, n->sel, n->head.w, n->head.dt, NULL, m, V, H);
-        if (greedy)
+        if (greedy) {
             o->argmax(k, n->ids, n->logits, m, V);
-        else
+        } else if (!s->rows) {
             o->sample(k, n->ids, n->logits, m, V, s->temperature, s->top_k, s->top_p, s->seed,
                       n->d_counter + c0);
+        } else {
+            /* runs of rows alike, each a call on its slice of the logits */
+            for (uint32_t r0 = 0, r1; r0 < m; r0 = r1) {
+                const cz_row_sampling *a = &s->rows[c0 + r0];
+                for (r1 = r0 + 1; r1 < m; r1++) {
+                    const cz_row_sampling *x = &s->rows[c0 + r1];
+                    if (x->temperature != a->temperature || x->top_k != a->top_k ||
+                        x->top_p != a->top_p || x->seed != a->seed)
+                        break;
+                }
+                if (a->temperature <= 0.0f)
+                    o->argmax(k, n->ids + r0, n->logits + (size_t)r0 * V, r1 - r0, V);
+                else
+                    o->sample(k, n->ids + r0, n->logits + (size_t)r0 * V, r1 - r0, V,
+                              a->temperature, a->top_k, a->top_p, a->seed,
+                              n->d_counter + c0 + r0);
+            }
+        }
         cz_kmem_download(k, out_ids + c0, n->ids, (size_t)m * sizeof(int32_t));
         if (logits)
             cz_kmem_download(k, logits + (size_t)c0 * V, n->logits, (size_t)m * V * sizeof(float));

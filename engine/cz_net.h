@@ -86,13 +86,24 @@ typedef struct cz_step_batch {
     uint32_t window, sinks;     /* windowed attention with sinks (0: none) */
 } cz_step_batch;
 
-/* How the next token is chosen: temperature 0 is greedy (argmax). */
+/* One sampled row's own parameters (a request's; cz_sampling.rows). */
+typedef struct cz_row_sampling {
+    float temperature;       /* 0: greedy */
+    uint32_t top_k;          /* 0: all */
+    float top_p;             /* 1: all */
+    uint64_t seed;
+} cz_row_sampling;
+
+/* How the next token is chosen: temperature 0 is greedy (argmax). With `rows` each sampled
+ * row i takes rows[i]'s parameters instead (consecutive rows alike are sampled in one
+ * call); counter[i] is row i's draw counter. */
 typedef struct cz_sampling {
     float temperature;
     uint32_t top_k;          /* 0: all */
     float top_p;             /* 1: all */
     uint64_t seed;
     const uint64_t *counter; /* (n_samples) per-row draw counters; NULL when greedy */
+    const cz_row_sampling *rows; /* (n_samples) per-row parameters, or NULL */
 } cz_sampling;
 
 /* Runs step `b` of a decoder stage: embeds, runs every layer (writing the new K/V rows to

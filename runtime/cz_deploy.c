@@ -897,38 +897,43 @@ static void push_next_initial(cz_deploy *S, double now)
     }
 }
 
-/* The user starts speaking turn g: the voice activity reaches the session's sequence at
- * the first autoregressive stage (for interaction-aware policies: LiveServe §5.2 preloads
- * KV on it). */
-/* The user starts speaking turn g: the voice-activity signal reaches the first
- * autoregressive stage; with preload on (LiveServe section 5.2) every autoregressive stage
- * holding the session's offloaded KV may start reloading it, when the load would land by
- * the end of the speech under the link's current queue. */
-static void on_speech(cz_deploy *S, uint32_t g, double now)
+/* The user starts speaking the next turn of session si: the voice-activity signal reaches
+ * the session's idle sequence at every autoregressive stage, protecting its resident KV;
+ * with preload on (LiveServe section 5.2) a stage holding offloaded KV starts reloading it
+ * when the load would land, under the link's current queue, by the time the turn is
+ * expected there: `oracle_s` after now when given (>= 0, the true end of speech), else the
+ * stage's estimate from what it has observed (cz_server_speech_end_estimate). Returns what
+ * the preload did at the first autoregressive stage. */
+static cz_preload_outcome speech_start(cz_deploy *S, uint32_t si, double oracle_s, double now)
 {
-    uint32_t si = TURN_SES(S, g);
+    cz_preload_outcome first = CZ_PRELOAD_NOTHING;
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         ses_stage *st = SP(S, si, p);
         if (!stage_is_ar(S, p) || st->seq == NONE)
             continue;
         rep_rt *r = &S->reps[st->rep];
         uint32_t tokens = cz_server_preload_tokens(r->srv, st->seq);
-        if (tokens == 0) {
-            cz_server_on_speech_start(r->srv, now, st->seq);
-            continue;
-        }
-        /* the deployment does not know when the user will stop speaking: it estimates when
-         * the turn reaches this stage from what it has observed (the oracle, the true end
-         * of speech, is an option) */
         cz_server_on_speech_start(r->srv, now, st->seq);
-        double needed_at = S->cfg->place[p].server.preload_oracle
-                               ? now + WT(S, g)->speech_s
+        if (tokens == 0)
+            continue;
+        double needed_at = S->cfg->place[p].server.preload_oracle && oracle_s >= 0
+                               ? now + oracle_s
                                : cz_server_speech_end_estimate(r->srv, st->seq, now);
         double eta = S->drv.xfer_eta(S->drv.ctx, r->gpu, tokens * S->kv_bytes_per_token[p],
                                      false, now);
-        cz_server_preload(r->srv, now, st->seq, cz_preload_admit(eta, needed_at), needed_at);
+        cz_preload_outcome o =
+            cz_server_preload(r->srv, now, st->seq, cz_preload_admit(eta, needed_at), needed_at);
+        if (p == S->first_ar)
+            first = o;
         run_xfers(S, st->rep, now);
     }
+    return first;
+}
+
+/* The user starts speaking turn g (the simulated client's voice activity). */
+static void on_speech(cz_deploy *S, uint32_t g, double now)
+{
+    (void)speech_start(S, TURN_SES(S, g), WT(S, g)->speech_s, now);
 }
 
 static void start_bounded_session(cz_deploy *S, double now)
@@ -1065,6 +1070,31 @@ static void op_apply(cz_deploy *S, rep_rt *r, const deferred_op *op, double now)
     }
 }
 
+/* The cut open turn of session si stops at every stage: an autoregressive stage aborts it
+ * keeping heard[stage] generated tokens (once its batch in flight ends), an encoder's or
+ * vocoder's queued jobs go; the turn ends aborted. */
+static void stop_stages(cz_deploy *S, uint32_t si, const uint32_t *heard, double now)
+{
+    ses_rt *ss = SES(S, si);
+    for (uint32_t q = 0; q < S->n_pipe; q++) {
+        ses_stage *st = SP(S, si, q);
+        if (stage_is_ar(S, q)) {
+            if (st->seq == NONE || (!st->open && !st->done))
+                continue;
+            if (st->open) {
+                st->open = false;
+                S->reps[st->rep].open_turns--;
+            }
+            deferred_op op = {1, st->seq, si, 0, heard[q], false};
+            ss->blocked++;
+            op_submit(S, st->rep, op, now);
+        } else if (st->rep != NONE) {
+            cz_jobq_cancel(&S->reps[st->rep].jq, si);
+        }
+    }
+    turn_ended(S, si, now, true);
+}
+
 static void on_barge_in(cz_deploy *S, uint32_t si, uint32_t g, double now)
 {
     ses_rt *ss = SES(S, si);
@@ -1092,23 +1122,7 @@ static void on_barge_in(cz_deploy *S, uint32_t si, uint32_t g, double now)
         heard[up] = (uint32_t)ceil(heard[p] / S->cfg->model.pipe[p].out_per_in);
         p = up;
     }
-    for (uint32_t q = 0; q < S->n_pipe; q++) {
-        ses_stage *st = SP(S, si, q);
-        if (stage_is_ar(S, q)) {
-            if (st->seq == NONE || (!st->open && !st->done))
-                continue;
-            if (st->open) {
-                st->open = false;
-                S->reps[st->rep].open_turns--;
-            }
-            deferred_op op = {1, st->seq, si, 0, heard[q], false};
-            ss->blocked++;
-            op_submit(S, st->rep, op, now);
-        } else if (st->rep != NONE) {
-            cz_jobq_cancel(&S->reps[st->rep].jq, si);
-        }
-    }
-    turn_ended(S, si, now, true);
+    stop_stages(S, si, heard, now);
 }
 
 /* ---- completions ---- */
@@ -1872,11 +1886,15 @@ static bool can_hand_over(cz_deploy *S, uint32_t si, uint32_t keep_tokens)
         if (st->seq == NONE)
             continue;
         cz_server *srv = S->reps[st->rep].srv;
-        if (cz_server_seq(srv, st->seq)->state != CZ_SEQ_IDLE ||
-            cz_server_seq_moving(srv, st->seq))
+        const cz_seq *q = cz_server_seq(srv, st->seq);
+        if (q->state != CZ_SEQ_IDLE)
             return false;
         /* a context cut short only where it maps to the prompt: the first AR stage */
         if (keep_tokens != UINT32_MAX && p != S->first_ar)
+            return false;
+        /* a cut needs its KV in place; a context kept whole may still be moving (a store,
+         * or a speech-triggered preload the turn then waits for) */
+        if (keep_tokens < q->tokens_in + q->generated && cz_server_seq_moving(srv, st->seq))
             return false;
     }
     return true;
@@ -1944,6 +1962,24 @@ void cz_deploy_release(cz_deploy *S, uint32_t si, double now)
     dispatch_all(S, now);
 }
 
+/* Ends session si's open turn aborted at `now`, its work stopped: a spoken reply is cut
+ * where the user stopped hearing it (the runtime's player); a text reply keeps its first
+ * `heard` generated tokens in the context at each autoregressive stage (UINT32_MAX: as
+ * many as the stage generated), the rest discarded with their KV. */
+static void cut_open_turn(cz_deploy *S, uint32_t si, uint32_t heard, double now)
+{
+    ses_rt *ss = SES(S, si);
+    if (S->voc >= 0) {
+        on_barge_in(S, si, ss->g, now);
+        return;
+    }
+    ss->barged = true;
+    uint32_t each[CZ_MAX_STAGES];
+    for (uint32_t q = 0; q < CZ_MAX_STAGES; q++)
+        each[q] = heard;
+    stop_stages(S, si, each, now);
+}
+
 void cz_deploy_cancel(cz_deploy *S, uint32_t si, double now)
 {
     uint32_t k = si < S->wl->n_sessions ? slot_of(S, si) : CLOSED;
@@ -1951,35 +1987,65 @@ void cz_deploy_cancel(cz_deploy *S, uint32_t si, double now)
         return;
     ses_rt *ss = SES(S, si);
     ss->keep = false; /* its context is cut short: nothing follows it */
-    if (ss->g == NONE || ss->barged) {
-        maybe_close(S, si);
-        dispatch_all(S, now);
-        return;
-    }
-    if (S->voc >= 0) {
-        on_barge_in(S, si, ss->g, now); /* a spoken reply: cut where the user stopped */
-    } else {
-        ss->barged = true;
-        for (uint32_t q = 0; q < S->n_pipe; q++) {
-            ses_stage *st = SP(S, si, q);
-            if (stage_is_ar(S, q)) {
-                if (st->seq == NONE || (!st->open && !st->done))
-                    continue;
-                if (st->open) {
-                    st->open = false;
-                    S->reps[st->rep].open_turns--;
-                }
-                deferred_op op = {1, st->seq, si, 0, 0, false};
-                ss->blocked++;
-                op_submit(S, st->rep, op, now);
-            } else if (st->rep != NONE) {
-                cz_jobq_cancel(&S->reps[st->rep].jq, si);
-            }
-        }
-        turn_ended(S, si, now, true);
-    }
+    if (ss->g != NONE && !ss->barged)
+        cut_open_turn(S, si, 0, now);
     maybe_close(S, si);
     dispatch_all(S, now);
+}
+
+cz_preload_outcome cz_deploy_speech_start(cz_deploy *S, uint32_t si, double now)
+{
+    uint32_t k = si < S->wl->n_sessions ? slot_of(S, si) : CLOSED;
+    if (k == NONE || k == CLOSED || SES(S, si)->g != NONE || SES(S, si)->blocked)
+        return CZ_PRELOAD_NOTHING;
+    cz_preload_outcome o = speech_start(S, si, -1.0, now);
+    dispatch_all(S, now);
+    return o;
+}
+
+void cz_deploy_playback(cz_deploy *S, uint32_t si, double played_s, double received_s,
+                        double last_chunk_s, double now)
+{
+    uint32_t k = si < S->wl->n_sessions ? slot_of(S, si) : CLOSED;
+    if (k == NONE || k == CLOSED)
+        return;
+    CZ_ASSERT(played_s >= 0 && played_s <= received_s && last_chunk_s >= 0);
+    for (uint32_t p = 0; p < S->n_pipe; p++) {
+        ses_stage *st = SP(S, si, p);
+        if (stage_is_ar(S, p) && st->seq != NONE)
+            cz_server_on_playback(S->reps[st->rep].srv, now, st->seq, played_s, received_s,
+                                  last_chunk_s);
+    }
+    dispatch_all(S, now); /* the scheduler's urgencies changed */
+}
+
+bool cz_deploy_barge_in(cz_deploy *S, uint32_t si, uint32_t heard, double now)
+{
+    uint32_t k = si < S->wl->n_sessions ? slot_of(S, si) : CLOSED;
+    if (k == NONE || k == CLOSED)
+        return false;
+    ses_rt *ss = SES(S, si);
+    if (ss->g == NONE || ss->barged)
+        return false;
+    cut_open_turn(S, si, heard, now);
+    maybe_close(S, si);
+    dispatch_all(S, now);
+    return true;
+}
+
+bool cz_deploy_settling(cz_deploy *S, uint32_t si)
+{
+    uint32_t k = si < S->wl->n_sessions ? slot_of(S, si) : CLOSED;
+    if (k == NONE || k == CLOSED)
+        return false;
+    if (SES(S, si)->blocked)
+        return true;
+    for (uint32_t p = 0; p < S->n_pipe; p++) {
+        const ses_stage *st = SP(S, si, p);
+        if (st->seq != NONE && cz_server_seq_moving(S->reps[st->rep].srv, st->seq))
+            return true;
+    }
+    return false;
 }
 
 uint64_t cz_deploy_progress(const cz_deploy *S)

@@ -162,6 +162,36 @@ void cz_deploy_release(cz_deploy *d, uint32_t si, double now);
  * on a closed session. */
 void cz_deploy_cancel(cz_deploy *d, uint32_t si, double now);
 
+/* The interaction plane of live sessions (LiveServe section 3): the client's signals for
+ * session si at `now`, fed to the runtime's client model as the simulated client's are.
+ * No effect on a closed session.
+ *
+ * The user started speaking the session's next turn. With its turn ended (a kept session
+ * whose next request has not come) its resident KV is protected from eviction and, with
+ * preload on, its offloaded KV starts loading when the load would land by the time the
+ * turn is expected (LiveServe section 5.2's admission, cz_server_speech_end_estimate).
+ * Returns what the preload did at the first autoregressive stage; CZ_PRELOAD_NOTHING when
+ * the turn is still open or nothing is offloaded. */
+cz_preload_outcome cz_deploy_speech_start(cz_deploy *d, uint32_t si, double now);
+/* The client has played `played_s` of the `received_s` seconds of audio it holds of the
+ * session's latest reply (0 <= played_s <= received_s), the last `last_chunk_s` of it
+ * received in its latest chunk: read by interaction-aware schedulers (playback buffer)
+ * and next-use eviction (the reply's remaining playback). */
+void cz_deploy_playback(cz_deploy *d, uint32_t si, double played_s, double received_s,
+                        double last_chunk_s, double now);
+/* Barge-in: the user interrupted the session's open turn having heard the first `heard`
+ * tokens of its reply. The turn ends aborted and its work stops; the heard tokens stay in
+ * the context (their KV kept) and the rest are discarded with their KV; a kept session
+ * stays open for the request that follows. A pipeline with a vocoder cuts where its own
+ * player says the user stopped hearing (`heard` is not read). Returns false, doing nothing,
+ * when no turn is open. */
+bool cz_deploy_barge_in(cz_deploy *d, uint32_t si, uint32_t heard, double now);
+
+/* Whether session si is settling: a cut (a barge-in's, a cancel's) waits for the batch in
+ * flight, or its KV is moving (a store, a preload). cz_deploy_can_follow may say yes once
+ * it has settled. */
+bool cz_deploy_settling(cz_deploy *d, uint32_t si);
+
 /* The progress watchdog's view (cz_watchdog, cz_run.h): a mark that grows with every
  * arrival, turn end, frame recorded and step completed, and whether work is open (a turn
  * arrived and not ended, or a stream live). */

@@ -893,16 +893,16 @@ static void request_init(cz_oai_request *r, cz_oai_endpoint ep)
     r->top_p = 1.0;
 }
 
-cz_status cz_oai_parse(cz_oai_endpoint ep, const char *body, size_t len, cz_oai_request *out,
-                       cz_oai_error *e)
+/* The JSON object a body holds (at most `max` bytes, else 413), or a 400 naming what is
+ * wrong with it: empty, nested too deep, not JSON, data after the value, not an object. */
+static cz_status parse_root(const char *body, size_t len, size_t max, cJSON **out,
+                            cz_oai_error *e)
 {
-    CZ_ASSERT(out != NULL && (body != NULL || len == 0));
-    CZ_ASSERT(ep == CZ_OAI_COMPLETIONS || ep == CZ_OAI_CHAT);
-    request_init(out, ep);
-    if (len > CZ_OAI_MAX_BODY_BYTES) {
+    *out = NULL;
+    if (len > max) {
         cz_status st = fail(e, CZ_ERANGE, 413, NULL,
                             "request body of %zu bytes is larger than the %zu bytes supported",
-                            len, CZ_OAI_MAX_BODY_BYTES);
+                            len, max);
         if (e)
             copy_cut(e->type, sizeof e->type, "Request Entity Too Large");
         return st;
@@ -940,6 +940,20 @@ cz_status cz_oai_parse(cz_oai_endpoint ep, const char *body, size_t len, cz_oai_
         cJSON_Delete(root);
         return st;
     }
+    *out = root;
+    return CZ_OK;
+}
+
+cz_status cz_oai_parse(cz_oai_endpoint ep, const char *body, size_t len, cz_oai_request *out,
+                       cz_oai_error *e)
+{
+    CZ_ASSERT(out != NULL && (body != NULL || len == 0));
+    CZ_ASSERT(ep == CZ_OAI_COMPLETIONS || ep == CZ_OAI_CHAT);
+    request_init(out, ep);
+    cJSON *root;
+    cz_status st = parse_root(body, len, CZ_OAI_MAX_BODY_BYTES, &root, e);
+    if (st != CZ_OK)
+        return st;
 
     /* each known field's last occurrence; guided decoding (vLLM's guided_*) refused */
     const cJSON *slot[N_FIELDS];
@@ -1489,4 +1503,145 @@ void cz_oai_models_body(cz_oai_buf *b, const char *id, const char *root, int64_t
     PUTS(b, ",\"allow_create_engine\":false,\"allow_sampling\":true,\"allow_logprobs\":true,"
             "\"allow_search_indices\":false,\"allow_view\":true,\"allow_fine_tuning\":false,"
             "\"organization\":\"*\",\"group\":null,\"is_blocking\":false}]}]}");
+}
+
+/* ---- the interaction plane: POST /v1/sessions/{id}/events ---------------------------- */
+
+static const char *const event_names[] = {"speech_start", "speech_end", "playback", "barge_in"};
+
+const char *cz_oai_event_name(cz_oai_event_type t)
+{
+    CZ_ASSERT((unsigned)t < CZ_ARRAY_LEN(event_names));
+    return event_names[t];
+}
+
+cz_status cz_oai_parse_event(const char *body, size_t len, cz_oai_event *out, cz_oai_error *e)
+{
+    CZ_ASSERT(out != NULL && (body != NULL || len == 0));
+    memset(out, 0, sizeof *out);
+    out->heard_tokens = -1;
+    cJSON *root;
+    cz_status st = parse_root(body, len, CZ_OAI_MAX_EVENT_BYTES, &root, e);
+    if (st != CZ_OK)
+        return st;
+    /* each field's last occurrence (as Python's json.loads keeps it) */
+    const cJSON *type = NULL, *played = NULL, *received = NULL, *heard = NULL;
+    for (const cJSON *c = root->child; c && st == CZ_OK; c = c->next) {
+        if (strcmp(c->string, "type") == 0)
+            type = c;
+        else if (strcmp(c->string, "played_s") == 0)
+            played = c;
+        else if (strcmp(c->string, "received_s") == 0)
+            received = c;
+        else if (strcmp(c->string, "heard_tokens") == 0)
+            heard = c;
+        else {
+            char name[64];
+            snprintf(name, sizeof name, "%s", c->string);
+            st = fail(e, CZ_EINVAL, 400, name,
+                      "unknown field: an event has type, played_s, received_s and "
+                      "heard_tokens");
+        }
+    }
+    if (st == CZ_OK && !type)
+        st = fail(e, CZ_EINVAL, 400, "type",
+                  "missing: expected one of speech_start, speech_end, playback, barge_in");
+    if (st == CZ_OK && !cJSON_IsString(type))
+        st = type_error(e, "type", "a string", type);
+    if (st == CZ_OK) {
+        size_t k = 0;
+        while (k < CZ_ARRAY_LEN(event_names) && strcmp(type->valuestring, event_names[k]) != 0)
+            k++;
+        if (k == CZ_ARRAY_LEN(event_names)) {
+            char got[48];
+            copy_cut(got, sizeof got, type->valuestring);
+            st = fail(e, CZ_EINVAL, 400, "type",
+                      "expected one of speech_start, speech_end, playback, barge_in, got "
+                      "'%s'",
+                      got);
+        } else {
+            out->type = (cz_oai_event_type)k;
+        }
+    }
+    /* what each type takes */
+    bool speech = out->type == CZ_OAI_EV_SPEECH_START || out->type == CZ_OAI_EV_SPEECH_END;
+    const char *extra = NULL;
+    if (st == CZ_OK && speech)
+        extra = played ? "played_s" : received ? "received_s" : heard ? "heard_tokens" : NULL;
+    else if (st == CZ_OK && out->type == CZ_OAI_EV_PLAYBACK)
+        extra = heard ? "heard_tokens" : NULL;
+    else if (st == CZ_OK && out->type == CZ_OAI_EV_BARGE_IN)
+        extra = received ? "received_s" : NULL;
+    if (extra)
+        st = fail(e, CZ_EINVAL, 400, extra, "not a field of a %s event",
+                  event_names[out->type]);
+    if (st == CZ_OK && out->type == CZ_OAI_EV_PLAYBACK && (!played || !received))
+        st = fail(e, CZ_EINVAL, 400, !played ? "played_s" : "received_s",
+                  "missing: a playback event gives the seconds played and the seconds of "
+                  "the reply's audio received");
+    if (st == CZ_OK && played && !(out->type == CZ_OAI_EV_BARGE_IN && is_null(played))) {
+        st = get_num(e, "played_s", played, 0.0, false, CZ_OAI_MAX_EVENT_S, &out->played_s);
+        out->has_played = st == CZ_OK;
+    }
+    if (st == CZ_OK && received) {
+        st = get_num(e, "received_s", received, 0.0, false, CZ_OAI_MAX_EVENT_S,
+                     &out->received_s);
+        if (st == CZ_OK && out->played_s > out->received_s) {
+            char a[40], b[40];
+            fmt_num(out->played_s, a, sizeof a);
+            fmt_num(out->received_s, b, sizeof b);
+            st = fail(e, CZ_EINVAL, 400, "played_s",
+                      "must be at most received_s (%s), got %s: the client cannot play audio "
+                      "it has not received",
+                      b, a);
+        }
+    }
+    if (st == CZ_OK && heard && !is_null(heard))
+        st = get_int(e, "heard_tokens", heard, 0, INT32_MAX, &out->heard_tokens);
+    cJSON_Delete(root);
+    if (st != CZ_OK) {
+        memset(out, 0, sizeof *out);
+        out->heard_tokens = -1;
+    }
+    return st;
+}
+
+bool cz_oai_session_path(const char *url, char *id, size_t cap)
+{
+    static const char pre[] = "/v1/sessions/", post[] = "/events";
+    size_t n = strlen(url), np = sizeof pre - 1, ns = sizeof post - 1;
+    if (n <= np + ns || strncmp(url, pre, np) != 0 || strcmp(url + n - ns, post) != 0)
+        return false;
+    size_t k = n - np - ns;
+    if (k >= cap || memchr(url + np, '/', k))
+        return false;
+    memcpy(id, url + np, k);
+    id[k] = '\0';
+    return true;
+}
+
+void cz_oai_event_body(cz_oai_buf *b, const char *session, const cz_oai_event_result *r)
+{
+    PUTS(b, "{\"object\":\"session.event\",\"session_id\":");
+    put_json_str(b, session, strlen(session), true);
+    PUTS(b, ",\"type\":\"");
+    put(b, event_names[r->type], strlen(event_names[r->type]));
+    PUTS(b, "\",\"applied\":");
+    if (r->applied)
+        PUTS(b, "true");
+    else
+        PUTS(b, "false");
+    if (r->type == CZ_OAI_EV_SPEECH_START) {
+        static const char *const pl[] = {"none", "started", "skipped"};
+        PUTS(b, ",\"preload\":\"");
+        put(b, pl[r->preload], strlen(pl[r->preload]));
+        PUTS(b, "\"");
+    }
+    if (r->type == CZ_OAI_EV_BARGE_IN) {
+        PUTS(b, ",\"heard_tokens\":");
+        put_i64(b, r->heard_tokens);
+        PUTS(b, ",\"context_tokens\":");
+        put_i64(b, r->context_tokens);
+    }
+    PUTS(b, "}");
 }

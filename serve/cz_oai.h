@@ -277,6 +277,53 @@ void cz_oai_unauthorized_body(cz_oai_buf *b);
 void cz_oai_models_body(cz_oai_buf *b, const char *id, const char *root, int64_t created,
                         int64_t max_model_len, cz_oai_id perm_id);
 
+/* ---- the interaction plane: POST /v1/sessions/{id}/events (docs/serve-protocol.md) ---- */
+
+#define CZ_OAI_MAX_EVENT_BYTES ((size_t)4096) /* an event body; larger is refused with 413 */
+#define CZ_OAI_MAX_EVENT_S 1e7       /* seconds of audio an event may name */
+#define CZ_OAI_MAX_SESSION_ID 256    /* bytes of a session id in the path */
+
+/* A client's signal for a session (LiveServe section 3's interaction plane). */
+typedef enum cz_oai_event_type {
+    CZ_OAI_EV_SPEECH_START, /* the user started speaking the next turn (voice activity) */
+    CZ_OAI_EV_SPEECH_END,   /* the user stopped speaking it */
+    CZ_OAI_EV_PLAYBACK,     /* played_s of the received_s seconds of the reply's audio */
+    CZ_OAI_EV_BARGE_IN      /* the user interrupted the reply */
+} cz_oai_event_type;
+
+/* A parsed event body: {"type": ..., "played_s": s, "received_s": s, "heard_tokens": n}.
+ * playback requires played_s and received_s (played_s <= received_s); barge_in takes an
+ * optional played_s and heard_tokens; the speech events take nothing else. Unknown fields
+ * are refused. */
+typedef struct cz_oai_event {
+    cz_oai_event_type type;
+    double played_s, received_s;  /* [0, CZ_OAI_MAX_EVENT_S] */
+    bool has_played;
+    int64_t heard_tokens;         /* -1 when absent */
+} cz_oai_event;
+
+/* Parses an event body, as cz_oai_parse: CZ_OK, or the 400 (413 past
+ * CZ_OAI_MAX_EVENT_BYTES) naming the field in *e. */
+cz_status cz_oai_parse_event(const char *body, size_t len, cz_oai_event *out, cz_oai_error *e);
+/* "speech_start", ...: the type's spelling. */
+const char *cz_oai_event_name(cz_oai_event_type t);
+/* Whether `url` is /v1/sessions/{id}/events with an id of 1 to cap-1 bytes and no '/';
+ * the id is copied to id[0..cap). */
+bool cz_oai_session_path(const char *url, char *id, size_t cap);
+
+/* What an event did, for its response body. */
+typedef struct cz_oai_event_result {
+    cz_oai_event_type type;
+    bool applied;            /* it changed what the runtime does */
+    int preload;             /* speech_start: 0 none, 1 started, 2 skipped (cz_preload_outcome) */
+    int64_t heard_tokens;    /* barge_in: tokens of the reply kept as heard */
+    int64_t context_tokens;  /* barge_in: tokens of the session's context kept */
+} cz_oai_event_result;
+
+/* {"object":"session.event","session_id":...,"type":...,"applied":...} and, for speech_start,
+ * "preload"; for barge_in, "heard_tokens" and "context_tokens". */
+void cz_oai_event_body(cz_oai_buf *b, const char *session, const cz_oai_event_result *r);
+
 #ifdef __cplusplus
 }
 #endif

@@ -171,7 +171,10 @@ typedef struct sv_prom {
     uint64_t prompt_tokens, generation_tokens, preemptions, cached_tokens;
     uint64_t finished[4]; /* by cz_oai_finish: -, stop, length, abort */
     uint64_t client_aborts, dropped;
-    sv_hist ttft, itl, e2e;
+    uint64_t events[4];   /* the interaction plane's, by cz_oai_event_type */
+    uint64_t barge_ins;   /* barge-ins that cut a reply */
+    cz_preload_stats preload;
+    sv_hist ttft, itl, e2e, ttfp;
 } sv_prom;
 
 /* ---- streams: the channel from the runtime thread to an HTTP thread ---- */
@@ -240,22 +243,46 @@ typedef struct sv_req {
     uint32_t n_out, cap_out;
     bool stopped;
     int64_t stop_token;   /* the stop id, or -1 for the EOS */
+    uint32_t heard;       /* a barge-in's heard tokens, or NONE */
+    /* the request's sampling, where it set it (the engine's execution applies it) */
+    float temperature, top_p;
+    uint32_t top_k;
+    bool has_temperature, has_top_p, has_top_k, has_seed;
+    uint64_t seed;
     double arrival_s, last_s;
 } sv_req;
 
-/* A session the runtime keeps: its latest request's workload session and its context. */
+/* A session the runtime keeps: its latest request's workload session and its context,
+ * and what its client reported (the interaction plane). */
 typedef struct sv_sess {
-    uint32_t si;
+    uint32_t si;          /* NONE before its first request */
     bool open;            /* its latest request has not ended */
     int32_t *ctx;         /* the prompt and reply of its latest request */
     uint32_t len, cap;
+    uint32_t base;        /* the prompt's length in ctx: the reply follows */
     double idle_since;
+    double speech_end_s;  /* the user's end of speech not yet followed by a request, or NaN */
+    double ready_s;       /* the latest request's start: its speech end, else its arrival */
+    bool first_audio;     /* the latest reply's first audio was reported */
+    double played_s, received_s; /* the latest reply's playback, as last reported */
 } sv_sess;
+
+/* An event for a session: the HTTP thread waits until the runtime has applied it. */
+typedef struct sv_event {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;             /* the HTTP thread and the inbox */
+    bool done, refused;   /* applied; or not, the server stopping */
+    char session[CZ_OAI_MAX_SESSION_ID];
+    cz_oai_event ev;
+    cz_oai_event_result res;
+} sv_event;
 
 typedef struct sv_msg {
     struct sv_msg *next;
     sv_req *req;          /* a submission */
     sv_resp *cancel;      /* or a response whose client went away (a reference held) */
+    sv_event *event;      /* or a session's event (a reference held) */
 } sv_msg;
 
 struct cz_serve {
@@ -293,6 +320,8 @@ struct cz_serve {
     sv_map by_si, sessions;
     sv_req **cancels;
     size_t n_cancels, cap_cancels;
+    sv_req **held;        /* requests waiting for their session to settle (a barge-in's cut) */
+    size_t n_held, cap_held;
     sv_prom rp;           /* the runtime's figures */
     /* published */
     pthread_mutex_t prom_mu;
@@ -347,6 +376,29 @@ static void req_free(sv_req *q)
     free(q);
 }
 
+static void event_unref(sv_event *x)
+{
+    pthread_mutex_lock(&x->mu);
+    bool last = --x->refs == 0;
+    pthread_mutex_unlock(&x->mu);
+    if (last) {
+        pthread_cond_destroy(&x->cv);
+        pthread_mutex_destroy(&x->mu);
+        free(x);
+    }
+}
+
+/* The event's outcome reaches its HTTP thread: applied, or refused (the server stops). */
+static void event_finish(sv_event *x, bool refused)
+{
+    pthread_mutex_lock(&x->mu);
+    x->done = true;
+    x->refused = refused;
+    pthread_cond_signal(&x->cv);
+    pthread_mutex_unlock(&x->mu);
+    event_unref(x);
+}
+
 /* ---- the inbox ---- */
 
 static void post(sv *V, sv_msg *msg)
@@ -390,7 +442,9 @@ static cz_deploy *dep(sv *V)
  * never the EOS or one of the request's stop ids. */
 static int32_t modelled_id(const sv *V, const sv_req *q, uint32_t pos)
 {
-    uint64_t h = mix64(V->cfg->seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)q->si << 32) ^ pos);
+    /* a request's own seed gives the same reply wherever it runs */
+    uint64_t who = q->has_seed ? mix64(q->seed) : (uint64_t)q->si << 32;
+    uint64_t h = mix64(V->cfg->seed * 0x9E3779B97F4A7C15ull ^ who ^ pos);
     uint32_t span = V->id_hi - V->id_lo;
     uint32_t id = V->id_lo + (uint32_t)(h % span);
     for (uint32_t tries = 0; tries <= span; tries++) {
@@ -481,8 +535,9 @@ static void on_step_ended(void *ctx, uint32_t rep, cz_server *srv, const uint32_
     }
 }
 
-/* Session q->session keeps the context of q: its prompt and reply. */
-static void session_note(sv *V, sv_req *q, double now, bool usable)
+/* Session q->session keeps the context of q: its prompt and the first `reply` tokens of
+ * its reply (NONE: nothing follows from it). */
+static void session_note(sv *V, sv_req *q, double now, uint32_t reply)
 {
     if (!q->session)
         return;
@@ -491,17 +546,18 @@ static void session_note(sv *V, sv_req *q, double now, bool usable)
         return;
     s->open = false;
     s->idle_since = now;
-    if (!usable) {
+    s->base = q->n_prompt;
+    if (reply == NONE) {
         s->len = 0; /* nothing follows from a cut context */
         return;
     }
-    uint32_t len = q->n_prompt + q->emitted;
+    uint32_t len = q->n_prompt + reply;
     if (len > s->cap) {
         s->cap = len;
         s->ctx = cz_xrealloc(s->ctx, s->cap, sizeof *s->ctx);
     }
     memcpy(s->ctx, q->prompt, q->n_prompt * sizeof *s->ctx);
-    for (uint32_t pos = 0; pos < q->emitted; pos++)
+    for (uint32_t pos = 0; pos < reply; pos++)
         s->ctx[q->n_prompt + pos] = out_id(V, q, pos);
     s->len = len;
 }
@@ -543,7 +599,11 @@ static void on_turn_end(void *ctx, uint32_t session, uint32_t turn, uint32_t out
     pthread_mutex_unlock(&r->mu);
     V->rp.finished[fin]++;
     hist_add(&V->rp.e2e, e2e_le, CZ_ARRAY_LEN(e2e_le), now - q->arrival_s);
-    session_note(V, q, now, fin == CZ_OAI_FINISH_LENGTH);
+    /* what follows in the session: the whole reply, or what a barge-in kept of it */
+    uint32_t keep = fin == CZ_OAI_FINISH_LENGTH ? q->emitted
+                    : q->heard != NONE          ? (q->heard < q->emitted ? q->heard : q->emitted)
+                                                : NONE;
+    session_note(V, q, now, keep);
     if (freed)
         resp_free(r);
     /* a deferred cancel of this request has nothing left to do */
@@ -562,6 +622,28 @@ static int32_t on_input_id(void *ctx, uint64_t session, uint32_t pos)
     sv_req *q = session < NONE ? map_get(&V->by_si, (uint32_t)session, NULL) : NULL;
     CZ_ASSERT(q && pos < q->n_prompt); /* only an open request's prompt is computed */
     return q->prompt[pos];
+}
+
+/* The sampling of the id the engine samples at `pos` for the request `session` runs: the
+ * request's own temperature, top_k, top_p and seed where it set them. */
+static void on_sampling(void *ctx, uint64_t session, uint32_t pos, cz_row_sampling *out,
+                        bool *seeded)
+{
+    sv *V = ctx;
+    (void)pos;
+    sv_req *q = session < NONE ? map_get(&V->by_si, (uint32_t)session, NULL) : NULL;
+    if (!q)
+        return;
+    if (q->has_temperature)
+        out->temperature = q->temperature;
+    if (q->has_top_p)
+        out->top_p = q->top_p;
+    if (q->has_top_k)
+        out->top_k = q->top_k;
+    if (q->has_seed) {
+        out->seed = mix64(q->seed);
+        *seeded = true;
+    }
 }
 
 /* The ids a step sampled: each extends its request's reply and its stream; an EOS (unless
@@ -606,20 +688,32 @@ static void on_sampled(void *ctx, uint32_t rep, cz_server *srv, const uint32_t *
     }
 }
 
+/* The session named `key`, created idle when the runtime does not know it. */
+static sv_sess *session_get(sv *V, const char *key, double now)
+{
+    sv_sess *s = map_get(&V->sessions, str_hash(key), key);
+    if (!s) {
+        s = cz_xcalloc(1, sizeof *s);
+        s->si = NONE;
+        s->idle_since = now;
+        s->speech_end_s = s->ready_s = NAN;
+        map_put(&V->sessions, str_hash(key), key, s);
+    }
+    return s;
+}
+
 /* Submits request q at `now`: a session of its own in the live workload, following its
- * session's last request when its prompt extends that context. */
+ * session's last request when its prompt extends that context. A session still settling
+ * (a barge-in's cut waits for the batch in flight) holds q until it has settled. */
 static void submit(sv *V, sv_req *q, double now)
 {
     cz_deploy *d = dep(V);
     uint32_t follows = NONE, keep = 0;
     sv_sess *s = NULL;
+    if (isnan(q->arrival_s))
+        q->arrival_s = now;
     if (q->session) {
-        s = map_get(&V->sessions, str_hash(q->session), q->session);
-        if (!s) {
-            s = cz_xcalloc(1, sizeof *s);
-            s->si = NONE;
-            map_put(&V->sessions, str_hash(q->session), q->session, s);
-        }
+        s = session_get(V, q->session, now);
         if (s->si != NONE && !s->open && s->len > 0) {
             /* the prefix this prompt shares with the session's context; at least one
              * prompt token is computed, as vLLM computes the last one */
@@ -627,7 +721,14 @@ static void submit(sv *V, sv_req *q, double now)
             while (lcp < s->len && lcp < most && s->ctx[lcp] == q->prompt[lcp])
                 lcp++;
             uint32_t held = cz_deploy_kv_tokens(d, s->si);
-            if (lcp > 0 && cz_deploy_can_follow(d, s->si, lcp)) {
+            bool can = lcp > 0 && cz_deploy_can_follow(d, s->si, lcp);
+            if (lcp > 0 && !can && cz_deploy_settling(d, s->si)) {
+                /* it may follow once the session has settled: held until then */
+                cz_grow((void **)&V->held, &V->cap_held, V->n_held + 1, sizeof *V->held);
+                V->held[V->n_held++] = q;
+                return;
+            }
+            if (can) {
                 follows = s->si;
                 keep = lcp;
                 q->resp->ch[q->idx].cached_tokens = lcp < held ? lcp : held;
@@ -645,7 +746,7 @@ static void submit(sv *V, sv_req *q, double now)
     t->arrival_s = now;
     t->in_text_tokens = q->n_prompt - keep;
     t->out_text_tokens = q->max_tokens;
-    q->arrival_s = q->last_s = now;
+    q->last_s = now;
     /* the map before the submission: a turn refused at once ends inside it */
     uint32_t si = V->wl.n_sessions;
     q->si = si;
@@ -653,6 +754,11 @@ static void submit(sv *V, sv_req *q, double now)
     if (s) {
         s->si = si;
         s->open = true;
+        /* the reply's audio TTFP counts from the user's end of speech when it was reported */
+        s->ready_s = isnan(s->speech_end_s) ? now : s->speech_end_s;
+        s->speech_end_s = NAN;
+        s->first_audio = false;
+        s->played_s = s->received_s = 0.0;
     }
     V->rp.prompt_tokens += q->n_prompt;
     V->rp.cached_tokens += (uint64_t)q->resp->ch[q->idx].cached_tokens;
@@ -661,6 +767,46 @@ static void submit(sv *V, sv_req *q, double now)
                                     q->session != NULL, now, &took);
     CZ_ASSERT(got == si && took == (follows != NONE));
     cz_workload_free(&one);
+}
+
+/* Request q never reached the runtime: its stream ends aborted, with no outcome to count. */
+static void never_ran(sv_req *q)
+{
+    sv_resp *r = q->resp;
+    bool freed;
+    pthread_mutex_lock(&r->mu);
+    r->ch[q->idx].finished = true;
+    r->ch[q->idx].finish = CZ_OAI_FINISH_ABORT;
+    pthread_cond_signal(&r->cv);
+    resp_unref_locked(r, &freed);
+    pthread_mutex_unlock(&r->mu);
+    if (freed)
+        resp_free(r);
+    req_free(q);
+}
+
+/* Submits the held requests whose sessions have settled (in the order they came); those
+ * whose client went away, or all of them when the server stops, end aborted without
+ * reaching the runtime. */
+static void retry_held(sv *V, double now, bool stopping)
+{
+    if (V->n_held == 0)
+        return;
+    size_t n = V->n_held;
+    sv_req **list = cz_xmalloc(n * sizeof *list);
+    memcpy(list, V->held, n * sizeof *list);
+    V->n_held = 0;
+    for (size_t i = 0; i < n; i++) {
+        sv_resp *r = list[i]->resp;
+        pthread_mutex_lock(&r->mu);
+        bool gone = r->http_gone || stopping;
+        pthread_mutex_unlock(&r->mu);
+        if (gone)
+            never_ran(list[i]);
+        else
+            submit(V, list[i], now); /* held again while its session settles */
+    }
+    free(list);
 }
 
 /* Cancels every request of response r the runtime still runs. */
@@ -696,10 +842,19 @@ static void publish(sv *V)
     const cz_config *cfg = V->cfg;
     cz_deploy *d = dep(V);
     uint64_t run = 0, wait = 0, used = 0, blocks = 0, host = 0;
+    memset(&V->rp.preload, 0, sizeof V->rp.preload);
     for (uint32_t ri = 0; ri < cz_deploy_replicas(d); ri++) {
         cz_deploy_replica r = cz_deploy_replica_at(d, ri);
         if (!r.srv)
             continue;
+        cz_preload_stats pl;
+        cz_server_preload_stats(r.srv, &pl);
+        V->rp.preload.started += pl.started;
+        V->rp.preload.hits += pl.hits;
+        V->rp.preload.late += pl.late;
+        V->rp.preload.skips += pl.skips;
+        V->rp.preload.cancels += pl.cancels;
+        V->rp.preload.fallbacks += pl.fallbacks;
         run += cz_server_running(r.srv);
         wait += cz_server_waiting(r.srv);
         used += cz_server_kv_used(r.srv);
@@ -741,26 +896,93 @@ static void expire_sessions(sv *V, double now)
     }
 }
 
-static void handle_msg(sv *V, sv_msg *msg, double now)
+/* Applies a client's event for its session at `now`: the interaction plane (LiveServe
+ * section 3; docs/serve.md says what each event does). */
+static void apply_event(sv *V, sv_event *x, double now)
 {
-    if (msg->req) {
+    cz_deploy *d = dep(V);
+    sv_sess *s = session_get(V, x->session, now);
+    const cz_oai_event *ev = &x->ev;
+    cz_oai_event_result *res = &x->res;
+    memset(res, 0, sizeof *res);
+    res->type = ev->type;
+    V->rp.events[ev->type]++;
+    sv_req *q = s->open && s->si != NONE ? map_get(&V->by_si, s->si, NULL) : NULL;
+    /* a session whose context a next request may follow: its turn ended, its reply kept */
+    bool idle = s->si != NONE && !s->open && s->len > 0;
+    switch (ev->type) {
+    case CZ_OAI_EV_SPEECH_START:
+        if (idle) {
+            res->preload = (int)cz_deploy_speech_start(d, s->si, now);
+            res->applied = true;
+        }
+        break;
+    case CZ_OAI_EV_SPEECH_END:
+        s->speech_end_s = now;
+        res->applied = true;
+        break;
+    case CZ_OAI_EV_PLAYBACK:
+        if (s->si == NONE)
+            break;
+        cz_deploy_playback(d, s->si, ev->played_s, ev->received_s,
+                           ev->received_s > s->received_s ? ev->received_s - s->received_s : 0.0,
+                           now);
+        if (!s->first_audio && ev->received_s > 0 && !isnan(s->ready_s)) {
+            hist_add(&V->rp.ttfp, ttft_le, CZ_ARRAY_LEN(ttft_le), now - s->ready_s);
+            s->first_audio = true;
+        }
+        s->played_s = ev->played_s;
+        s->received_s = ev->received_s;
+        res->applied = true;
+        break;
+    case CZ_OAI_EV_BARGE_IN: {
+        /* the reply's tokens the user heard: as the client says, else the share of the
+         * audio it received that it played, else all it was sent */
+        uint32_t reply = q ? q->emitted : idle && s->len > s->base ? s->len - s->base : 0;
+        double played = ev->has_played ? ev->played_s : s->played_s;
+        uint64_t heard = reply;
+        if (ev->heard_tokens >= 0)
+            heard = (uint64_t)ev->heard_tokens;
+        else if (s->received_s > 0)
+            heard = (uint64_t)floor(reply * fmin(1.0, played / s->received_s) + 1e-9);
+        if (heard > reply)
+            heard = reply;
+        res->heard_tokens = (int64_t)heard;
+        if (q) {
+            q->heard = (uint32_t)heard;
+            /* the turn ends aborted inside (on_turn_end keeps the heard context) */
+            res->applied = cz_deploy_barge_in(d, q->si, (uint32_t)heard, now);
+        } else if (idle && heard < reply) {
+            s->len = s->base + (uint32_t)heard; /* a reply still playing: cut back */
+            res->applied = true;
+        }
+        if (res->applied)
+            V->rp.barge_ins++;
+        res->context_tokens = s->len;
+        /* the user goes on speaking: the next turn's speech started (LiveServe section 5.2
+         * preloads on a barge-in too) */
+        if (s->si != NONE && !s->open && s->len > 0)
+            (void)cz_deploy_speech_start(d, s->si, now);
+        break;
+    }
+    }
+}
+
+/* `stopping`: the server stops; nothing new reaches the runtime. */
+static void handle_msg(sv *V, sv_msg *msg, double now, bool stopping)
+{
+    if (msg->event) {
+        if (!stopping)
+            apply_event(V, msg->event, now);
+        event_finish(msg->event, stopping);
+    } else if (msg->req) {
         sv_req *q = msg->req;
         sv_resp *r = q->resp;
         pthread_mutex_lock(&r->mu);
-        bool gone = r->http_gone || V->stopping;
+        bool gone = r->http_gone || stopping;
         pthread_mutex_unlock(&r->mu);
         if (gone) {
-            /* never reached the runtime: its stream ends aborted, no outcome to count */
-            bool freed;
-            pthread_mutex_lock(&r->mu);
-            r->ch[q->idx].finished = true;
-            r->ch[q->idx].finish = CZ_OAI_FINISH_ABORT;
-            pthread_cond_signal(&r->cv);
-            resp_unref_locked(r, &freed);
-            pthread_mutex_unlock(&r->mu);
-            if (freed)
-                resp_free(r);
-            req_free(q);
+            never_ran(q);
         } else {
             submit(V, q, now);
         }
@@ -794,9 +1016,10 @@ static bool take_inbox(sv *V, double t)
     V->in_head = V->in_tail = NULL;
     bool stopping = V->stopping;
     pthread_mutex_unlock(&V->mu);
+    retry_held(V, t, stopping);
     while (msgs) {
         sv_msg *nx = msgs->next;
-        handle_msg(V, msgs, t);
+        handle_msg(V, msgs, t, stopping);
         msgs = nx;
     }
     run_cancels(V, t);
@@ -1173,16 +1396,34 @@ static void hist_text(cz_oai_buf *b, const char *name, const char *help, const s
     b->p[b->n] = '\0';
 }
 
-static void metric_line(cz_oai_buf *b, const char *name, const char *type, const char *help,
-                        const char *labels, double v)
+static void buf_text(cz_oai_buf *b, const char *line, int k)
 {
-    char line[512];
-    int k = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s{%s} %.17g\n", name, help,
-                     name, type, name, labels, v);
     cz_oai_buf_reserve(b, (size_t)k);
     memcpy(b->p + b->n, line, (size_t)k);
     b->n += (size_t)k;
     b->p[b->n] = '\0';
+}
+
+/* A metric family's HELP and TYPE lines (once a family, as the text format requires). */
+static void metric_family(cz_oai_buf *b, const char *name, const char *type, const char *help)
+{
+    char line[512];
+    int k = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    buf_text(b, line, k);
+}
+
+static void metric_sample(cz_oai_buf *b, const char *name, const char *labels, double v)
+{
+    char line[512];
+    int k = snprintf(line, sizeof line, "%s{%s} %.17g\n", name, labels, v);
+    buf_text(b, line, k);
+}
+
+static void metric_line(cz_oai_buf *b, const char *name, const char *type, const char *help,
+                        const char *labels, double v)
+{
+    metric_family(b, name, type, help);
+    metric_sample(b, name, labels, v);
 }
 
 /* GET /metrics: Prometheus' text format, vLLM's names where vLLM has the figure. */
@@ -1211,11 +1452,12 @@ static enum MHD_Result send_metrics(sv *V, struct MHD_Connection *c)
                 "Prefix cache hits, in terms of number of cached tokens.", lab,
                 (double)p.cached_tokens);
     static const char *const reasons[] = {NULL, "stop", "length", "abort"};
+    metric_family(&b, "vllm:request_success_total", "counter",
+                  "Count of successfully processed requests.");
     for (int i = 1; i < 4; i++) {
         char l2[320];
         snprintf(l2, sizeof l2, "finished_reason=\"%s\",%s", reasons[i], lab);
-        metric_line(&b, "vllm:request_success_total", "counter",
-                    "Count of successfully processed requests.", l2, (double)p.finished[i]);
+        metric_sample(&b, "vllm:request_success_total", l2, (double)p.finished[i]);
     }
     hist_text(&b, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
               &p.ttft, ttft_le, CZ_ARRAY_LEN(ttft_le), V->model_name);
@@ -1231,6 +1473,31 @@ static enum MHD_Result send_metrics(sv *V, struct MHD_Connection *c)
                 lab, (double)p.client_aborts);
     metric_line(&b, "cadenza:streams_dropped_total", "counter",
                 "Streams whose client fell too far behind and was dropped.", lab, (double)p.dropped);
+    metric_family(&b, "cadenza:session_events_total", "counter",
+                  "Interaction-plane events received (POST /v1/sessions/{id}/events).");
+    for (int i = 0; i < 4; i++) {
+        char l2[320];
+        snprintf(l2, sizeof l2, "type=\"%s\",%s", cz_oai_event_name((cz_oai_event_type)i), lab);
+        metric_sample(&b, "cadenza:session_events_total", l2, (double)p.events[i]);
+    }
+    metric_line(&b, "cadenza:barge_ins_total", "counter",
+                "Barge-ins that cut a reply (its unheard tokens discarded).", lab,
+                (double)p.barge_ins);
+    static const char *const pl_names[] = {"started", "hit", "late", "skipped", "cancelled",
+                                           "fallback"};
+    const uint64_t pl_vals[] = {p.preload.started, p.preload.hits,    p.preload.late,
+                                p.preload.skips,   p.preload.cancels, p.preload.fallbacks};
+    metric_family(&b, "cadenza:kv_preloads_total", "counter",
+                  "Speech-triggered KV preloads (LiveServe section 5.2), by outcome.");
+    for (int i = 0; i < 6; i++) {
+        char l2[320];
+        snprintf(l2, sizeof l2, "outcome=\"%s\",%s", pl_names[i], lab);
+        metric_sample(&b, "cadenza:kv_preloads_total", l2, (double)pl_vals[i]);
+    }
+    hist_text(&b, "cadenza:audio_ttfp_seconds",
+              "Histogram of time to first playable audio: from the user's end of speech (else "
+              "the request) to the client's first playback report with audio.",
+              &p.ttfp, ttft_le, CZ_ARRAY_LEN(ttft_le), V->model_name);
     enum MHD_Result ok = send_bytes(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.n);
     cz_oai_buf_free(&b);
     return ok;
@@ -1422,6 +1689,17 @@ static enum MHD_Result handle_generate(sv *V, struct MHD_Connection *c, cz_oai_e
         q->min_tokens = (uint32_t)req.min_tokens;
         q->ignore_eos = req.ignore_eos;
         q->stop_token = -1;
+        q->heard = NONE;
+        q->has_temperature = req.has_temperature;
+        q->temperature = (float)req.temperature;
+        q->has_top_p = req.has_top_p;
+        q->top_p = (float)req.top_p;
+        /* a limit at or past the vocabulary is no limit */
+        q->has_top_k = req.has_top_k;
+        q->top_k = req.top_k > 0 && (uint32_t)req.top_k < V->in_vocab ? (uint32_t)req.top_k : 0;
+        q->has_seed = req.has_seed;
+        q->seed = (uint64_t)req.seed;
+        q->arrival_s = NAN;
         /* a session is one conversation: with several prompts each is a request of its own */
         q->session = session && np == 1 ? cz_xstrdup(session) : NULL;
         if (req.n_stop_token_ids) {
@@ -1437,6 +1715,63 @@ static enum MHD_Result handle_generate(sv *V, struct MHD_Connection *c, cz_oai_e
     cz_oai_request_free(&req);
     enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, resp);
     MHD_destroy_response(resp);
+    return ok;
+}
+
+/* POST /v1/sessions/{id}/events: the event reaches the runtime thread, and the response
+ * says what it did once it has been applied. */
+static enum MHD_Result handle_event(sv *V, struct MHD_Connection *c, const char *session,
+                                    const sv_conn *cc)
+{
+    cz_oai_error e;
+    if (cc->too_big) {
+        cz_oai_error_set(&e, 413, "Request Entity Too Large", NULL,
+                         "the request body is larger than %zu bytes", CZ_OAI_MAX_EVENT_BYTES);
+        return send_error(V, c, &e);
+    }
+    sv_event *x = cz_xcalloc(1, sizeof *x);
+    if (cz_oai_parse_event(cc->body.p ? cc->body.p : "", cc->body.n, &x->ev, &e) != CZ_OK) {
+        free(x);
+        return send_error(V, c, &e);
+    }
+    pthread_mutex_init(&x->mu, NULL);
+    cz_wall_cond_init(&x->cv);
+    x->refs = 2;
+    snprintf(x->session, sizeof x->session, "%s", session);
+    sv_msg *msg = cz_xcalloc(1, sizeof *msg);
+    msg->event = x;
+    post(V, msg);
+    pthread_mutex_lock(&x->mu);
+    while (!x->done) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += (long)(SV_POLL_S * 1e9);
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        if (pthread_cond_timedwait(&x->cv, &x->mu, &ts) != ETIMEDOUT || x->done)
+            continue;
+        pthread_mutex_unlock(&x->mu);
+        pthread_mutex_lock(&V->mu);
+        bool ended = V->runtime_done; /* it will never be applied */
+        pthread_mutex_unlock(&V->mu);
+        pthread_mutex_lock(&x->mu);
+        if (ended && !x->done) {
+            x->refused = true;
+            break;
+        }
+    }
+    bool refused = x->refused;
+    cz_oai_event_result res = x->res;
+    pthread_mutex_unlock(&x->mu);
+    event_unref(x);
+    if (refused) {
+        cz_oai_error_set(&e, 503, "ServiceUnavailableError", NULL, "the server is shutting down");
+        return send_error(V, c, &e);
+    }
+    cz_oai_buf b = {0};
+    cz_oai_event_body(&b, session, &res);
+    enum MHD_Result ok = send_bytes(c, 200, "application/json", b.p, b.n);
+    cz_oai_buf_free(&b);
     return ok;
 }
 
@@ -1472,8 +1807,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                    : send_detail(V, c, 405, "Method Not Allowed");
     if (strcmp(url, "/metrics") == 0)
         return get ? send_metrics(V, c) : send_detail(V, c, 405, "Method Not Allowed");
-    bool known = strcmp(url, "/v1/models") == 0 || strcmp(url, "/v1/completions") == 0 ||
-                 strcmp(url, "/v1/chat/completions") == 0;
+    char sid[CZ_OAI_MAX_SESSION_ID];
+    bool event = cz_oai_session_path(url, sid, sizeof sid);
+    bool known = event || strcmp(url, "/v1/models") == 0 ||
+                 strcmp(url, "/v1/completions") == 0 || strcmp(url, "/v1/chat/completions") == 0;
     if (!known)
         return send_detail(V, c, 404, "Not Found");
     if (V->o.api_key && V->o.api_key[0] &&
@@ -1506,6 +1843,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cz_oai_error_set(&e, 503, "ServiceUnavailableError", NULL, "the server is shutting down");
         return send_error(V, c, &e);
     }
+    if (event)
+        return handle_event(V, c, sid, cc);
     return handle_generate(V, c,
                            strcmp(url, "/v1/completions") == 0 ? CZ_OAI_COMPLETIONS : CZ_OAI_CHAT,
                            cc);
@@ -1657,7 +1996,7 @@ cz_status cz_serve_run(const cz_config *cfg, const cz_serve_opts *o,
     V->ehow = CZ_ENGINE_DRAINED;
     if (st == CZ_OK && o->exec == CZ_SERVE_ENGINE) {
         cz_engine_observer eobs = {.ctx = V, .input_id = on_input_id, .sampled = on_sampled,
-                                   .turn_end = on_turn_end};
+                                   .turn_end = on_turn_end, .sampling = on_sampling};
         cz_engine_opts eo = {.backend = o->backend, .threads = o->threads};
         st = cz_engine_open(cfg, &V->wl, m, &eo, &eobs, &V->eng, err);
     } else if (st == CZ_OK) {
@@ -1744,7 +2083,9 @@ cz_status cz_serve_run(const cz_config *cfg, const cz_serve_opts *o,
     /* what the queue still holds never reached the runtime */
     for (sv_msg *msg = V->in_head, *nx; msg; msg = nx) {
         nx = msg->next;
-        if (msg->req) {
+        if (msg->event) {
+            event_finish(msg->event, true);
+        } else if (msg->req) {
             resp_unref(msg->req->resp);
             req_free(msg->req);
         } else {
@@ -1752,6 +2093,9 @@ cz_status cz_serve_run(const cz_config *cfg, const cz_serve_opts *o,
         }
         free(msg);
     }
+    for (size_t i = 0; i < V->n_held; i++)
+        never_ran(V->held[i]);
+    free(V->held);
     for (size_t i = 0; i < V->sessions.cap; i++)
         for (sv_node *x = V->sessions.b[i]; x; x = x->next) {
             free(((sv_sess *)x->val)->ctx);

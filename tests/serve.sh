@@ -3,7 +3,8 @@
 # Python's standard library (tests/serve_check.py) and by the official OpenAI client
 # (tests/serve_client.mjs, skipped without Node.js and tests/node's packages): plain and
 # streamed completions and chat, usage, errors, the API key, sessions with cached_tokens,
-# a client that goes away (aborted), /metrics, 200 concurrent streams, SIGTERM with
+# a client that goes away (aborted), the interaction plane's events (barge-in, playback,
+# speech start and its KV preload, audio TTFP), /metrics, 200 concurrent streams, SIGTERM with
 # streams open (each ends "abort", every request accounted for), and a served workload
 # against the simulator's prediction for the same requests at the same times. Prints
 # "N passed, N failed".
@@ -58,7 +59,7 @@ check "curl: a plain completion" bash -c \
 check "curl: a stream ends with data: [DONE]" bash -c \
     "curl -sfN http://127.0.0.1:$port/v1/completions -d '{\"prompt\":\"hi\",\"max_tokens\":2,\"stream\":true}' |
      tail -n 2 | grep -qx 'data: \\[DONE\\]'"
-for c in plain stream chat errors sessions disconnect metrics; do
+for c in plain stream chat errors sessions disconnect metrics events seed; do
     check "http: $c" python3 "$py" "$port" "$c"
 done
 check "http: 200 concurrent streams of 20 tokens" python3 "$py" "$port" concurrent 200 20
@@ -87,8 +88,15 @@ EOF
 # the API key
 start --api-key sesame || exit 1
 check "http: the API key" python3 "$py" "$port" auth sesame
+check "http: the API key guards the events" python3 "$py" "$port" auth_events sesame
 check "the OpenAI client with the key" bash -c \
     "node tests/serve_client.mjs http://127.0.0.1:$port/v1 sesame; r=\$?; [ \$r -eq 0 ] || [ \$r -eq 77 ]"
+stop
+
+# speech-triggered preload: offloaded KV evicted by another session comes back on the
+# user's speech start (LiveServe's section 5.2) before the next request
+start --set server.kv_idle=offload --set server.kv_preload=true --set server.kv_blocks=200 || exit 1
+check "events: a speech start preloads a session's offloaded KV" python3 "$py" "$port" preload
 stop
 
 # SIGTERM with streams open: each ends with finish_reason abort, the run accounts for them
@@ -151,7 +159,9 @@ start --execution engine --threads 2 --summary "$tmp/s4.json" -o "$tmp/r4.h5" ||
 for c in stream sessions disconnect metrics; do
     check "engine http: $c" python3 "$py" "$port" "$c"
 done
-check "engine: greedy ids repeat; stop ids and min_tokens; a session's KV gives a cold prompt's reply" \
+check "engine: a barge-in keeps the heard tokens' KV; the next reply is a cold prompt's" \
+    python3 "$py" "$port" events engine
+check "engine: greedy ids repeat; stop ids and min_tokens; per-request sampling and seeds; a session's KV gives a cold prompt's reply" \
     python3 "$py" "$port" engine 4096
 check "engine: 200 concurrent streams of 20 tokens" python3 "$py" "$port" concurrent 200 20
 check "engine: the OpenAI client (npm openai)" bash -c \

@@ -162,6 +162,14 @@ def c_errors():
     c_plain()
 
 
+def c_auth_events(key):
+    st, _, raw = request("POST", "/v1/sessions/k/events", {"type": "speech_end"})
+    expect(st == 401, (st, raw[:200]))
+    st, _, raw = request("POST", "/v1/sessions/k/events", {"type": "speech_end"},
+                         {"Authorization": "Bearer " + key})
+    expect(st == 200, (st, raw[:200]))
+
+
 def c_auth(key):
     s, _, raw = request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 1})
     expect(s == 401 and json.loads(raw) == {"error": "Unauthorized"}, (s, raw))
@@ -360,6 +368,29 @@ def ids_of(body, headers=None):
     return ch["token_ids"], ch["finish_reason"], ch["stop_reason"], d["usage"]
 
 
+def c_seed():
+    """A request's seed: the same seed gives the same reply, alone or batched with others;
+    another seed another reply."""
+    body = {"prompt": [(13 * i + 2) % 200 + 32 for i in range(30)], "max_tokens": 12,
+            "temperature": 1.0, "seed": 1234}
+    alone, _, _, _ = ids_of(body)
+    out = [None] * 4
+
+    def one(i):
+        b = dict(body) if i == 0 else {"prompt": [i + 40] * (10 + i), "max_tokens": 30,
+                                       "temperature": 1.0}
+        out[i] = ids_of(b)[0]
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    other, _, _, _ = ids_of(dict(body, seed=4321))
+    expect(out[0] == alone, "seed 1234 batched %r, alone %r" % (out[0], alone))
+    expect(other != alone, "seeds 1234 and 4321 gave the same reply %r" % alone)
+
+
 def c_engine(vocab):
     """The engine's execution: greedy ids repeat; stop ids, min_tokens and the stream's
     finish; a session's kept KV gives what a cold prompt gives."""
@@ -393,6 +424,11 @@ def c_engine(vocab):
     expect(got == a[:first] and len(last) == 1 and last[0]["choices"][0]["finish_reason"] ==
            "stop" and last[0]["choices"][0]["stop_reason"] == x, ev)
     expect(ev[-2]["usage"]["completion_tokens"] == first, ev[-2])
+    # a request's own sampling: temperature 0, or top_k 1, is the greedy reply
+    g0, _, _, _ = ids_of({"prompt": prompt, "max_tokens": 8, "temperature": 0})
+    k1, _, _, _ = ids_of({"prompt": prompt, "max_tokens": 8, "temperature": 1.5, "top_k": 1})
+    expect(g0 == a and k1 == a, "greedy %r, temperature 0 %r, top_k 1 %r" % (a, g0, k1))
+    c_seed()
     # a session: its next prompt extends the last prompt and reply, or shares the prompt
     # only; the kept KV serves the shared prefix and the reply is what a cold prompt gets
     h = {"X-Session-ID": "engine-1"}
@@ -411,13 +447,152 @@ def c_engine(vocab):
         expect(warm == cold, "a session's reply %r, cold %r" % (warm, cold))
         ctx = nxt + warm
 
+
+def event(session, body, headers=None):
+    s, _, raw = request("POST", "/v1/sessions/%s/events" % session, body, headers)
+    return s, json.loads(raw)
+
+
+def model_len():
+    s, _, raw = request("GET", "/v1/models")
+    return json.loads(raw)["data"][0]["max_model_len"]
+
+
+def c_events(engine=False):
+    """The interaction plane: a barge-in cuts a streamed reply where the user stopped
+    hearing it (the stream ends "abort", the session keeps the heard tokens' KV); a barge-in
+    after the reply ended cuts the kept context back; playback after an end of speech is
+    the audio TTFP; bad events are refused naming the field."""
+    before = metrics()
+    prompt = [(5 * i + 1) % 200 + 32 for i in range(60)]
+    n = min(2000, model_len() - len(prompt) - 50)
+    # a barge-in while the reply streams: the user heard its first 4 tokens
+    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=120)
+    c.request("POST", "/v1/completions", body=json.dumps({
+        "prompt": prompt, "max_tokens": n, "stream": True, "return_token_ids": True}).encode(),
+        headers={"Content-Type": "application/json", "X-Session-ID": "ev-1"})
+    r = c.getresponse()
+    evs, buf, answer = [], b"", None
+    while True:
+        chunk = r.read1(65536)
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n\n" in buf:
+            e, buf = buf.split(b"\n\n", 1)
+            p = e.decode()[len("data: "):]
+            evs.append(p if p == "[DONE]" else json.loads(p))
+        if answer is None and len(evs) >= 6:
+            st, answer = event("ev-1", {"type": "playback", "played_s": 0.5, "received_s": 1.0})
+            expect(st == 200 and answer["applied"], answer)
+            st, answer = event("ev-1", {"type": "barge_in", "heard_tokens": 4})
+            expect(st == 200 and answer == {"object": "session.event", "session_id": "ev-1",
+                                            "type": "barge_in", "applied": True,
+                                            "heard_tokens": 4,
+                                            "context_tokens": len(prompt) + 4}, answer)
+    c.close()
+    expect(evs and evs[-1] == "[DONE]", evs[-1:])
+    toks = [e for e in evs[:-1]]
+    ids = [i for e in toks for i in e["choices"][0]["token_ids"]]
+    expect(toks[-1]["choices"][0]["finish_reason"] == "abort" and len(ids) < n,
+           "the barged stream ended %r after %d tokens" % (toks[-1]["choices"][0], len(ids)))
+    # the next turn: what was heard, and the user's new words; the kept KV serves it
+    nxt = prompt + ids[:4] + [40, 41, 42]
+    out, fin, _, u = ids_of({"prompt": nxt, "max_tokens": 10}, {"X-Session-ID": "ev-1"})
+    det = u.get("prompt_tokens_details") or {}
+    expect(det.get("cached_tokens") == len(prompt) + 4, (det, len(prompt) + 4))
+    if engine:  # the kept KV is the heard context's: the reply is what a cold prompt gets
+        cold, _, _, _ = ids_of({"prompt": nxt, "max_tokens": 10})
+        expect(cold == out, "after a barge-in %r, cold %r" % (out, cold))
+    # a barge-in after the reply ended, half of it played: the context is cut back
+    st, a = event("ev-1", {"type": "playback", "played_s": 1.0, "received_s": 2.0})
+    expect(st == 200 and a["applied"], a)
+    st, a = event("ev-1", {"type": "barge_in"})
+    expect(st == 200 and a["applied"] and a["heard_tokens"] == 5 and
+           a["context_tokens"] == len(nxt) + 5, a)
+    third = nxt + out + [50, 51]
+    _, _, _, u = ids_of({"prompt": third, "max_tokens": 4}, {"X-Session-ID": "ev-1"})
+    det = u.get("prompt_tokens_details") or {}
+    expect(det.get("cached_tokens") == len(nxt) + 5, (det, len(nxt) + 5))
+    # the end of speech to the first audio the client reports: the audio TTFP
+    time.sleep(0.3)  # /metrics shows what the runtime published a tick ago
+    mid = metrics()
+    expect(mid.get("cadenza:audio_ttfp_seconds_count", 0) ==
+           before.get("cadenza:audio_ttfp_seconds_count", 0) + 2, "a TTFP a reply with audio")
+    st, a = event("ev-2", {"type": "speech_start"})
+    expect(st == 200 and not a["applied"] and a["preload"] == "none", a)
+    st, a = event("ev-2", {"type": "speech_end"})
+    expect(st == 200 and a["applied"], a)
+    time.sleep(0.2)
+    ids_of({"prompt": prompt, "max_tokens": 3}, {"X-Session-ID": "ev-2"})
+    st, a = event("ev-2", {"type": "playback", "played_s": 0, "received_s": 0.4})
+    expect(st == 200 and a["applied"], a)
+    # bad events: 400 naming the field; a path that is no session's: 404
+    for body, param in (({"type": "speak"}, "type"), ({}, "type"), ({"type": 3}, "type"),
+                        ({"type": "playback", "played_s": 1}, "received_s"),
+                        ({"type": "playback", "played_s": 2, "received_s": 1}, "played_s"),
+                        ({"type": "playback", "played_s": -1, "received_s": 1}, "played_s"),
+                        ({"type": "barge_in", "heard_tokens": 1.5}, "heard_tokens"),
+                        ({"type": "speech_end", "played_s": 1}, "played_s"),
+                        ({"type": "barge_in", "volume": 1}, "volume")):
+        st, _, raw = request("POST", "/v1/sessions/ev-3/events", body)
+        check_error(st, raw, 400, param)
+    st, _, raw = request("POST", "/v1/sessions/ev-3/events", b"{not json")
+    check_error(st, raw, 400)
+    st, _, raw = request("POST", "/v1/sessions/ev-3/events", b"{\"type\": \"" + b"x" * 5000 + b"\"}")
+    expect(st == 413, (st, raw[:200]))
+    st, _, _ = request("POST", "/v1/sessions//events", {"type": "speech_end"})
+    expect(st == 404, st)
+    st, _, _ = request("GET", "/v1/sessions/ev-3/events")
+    expect(st == 405, st)
+    for _ in range(50):
+        time.sleep(0.1)
+        m = metrics()
+        if m.get("cadenza:audio_ttfp_seconds_count", 0) > mid[
+                "cadenza:audio_ttfp_seconds_count"]:
+            break
+    expect(m["cadenza:barge_ins_total"] == before.get("cadenza:barge_ins_total", 0) + 2, m)
+    expect(m['cadenza:session_events_total{type="barge_in"}'] ==
+           before.get('cadenza:session_events_total{type="barge_in"}', 0) + 2, m)
+    got = m["cadenza:audio_ttfp_seconds_sum"] - mid["cadenza:audio_ttfp_seconds_sum"]
+    expect(m["cadenza:audio_ttfp_seconds_count"] == mid["cadenza:audio_ttfp_seconds_count"] + 1
+           and got >= 0.2, "audio TTFP %r: from the end of speech, 0.2 s before the request" % got)
+
+
+def c_preload():
+    """Speech-triggered preload (a server with offload and preload on, and a pool of a few
+    thousand tokens): a session's KV, offloaded and evicted by another session, is loaded
+    back on the user's speech start, and its next request finds it cached."""
+    ctx = [(3 * i + 7) % 200 + 32 for i in range(1500)]
+    ids_of({"prompt": ctx, "max_tokens": 8}, {"X-Session-ID": "pl-1"})
+    # another conversation takes the pool
+    other = [(11 * i + 5) % 200 + 32 for i in range(1500)]
+    for k in range(2):
+        ids_of({"prompt": other + [k], "max_tokens": 8}, {"X-Session-ID": "pl-2-%d" % k})
+    st, a = event("pl-1", {"type": "speech_start"})
+    expect(st == 200 and a["applied"] and a["preload"] == "started", a)
+    time.sleep(0.5)
+    _, _, _, u = ids_of({"prompt": ctx + [1, 2, 3], "max_tokens": 4}, {"X-Session-ID": "pl-1"})
+    det = u.get("prompt_tokens_details") or {}
+    expect(det.get("cached_tokens", 0) >= len(ctx), det)
+    for _ in range(50):
+        m = metrics()
+        if m.get('cadenza:kv_preloads_total{outcome="hit"}', 0) >= 1:
+            break
+        time.sleep(0.1)
+    expect(m['cadenza:kv_preloads_total{outcome="started"}'] >= 1 and
+           m['cadenza:kv_preloads_total{outcome="hit"}'] >= 1, m)
+
 CHECKS = {
     "plain": c_plain, "stream": c_stream, "chat": c_chat, "errors": c_errors,
-    "auth": lambda: c_auth(sys.argv[3]), "sessions": c_sessions, "disconnect": c_disconnect,
+    "auth": lambda: c_auth(sys.argv[3]), "auth_events": lambda: c_auth_events(sys.argv[3]),
+    "sessions": c_sessions, "disconnect": c_disconnect,
     "metrics": c_metrics, "concurrent": lambda: c_concurrent(int(sys.argv[3]), int(sys.argv[4])),
     "held": lambda: c_held(int(sys.argv[3]), float(sys.argv[4])),
     "timed": lambda: c_timed(sys.argv[3], int(sys.argv[4]), int(sys.argv[5])),
     "engine": lambda: c_engine(int(sys.argv[3])),
+    "events": lambda: c_events(len(sys.argv) > 3 and sys.argv[3] == "engine"),
+    "preload": c_preload, "seed": c_seed,
 }
 
 if __name__ == "__main__":

@@ -7,7 +7,10 @@ caps from 1; chunked prefill on and off; small stream bounds), each driven for a
 seconds by random clients at once: plain and streamed completions and chat, prompts as text
 and as ids, several prompts in one request, sessions that extend or diverge from their
 context, clients that go away mid-stream, clients that read slowly, requests refused for
-their fields, stop token ids, min_tokens, ignore_eos and returned token ids, then SIGTERM with requests in flight. A server passes when every response is
+their fields, stop token ids, min_tokens, ignore_eos, returned token ids and a request's
+own sampling (temperature, top_p, top_k, seed), the
+interaction plane's events (speech start and end, playback, barge-in, now and then
+mid-stream, and bad ones), then SIGTERM with requests in flight. A server passes when every response is
 well formed (a stream ends with [DONE], a refusal is OpenAI's error object), it exits 0,
 and its summary accounts for every request it took. Prints one line per failure and
 "N passed, N failed"."""
@@ -89,7 +92,49 @@ class Client:
             b["ignore_eos"] = r.random() < 0.5
         if r.random() < 0.3:
             b["return_token_ids"] = True
+        if r.random() < 0.3:  # a request's own sampling (the engine applies it)
+            b["temperature"] = r.choice([0, 0.5, 1.0, 2.0])
+            if r.random() < 0.5:
+                b["top_p"] = r.choice([0.1, 0.9, 1.0])
+            if r.random() < 0.5:
+                b["top_k"] = r.choice([-1, 1, 40, 100000])
+            if r.random() < 0.5:
+                b["seed"] = r.randint(-2 ** 40, 2 ** 40)
         return ("/v1/chat/completions" if chat else "/v1/completions"), b
+
+    def event(self, session):
+        """A random interaction-plane event for the session (now and then a bad one)."""
+        r = self.rng
+        kind = r.choice(["speech_start", "speech_end", "playback", "barge_in", "bad"])
+        body = {"type": kind}
+        if kind == "playback":
+            rec = r.uniform(0, 30)
+            body.update(played_s=r.uniform(0, rec), received_s=rec)
+        elif kind == "barge_in":
+            if r.random() < 0.5:
+                body["heard_tokens"] = r.randint(0, 80)
+            if r.random() < 0.5:
+                body["played_s"] = r.uniform(0, 10)
+        elif kind == "bad":
+            body = r.choice([{"type": "speak"}, {"type": "playback", "played_s": 2,
+                                                  "received_s": 1}, {"played_s": 1},
+                             {"type": "barge_in", "heard_tokens": -1}])
+        c = self.conn()
+        try:
+            c.request("POST", "/v1/sessions/%s/events" % session, body=json.dumps(body).encode(),
+                      headers={"Content-Type": "application/json"})
+            resp = c.getresponse()
+            d = json.loads(resp.read())
+            if kind == "bad":
+                assert (resp.status == 400 and d["error"]["param"]) or resp.status == 503, (body, d)
+            else:
+                assert resp.status in (200, 503), (body, resp.status, d)
+                if resp.status == 200:
+                    assert d["type"] == kind and d["session_id"] == session, d
+        except (OSError, http.client.HTTPException):
+            pass  # the server stopping closes what is open
+        finally:
+            c.close()
 
     def one(self, session=None):
         r = self.rng
@@ -122,6 +167,7 @@ class Client:
                 return
             leave = r.random() < 0.15
             slow = r.random() < 0.1
+            barge = session is not None and r.random() < 0.2
             data = b""
             while True:
                 chunk = resp.read1(256 if slow else 65536)
@@ -133,6 +179,9 @@ class Client:
                 if leave and data.count(b"\n\n") >= 2:
                     c.sock.shutdown(socket.SHUT_RDWR)
                     return
+                if barge and data.count(b"\n\n") >= 2:
+                    barge = False
+                    self.event(session)  # often a barge-in mid-stream
             events = [e for e in data.decode().split("\n\n") if e]
             assert events and events[-1] == "data: [DONE]", events[-2:]
             for e in events[:-1]:
@@ -182,6 +231,8 @@ def run_one(cz, root, seed, seconds):
         session = "s%d" % k if k % 2 else None
         while time.time() < stop:
             try:
+                if session and rng.random() < 0.3:
+                    c.event(session)
                 c.one(session if rng.random() < 0.7 else None)
             except AssertionError as e:
                 errors.append("client %d: %s" % (k, str(e)[:300]))

@@ -440,6 +440,48 @@ Test(net, sampled_rows_beyond_max_seqs)
     cz_kctx_free(k);
 }
 
+/* Per-row sampling (a request's own parameters): each row draws what a uniform call with
+ * its parameters draws, greedy rows their argmax, with runs split across the head's
+ * chunks (a reserve of 2 sequences, 5 rows). */
+Test(net, per_row_sampling_equals_uniform_calls)
+{
+    cz_kctx *k = mk(2);
+    cz_model_card m = card_of("tiny-llama");
+    const cz_stage_card *s = &m.stages[0];
+    cz_net *n = net_of(k, s, CZ_F32, 21);
+    cz_kv_pool *kv = pool_of(k, s, MAXB, CZ_F32);
+    cz_net_reserve(n, 32, 2, MAXB * BT);
+    int32_t toks[32], bt[MAXB], rows[5] = {2, 5, 9, 14, 19}, got[5], want[5];
+    prompt_of(toks, 20, s->vocab, 8);
+    contiguous(bt, 0);
+    step st;
+    uint32_t cached = 0, q = 20;
+    const int32_t *tk[1] = {toks}, *tb[1] = {bt};
+    cz_row_sampling rs[5] = {{0.0f, 0, 1.0f, 0},     {1.3f, 0, 1.0f, 5}, {1.3f, 0, 1.0f, 5},
+                             {0.7f, 20, 0.8f, 11}, {0.0f, 0, 1.0f, 0}};
+    uint64_t ctr[5] = {4, 9, 9, 2, 0};
+    build(&st, 1, tk, &cached, &q, tb, 0, 0);
+    st.b.sample_rows = rows;
+    st.b.n_samples = 5;
+    cz_sampling per = {.temperature = 0.0f, .top_p = 1.0f, .counter = ctr, .rows = rs};
+    cz_net_decode(n, kv, &st.b, &per, got, NULL);
+    for (int i = 0; i < 5; i++) {
+        int32_t one_row[1] = {rows[i]}, id[1];
+        st.b.sample_rows = one_row;
+        st.b.n_samples = 1;
+        cz_sampling u = {.temperature = rs[i].temperature, .top_k = rs[i].top_k,
+                         .top_p = rs[i].top_p, .seed = rs[i].seed, .counter = &ctr[i]};
+        cz_net_decode(n, kv, &st.b, &u, id, NULL);
+        want[i] = id[0];
+    }
+    cr_assert_arr_eq(got, want, sizeof got, "per-row: %d %d %d %d %d, uniform: %d %d %d %d %d",
+                     got[0], got[1], got[2], got[3], got[4], want[0], want[1], want[2], want[3],
+                     want[4]);
+    cz_kv_pool_free(kv);
+    cz_net_free(n);
+    cz_kctx_free(k);
+}
+
 /* ---- encoders, vocoders, code predictors ---- */
 
 Test(net, tiny_omni_stages_run_with_their_counts)

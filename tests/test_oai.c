@@ -1250,3 +1250,111 @@ Test(oai_format, token_ids)
     assert_parses(&b);
     cz_oai_buf_free(&b);
 }
+
+/* ---- the interaction plane's events ---- */
+
+static cz_oai_event event_ok(const char *body)
+{
+    cz_oai_event ev;
+    cz_oai_error e;
+    cr_assert_eq(cz_oai_parse_event(body, strlen(body), &ev, &e), CZ_OK, "%s: %s", body,
+                 e.message);
+    return ev;
+}
+
+static void event_bad(const char *body, int status, const char *param, const char *words)
+{
+    cz_oai_event ev;
+    cz_oai_error e;
+    cr_assert_neq(cz_oai_parse_event(body, strlen(body), &ev, &e), CZ_OK, "%s", body);
+    cr_assert_eq(e.status, status, "%s: %d", body, e.status);
+    cr_assert_str_eq(e.param, param ? param : "", "%s: param %s", body, e.param);
+    cr_assert(strstr(e.message, words), "%s: '%s' lacks '%s'", body, e.message, words);
+    cr_assert(!ev.has_played && ev.heard_tokens == -1);
+}
+
+Test(oai_event, each_type_and_its_fields)
+{
+    cz_oai_event ev = event_ok("{\"type\": \"speech_start\"}");
+    cr_assert_eq(ev.type, CZ_OAI_EV_SPEECH_START);
+    cr_assert_eq(ev.heard_tokens, -1);
+    cr_assert_eq(event_ok("{\"type\": \"speech_end\"}").type, CZ_OAI_EV_SPEECH_END);
+    ev = event_ok("{\"type\": \"playback\", \"played_s\": 1.5, \"received_s\": 4}");
+    cr_assert(ev.type == CZ_OAI_EV_PLAYBACK && ev.has_played && ev.played_s == 1.5 &&
+              ev.received_s == 4.0);
+    ev = event_ok("{\"type\": \"barge_in\"}");
+    cr_assert(ev.type == CZ_OAI_EV_BARGE_IN && !ev.has_played && ev.heard_tokens == -1);
+    ev = event_ok("{\"type\": \"barge_in\", \"played_s\": 2, \"heard_tokens\": 7}");
+    cr_assert(ev.has_played && ev.played_s == 2.0 && ev.heard_tokens == 7);
+    ev = event_ok("{\"type\": \"barge_in\", \"played_s\": null, \"heard_tokens\": null}");
+    cr_assert(!ev.has_played && ev.heard_tokens == -1);
+    /* the last of a repeated key, as Python's json.loads keeps it */
+    cr_assert_eq(event_ok("{\"type\": \"speak\", \"type\": \"speech_end\"}").type,
+                 CZ_OAI_EV_SPEECH_END);
+    cr_assert_str_eq(cz_oai_event_name(CZ_OAI_EV_BARGE_IN), "barge_in");
+}
+
+Test(oai_event, refusals_name_the_field)
+{
+    event_bad("", 400, NULL, "empty");
+    event_bad("[1]", 400, NULL, "must be a JSON object");
+    event_bad("{\"type\": \"speech_start\"", 400, NULL, "not valid JSON");
+    event_bad("{}", 400, "type", "missing");
+    event_bad("{\"type\": 1}", 400, "type", "expected a string, got 1");
+    event_bad("{\"type\": \"speak\"}", 400, "type", "got 'speak'");
+    event_bad("{\"type\": \"speech_start\", \"loud\": true}", 400, "loud", "unknown field");
+    event_bad("{\"type\": \"speech_end\", \"played_s\": 1}", 400, "played_s",
+              "not a field of a speech_end event");
+    event_bad("{\"type\": \"playback\", \"played_s\": 1, \"heard_tokens\": 1, \"received_s\": 2}",
+              400, "heard_tokens", "not a field of a playback event");
+    event_bad("{\"type\": \"barge_in\", \"received_s\": 1}", 400, "received_s",
+              "not a field of a barge_in event");
+    event_bad("{\"type\": \"playback\", \"played_s\": 1}", 400, "received_s", "missing");
+    event_bad("{\"type\": \"playback\", \"received_s\": 1}", 400, "played_s", "missing");
+    event_bad("{\"type\": \"playback\", \"played_s\": -1, \"received_s\": 1}", 400, "played_s",
+              "must be in [0,");
+    event_bad("{\"type\": \"playback\", \"played_s\": 3, \"received_s\": 2}", 400, "played_s",
+              "must be at most received_s (2), got 3");
+    event_bad("{\"type\": \"playback\", \"played_s\": \"1\", \"received_s\": 2}", 400,
+              "played_s", "expected a number");
+    event_bad("{\"type\": \"barge_in\", \"heard_tokens\": 1.5}", 400, "heard_tokens",
+              "expected an integer, got 1.5");
+    event_bad("{\"type\": \"barge_in\", \"heard_tokens\": -2}", 400, "heard_tokens",
+              "at least 0");
+    char big[CZ_OAI_MAX_EVENT_BYTES + 64];
+    int n = snprintf(big, sizeof big, "{\"type\": \"speech_end\", \"x\": \"");
+    memset(big + n, 'a', sizeof big - (size_t)n - 3);
+    memcpy(big + sizeof big - 3, "\"}", 3);
+    event_bad(big, 413, NULL, "larger than");
+}
+
+Test(oai_event, session_path)
+{
+    char id[CZ_OAI_MAX_SESSION_ID];
+    cr_assert(cz_oai_session_path("/v1/sessions/conv-7/events", id, sizeof id));
+    cr_assert_str_eq(id, "conv-7");
+    cr_assert(!cz_oai_session_path("/v1/sessions//events", id, sizeof id));
+    cr_assert(!cz_oai_session_path("/v1/sessions/a/b/events", id, sizeof id));
+    cr_assert(!cz_oai_session_path("/v1/sessions/a/event", id, sizeof id));
+    cr_assert(!cz_oai_session_path("/v1/sessions/events", id, sizeof id));
+    char url[CZ_OAI_MAX_SESSION_ID + 40];
+    snprintf(url, sizeof url, "/v1/sessions/%0*d/events", CZ_OAI_MAX_SESSION_ID, 0);
+    cr_assert(!cz_oai_session_path(url, id, sizeof id)); /* an id too long */
+}
+
+Test(oai_event, response_bodies)
+{
+    cz_oai_buf b = {0};
+    cz_oai_event_result r = {.type = CZ_OAI_EV_SPEECH_START, .applied = true, .preload = 1};
+    cz_oai_event_body(&b, "s\"1", &r);
+    cr_assert_str_eq(b.p, "{\"object\":\"session.event\",\"session_id\":\"s\\\"1\","
+                          "\"type\":\"speech_start\",\"applied\":true,\"preload\":\"started\"}");
+    cz_oai_buf_clear(&b);
+    r = (cz_oai_event_result){.type = CZ_OAI_EV_BARGE_IN, .heard_tokens = 4,
+                              .context_tokens = 64};
+    cz_oai_event_body(&b, "a", &r);
+    cr_assert_str_eq(b.p, "{\"object\":\"session.event\",\"session_id\":\"a\","
+                          "\"type\":\"barge_in\",\"applied\":false,\"heard_tokens\":4,"
+                          "\"context_tokens\":64}");
+    cz_oai_buf_free(&b);
+}

@@ -618,3 +618,77 @@ Test(sim, live_conversations_take_over_their_kv)
     cz_workload_free(&wl);
     cJSON_Delete(j);
 }
+
+/* The interaction plane of a live session (what `cadenza serve`'s events call): a playback
+ * report reaches the session's sequence; a barge-in ends the open turn aborted, keeping the
+ * heard tokens' KV once the batch in flight has ended (the session settles), and the next
+ * request follows the heard context; a second barge-in finds nothing open. */
+Test(sim, live_interaction_plane)
+{
+    const char *sets[] = {"workload.max_requests=10", "server.kv_idle=offload"};
+    cJSON *j;
+    cz_config cfg;
+    cz_workload wl;
+    load_experiment("experiments/default.json", sets, 2, &j, &cfg, &wl);
+    cz_workload_free(&wl);
+    cz_err err;
+    cz_err_clear(&err);
+    cz_metrics m;
+    cz_workload live;
+    cz_workload_init(&live);
+    cz_workload_live(&live);
+    cz_metrics_init(&m, cfg.timeline_interval_s, 0);
+    cz_sim *S;
+    cr_assert_eq(cz_sim_open(&cfg, &live, &m, NULL, &S, &err), CZ_OK, "%s", err.msg);
+    cz_deploy *d = cz_sim_deploy(S);
+    cz_workload one;
+    cz_workload_init(&one);
+    cz_workload_begin_session(&one, "a", CZ_CLASS_RT, CZ_TIMING_OPEN);
+    cz_turn *t = cz_workload_add_turn(&one);
+    t->in_text_tokens = 300;
+    t->out_text_tokens = 400;
+    uint32_t a = cz_deploy_submit(d, &one, UINT32_MAX, UINT32_MAX, true, 0.0, NULL);
+    cz_workload_free(&one);
+    while (cz_sim_next_s(S) <= 0.3)
+        cr_assert_eq(cz_sim_advance(S), CZ_SIM_RAN);
+    cz_server *srv = cz_deploy_replica_at(d, 0).srv;
+    const cz_seq *q = cz_server_seq(srv, 0);
+    cr_assert_eq(q->session, a);
+    cr_assert(q->turn_open && q->generated > 10 && q->generated < 400, "%u", q->generated);
+    double now = cz_sim_now(S);
+    cz_deploy_playback(d, a, 0.5, 2.0, 2.0, now);
+    cr_assert(q->played_s == 0.5 && q->received_s == 2.0 && q->report_s == now);
+    cr_assert_eq(cz_deploy_speech_start(d, a, now), CZ_PRELOAD_NOTHING, "its turn is open");
+    cr_assert(cz_deploy_barge_in(d, a, 7, now));
+    cr_assert(!cz_deploy_barge_in(d, a, 7, now), "nothing open to cut");
+    while (cz_deploy_settling(d, a))
+        cr_assert_eq(cz_sim_advance(S), CZ_SIM_RAN);
+    cr_assert(!q->turn_open && q->generated == 7 && q->tokens_in == 300,
+              "generated %u, input %u", q->generated, q->tokens_in);
+    cr_assert(cz_deploy_can_follow(d, a, 307) && cz_deploy_kv_tokens(d, a) == 307);
+    /* the next request: what was heard and 10 new tokens */
+    cz_workload_init(&one);
+    cz_workload_begin_session(&one, "b", CZ_CLASS_RT, CZ_TIMING_OPEN);
+    t = cz_workload_add_turn(&one);
+    t->arrival_s = cz_sim_now(S);
+    t->in_text_tokens = 10;
+    t->out_text_tokens = 5;
+    bool took = false;
+    uint32_t b = cz_deploy_submit(d, &one, a, 307, false, cz_sim_now(S), &took);
+    cz_workload_free(&one);
+    cr_assert(took && b == a + 1);
+    cz_sim_state how;
+    while ((how = cz_sim_advance(S)) == CZ_SIM_RAN) {
+    }
+    cz_run_stats st;
+    cr_assert_eq(cz_sim_close(S, how, &st, &err), CZ_OK, "%s", err.msg);
+    cz_summary sum;
+    cz_metrics_summarize(&m, &cfg.slo, &sum);
+    cr_assert(sum.requests == 2 && sum.aborted == 1 && sum.completed == 1,
+              "%llu requests, %llu aborted, %llu completed", (unsigned long long)sum.requests,
+              (unsigned long long)sum.aborted, (unsigned long long)sum.completed);
+    cr_assert_eq(sum.total_input_tokens, 10, "the completed request computed its new tokens only: %llu", (unsigned long long)sum.total_input_tokens);
+    cz_metrics_free(&m);
+    cz_workload_free(&live);
+    cJSON_Delete(j);
+}

@@ -8,7 +8,8 @@
  * it (the chat role chunk, a delta chunk of the prompt's own text, a finishing chunk, the
  * usage chunk, the whole response, the error bodies) parses back with cJSON, the delta's
  * text reading back byte for byte. A chunk of the raw input bytes as text (invalid UTF-8,
- * control bytes) must parse back too. Half the mutations edit the parsed JSON
+ * control bytes) must parse back too. The same bytes are parsed as an interaction-plane event
+ * body too (check_event). Half the mutations edit the parsed JSON
  * (cz_fuzz_mutate_json), half are libFuzzer's own byte mutations. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,8 +167,47 @@ static void check_format(const cz_oai_request *r, const uint8_t *data, size_t si
         cz_fuzz_fail("cz_oai_session_id", "not the body's user");
 }
 
+/* The same bytes as an event body (POST /v1/sessions/{id}/events): refused with 400 (413
+ * past its bound) and a message naming what is wrong, leaving nothing set; or accepted
+ * within the documented ranges, its response body parsing back with cJSON. */
+static void check_event(const uint8_t *data, size_t size)
+{
+    cz_oai_event ev;
+    cz_oai_error e;
+    memset(&e, 0, sizeof e);
+    cz_status st = cz_oai_parse_event((const char *)data, size, &ev, &e);
+    if (st != CZ_OK) {
+        if (e.message[0] == '\0' || (e.status != 400 && e.status != 413))
+            cz_fuzz_fail("cz_oai_parse_event", "a refusal without a message, or not 400/413");
+        if ((e.status == 413) != (size > CZ_OAI_MAX_EVENT_BYTES))
+            cz_fuzz_fail("cz_oai_parse_event", "413 within the bound, or 400 past it");
+        if (ev.has_played || ev.heard_tokens != -1)
+            cz_fuzz_fail("cz_oai_parse_event", "a refused event left fields set");
+        return;
+    }
+    if ((unsigned)ev.type > CZ_OAI_EV_BARGE_IN || ev.heard_tokens < -1 ||
+        ev.heard_tokens > INT32_MAX || !(ev.played_s >= 0 && ev.played_s <= CZ_OAI_MAX_EVENT_S) ||
+        !(ev.received_s >= 0 && ev.received_s <= CZ_OAI_MAX_EVENT_S))
+        cz_fuzz_fail("cz_oai_parse_event", "a field out of its range");
+    if (ev.type == CZ_OAI_EV_PLAYBACK && !(ev.has_played && ev.played_s <= ev.received_s))
+        cz_fuzz_fail("cz_oai_parse_event", "a playback without played_s <= received_s");
+    if (ev.type != CZ_OAI_EV_BARGE_IN && ev.heard_tokens != -1)
+        cz_fuzz_fail("cz_oai_parse_event", "heard_tokens outside a barge_in");
+    cz_oai_event_result r = {.type = ev.type, .applied = true, .preload = 2,
+                             .heard_tokens = ev.heard_tokens, .context_tokens = 1};
+    cz_oai_buf b = {0};
+    char id[CZ_OAI_MAX_SESSION_ID];
+    size_t n = size < sizeof id - 1 ? size : sizeof id - 1;
+    memcpy(id, data, n);
+    id[n] = '\0'; /* raw bytes as a session id: escaped, whatever they are */
+    cz_oai_event_body(&b, id, &r);
+    check_parses("cz_oai_event_body", &b);
+    cz_oai_buf_free(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    check_event(data, size);
     for (int k = 0; k < 2; k++) {
         cz_oai_endpoint ep = k ? CZ_OAI_CHAT : CZ_OAI_COMPLETIONS;
         cz_oai_request r;
