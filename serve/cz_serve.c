@@ -187,6 +187,15 @@ typedef struct sv_chan {
     cz_oai_finish finish;
     bool failed;          /* refused after it started */
     int64_t stop_token;   /* the stop token id that ended it (vLLM's stop_reason), or -1 */
+    char *stop_str;       /* the stop string that ended it (owned), or NULL */
+    int64_t text_cut;     /* bytes of text the reply keeps, or -1 (set as it finishes) */
+    /* with stop strings, the text goes out through `pend`, its last `hold` characters held
+     * back until the reply ends (vLLM's stop_buffer_length) */
+    bool via_pend;
+    uint32_t hold;
+    cz_oai_buf pend;
+    size_t pend_sent;
+    int64_t pend_base;    /* the reply's text offset of pend.p[0] */
     int64_t prompt_tokens, cached_tokens;
     /* the HTTP thread's */
     cz_detok detok;
@@ -249,6 +258,14 @@ typedef struct sv_req {
     uint32_t top_k;
     bool has_temperature, has_top_p, has_top_k, has_seed;
     uint64_t seed;
+    /* stop strings: the reply's text as the runtime decodes it, searched after each id */
+    char *stops[CZ_OAI_MAX_STOP];
+    size_t n_stops;
+    cz_detok detok;
+    char *text;
+    size_t text_len, text_cap;
+    int stop_str;         /* the stop string that ended the reply, or -1 */
+    int64_t text_cut;     /* bytes of text the reply keeps (before its stop string), or -1 */
     double arrival_s, last_s;
 } sv_req;
 
@@ -321,6 +338,7 @@ struct cz_serve {
     sv_req **cancels;
     size_t n_cancels, cap_cancels;
     sv_req **held;        /* requests waiting for their session to settle (a barge-in's cut) */
+    char *rt_dec;         /* the runtime thread's decode scratch (stop strings) */
     size_t n_held, cap_held;
     sv_prom rp;           /* the runtime's figures */
     /* published */
@@ -346,6 +364,8 @@ static void resp_free(sv_resp *r)
         free(r->ch[i].ring);
         free(r->ch[i].prompt_ids);
         free(r->ch[i].out_ids);
+        free(r->ch[i].stop_str);
+        cz_oai_buf_free(&r->ch[i].pend);
         cz_oai_buf_free(&r->ch[i].text);
     }
     free(r->ch);
@@ -369,6 +389,9 @@ static void resp_unref(sv_resp *r)
 
 static void req_free(sv_req *q)
 {
+    for (size_t i = 0; i < q->n_stops; i++)
+        free(q->stops[i]);
+    free(q->text);
     free(q->out);
     free(q->prompt);
     free(q->session);
@@ -466,6 +489,48 @@ static int32_t out_id(const sv *V, const sv_req *q, uint32_t pos)
         return q->out[pos];
     }
     return modelled_id(V, q, pos);
+}
+
+/* Decodes id, the reply's next (its n_out-th, 1-based), onto q's text and looks for a stop
+ * string in what it added (vLLM's check_stop_strings: from len(stop) - 1 bytes before the
+ * new text, the stop strings in their order), once more than min_tokens ids are out. True
+ * when one matched: q->stop_str and q->text_cut say which and where the text ends. */
+static bool stop_scan(sv *V, sv_req *q, int32_t id, uint32_t n_out)
+{
+    size_t n = cz_tokenizer_decode(V->tok, &q->detok, id, V->rt_dec,
+                                   cz_tokenizer_decode_max(V->tok));
+    if (q->text_len + n + 1 > q->text_cap) {
+        size_t cap = q->text_cap;
+        cz_grow((void **)&q->text, &cap, q->text_len + n + 1, 1);
+        q->text_cap = cap;
+    }
+    memcpy(q->text + q->text_len, V->rt_dec, n);
+    q->text_len += n;
+    if (n == 0 || n_out <= q->min_tokens)
+        return false;
+    for (size_t k = 0; k < q->n_stops; k++) {
+        size_t sl = strlen(q->stops[k]);
+        size_t from = q->text_len > n + sl - 1 ? q->text_len - n - (sl - 1) : 0;
+        const char *at = memmem(q->text + from, q->text_len - from, q->stops[k], sl);
+        if (at) {
+            q->stop_str = (int)k;
+            q->text_cut = at - q->text;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The modelled execution knows a reply's ids in advance: the length at which a stop
+ * string ends it (its turn's output), else max_tokens. */
+static uint32_t modelled_stop(sv *V, sv_req *q)
+{
+    for (uint32_t pos = 0; pos < q->max_tokens; pos++)
+        if (stop_scan(V, q, modelled_id(V, q, pos), pos + 1)) {
+            q->stopped = true;
+            return pos + 1;
+        }
+    return q->max_tokens;
 }
 
 /* Appends request q's ids up to `upto` to its stream, at `now`, with r->mu held. False
@@ -585,6 +650,10 @@ static void on_turn_end(void *ctx, uint32_t session, uint32_t turn, uint32_t out
         } else if (q->stopped) {
             fin = CZ_OAI_FINISH_STOP;
             c->stop_token = q->stop_token;
+            if (q->stop_str >= 0) {
+                c->stop_str = cz_xstrdup(q->stops[q->stop_str]);
+                c->text_cut = q->text_cut;
+            }
         } else {
             fin = CZ_OAI_FINISH_LENGTH;
         }
@@ -679,6 +748,11 @@ static void on_sampled(void *ctx, uint32_t rep, cz_server *srv, const uint32_t *
                 cz_server_end_output(srv, seqs[i]);
             }
         }
+        /* a stop string (the text is decoded whatever min_tokens says) */
+        if (!q->stopped && q->n_stops && stop_scan(V, q, id, q->n_out)) {
+            q->stopped = true;
+            cz_server_end_output(srv, seqs[i]);
+        }
         /* the last id goes out with the finish, when the turn ends at this step's end (as
          * vLLM sends the finish on the last token's chunk) */
         if (!q->stopped && q->n_out < q->max_tokens && !emit(V, q, q->n_out, now)) {
@@ -750,6 +824,8 @@ static void submit(sv *V, sv_req *q, double now)
     /* the map before the submission: a turn refused at once ends inside it */
     uint32_t si = V->wl.n_sessions;
     q->si = si;
+    if (!V->eng && q->n_stops)
+        t->out_text_tokens = modelled_stop(V, q); /* the ids depend on si */
     map_put(&V->by_si, si, NULL, q);
     if (s) {
         s->si = si;
@@ -1134,6 +1210,40 @@ static cz_oai_usage usage_of(const sv_resp *r)
     return u;
 }
 
+/* A reply with stop strings: appends the `n` decoded bytes at `add` to the channel's
+ * pending text and returns the part that may go out now (at *out, valid until the next
+ * call): all of it up to the stop string's cut when `final`, else all but the last `hold`
+ * characters, which could begin a stop string the next id completes. */
+static size_t pend_take(sv_chan *c, const char *add, size_t n, bool final, const char **out)
+{
+    if (c->pend_sent >= 4096) { /* what went out is dropped */
+        memmove(c->pend.p, c->pend.p + c->pend_sent, c->pend.n - c->pend_sent);
+        c->pend.n -= c->pend_sent;
+        c->pend_base += (int64_t)c->pend_sent;
+        c->pend_sent = 0;
+    }
+    cz_oai_buf_reserve(&c->pend, n);
+    memcpy(c->pend.p + c->pend.n, add, n);
+    c->pend.n += n;
+    c->pend.p[c->pend.n] = '\0';
+    size_t end = c->pend.n;
+    if (final) {
+        if (c->text_cut >= 0 && c->text_cut - c->pend_base < (int64_t)end)
+            end = c->text_cut > c->pend_base ? (size_t)(c->text_cut - c->pend_base) : 0;
+    } else {
+        for (uint32_t k = 0; k < c->hold && end > 0; k++)
+            do
+                end--;
+            while (end > 0 && ((unsigned char)c->pend.p[end] & 0xC0) == 0x80);
+    }
+    if (end < c->pend_sent)
+        end = c->pend_sent;
+    *out = c->pend.p + c->pend_sent;
+    size_t k = end - c->pend_sent;
+    c->pend_sent = end;
+    return k;
+}
+
 /* Turns what the runtime has appended into bytes of the response (r->mu held). Returns
  * whether it wrote anything. */
 static bool produce(sv_resp *r)
@@ -1157,9 +1267,12 @@ static bool produce(sv_resp *r)
                 n += cz_tokenizer_decode_flush(V->tok, &c->detok, r->dec + n, dmax);
                 c->final_sent = true;
             }
+            const char *txt = r->dec;
+            if (c->via_pend)
+                n = pend_take(c, r->dec, n, last, &txt);
             if (!r->stream) {
                 cz_oai_buf_reserve(&c->text, n);
-                memcpy(c->text.p + c->text.n, r->dec, n);
+                memcpy(c->text.p + c->text.n, txt, n);
                 c->text.n += n;
                 c->text.p[c->text.n] = '\0';
                 if (r->token_ids) {
@@ -1174,9 +1287,10 @@ static bool produce(sv_resp *r)
                 cz_oai_chunk_role(&r->out, &r->meta, &u);
                 r->role_sent = true;
             }
-            cz_oai_choice ch = {.index = i, .text = r->dec, .text_len = n,
+            cz_oai_choice ch = {.index = i, .text = txt, .text_len = n,
                                 .finish = last ? c->finish : CZ_OAI_FINISH_NONE,
-                                .stop_token = last ? c->stop_token : -1};
+                                .stop_token = last ? c->stop_token : -1,
+                                .stop_str = last ? c->stop_str : NULL};
             if (r->token_ids) {
                 ch.token_ids = &id;
                 ch.n_token_ids = 1;
@@ -1199,9 +1313,12 @@ static bool produce(sv_resp *r)
         size_t n = cz_tokenizer_decode_flush(V->tok, &c->detok, r->dec,
                                              cz_tokenizer_decode_max(V->tok));
         c->final_sent = true;
+        const char *txt = r->dec;
+        if (c->via_pend)
+            n = pend_take(c, r->dec, n, true, &txt);
         if (!r->stream) {
             cz_oai_buf_reserve(&c->text, n);
-            memcpy(c->text.p + c->text.n, r->dec, n);
+            memcpy(c->text.p + c->text.n, txt, n);
             c->text.n += n;
             c->text.p[c->text.n] = '\0';
             continue;
@@ -1219,8 +1336,8 @@ static bool produce(sv_resp *r)
             cz_oai_chunk_role(&r->out, &r->meta, &u);
             r->role_sent = true;
         }
-        cz_oai_choice ch = {.index = i, .text = r->dec, .text_len = n, .finish = c->finish,
-                            .stop_token = c->stop_token};
+        cz_oai_choice ch = {.index = i, .text = txt, .text_len = n, .finish = c->finish,
+                            .stop_token = c->stop_token, .stop_str = c->stop_str};
         if (r->token_ids) {
             ch.token_ids = c->prompt_ids; /* an empty delta: any non-NULL pointer */
             ch.n_token_ids = 0;
@@ -1246,7 +1363,8 @@ static bool produce(sv_resp *r)
                 cs[i] = (cz_oai_choice){.index = i, .text = r->ch[i].text.p,
                                         .text_len = r->ch[i].text.n,
                                         .finish = r->ch[i].finish,
-                                        .stop_token = r->ch[i].stop_token};
+                                        .stop_token = r->ch[i].stop_token,
+                                        .stop_str = r->ch[i].stop_str};
                 if (r->token_ids) {
                     cs[i].token_ids = r->ch[i].out_ids ? r->ch[i].out_ids : r->ch[i].prompt_ids;
                     cs[i].n_token_ids = r->ch[i].n_out_ids;
@@ -1592,13 +1710,6 @@ static enum MHD_Result handle_generate(sv *V, struct MHD_Connection *c, cz_oai_e
         cz_oai_request_free(&req);
         return send_error(V, c, &e);
     }
-    if (req.n_stop) {
-        /* refused rather than ignored: a reply would run past the string */
-        cz_oai_error_set(&e, 400, "BadRequestError", "stop",
-                         "stop strings are not supported by this server; stop_token_ids are");
-        cz_oai_request_free(&req);
-        return send_error(V, c, &e);
-    }
     int32_t **prompts = NULL;
     uint32_t *lens = NULL, np = 0;
     if (!make_prompts(V, &req, &prompts, &lens, &np, &e)) {
@@ -1651,6 +1762,16 @@ static enum MHD_Result handle_generate(sv *V, struct MHD_Connection *c, cz_oai_e
         r->ch[i].ring = cz_xmalloc(V->max_pending * sizeof *r->ch[i].ring);
         r->ch[i].prompt_tokens = lens[i];
         r->ch[i].stop_token = -1;
+        r->ch[i].text_cut = -1;
+        for (size_t j = 0; j < req.n_stop; j++) {
+            /* characters held back: the longest stop string's, less one */
+            uint32_t chars = 0;
+            for (const unsigned char *p = (const unsigned char *)req.stop[j]; *p; p++)
+                chars += (*p & 0xC0) != 0x80;
+            if (chars > r->ch[i].hold + 1)
+                r->ch[i].hold = chars - 1;
+            r->ch[i].via_pend = true;
+        }
         if (req.return_token_ids) {
             r->ch[i].prompt_ids = cz_xmalloc((lens[i] ? lens[i] : 1) * sizeof(int32_t));
             memcpy(r->ch[i].prompt_ids, prompts[i], lens[i] * sizeof(int32_t));
@@ -1689,6 +1810,11 @@ static enum MHD_Result handle_generate(sv *V, struct MHD_Connection *c, cz_oai_e
         q->min_tokens = (uint32_t)req.min_tokens;
         q->ignore_eos = req.ignore_eos;
         q->stop_token = -1;
+        q->stop_str = -1;
+        q->text_cut = -1;
+        cz_detok_init(&q->detok, true);
+        for (size_t j = 0; j < req.n_stop; j++)
+            q->stops[q->n_stops++] = cz_xstrdup(req.stop[j]);
         q->heard = NONE;
         q->has_temperature = req.has_temperature;
         q->temperature = (float)req.temperature;
@@ -1991,6 +2117,8 @@ cz_status cz_serve_run(const cz_config *cfg, const cz_serve_opts *o,
     cz_wall_cond_init(&V->cv);
     pthread_mutex_init(&V->prom_mu, NULL);
     cz_status st = load_tokenizer(V, err);
+    if (st == CZ_OK)
+        V->rt_dec = cz_xmalloc(cz_tokenizer_decode_max(V->tok));
     cz_workload_init(&V->wl);
     cz_workload_live(&V->wl);
     V->ehow = CZ_ENGINE_DRAINED;
@@ -2105,6 +2233,7 @@ cz_status cz_serve_run(const cz_config *cfg, const cz_serve_opts *o,
     map_free(&V->by_si);
     free(V->cancels);
     cz_workload_free(&V->wl);
+    free(V->rt_dec);
     cz_tokenizer_free(V->tok);
     pthread_cond_destroy(&V->cv);
     pthread_mutex_destroy(&V->mu);

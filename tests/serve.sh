@@ -59,7 +59,7 @@ check "curl: a plain completion" bash -c \
 check "curl: a stream ends with data: [DONE]" bash -c \
     "curl -sfN http://127.0.0.1:$port/v1/completions -d '{\"prompt\":\"hi\",\"max_tokens\":2,\"stream\":true}' |
      tail -n 2 | grep -qx 'data: \\[DONE\\]'"
-for c in plain stream chat errors sessions disconnect metrics events seed; do
+for c in plain stream chat errors sessions disconnect metrics events seed stop; do
     check "http: $c" python3 "$py" "$port" "$c"
 done
 check "http: 200 concurrent streams of 20 tokens" python3 "$py" "$port" concurrent 200 20
@@ -156,7 +156,7 @@ EOF
 # the engine's execution: a tiny Llama-architecture decoder with random weights on the CPU
 cfgfile=experiments/engine/cpu.json
 start --execution engine --threads 2 --summary "$tmp/s4.json" -o "$tmp/r4.h5" || exit 1
-for c in stream sessions disconnect metrics; do
+for c in stream sessions disconnect metrics stop; do
     check "engine http: $c" python3 "$py" "$port" "$c"
 done
 check "engine: a barge-in keeps the heard tokens' KV; the next reply is a cold prompt's" \

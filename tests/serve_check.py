@@ -150,8 +150,11 @@ def c_errors():
     check_error(s, raw, 400, None, ["maximum context length"])
     s, _, raw = request("POST", "/v1/completions", b"x" * (33 << 20))
     check_error(s, raw, 413)
-    s, _, raw = request("POST", "/v1/completions", {"prompt": "x", "stop": ["\n"]})
-    check_error(s, raw, 400, "stop", ["stop_token_ids"])
+    s, _, raw = request("POST", "/v1/completions", {"prompt": "x", "stop": ["\n"],
+                                                    "include_stop_str_in_output": True})
+    check_error(s, raw, 400, "include_stop_str_in_output")
+    s, _, raw = request("POST", "/v1/completions", {"prompt": "x", "stop": [""]})
+    check_error(s, raw, 400, "stop[0]", ["empty"])
     s, _, raw = request("POST", "/v1/completions", {"prompt": "x", "stop": None, "max_tokens": 1})
     expect(s == 200, raw)
     s, _, raw = request("GET", "/v1/nothing")
@@ -366,6 +369,42 @@ def ids_of(body, headers=None):
     expect(ch["prompt_token_ids"] is not None and len(ch["token_ids"]) ==
            d["usage"]["completion_tokens"], ch)
     return ch["token_ids"], ch["finish_reason"], ch["stop_reason"], d["usage"]
+
+
+def c_stop():
+    """Stop strings: the reply ends where a stop string first completes, its text cut
+    before it (finish_reason stop, stop_reason the string), the streamed text the same
+    with no part of the stop string ever sent; the earliest stop wins; min_tokens first."""
+    body = {"prompt": [(7 * i + 3) % 200 + 32 for i in range(24)], "max_tokens": 400,
+            "seed": 99, "temperature": 0}
+    s, _, raw = request("POST", "/v1/completions", body)
+    full = json.loads(raw)["choices"][0]["text"]
+    # stop strings from the reply's text: two printable characters past its first third
+    # (one where the text is sparse: a tokenizer with ids that decode to no text)
+    def ok(t):
+        return t.isprintable() and "\ufffd" not in t
+    for w in (2, 1):
+        picks = [k for k in range(len(full) // 3, len(full) - w + 1) if ok(full[k:k + w])]
+        if len(picks) >= 2 and full[picks[0]:picks[0] + w] != full[picks[-1]:picks[-1] + w]:
+            break
+    expect(len(picks) >= 2, "a reply with text to stop on: %r" % full)
+    late, early = full[picks[-1]:picks[-1] + w], full[picks[0]:picks[0] + w]
+    for stop in ([late], [late, early], ["NEVER@STOP", early]):
+        want_at = min(full.find(x) for x in stop if x in full)
+        want_str = min((x for x in stop if x in full), key=lambda x: (full.find(x) + len(x),
+                                                                       stop.index(x)))
+        s, _, raw = request("POST", "/v1/completions", dict(body, stop=stop))
+        ch = json.loads(raw)["choices"][0]
+        expect(ch["text"] == full[:want_at] and ch["finish_reason"] == "stop" and
+               ch["stop_reason"] == want_str, (stop, ch, full))
+        st, ev = stream("/v1/completions", dict(body, stop=stop, stream=True))
+        got = "".join(e["choices"][0]["text"] for e in ev[:-1])
+        expect(got == ch["text"] and ev[-2]["choices"][0]["stop_reason"] == want_str,
+               (stop, got, ch["text"]))
+    # a stop string the reply never holds: it runs to max_tokens
+    s, _, raw = request("POST", "/v1/completions", dict(body, stop=["NEVER@STOP"]))
+    ch = json.loads(raw)["choices"][0]
+    expect(ch["text"] == full and ch["finish_reason"] == "length", ch)
 
 
 def c_seed():
@@ -592,7 +631,7 @@ CHECKS = {
     "timed": lambda: c_timed(sys.argv[3], int(sys.argv[4]), int(sys.argv[5])),
     "engine": lambda: c_engine(int(sys.argv[3])),
     "events": lambda: c_events(len(sys.argv) > 3 and sys.argv[3] == "engine"),
-    "preload": c_preload, "seed": c_seed,
+    "preload": c_preload, "seed": c_seed, "stop": c_stop,
 }
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ caps from 1; chunked prefill on and off; small stream bounds), each driven for a
 seconds by random clients at once: plain and streamed completions and chat, prompts as text
 and as ids, several prompts in one request, sessions that extend or diverge from their
 context, clients that go away mid-stream, clients that read slowly, requests refused for
-their fields, stop token ids, min_tokens, ignore_eos, returned token ids and a request's
+their fields, stop token ids and strings, min_tokens, ignore_eos, returned token ids and a request's
 own sampling (temperature, top_p, top_k, seed), the
 interaction plane's events (speech start and end, playback, barge-in, now and then
 mid-stream, and bad ones), then SIGTERM with requests in flight. A server passes when every response is
@@ -88,6 +88,9 @@ class Client:
             b["stop_token_ids"] = [r.randint(0, 4095) for _ in range(r.randint(1, 600))]
             if r.random() < 0.5:
                 b["min_tokens"] = r.randint(0, b["max_tokens"])
+        if r.random() < 0.25:  # stop strings: printable, or bytes a reply rarely holds
+            b["stop"] = [r.choice(["a", "e ", "}", "ab", "\u00e9", "\n", "xyz!", chr(r.randint(33, 126))])
+                         for _ in range(r.randint(1, 4))]
         if r.random() < 0.2:
             b["ignore_eos"] = r.random() < 0.5
         if r.random() < 0.3:
@@ -158,7 +161,11 @@ class Client:
                 for ch in d["choices"]:
                     ids = ch.get("token_ids")
                     assert (ids is not None) == bool(body.get("return_token_ids")), ch
-                    if ch["finish_reason"] == "stop":
+                    if ch["finish_reason"] == "stop" and isinstance(ch["stop_reason"], str):
+                        assert ch["stop_reason"] in body.get("stop", []), ch
+                        text = ch["text"] if "text" in ch else ch["message"]["content"]
+                        assert not any(x in text for x in body["stop"]), ch
+                    elif ch["finish_reason"] == "stop":
                         stop = body.get("stop_token_ids", [])
                         assert ch["stop_reason"] in stop, ch
                         assert ids is None or (ids[-1] == ch["stop_reason"] and
@@ -184,9 +191,19 @@ class Client:
                     self.event(session)  # often a barge-in mid-stream
             events = [e for e in data.decode().split("\n\n") if e]
             assert events and events[-1] == "data: [DONE]", events[-2:]
+            texts, why = {}, {}
             for e in events[:-1]:
                 assert e.startswith("data: "), e
-                json.loads(e[6:])
+                d = json.loads(e[6:])
+                for ch in d.get("choices") or []:
+                    delta = ch.get("text") if "text" in ch else ch.get("delta", {}).get("content")
+                    texts[ch["index"]] = texts.get(ch["index"], "") + (delta or "")
+                    if ch.get("finish_reason"):
+                        why[ch["index"]] = ch.get("stop_reason")
+            for k, reason in why.items():
+                if isinstance(reason, str):  # a stop string: none was sent
+                    assert reason in body.get("stop", []), (reason, body.get("stop"))
+                    assert not any(x in texts.get(k, "") for x in body["stop"]), texts.get(k)
         except (OSError, http.client.HTTPException):
             pass  # the server stopping closes what is open
         finally:
