@@ -271,18 +271,7 @@ int cz_cmd_serve(int argc, char **argv)
         cJSON_AddNumberToObject(sv, "cached_tokens", (double)rep.cached_tokens);
         cJSON_AddNumberToObject(summary, "seed", (double)cfg.seed);
         cJSON_AddItemToObject(summary, "config", cJSON_Duplicate(cfg_json, 1));
-        if (writer) {
-            char *cfg_text = cJSON_PrintUnformatted(cfg_json);
-            char *sum_text = cJSON_PrintUnformatted(summary);
-            st = cz_results_close(writer, &m, cfg_text, sum_text, cfg.seed, &err);
-            writer = NULL;
-            cJSON_free(cfg_text);
-            cJSON_free(sum_text);
-        }
-        if (st == CZ_OK && tmp_summary)
-            st = cz_json_write_file(summary, tmp_summary, true, &err);
-        if (st == CZ_OK)
-            st = cz_out_commit(&err);
+        st = cz_cli_land_outputs(&writer, &m, cfg_json, summary, cfg.seed, tmp_summary, &err);
         if (st == CZ_OK && !quiet) {
             printf("cadenza %s serve  model %s on %s  scheduler %s  execution %s\n",
                    cz_version(), cfg.model.name, cfg.hw.name, cfg.scheduler,

@@ -361,6 +361,26 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
     return st;
 }
 
+cz_status cz_cli_land_outputs(cz_results_writer **writer, cz_metrics *m, const cJSON *cfg_json,
+                              const cJSON *summary, uint64_t seed, const char *tmp_summary,
+                              cz_err *err)
+{
+    cz_status st = CZ_OK;
+    if (*writer) {
+        char *cfg_text = cJSON_PrintUnformatted(cfg_json);
+        char *sum_text = cJSON_PrintUnformatted(summary);
+        st = cz_results_close(*writer, m, cfg_text, sum_text, seed, err);
+        *writer = NULL;
+        cJSON_free(cfg_text);
+        cJSON_free(sum_text);
+    }
+    if (st == CZ_OK && tmp_summary)
+        st = cz_json_write_file(summary, tmp_summary, true, err);
+    if (st == CZ_OK)
+        st = cz_out_commit(err); /* the results and the summary land together */
+    return st;
+}
+
 cJSON *cz_cli_summary(const cJSON *cfg_json, const cz_config *cfg, const cz_workload *wl,
                       const cz_metrics *m, const cz_summary *sum, const cz_run_stats *stats,
                       const char *date, const char *backend, const char *driver)
@@ -651,18 +671,8 @@ static int run_command(int argc, char **argv, bool engine)
         goto out;
     }
 
-    if (out_h5) {
-        char *cfg_text = cJSON_PrintUnformatted(cfg_json);
-        char *sum_text = cJSON_PrintUnformatted(summary);
-        st = cz_results_close(writer, &m, cfg_text, sum_text, cfg.seed, &err);
-        writer = NULL;
-        cJSON_free(cfg_text);
-        cJSON_free(sum_text);
-    }
-    if (st == CZ_OK && out_summary)
-        st = cz_json_write_file(summary, tmp_summary, true, &err);
-    if (st == CZ_OK)
-        st = cz_out_commit(&err); /* the results and the summary land together */
+    st = cz_cli_land_outputs(&writer, &m, cfg_json, summary, cfg.seed,
+                             out_summary ? tmp_summary : NULL, &err);
     if (st != CZ_OK) {
         rc = cz_cli_fail(&err);
         goto out;

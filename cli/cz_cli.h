@@ -11,6 +11,7 @@
 
 #include "cz_base.h"
 #include "cz_engine.h"
+#include "cz_results.h"
 #include "cz_sim.h"
 
 enum { CZ_EXIT_OK = 0, CZ_EXIT_FAIL = 1, CZ_EXIT_USAGE = 2, CZ_EXIT_INTERNAL = 3 };
@@ -62,6 +63,14 @@ cz_status cz_cli_run(const cJSON *cfg_json, const char *where, const char *base_
 cJSON *cz_cli_summary(const cJSON *cfg_json, const cz_config *cfg, const cz_workload *wl,
                       const cz_metrics *m, const cz_summary *sum, const cz_run_stats *stats,
                       const char *date, const char *backend, const char *driver);
+
+/* Lands a run's outputs together: closes the results file `*writer` (when not NULL; it is
+ * NULL after) with the config and the summary as its attributes, writes the summary to
+ * `tmp_summary` (when not NULL), and commits every output (cz_out_commit): all of them or,
+ * on an error, none. */
+cz_status cz_cli_land_outputs(cz_results_writer **writer, cz_metrics *m, const cJSON *cfg_json,
+                              const cJSON *summary, uint64_t seed, const char *tmp_summary,
+                              cz_err *err);
 
 /* Parses `--percentiles` (vLLM's --metric-percentiles): comma-separated numbers in
  * (0, 100], at most CZ_PCT_MAX, none twice. On a bad value prints a usage error naming
