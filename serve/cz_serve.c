@@ -824,8 +824,16 @@ static void submit(sv *V, sv_req *q, double now)
     /* the map before the submission: a turn refused at once ends inside it */
     uint32_t si = V->wl.n_sessions;
     q->si = si;
-    if (!V->eng && q->n_stops)
+    if (!V->eng && q->n_stops) {
         t->out_text_tokens = modelled_stop(V, q); /* the ids depend on si */
+        if (q->stop_str >= 0) {
+            /* the stream cuts its text there from the start: the id that completes the
+             * stop string goes out as it is generated, before the finish */
+            pthread_mutex_lock(&q->resp->mu);
+            q->resp->ch[q->idx].text_cut = q->text_cut;
+            pthread_mutex_unlock(&q->resp->mu);
+        }
+    }
     map_put(&V->by_si, si, NULL, q);
     if (s) {
         s->si = si;
@@ -1212,8 +1220,8 @@ static cz_oai_usage usage_of(const sv_resp *r)
 
 /* A reply with stop strings: appends the `n` decoded bytes at `add` to the channel's
  * pending text and returns the part that may go out now (at *out, valid until the next
- * call): all of it up to the stop string's cut when `final`, else all but the last `hold`
- * characters, which could begin a stop string the next id completes. */
+ * call): all of it when `final`, else all but the last `hold` characters, which could
+ * begin a stop string the next id completes; never past the stop string's cut. */
 static size_t pend_take(sv_chan *c, const char *add, size_t n, bool final, const char **out)
 {
     if (c->pend_sent >= 4096) { /* what went out is dropped */
@@ -1227,15 +1235,15 @@ static size_t pend_take(sv_chan *c, const char *add, size_t n, bool final, const
     c->pend.n += n;
     c->pend.p[c->pend.n] = '\0';
     size_t end = c->pend.n;
-    if (final) {
-        if (c->text_cut >= 0 && c->text_cut - c->pend_base < (int64_t)end)
-            end = c->text_cut > c->pend_base ? (size_t)(c->text_cut - c->pend_base) : 0;
-    } else {
+    if (!final)
         for (uint32_t k = 0; k < c->hold && end > 0; k++)
             do
                 end--;
             while (end > 0 && ((unsigned char)c->pend.p[end] & 0xC0) == 0x80);
-    }
+    /* never past the cut, once known (a modelled reply's from its start: the id that
+     * completes the stop string may go out before the reply's finish) */
+    if (c->text_cut >= 0 && c->text_cut - c->pend_base < (int64_t)end)
+        end = c->text_cut > c->pend_base ? (size_t)(c->text_cut - c->pend_base) : 0;
     if (end < c->pend_sent)
         end = c->pend_sent;
     *out = c->pend.p + c->pend_sent;

@@ -389,7 +389,7 @@ def c_stop():
             break
     expect(len(picks) >= 2, "a reply with text to stop on: %r" % full)
     late, early = full[picks[-1]:picks[-1] + w], full[picks[0]:picks[0] + w]
-    for stop in ([late], [late, early], ["NEVER@STOP", early]):
+    for stop in ([late], [late, early], ["NEVER@STOP", early], [late[0]], [early[-1], late]):
         want_at = min(full.find(x) for x in stop if x in full)
         want_str = min((x for x in stop if x in full), key=lambda x: (full.find(x) + len(x),
                                                                        stop.index(x)))
