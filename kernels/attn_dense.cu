@@ -38,6 +38,7 @@ extern "C" void cz_cuda_attn_dense(cz_kctx *k, float *out, uint32_t ld_o, const 
     a.heads = heads;
     a.kv_heads = kv_heads;
     a.head_dim = head_dim;
+    a.kvec = cz__ka_vec_ok(kk, v, CZ_F32, head_dim, ld_kv);
     a.scale = scale;
     a.window = window;
     a.causal = causal;

@@ -19,7 +19,7 @@
 
 #include "cz_kattn.cuh"
 
-#define CZ__ATTN_PART_MIN 512u    /* keys a partition holds at least */
+#define CZ__ATTN_PART_MIN 128u    /* keys a partition holds at least (4 steps of a block) */
 #define CZ__ATTN_ITEMS_PER_SM 4u  /* work items per SM that keep the device busy without a
                                      split: about as many blocks as an SM runs at once (5
                                      to 7 of them fit, by registers, on sm_80 and sm_90) */
@@ -121,6 +121,7 @@ extern "C" void cz_cuda_attn_paged(cz_kctx *k, float *out, uint32_t ld_o, const 
     a.sinks = sinks;
     a.causal = true;
     a.parts = 1;
+    a.kvec = cz__ka_vec_ok(kv->k, kv->v, kv->dt, kv->head_dim, kv->block_stride);
     uint32_t y = cz__ka_plan(&a);
     CZ_ASSERT(y <= 65535 && heads <= 65535);
 

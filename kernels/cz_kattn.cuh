@@ -23,11 +23,16 @@
  *     positions no query keeps, are never read.
  *   - A step of 32 keys: their row offsets (block table read once per key); K staged in
  *     shared memory NT dimensions at a time, widened to float32, each row padded by one
- *     float (lane t reads row t: no bank conflicts); lane t of warp w scores key t for
- *     queries w, w + NW, ... (queries pre-scaled); the warp owning a query folds its 32
- *     scores into the running max m and sum l with shuffles and writes p = exp(s - m);
- *     then thread tid accumulates dimensions tid + NT i of every query's output over the
- *     32 keys, reading V straight from global memory (coalesced along the row, widened).
+ *     float (lane t reads row t: no bank conflicts), by 16-byte loads, four in flight per
+ *     thread, where the rows allow (kvec; else one element a load); lane t of warp w
+ *     scores key t for queries w, w + NW, ... (queries pre-scaled); the warp owning a
+ *     query folds its 32 scores into the running max m and sum l with shuffles and writes
+ *     p = exp(s - m); then thread tid accumulates dimensions tid + NT i of every query's
+ *     output over the 32 keys, reading V straight from global memory (coalesced along the
+ *     row, widened; the loop unrolled so that 8 keys' loads, 4 for heads over 128, are
+ *     issued together). A block runs 2 or 4 warps and a step is slow (28 to 50 us of an
+ *     H100's SM time, docs/kernels.md), which is why the split below gives a partition
+ *     few steps.
  *   - Split-KV (parts > 1, paged only): partition z of a work item covers kept indices
  *     [z part_len, (z + 1) part_len), the last one running to the end, and writes its
  *     unnormalised output, m and l per (row, head) to scratch; cz__ka_merge (attn_paged.cu)
@@ -74,7 +79,43 @@ typedef struct cz__ka_args {
     uint32_t window, sinks;
     bool causal;
     uint32_t parts, part_len, split_rows; /* split-KV: 1, 0, 0 when off */
+    bool kvec;                  /* K and V rows load as 16-byte vectors (cz__ka_vec_ok) */
 } cz__ka_args;
+
+/* Whether every K and V row start is 16-byte aligned and the rows hold whole 16-byte
+ * vectors: the base pointers aligned, head_dim and the strides between rows (paged: the
+ * block stride and head_dim; dense: ld_kv and head_dim) multiples of the elements a
+ * vector holds (4 float32, 8 of 16 bits). */
+static inline bool cz__ka_vec_ok(const void *k, const void *v, cz_dtype dt, uint32_t head_dim,
+                                 size_t stride)
+{
+    const size_t epv = dt == CZ_F32 ? 4 : 8;
+    return (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0 && head_dim % epv == 0 &&
+           stride % epv == 0;
+}
+
+/* The 16-byte vector q of K or V widened to float32: 4 values for CZ_F32, else 8. */
+__device__ static inline void cz__ka_widen(uint4 q, cz_dtype dt, float *f)
+{
+    const unsigned w[4] = {q.x, q.y, q.z, q.w};
+    if (dt == CZ_F32) {
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            f[j] = __uint_as_float(w[j]);
+    } else if (dt == CZ_BF16) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            f[2 * j] = __uint_as_float(w[j] << 16);
+            f[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            f[2 * j] = __half2float(__ushort_as_half((unsigned short)(w[j] & 0xffffu)));
+            f[2 * j + 1] = __half2float(__ushort_as_half((unsigned short)(w[j] >> 16)));
+        }
+    }
+}
 
 /* Whether key position t is kept for a query at position p (the contracts of attn_paged,
  * always causal, and attn_dense, whose sinks are 0). */
@@ -279,9 +320,42 @@ static __global__ void __launch_bounds__(NT) cz__ka_attend(cz__ka_args a)
                 if (d0 >= hd)
                     break;
                 const uint32_t dw = min((uint32_t)NT, hd - d0);
-                for (uint32_t e = tid; e < (uint32_t)nt * dw; e += NT) {
-                    uint32_t t = e / dw, dd = e - t * dw;
-                    sk[t][dd] = cz__cuda_ld(a.k, a.dt, soff[t] + d0 + dd);
+                if (a.kvec) {
+                    /* 16-byte loads, KA_U of them in flight per thread before any store */
+                    constexpr int KA_U = 4;
+                    const uint32_t epv = a.dt == CZ_F32 ? 4u : 8u, vpr = dw / epv;
+                    const uint32_t total = (uint32_t)nt * vpr;
+                    const size_t es = a.dt == CZ_F32 ? 4 : 2;
+                    for (uint32_t base = tid; base < total; base += KA_U * NT) {
+                        uint4 r[KA_U];
+#pragma unroll
+                        for (int u = 0; u < KA_U; u++) {
+                            const uint32_t e = base + (uint32_t)(u * NT);
+                            if (e < total) {
+                                const uint32_t t = e / vpr, vi = e - t * vpr;
+                                r[u] = *(const uint4 *)((const char *)a.k +
+                                                        (soff[t] + d0 + vi * epv) * es);
+                            }
+                        }
+#pragma unroll
+                        for (int u = 0; u < KA_U; u++) {
+                            const uint32_t e = base + (uint32_t)(u * NT);
+                            if (e < total) {
+                                const uint32_t t = e / vpr, vi = e - t * vpr;
+                                float f[8];
+                                cz__ka_widen(r[u], a.dt, f);
+#pragma unroll
+                                for (int j = 0; j < 8; j++)
+                                    if ((uint32_t)j < epv)
+                                        sk[t][vi * epv + (uint32_t)j] = f[j];
+                            }
+                        }
+                    }
+                } else {
+                    for (uint32_t e = tid; e < (uint32_t)nt * dw; e += NT) {
+                        uint32_t t = e / dw, dd = e - t * dw;
+                        sk[t][dd] = cz__cuda_ld(a.k, a.dt, soff[t] + d0 + dd);
+                    }
                 }
                 __syncthreads();
                 if (lane < nt) {
@@ -330,10 +404,16 @@ static __global__ void __launch_bounds__(NT) cz__ka_attend(cz__ka_args a)
                     for (int i = 0; i < DCH; i++)
                         acc[qi][i] *= cr;
                 }
-            for (int t0 = 0; t0 < nt; t0 += 4) {
-                float vv[4][DCH];
+            /* unrolled over the step's keys, KA_VU at a time, so the V loads of later
+             * keys are in flight while earlier ones accumulate */
+            constexpr int KA_VU = DCH == 1 ? 8 : 4;
 #pragma unroll
-                for (int u = 0; u < 4; u++)
+            for (int t0 = 0; t0 < TK; t0 += KA_VU) {
+                if (t0 >= nt)
+                    continue;
+                float vv[KA_VU][DCH];
+#pragma unroll
+                for (int u = 0; u < KA_VU; u++)
 #pragma unroll
                     for (int i = 0; i < DCH; i++) {
                         const uint32_t d = (uint32_t)tid + (uint32_t)(NT * i);
@@ -342,9 +422,9 @@ static __global__ void __launch_bounds__(NT) cz__ka_attend(cz__ka_args a)
                                        : 0.0f;
                     }
 #pragma unroll
-                for (int u = 0; u < 4; u++) {
+                for (int u = 0; u < KA_VU; u++) {
                     if (t0 + u >= nt)
-                        break;
+                        continue;
 #pragma unroll
                     for (int qi = 0; qi < QMAX; qi++)
                         if ((uint32_t)qi < nq) {

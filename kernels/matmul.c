@@ -390,8 +390,17 @@ void cz_cpu_matmul(cz_kctx *k, float *out, const float *x, const void *w, cz_dty
 {
     if (!m || !n)
         return;
+    if (!kd) { /* no products: the bias (or zeros) in every row, whatever m is */
+        for (uint32_t r = 0; r < m; r++) {
+            if (bias)
+                memcpy(out + (size_t)r * n, bias, (size_t)n * sizeof *out);
+            else
+                memset(out + (size_t)r * n, 0, (size_t)n * sizeof *out);
+        }
+        return;
+    }
     mm_job j = {k, out, x, w, dt, bias, m, n, kd};
-    if (m <= (dt == CZ_F32 ? CZ__GEMV_M_F32 : CZ__GEMV_M_16) || !kd) {
+    if (m <= (dt == CZ_F32 ? CZ__GEMV_M_F32 : CZ__GEMV_M_16)) {
         cz__kpar(k, n, 16, 1 + 32768 / ((size_t)kd * m + 1), gemv_range, &j);
         return;
     }

@@ -11,7 +11,15 @@
  * 3. Paged attention decode (32 query heads, 8 KV heads of 128, blocks of 16, bf16 KV)
  *    as KV bytes read per second against the peak.
  *
- * Usage: bench_cuda [device]. Prints tables; exits 0, or 77 without a device. */
+ * Two bandwidth ceilings: the DRAM peak the device reports and a measured device-to-device
+ * copy (bytes read plus bytes written); the decode and attention tables give both. Inputs
+ * are random (zeros can run faster than real data), each timing the median of REPS after
+ * 3 warm-ups, synchronized before the host clock is read. Also prints the device's green
+ * context rules (cz_kcuda_sm_info) and the partitions a split at them gets.
+ *
+ * Usage: bench_cuda [device]: prints the tables; bench_cuda device --decode CARD BATCH:
+ * that decode alone, 3 warm-up steps and 3 timed (for a kernel profiler such as Nsight
+ * Compute). Exits 0, or 77 without a device. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -45,6 +53,57 @@ static double median(double *v, int n)
     return v[n / 2];
 }
 
+/* Fills `count` elements of `es` bytes (2: bf16, 4: float32) at device memory dst with
+ * uniform draws in [-1, 1) (an xorshift stream from `seed`), through a host chunk. */
+static void fill_random(cz_kctx *k, void *dst, size_t es, size_t count, uint64_t seed)
+{
+    enum { CHUNK = 1 << 22 };
+    void *h = malloc(CHUNK * es);
+    if (!h) {
+        fprintf(stderr, "bench_cuda: out of memory\n");
+        exit(1);
+    }
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t at = 0; at < count; at += CHUNK) {
+        size_t m = count - at < CHUNK ? count - at : CHUNK;
+        for (size_t i = 0; i < m; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            float f = (float)(x >> 40) * (2.0f / 16777216.0f) - 1.0f;
+            if (es == 4) {
+                ((float *)h)[i] = f;
+            } else {
+                uint32_t u;
+                memcpy(&u, &f, 4);
+                ((uint16_t *)h)[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+            }
+        }
+        cz_kmem_upload(k, (char *)dst + at * es, h, m * es);
+    }
+    free(h);
+}
+
+/* A device-to-device copy of 1 GiB: bytes read plus bytes written per second. */
+static double copy_Bps(cz_kctx *k)
+{
+    const size_t n = (size_t)1 << 30;
+    void *a = cz_kmem_alloc(k, n), *b = cz_kmem_alloc(k, n);
+    fill_random(k, a, 2, n / 2, 3);
+    double t[REPS];
+    for (int r = -3; r < REPS; r++) {
+        cudaDeviceSynchronize();
+        double t0 = now_s();
+        if (cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice) != cudaSuccess) {
+            fprintf(stderr, "bench_cuda: cudaMemcpy failed\n");
+            exit(1);
+        }
+        cudaDeviceSynchronize();
+        if (r >= 0)
+            t[r] = now_s() - t0;
+    }
+    cz_kmem_free(k, a), cz_kmem_free(k, b);
+    return 2.0 * (double)n / median(t, REPS);
+}
+
 static void check(cz_kctx *k)
 {
     cz_err e;
@@ -54,7 +113,8 @@ static void check(cz_kctx *k)
     }
 }
 
-static void bench_decode(cz_kctx *k, const char *card_name, double peak)
+static void bench_decode(cz_kctx *k, const char *card_name, const uint32_t *batches, int nb,
+                         int reps, double peak, double copy)
 {
     cz_model_card m;
     cz_err e;
@@ -74,8 +134,7 @@ static void bench_decode(cz_kctx *k, const char *card_name, double peak)
     }
     cz_net_reserve(n, maxb, maxb, ctx);
     size_t kv_tok = (size_t)s->layers * 2 * s->kv_heads * s->head_dim * 2;
-    uint32_t batches[2] = {1, 64};
-    for (int bi = 0; bi < 2; bi++) {
+    for (int bi = 0; bi < nb; bi++) {
         uint32_t b = batches[bi];
         int32_t *tok = calloc(b, 4), *pos = calloc(b, 4), *qsl = calloc(b + 1, 4);
         int32_t *sl = calloc(b, 4), *bt = calloc((size_t)b * mb, 4), *rows = calloc(b, 4);
@@ -95,17 +154,18 @@ static void bench_decode(cz_kctx *k, const char *card_name, double peak)
                             .positions = pos, .qsl = qsl, .seq_lens = sl, .block_table = bt,
                             .slots = slots, .sample_rows = rows, .n_samples = b};
         double t[REPS];
-        for (int r = -3; r < REPS; r++) {
+        for (int r = -3; r < reps; r++) {
             double t0 = now_s();
             cz_net_decode(n, p, &sb, NULL, ids, NULL); /* ends with the ids' download */
             if (r >= 0)
                 t[r] = now_s() - t0;
         }
         check(k);
-        double med = median(t, REPS);
+        double med = median(t, reps);
         double bytes = (double)cz_net_weight_bytes(n) + (double)b * ctx * kv_tok;
-        printf("| %-13s | %2u | %4u | %8.1f | %7.3f | %7.1f | %5.1f %% |\n", card_name, b, ctx,
-               bytes / 1e6, med * 1e3, bytes / med / 1e9, 100.0 * bytes / med / peak);
+        printf("| %-13s | %2u | %4u | %8.1f | %7.3f | %7.1f | %5.1f %% | %5.1f %% |\n", card_name,
+               b, ctx, bytes / 1e6, med * 1e3, bytes / med / 1e9, 100.0 * bytes / med / peak,
+               100.0 * bytes / med / copy);
         free(tok), free(pos), free(qsl), free(sl), free(bt), free(rows), free(ids), free(slots);
     }
     cz_kv_pool_free(p);
@@ -128,9 +188,9 @@ static void bench_gemm(cz_kctx *k)
             uint32_t m = ms[mi], n = shapes[si].n, kd = shapes[si].kd;
             float *x = cz_kmem_alloc(k, (size_t)m * kd * 4), *out = cz_kmem_alloc(k, (size_t)m * n * 4);
             void *w = cz_kmem_alloc(k, (size_t)n * kd * 2), *xb = cz_kmem_alloc(k, (size_t)m * kd * 2);
-            cudaMemset(x, 0, (size_t)m * kd * 4);
-            cudaMemset(w, 0, (size_t)n * kd * 2);
-            cudaMemset(xb, 0, (size_t)m * kd * 2);
+            fill_random(k, x, 4, (size_t)m * kd, 11 + si);
+            fill_random(k, w, 2, (size_t)n * kd, 23 + si);
+            fill_random(k, xb, 2, (size_t)m * kd, 37 + si);
             double t[REPS], u[REPS];
             for (int r = -3; r < REPS; r++) {
                 cz_kctx_sync(k);
@@ -160,7 +220,7 @@ static void bench_gemm(cz_kctx *k)
     cublasDestroy(h);
 }
 
-static void bench_attn(cz_kctx *k, double peak)
+static void bench_attn(cz_kctx *k, double peak, double copy)
 {
     const cz_kernels *K = cz_kctx_ops(k);
     const uint32_t H = 32, KVH = 8, D = 128;
@@ -170,8 +230,8 @@ static void bench_attn(cz_kctx *k, double peak)
         size_t bstride = (size_t)BT * KVH * D;
         void *kc = cz_kmem_alloc(k, (size_t)blocks * bstride * 2);
         void *vc = cz_kmem_alloc(k, (size_t)blocks * bstride * 2);
-        cudaMemset(kc, 0, (size_t)blocks * bstride * 2);
-        cudaMemset(vc, 0, (size_t)blocks * bstride * 2);
+        fill_random(k, kc, 2, (size_t)blocks * bstride, 41 + ci);
+        fill_random(k, vc, 2, (size_t)blocks * bstride, 43 + ci);
         cz_kv_layer kv = {kc, vc, CZ_BF16, bstride, BT, KVH, D};
         int32_t *qsl = calloc(S + 1, 4), *sl = calloc(S, 4), *bt = calloc((size_t)S * mb, 4);
         for (uint32_t i = 0; i < S; i++) {
@@ -186,7 +246,7 @@ static void bench_attn(cz_kctx *k, double peak)
         cz_kmem_upload(k, ds, sl, S * 4);
         cz_kmem_upload(k, db, bt, (size_t)S * mb * 4);
         float *q = cz_kmem_alloc(k, (size_t)S * H * D * 4), *o = cz_kmem_alloc(k, (size_t)S * H * D * 4);
-        cudaMemset(q, 0, (size_t)S * H * D * 4);
+        fill_random(k, q, 4, (size_t)S * H * D, 47 + ci);
         cz_kreserve r = {.max_rows = S, .max_ctx = C, .max_heads = H, .max_dim = H * D};
         cz_kctx_reserve(k, &r);
         double t[REPS];
@@ -200,8 +260,9 @@ static void bench_attn(cz_kctx *k, double peak)
         }
         check(k);
         double med = median(t, REPS), bytes = (double)S * C * KVH * D * 2 * 2;
-        printf("| bf16 KV | %3u x %6u | %7.1f MiB | %8.3f ms | %7.1f GB/s | %5.1f %% |\n", S, C,
-               bytes / 1048576.0, med * 1e3, bytes / med / 1e9, 100.0 * bytes / med / peak);
+        printf("| bf16 KV | %3u x %6u | %7.1f MiB | %8.3f ms | %7.1f GB/s | %5.1f %% | %5.1f %% |\n",
+               S, C, bytes / 1048576.0, med * 1e3, bytes / med / 1e9, 100.0 * bytes / med / peak,
+               100.0 * bytes / med / copy);
         free(qsl), free(sl), free(bt);
         cz_kmem_free(k, kc), cz_kmem_free(k, vc), cz_kmem_free(k, dq), cz_kmem_free(k, ds);
         cz_kmem_free(k, db), cz_kmem_free(k, q), cz_kmem_free(k, o);
@@ -226,13 +287,46 @@ int main(int argc, char **argv)
     }
     printf("CUDA device %d: %s, sm_%d%d, %u SMs, %.1f GiB, DRAM peak %.0f GB/s\n", dev, info.name,
            info.major, info.minor, info.sms, info.mem_bytes / 1073741824.0, info.peak_Bps / 1e9);
-    printf("| decode | batch | ctx | MB/step | ms/step | GB/s | %% of peak |\n|---|---|---|---|---|---|---|\n");
-    bench_decode(k, "llama-3.2-1b", info.peak_Bps);
-    bench_decode(k, "llama-3-8b", info.peak_Bps);
+    if (argc == 5 && strcmp(argv[2], "--decode") == 0) {
+        uint32_t b = (uint32_t)atoi(argv[4]);
+        if (b < 1 || b > 64) {
+            fprintf(stderr, "bench_cuda: --decode: BATCH is 1 to 64\n");
+            return 2;
+        }
+        bench_decode(k, argv[3], &b, 1, 3, info.peak_Bps, info.peak_Bps);
+        cz_kctx_free(k);
+        return 0;
+    }
+    double copy = copy_Bps(k);
+    printf("device-to-device copy (read + written): %.0f GB/s, %.1f %% of the DRAM peak\n",
+           copy / 1e9, 100.0 * copy / info.peak_Bps);
+    uint32_t total = 0, min_sms = 0, step = 0;
+    if (cz_kcuda_sm_info(dev, &total, &min_sms, &step, &e) != CZ_OK) {
+        printf("green contexts: %s\n", e.msg);
+    } else {
+        printf("green contexts: %u SMs, partitions of at least %u SMs in steps of %u\n", total,
+               min_sms, step);
+        uint32_t wants[3] = {min_sms, total / 2, total - min_sms};
+        for (int i = 0; i < 3; i++) {
+            cz_kctx *a = NULL, *b = NULL;
+            if (cz_kctx_cuda_split(dev, wants[i], &a, &b, &e) != CZ_OK) {
+                printf("  split asking %u SMs: %s\n", wants[i], e.msg);
+                continue;
+            }
+            printf("  split asking %u SMs: %u + %u SMs\n", wants[i], cz_kctx_sms(a), cz_kctx_sms(b));
+            cz_kctx_free(a), cz_kctx_free(b);
+        }
+    }
+    printf("| decode | batch | ctx | MB/step | ms/step | GB/s | %% of DRAM peak | %% of copy |\n"
+           "|---|---|---|---|---|---|---|---|\n");
+    const uint32_t batches[2] = {1, 64};
+    bench_decode(k, "llama-3.2-1b", batches, 2, REPS, info.peak_Bps, copy);
+    bench_decode(k, "llama-3-8b", batches, 2, REPS, info.peak_Bps, copy);
     printf("| prefill GEMM | m | n x kd | cz matmul TFLOP/s | cuBLAS bf16 TFLOP/s | %% of cuBLAS |\n|---|---|---|---|---|---|\n");
     bench_gemm(k);
-    printf("| attention decode | seqs x ctx | KV read | per call | GB/s | %% of peak |\n|---|---|---|---|---|---|\n");
-    bench_attn(k, info.peak_Bps);
+    printf("| attention decode | seqs x ctx | KV read | per call | GB/s | %% of DRAM peak | %% of copy |\n"
+           "|---|---|---|---|---|---|---|\n");
+    bench_attn(k, info.peak_Bps, copy);
     cz_kctx_free(k);
     return 0;
 }

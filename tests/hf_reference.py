@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tests/hf_reference.py CADENZA - `cadenza generate` on Hugging Face checkpoints against an
+"""tests/hf_reference.py CADENZA [--backend cuda] - `cadenza generate` on Hugging Face checkpoints against an
 independent NumPy implementation of the transformers forward pass.
 
 Writes tiny checkpoints in the real format (config.json + model.safetensors, or shards with
@@ -20,7 +20,10 @@ values, which the engine widens exactly):
 Also checks that a checkpoint with a wrong shape or a missing tensor fails with exit
 status 2 and a message naming the file, the tensor and the expected shape.
 
-Exit 0 on success, 1 on a mismatch, 77 (skipped) when NumPy is missing.
+With --backend cuda the checkpoints run on the CUDA backend, held to the same tolerance (the
+prompts are short enough for the float32-accumulating GEMV path; docs/kernels.md).
+
+Exit 0 on success, 1 on a mismatch, 77 (skipped) when NumPy or the backend is missing.
 """
 import json
 import os
@@ -36,6 +39,7 @@ except ImportError:
     sys.exit(77)
 
 TOL = 1e-4
+BACKEND = []  # extra `cadenza generate` flags: ["--backend", "cuda"] for the CUDA backend
 
 # ---- safetensors writing -------------------------------------------------------------------
 
@@ -344,7 +348,7 @@ def fail(msg):
 
 def run_generate(cz, folder, prompt, n, logits):
     cmd = [cz, "generate", "--model", folder, "--tokens", ",".join(map(str, prompt)),
-           "--max-tokens", str(n), "--json", "--logits", logits, "--threads", "2"]
+           "--max-tokens", str(n), "--json", "--logits", logits, "--threads", "2"] + BACKEND
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
@@ -467,10 +471,18 @@ def check_errors(cz, tmp):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) == 4 and sys.argv[2] == "--backend" and sys.argv[3] in ("cpu", "cuda"):
+        BACKEND.extend(sys.argv[2:])
+    elif len(sys.argv) != 2:
         print(__doc__)
         return 2
     cz = os.path.abspath(sys.argv[1])
+    if BACKEND:
+        r = subprocess.run([cz, "generate", "--model", "tiny-llama", "--tokens", "1",
+                            "--max-tokens", "1"] + BACKEND, capture_output=True, text=True)
+        if r.returncode == 1 and "backend '" in r.stderr:
+            print(f"hf_reference: {r.stderr.strip()}; skipped")
+            return 77
     with tempfile.TemporaryDirectory() as tmp:
         check_model(cz, tmp, "llama-f32", build(llama_cfg(), 1, "F32"), 1, [3, 141, 59, 26, 5], 10)
         check_model(cz, tmp, "qwen2-bf16", build(qwen2_cfg(), 7, "BF16"), 2, [7, 1, 300, 42], 8)

@@ -120,15 +120,16 @@ Test(cuda_host, check_functions_name_the_call_file_and_line)
 Test(cuda_host, attn_partitions_fill_the_device_from_host_bounds)
 {
     /* H100: 132 SMs, 4 items per SM wanted (528) */
-    cr_expect_eq(cz__attn_partitions(32768, 8, 132), 64u, "one decode, 8 KV heads: 512 keys each");
+    cr_expect_eq(cz__attn_partitions(32768, 8, 132), 66u, "one decode, 8 KV heads: ceil(528 / 8)");
     cr_expect_eq(cz__attn_partitions(32768, 32, 132), 17u, "ceil(528 / 32)");
     cr_expect_eq(cz__attn_partitions(32768, 128, 132), 5u);
     cr_expect_eq(cz__attn_partitions(32768, 527, 132), 2u);
     cr_expect_eq(cz__attn_partitions(32768, 528, 132), 1u, "enough items: no split");
     cr_expect_eq(cz__attn_partitions(32768, 4096, 132), 1u);
-    cr_expect_eq(cz__attn_partitions(3000, 16, 132), 5u, "no partition under 512 keys");
-    cr_expect_eq(cz__attn_partitions(1024, 1, 132), 2u);
-    cr_expect_eq(cz__attn_partitions(1023, 1, 132), 1u, "too short to split");
+    cr_expect_eq(cz__attn_partitions(3000, 16, 132), 23u, "no partition under 128 keys");
+    cr_expect_eq(cz__attn_partitions(1024, 1, 132), 8u);
+    cr_expect_eq(cz__attn_partitions(1023, 1, 132), 7u);
+    cr_expect_eq(cz__attn_partitions(255, 1, 132), 1u, "too short to split");
     cr_expect_eq(cz__attn_partitions(0, 1, 132), 1u);
     cr_expect_eq(cz__attn_partitions(32768, 0, 132), 1u, "no work");
     cr_expect_eq(cz__attn_partitions(1u << 30, 1, 132), 256u, "at most 256");
@@ -136,7 +137,7 @@ Test(cuda_host, attn_partitions_fill_the_device_from_host_bounds)
     cr_expect_eq(cz__attn_partitions(32768, 2, 8), 16u, "a green context of 8 SMs");
     for (uint32_t items = 1; items < 2000; items += 7) {
         uint32_t p = cz__attn_partitions(20000, items, 132);
-        cr_assert(p >= 1 && p <= 20000 / 512, "items %u: %u", items, p);
+        cr_assert(p >= 1 && p <= 20000 / 128, "items %u: %u", items, p);
         cr_assert(p == 1 || (uint64_t)(p - 1) * items < 528, "items %u: %u more than needed", items, p);
         cr_assert(cz__attn_partitions(20000, items + 1, 132) <= p, "items %u: not monotone", items);
     }

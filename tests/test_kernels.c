@@ -583,12 +583,14 @@ static void ref_matmul(double *ref, const float *x, const void *w, cz_dtype dt, 
 Test(kernels, matmul)
 {
     /* m, n, kd: decode rows (GEMV kernel), odd sizes, prefill rows (sgemm, panels),
-     * and a kd so wide that n spans several panels */
+     * a kd so wide that n spans several panels, and kd 0 (the bias alone) with few and
+     * with many rows */
     static const uint32_t shapes[][3] = {{1, 37, 129}, {1, 64, 2048}, {1, 21, 4500},
                                          {2, 64, 256}, {3, 5, 7}, {4, 19, 33}, {5, 100, 200},
                                          {8, 33, 70}, {9, 40, 64}, {64, 130, 300},
                                          {200, 24, 72}, {9, 72, 16384}, {7, 50, 300},
-                                         {6, 16, 24}};
+                                         {6, 16, 24}, {4, 33, 0}, {20, 17, 0}, {3, 9, 0},
+                                         {41, 8, 0}};
     uint64_t s = 8;
     for (size_t c = 0; c < CZ_ARRAY_LEN(shapes); c++) {
         uint32_t m = shapes[c][0], n = shapes[c][1], kd = shapes[c][2];
@@ -602,6 +604,8 @@ Test(kernels, matmul)
             for (uint32_t t = 1; t <= 2; t++) {
                 cz_kctx *k = mk(t);
                 o[t - 1] = malloc((size_t)m * n * 4);
+                for (size_t i = 0; i < (size_t)m * n; i++) /* poisoned: every element written */
+                    o[t - 1][i] = NAN;
                 cz_kctx_ops(k)->matmul(k, o[t - 1], x, w, DTS[d], bias, m, n, kd);
                 cz_kctx_free(k);
             }
