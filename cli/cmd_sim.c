@@ -14,6 +14,7 @@
 #include "cz_cli.h"
 #include "cz_wall.h"
 #include "cz_engine.h"
+#include "cz_hclient.h"
 #include "cz_json.h"
 #include "cz_out.h"
 #include "cz_proc.h"
@@ -56,12 +57,24 @@ static const char replay_usage[] =
     "usage: cadenza replay CONFIG.json [--set key=value]... [-o results.h5]\n"
     "                      [--summary summary.json] [--percentiles LIST]\n"
     "                      [--exact-percentiles] [--backend cpu|cuda] [--threads N] [--quiet] [--no-progress]\n"
+    "       cadenza replay CONFIG.json --endpoint URL [--model NAME] [--api-key KEY]\n"
+    "                      [--max-concurrency N] [--set key=value]... [-o results.h5]\n"
+    "                      [--summary summary.json] [--percentiles LIST] [--quiet] [--no-progress]\n"
     "\n"
     "Serve an experiment config's workload on the real engine, in wall-clock time: the same\n"
     "deployment, serving cores and metrics as `cadenza sim`, with every batch run through\n"
     "the model's kernels (docs/engine.md). The config's `engine` object chooses the weights\n"
     "(\"random\" or a Hugging Face checkpoint folder) and their types; the trace's time\n"
     "scaling applies. Ctrl-C stops the run and writes what it has, marked partial.\n"
+    "\n"
+    "With --endpoint the workload goes to an OpenAI-compatible server instead (vLLM, SGLang,\n"
+    "llama.cpp, `cadenza serve`; docs/http-replay.md): each turn a streamed request to\n"
+    "URL/v1/completions at its time in the workload, a prompt of its input tokens as token\n"
+    "ids, max_tokens its output tokens (with min_tokens and ignore_eos), measured as `vllm\n"
+    "bench serve` measures (TTFT to the first chunk with choices, ITL per chunk, TPOT from\n"
+    "usage's completion tokens), each request's send lag behind the workload recorded.\n"
+    "Failed requests (transport, HTTP status, error events, malformed or truncated streams)\n"
+    "are outcomes, counted by reason. The summary says \"driver\": \"http\".\n"
     "\n"
     "  --set key=value      override a config field (repeatable)\n"
     "  -o, --output FILE    write the HDF5 results, with a /steps table of every batch\n"
@@ -74,6 +87,10 @@ static const char replay_usage[] =
     "  --backend NAME       kernel backend: cpu (default) or cuda (a build with -Dcuda;\n"
     "                       GPU g of the placement runs on CUDA device g)\n"
     "  --threads N          CPU threads in all (default: engine.threads, else every CPU)\n"
+    "  --endpoint URL       the server's base URL (http://host:port; a trailing /v1 is fine)\n"
+    "  --model NAME         the requests' \"model\" (default: the config's model card)\n"
+    "  --api-key KEY        sent as a bearer token (default: $OPENAI_API_KEY, if set)\n"
+    "  --max-concurrency N  requests in flight at most, as vLLM's (default: no bound)\n"
     "  --quiet              print nothing but errors\n"
     "  --no-progress        no progress line\n"
     "  -h, --help           this help\n";
@@ -144,6 +161,23 @@ static void print_engine_lines(const cz_metrics *m, const cz_config *cfg,
 
 /* A summary value printed with `fmt` (one double), or "none" when the summary has none
  * (null). */
+/* The HTTP client's lines: what was sent, what the server honoured, why turns failed. */
+static void print_http_lines(const cz_hclient_opts *o, const cz_hclient_stats *h,
+                             const cz_summary *sum)
+{
+    fprintf(stderr,
+            "http: %llu requests sent to %s; %llu chunks; usage reported on %llu of %llu "
+            "completed, max_tokens honoured on %llu; send lag p50 %.3f ms p99 %.3f ms\n",
+            (unsigned long long)h->sent, o->endpoint, (unsigned long long)h->chunks,
+            (unsigned long long)h->with_usage, (unsigned long long)h->completed,
+            (unsigned long long)h->len_honoured, sum->send_lag_ms.median, sum->send_lag_ms.p99);
+    for (int k = 0; k < CZ_HFAIL_N; k++)
+        if (h->failed_by[k])
+            fprintf(stderr, "http: %llu failed (%s), the first: %s\n",
+                    (unsigned long long)h->failed_by[k], cz_hfail_name((cz_hfail)k),
+                    h->first_error[k]);
+}
+
 static const char *num_or_none(const cJSON *j, const char *key, const char *fmt, char *buf,
                                size_t n)
 {
@@ -291,7 +325,9 @@ static void add_arrival_keys(const cJSON *cfg_json, const cz_workload *wl, cJSON
  * (docs/metrics.md, "Streaming"), handing its rows to a results file opened at `h5_path`
  * (*writer; NULL: rows dropped), which the caller closes or discards. */
 static cz_status run_config(const cJSON *cfg_json, const char *where, const char *base_dir,
-                            bool progress, const cz_engine_opts *eng, const cz_pctset *pct,
+                            bool progress, const cz_engine_opts *eng,
+                            const cz_hclient_opts *http, cz_hclient_stats *hstats,
+                            const cz_pctset *pct,
                             bool keep, bool whole, const char *h5_path,
                             cz_results_writer **writer,
                             cz_config *cfg, cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
@@ -304,12 +340,13 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
     cz_workload_init(&wl);
     /* produced as the run consumes it, unless the run keeps every record or replays on
      * the engine */
-    wl.stream = !keep && !eng && !whole;
+    wl.stream = !keep && !eng && !http && !whole;
     *summary = NULL;
     *partial = false;
     memset(m, 0, sizeof *m);
     char date[32] = "";
-    cz_status st = eng ? CZ_OK : sim_date(date, sizeof date, err);
+    bool wall = eng || http; /* a run on the wall clock */
+    cz_status st = wall ? CZ_OK : sim_date(date, sizeof date, err);
     if (st == CZ_OK)
         st = cz_config_parse(cfg_json, where, base_dir, cfg, &wl, err);
     if (st == CZ_OK) {
@@ -329,8 +366,8 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
     }
     if (st == CZ_OK) {
         progress_ctx pc = {isatty(STDERR_FILENO) == 1, cz_wall_s(), cz_wall_s(),
-                           eng ? "replay" : "sim"};
-        if (eng) {
+                           wall ? "replay" : "sim"};
+        if (wall) {
             /* the engine's start time, as vLLM stamps its runs (datetime.now()) */
             time_t now = time(NULL);
             struct tm tm;
@@ -338,7 +375,10 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
                 strftime(date, sizeof date, "%Y%m%d-%H%M%S", &tm);
         }
         double t0 = cz_wall_s();
-        if (eng)
+        if (http)
+            st = cz_hclient_run(cfg, &wl, m, http, stats, hstats, partial,
+                                progress ? print_progress : NULL, &pc, err);
+        else if (eng)
             st = cz_engine_run(cfg, &wl, m, eng, stats, partial,
                                progress ? print_progress : NULL, &pc, err);
         else
@@ -348,8 +388,28 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
     if (st == CZ_OK) {
         cz_metrics_summarize(m, &cfg->slo, sum);
         cJSON *j = cz_cli_summary(cfg_json, cfg, &wl, m, sum, stats, date,
-                                  eng ? "cadenza-engine" : "cadenza-sim", eng ? "engine" : "sim");
-        if (eng) {
+                                  http  ? "openai"
+                                  : eng ? "cadenza-engine"
+                                        : "cadenza-sim",
+                                  http ? "http" : eng ? "engine" : "sim");
+        if (http) {
+            cJSON_AddStringToObject(j, "endpoint", http->endpoint);
+            cJSON_AddBoolToObject(j, "partial", *partial);
+            cJSON *h = cJSON_AddObjectToObject(j, "http");
+            cJSON_AddNumberToObject(h, "sent", (double)hstats->sent);
+            cJSON_AddNumberToObject(h, "chunks", (double)hstats->chunks);
+            cJSON_AddNumberToObject(h, "usage_reported", (double)hstats->with_usage);
+            cJSON_AddNumberToObject(h, "max_tokens_honoured", (double)hstats->len_honoured);
+            cJSON *f = cJSON_AddObjectToObject(h, "failed_by");
+            for (int k = 0; k < CZ_HFAIL_N; k++)
+                cJSON_AddNumberToObject(f, cz_hfail_name((cz_hfail)k),
+                                        (double)hstats->failed_by[k]);
+            cJSON *fe = cJSON_AddObjectToObject(h, "first_error");
+            for (int k = 0; k < CZ_HFAIL_N; k++)
+                if (hstats->first_error[k][0])
+                    cJSON_AddStringToObject(fe, cz_hfail_name((cz_hfail)k),
+                                            hstats->first_error[k]);
+        } else if (eng) {
             cJSON_AddStringToObject(j, "kernel_backend", eng->backend ? eng->backend : "cpu");
             cJSON_AddBoolToObject(j, "partial", *partial);
         }
@@ -430,8 +490,8 @@ cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *
                           cJSON **summary, double *wall_s, cz_err *err)
 {
     bool partial;
-    return run_config(cfg_json, where, base_dir, progress, NULL, pct, keep_records, false, NULL,
-                      NULL,
+    return run_config(cfg_json, where, base_dir, progress, NULL, NULL, NULL, pct, keep_records,
+                      false, NULL, NULL,
                       cfg, m, sum, stats, summary, wall_s, &partial, err);
 }
 
@@ -440,7 +500,8 @@ cz_status cz_cli_run(const cJSON *cfg_json, const char *where, const char *base_
                      cz_config *cfg, cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
                      cJSON **summary, double *wall_s, bool *partial, cz_err *err)
 {
-    return run_config(cfg_json, where, base_dir, progress, eng, pct, true, false, NULL, NULL,
+    return run_config(cfg_json, where, base_dir, progress, eng, NULL, NULL, pct, true, false,
+                      NULL, NULL,
                       cfg, m,
                       sum, stats, summary, wall_s, partial, err);
 }
@@ -551,6 +612,10 @@ static int run_command(int argc, char **argv, bool engine)
     const char *cmd = engine ? "replay" : "sim";
     const char *config_path = NULL, *out_h5 = NULL, *out_summary = NULL, *cost_path = NULL;
     cz_engine_opts eopts = {.backend = "cpu"};
+    cz_hclient_opts hopts = {0};
+    cz_hclient_stats hstats;
+    memset(&hstats, 0, sizeof hstats);
+    bool engine_flag = false;
     cz_pctset pct = {0};
     const char **sets = cz_xcalloc((size_t)argc, sizeof *sets);
     int n_sets = 0;
@@ -564,7 +629,10 @@ static int run_command(int argc, char **argv, bool engine)
         } else if (strcmp(a, "--set") == 0 || strcmp(a, "-o") == 0 ||
                    strcmp(a, "--output") == 0 || strcmp(a, "--summary") == 0 ||
                    strcmp(a, "--cost") == 0 || strcmp(a, "--percentiles") == 0 ||
-                   (engine && (strcmp(a, "--backend") == 0 || strcmp(a, "--threads") == 0))) {
+                   (engine && (strcmp(a, "--backend") == 0 || strcmp(a, "--threads") == 0 ||
+                               strcmp(a, "--endpoint") == 0 || strcmp(a, "--model") == 0 ||
+                               strcmp(a, "--api-key") == 0 ||
+                               strcmp(a, "--max-concurrency") == 0))) {
             if (i + 1 >= argc) {
                 free(sets);
                 return cz_cli_usage_error(cmd, "option '%s' needs a value", a);
@@ -582,7 +650,24 @@ static int run_command(int argc, char **argv, bool engine)
                 cost_path = v;
             } else if (strcmp(a, "--summary") == 0) {
                 out_summary = v;
+            } else if (strcmp(a, "--endpoint") == 0) {
+                hopts.endpoint = v;
+            } else if (strcmp(a, "--model") == 0) {
+                hopts.model = v;
+            } else if (strcmp(a, "--api-key") == 0) {
+                hopts.api_key = v;
+            } else if (strcmp(a, "--max-concurrency") == 0) {
+                char *end;
+                errno = 0;
+                unsigned long c = strtoul(v, &end, 10);
+                if (errno || end == v || *end || v[0] == '-' || c == 0 || c > 1000000) {
+                    free(sets);
+                    return cz_cli_usage_error(cmd, "option '--max-concurrency': expected a "
+                                                   "count from 1 to 1000000, got '%s'", v);
+                }
+                hopts.max_concurrency = (uint32_t)c;
             } else if (strcmp(a, "--backend") == 0) {
+                engine_flag = true;
                 if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
                     free(sets);
                     return cz_cli_usage_error(cmd, "option '--backend': expected cpu or cuda, "
@@ -591,6 +676,7 @@ static int run_command(int argc, char **argv, bool engine)
                 }
                 eopts.backend = v;
             } else if (strcmp(a, "--threads") == 0) {
+                engine_flag = true;
                 char *end;
                 errno = 0;
                 unsigned long t = strtoul(v, &end, 10);
@@ -626,8 +712,20 @@ static int run_command(int argc, char **argv, bool engine)
         free(sets);
         return cz_cli_usage_error(cmd, "a config is required (e.g. experiments/engine/cpu.json)");
     }
+    if (!hopts.endpoint && (hopts.model || hopts.api_key || hopts.max_concurrency)) {
+        free(sets);
+        return cz_cli_usage_error(cmd, "--model, --api-key and --max-concurrency go with "
+                                       "--endpoint");
+    }
+    if (hopts.endpoint && (engine_flag || cost_path)) {
+        free(sets);
+        return cz_cli_usage_error(cmd, "--backend, --threads and --cost are the engine's: "
+                                       "with --endpoint the server runs the model");
+    }
+    if (hopts.endpoint && !hopts.api_key)
+        hopts.api_key = getenv("OPENAI_API_KEY");
     if (engine)
-        eopts.stop = cz_out_graceful_interrupt(false);
+        eopts.stop = hopts.stop = cz_out_graceful_interrupt(false);
 
     cz_err err;
     cz_err_clear(&err);
@@ -660,7 +758,9 @@ static int run_command(int argc, char **argv, bool engine)
     cz_results_writer *writer = NULL;
     if (st == CZ_OK) {
         st = run_config(cfg_json, where, base_dir, show_progress && !quiet,
-                        engine ? &eopts : NULL, &pct, false, whole, tmp_h5, &writer, &cfg, &m,
+                        engine && !hopts.endpoint ? &eopts : NULL,
+                        hopts.endpoint ? &hopts : NULL, &hstats, &pct, false, whole, tmp_h5,
+                        &writer, &cfg, &m,
                         &sum,
                         &stats, &summary, &wall_s, &partial, &err);
         if (st != CZ_OK)
@@ -697,7 +797,9 @@ static int run_command(int argc, char **argv, bool engine)
                    rel->valuedouble * 100);
         }
         fflush(stdout);
-        if (engine)
+        if (hopts.endpoint)
+            print_http_lines(&hopts, &hstats, &sum);
+        else if (engine)
             print_engine_lines(&m, &cfg, &stats, wall_s);
         else
             fprintf(stderr,

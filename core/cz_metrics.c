@@ -18,6 +18,7 @@ static void acc_init(cz_metrics *m)
         cz_distacc_init(&a->tpot, m->pct_mode, false);
         cz_distacc_init(&a->e2el, m->pct_mode, false);
         cz_distacc_init(&a->qw, m->pct_mode, false);
+        cz_distacc_init(&a->lag, m->pct_mode, false);
     }
 }
 
@@ -28,6 +29,7 @@ static void acc_free(cz_metrics *m)
         cz_distacc_free(&m->acc[c].tpot);
         cz_distacc_free(&m->acc[c].e2el);
         cz_distacc_free(&m->acc[c].qw);
+        cz_distacc_free(&m->acc[c].lag);
     }
     for (uint32_t i = 0; i < m->n_stage_acc; i++)
         cz_distacc_free(&m->stage_acc[i].kv_reload_ms);
@@ -286,6 +288,8 @@ static void summarize_record(cz_metrics *m, const cz_req_record *r)
             acc[k]->first_arrival_s = r->arrival_s;
         if (!isnan(r->first_sched_s))
             cz_distacc_add(&acc[k]->qw, (r->first_sched_s - r->arrival_s) * 1e3, 1);
+        if (m->send_lags && r->outcome != CZ_REQ_UNFINISHED)
+            cz_distacc_add(&acc[k]->lag, r->send_lag_s * 1e3, 1);
     }
 }
 
@@ -386,8 +390,9 @@ static void summarize_turn(cz_metrics *m, const cz_turn_record *t)
     r->turn_outcome = t->outcome;
     if (t->outcome != CZ_REQ_COMPLETED)
         return;
-    double t_ms = (r->first_token_s - r->arrival_s) * 1e3;
-    double e_ms = (r->finish_s - r->arrival_s) * 1e3;
+    const double sent = r->arrival_s + r->send_lag_s;
+    double t_ms = (r->first_token_s - sent) * 1e3;
+    double e_ms = (r->finish_s - sent) * 1e3;
     double p_ms = NAN;
     if (r->output_tokens > 1)
         p_ms = (e_ms - t_ms) / (double)(r->output_tokens - 1);
@@ -404,15 +409,15 @@ static void summarize_turn(cz_metrics *m, const cz_turn_record *t)
         acc[k]->good += good;
     }
     if (m->peaks_fixed) {
-        peak_span(m, r->arrival_s, r->finish_s);
+        peak_span(m, sent, r->finish_s);
         return;
     }
-    if (m->n_spans == 0 || r->arrival_s < m->peaks_t0)
-        m->peaks_t0 = r->arrival_s; /* the earliest so far, until it is settled */
+    if (m->n_spans == 0 || sent < m->peaks_t0)
+        m->peaks_t0 = sent; /* the earliest so far, until it is settled */
     size_t cap = m->cap_spans;
     cz_grow((void **)&m->spans, &cap, m->n_spans + 1, sizeof *m->spans);
     m->cap_spans = cap;
-    m->spans[m->n_spans++] = (cz_span){r->arrival_s, r->finish_s};
+    m->spans[m->n_spans++] = (cz_span){sent, r->finish_s};
 }
 
 void cz_metrics_add_turn(cz_metrics *m, const cz_turn_record *t)
@@ -738,8 +743,9 @@ static void summarize(const cz_metrics *m, const cz_slo *slo, int64_t cls, cz_su
         o->total_token_throughput =
             (double)(o->total_input_tokens + o->total_output_tokens) / o->duration_s;
     }
-    const cz_distacc *acc[] = {&a->ttft, &a->tpot, &a->e2el, &a->qw};
-    cz_dist *out[] = {&o->ttft_ms, &o->tpot_ms, &o->e2el_ms, &o->queue_wait_ms};
+    const cz_distacc *acc[] = {&a->ttft, &a->tpot, &a->e2el, &a->qw, &a->lag};
+    cz_dist *out[] = {&o->ttft_ms, &o->tpot_ms, &o->e2el_ms, &o->queue_wait_ms, &o->send_lag_ms};
+    o->has_send_lag = m->send_lags;
     for (size_t i = 0; i < CZ_ARRAY_LEN(acc); i++)
         cz_distacc_summary(acc[i], &m->pct, out[i]);
     itl_dist(m, 0, &o->itl_ms);
@@ -775,6 +781,8 @@ cJSON *cz_summary_json(const cz_summary *s)
     add_dist_unit(j, "itl", "_ms", &s->itl_ms);
     add_dist_unit(j, "e2el", "_ms", &s->e2el_ms);
     add_dist_unit(j, "queue_wait", "_ms", &s->queue_wait_ms);
+    if (s->has_send_lag)
+        add_dist_unit(j, "send_lag", "_ms", &s->send_lag_ms);
     cJSON_AddNumberToObject(j, "preemptions", (double)s->preemptions);
     cJSON_AddNumberToObject(j, "steps", (double)s->steps);
     return j;
@@ -812,6 +820,8 @@ void cz_summary_print(const cz_summary *s, FILE *f)
     print_dist(f, "ITL", &s->itl_ms);
     print_dist(f, "E2E latency", &s->e2el_ms);
     print_dist(f, "queue wait", &s->queue_wait_ms);
+    if (s->has_send_lag)
+        print_dist(f, "send lag", &s->send_lag_ms);
 }
 
 void cz_audio_summarize(const cz_metrics *m, const cz_slo *slo, double duration_s,

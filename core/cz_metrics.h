@@ -52,6 +52,10 @@ typedef struct cz_req_record {
     double first_sched_s;    /* first time the request was scheduled (NaN if never) */
     double first_token_s;    /* time the first output token was produced */
     double finish_s;         /* time the last output token was produced */
+    double send_lag_s;       /* the client sent it this long after arrival_s: an HTTP
+                                client's lag behind the workload's clock (0 for the
+                                simulated client, which sends at arrival); TTFT, E2E and the
+                                peaks count from the send, as vLLM's benchmark does */
     uint32_t held;           /* its creator may still change it (set by
                                 cz_metrics_add_request, cleared by cz_metrics_release) */
     uint32_t turn_outcome;   /* a turn's record at the first autoregressive stage: the
@@ -205,7 +209,7 @@ typedef struct cz_req_acc {
     uint64_t by_outcome[CZ_REQ_N_OUTCOMES];
     uint64_t good, total_input_tokens, total_output_tokens;
     double first_arrival_s, last_finish_s;
-    cz_distacc ttft, tpot, e2el, qw;
+    cz_distacc ttft, tpot, e2el, qw, lag;
 } cz_req_acc;
 
 typedef struct cz_stage_acc {
@@ -239,6 +243,8 @@ typedef struct cz_metrics {
     uint64_t n_itl, cap_itl;
     cz_slo slo;               /* the objectives goodput counts against (cz_metrics_set_slo) */
     cz_req_acc acc[3];        /* per class (cz_class), and over both */
+    bool send_lags;           /* the records' send lags are an HTTP client's: the summary
+                                 reports their distribution (cz_summary.send_lag_ms) */
     bool per_class;           /* the per-class accumulators are fed (the default; off
                                  for a single-class workload: cz_metrics_track_classes) */
     cz_stage_acc *stage_acc;  /* per autoregressive stage */
@@ -394,6 +400,9 @@ typedef struct cz_summary {
     double duration_s;        /* first arrival to last completion */
     double request_throughput, request_goodput, output_throughput, total_token_throughput;
     cz_dist ttft_ms, tpot_ms, itl_ms, e2el_ms, queue_wait_ms;
+    cz_dist send_lag_ms;      /* the client's send lag (cz_req_record.send_lag_s), when
+                                 has_send_lag */
+    bool has_send_lag;
     cz_slo slo;
     cz_pct_mode pct_mode;     /* how the percentiles were computed */
 } cz_summary;

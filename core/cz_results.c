@@ -16,7 +16,7 @@ typedef struct h5_req_row {
     uint64_t session;
     uint32_t turn, stage, stream, cls, input_tokens, output_tokens, heard_tokens, preemptions,
         outcome;
-    double arrival_s, first_sched_s, first_token_s, finish_s, kv_load_s;
+    double arrival_s, sent_s, first_sched_s, first_token_s, finish_s, kv_load_s;
     double queue_wait_s, ttft_s, tpot_s, e2el_s;
 } h5_req_row;
 
@@ -39,6 +39,7 @@ static const cz_h5_col req_cols[] = {
     COL(h5_req_row, preemptions, CZ_H5_U32, "count"),
     CODE(h5_req_row, outcome, E_OUTCOME),
     COL(h5_req_row, arrival_s, CZ_H5_F64, "s"),
+    COL(h5_req_row, sent_s, CZ_H5_F64, "s"),
     COL(h5_req_row, first_sched_s, CZ_H5_F64, "s"),
     COL(h5_req_row, first_token_s, CZ_H5_F64, "s"),
     COL(h5_req_row, finish_s, CZ_H5_F64, "s"),
@@ -220,12 +221,13 @@ static void req_row(const cz_req_record *r, h5_req_row *w)
     w->preemptions = r->preemptions;
     w->outcome = r->outcome;
     w->arrival_s = r->arrival_s;
+    w->sent_s = r->arrival_s + r->send_lag_s;
     w->first_sched_s = r->first_sched_s;
     w->first_token_s = r->first_token_s;
     w->finish_s = r->finish_s;
     w->queue_wait_s = r->first_sched_s - r->arrival_s;
-    w->ttft_s = r->first_token_s - r->arrival_s;
-    w->e2el_s = r->finish_s - r->arrival_s;
+    w->ttft_s = r->first_token_s - w->sent_s;
+    w->e2el_s = r->finish_s - w->sent_s;
     w->tpot_s = r->output_tokens > 1 && r->outcome == CZ_REQ_COMPLETED
                     ? (r->finish_s - r->first_token_s) / (double)(r->output_tokens - 1)
                     : NAN;

@@ -74,12 +74,13 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(p / 100.0 * len(xs)))]
 
 
-def start(cz, root, extra, tmp):
+def start(cz, root, extra, tmp, preexec_fn=None):
+    """`cadenza serve experiments/default.json EXTRA...` on a free port: (process, port)."""
     portf = os.path.join(tmp, "port")
     if os.path.exists(portf):
         os.remove(portf)
     p = subprocess.Popen([cz, "serve", os.path.join(root, "experiments/default.json"), "--port",
-                          "0", "--port-file", portf, "--quiet"] + extra)
+                          "0", "--port-file", portf, "--quiet"] + extra, preexec_fn=preexec_fn)
     for _ in range(600):
         if os.path.exists(portf) and open(portf).read().strip():
             return p, int(open(portf).read())

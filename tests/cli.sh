@@ -226,7 +226,7 @@ check "... naming server.kv_blocks and what it needs" grep -q "'server.kv_blocks
 # Summary keys: vLLM's metadata, --percentiles, and the docs listing exactly the keys written
 dk="$tmp/dk"
 mkdir -p "$dk"
-check "summaries of every kind: text, spoken, cross-stage, streams, classes, theory, replay" bash -c \
+check "summaries of every kind: text, spoken, cross-stage, streams, classes, theory, replay, http" bash -c \
     "'$cz' sim '$cfg' --quiet --set workload.max_requests=200 --set slo.ttft_ms=1000 --summary '$dk/text.json' &&
      '$cz' sim '$root/experiments/liveserve/sharegpt_audio.json' --quiet --set workload.max_requests=40 \
         --set server.kv_idle=offload --set server.kv_preload=true --summary '$dk/spoken.json' &&
@@ -234,10 +234,12 @@ check "summaries of every kind: text, spoken, cross-stage, streams, classes, the
      '$cz' sim '$root/experiments/metronome/aimd.json' --quiet --summary '$dk/streams.json' &&
      '$cz' sim '$root/experiments/bros/mix.json' --quiet --set server.kv_bidirectional=true --summary '$dk/mix.json' &&
      '$cz' sim '$root/experiments/validation/mm1_rho0.5.json' --quiet --summary '$dk/theory.json' &&
-     '$cz' replay '$root/experiments/engine/cpu.json' --quiet --no-progress --set workload.max_requests=2 --summary '$dk/replay.json'"
+     '$cz' replay '$root/experiments/engine/cpu.json' --quiet --no-progress --set workload.max_requests=2 --summary '$dk/replay.json' &&
+     '$cz' replay '$root/experiments/engine/cpu.json' --quiet --set workload.max_requests=2 \
+        --set workload.time_scale=0.01 --endpoint http://127.0.0.1:9 --summary '$dk/http.json'"
 check "every summary key is in docs/metrics.md or docs/playback.md, and every key they list is written" \
     python3 "$root/tests/doc_keys.py" "$root" "$dk"/text.json "$dk"/spoken.json "$dk"/vlm.json \
-        "$dk"/streams.json "$dk"/mix.json "$dk"/theory.json "$dk"/replay.json
+        "$dk"/streams.json "$dk"/mix.json "$dk"/theory.json "$dk"/replay.json "$dk"/http.json
 check "vLLM's metadata: a simulation's date is null, its backend cadenza-sim" bash -c \
     "python3 -c \"import json; d=json.load(open('$dk/text.json')); assert d['date'] is None and d['backend']=='cadenza-sim' and d['model_id']=='llama-3-8b' and d['num_prompts']==d['requests']==200 and list(d)[:9]==['date','backend','model_id','num_prompts','request_rate','burstiness','max_concurrency','max_concurrent_requests','max_output_tokens_per_s'], list(d)[:9]\""
 check "a replay names its backends and stamps its date" bash -c \

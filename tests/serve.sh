@@ -25,24 +25,7 @@ py=$root/tests/serve_check.py
 # starts a server on $cfgfile (options...) and waits until it answers; sets $port and
 # $server
 cfgfile=experiments/default.json
-start() {
-    rm -f "$tmp/port"
-    "$cz" serve "$cfgfile" --port 0 --port-file "$tmp/port" --quiet "$@" \
-        >"$tmp/server.out" 2>"$tmp/server.err" &
-    server=$!
-    pids+=("$server")
-    for _ in $(seq 1 200); do
-        if [ -s "$tmp/port" ]; then
-            port=$(cat "$tmp/port")
-            curl -s -o /dev/null "http://127.0.0.1:$port/health" && return 0
-        fi
-        kill -0 "$server" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "the server did not start:"
-    cat "$tmp/server.err"
-    return 1
-}
+start() { serve_start "$cfgfile" "$@"; }
 
 # stops the server with SIGTERM; its exit status in $stopped
 stop() {

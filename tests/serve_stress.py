@@ -10,9 +10,13 @@ context, clients that go away mid-stream, clients that read slowly, requests ref
 their fields, stop token ids and strings, min_tokens, ignore_eos, returned token ids and a request's
 own sampling (temperature, top_p, top_k, seed), the
 interaction plane's events (speech start and end, playback, barge-in, now and then
-mid-stream, and bad ones), then SIGTERM with requests in flight. A server passes when every response is
+mid-stream, and bad ones), and now and then `cadenza replay --endpoint` with a random
+workload (a trace slice, Poisson arrivals, closed-loop sessions with think time) and a
+random --max-concurrency, then SIGTERM with requests in flight. A server passes when every response is
 well formed (a stream ends with [DONE], a refusal is OpenAI's error object), it exits 0,
-and its summary accounts for every request it took. Prints one line per failure and
+and its summary accounts for every request it took; a replay passes when it exits 0, its
+summary accounts for every turn with none unfinished, and every completed turn generated
+exactly its max_tokens. Prints one line per failure and
 "N passed, N failed"."""
 import http.client
 import json
@@ -212,6 +216,60 @@ class Client:
             c.close()
 
 
+def replay_client(cz, root, port, rng, tmp, errors):
+    """One `cadenza replay --endpoint` run with a random text workload."""
+    kind = rng.choice(["trace", "poisson", "sessions"])
+    wl = {}
+    if kind == "trace":
+        wl = {"trace": {"path": os.path.join(
+            root, "traces/data/azure_llm_2023_conv/AzureLLMInferenceTrace_conv.csv")},
+              "max_requests": rng.randint(1, 15), "time_scale": rng.choice([0.02, 0.1, 0.3])}
+    elif kind == "poisson":
+        lo = rng.randint(1, 200)
+        wl = {"synthetic": {"requests": rng.randint(1, 20),
+                            "input_tokens": {"dist": "uniform", "min": lo, "max": lo + rng.randint(0, 300)},
+                            "output_tokens": {"dist": "uniform", "min": 1, "max": rng.randint(1, 40)}},
+              "arrivals": {"process": "poisson", "rate_rps": rng.choice([5, 20, 100])}}
+    else:
+        path = os.path.join(tmp, "sessions.jsonl")
+        with open(path, "w") as f:
+            f.write(json.dumps({"format": "cadenza-sessions", "version": 1, "source": "stress",
+                                "concurrency": 0, "hash_block_tokens": 0,
+                                "arrivals_given": True, "think_given": True}) + "\n")
+            for si in range(rng.randint(1, 4)):
+                turns = [{"arrival_s": rng.uniform(0, 0.5), "in_text_tokens": rng.randint(1, 100),
+                          "out_text_tokens": rng.randint(1, 20), "think_s": rng.uniform(0, 0.2)}
+                         for _ in range(rng.randint(1, 4))]
+                f.write(json.dumps({"session": "s%d" % si, "class": "rt", "timing": "closed",
+                                    "turns": turns}) + "\n")
+        wl = {"trace": {"path": path}}
+    cfg = os.path.join(tmp, "client.json")
+    with open(cfg, "w") as f:
+        json.dump({"model": "tiny-llama", "hardware": "cpu-host", "seed": rng.randint(1, 99),
+                   "workload": wl}, f)
+    summ = os.path.join(tmp, "client-summary.json")
+    args = [cz, "replay", cfg, "--endpoint", "http://127.0.0.1:%d" % port, "--summary", summ,
+            "--quiet"]
+    mc = rng.choice([None, None, 1, 2, 8])
+    if mc:
+        args += ["--max-concurrency", str(mc)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    what = "replay (%s, max-concurrency %s)" % (json.dumps(wl)[:200], mc)
+    if r.returncode != 0:
+        errors.append("%s: exit %d: %s" % (what, r.returncode, r.stderr[-300:]))
+        return
+    s = json.load(open(summ))
+    total = sum(s[k] for k in ("completed", "aborted", "rejected", "failed", "unfinished"))
+    if total != s["requests"] or s["unfinished"]:
+        errors.append("%s: requests %d, outcomes %d, unfinished %d" % (what, s["requests"], total,
+                                                                     s["unfinished"]))
+    elif s["http"]["max_tokens_honoured"] != s["completed"]:
+        errors.append("%s: %d completed, %d with max_tokens" % (what, s["completed"],
+                                                                s["http"]["max_tokens_honoured"]))
+    elif s["driver"] != "http" or s["http"]["sent"] > s["requests"]:
+        errors.append("%s: driver %s, %d sent" % (what, s["driver"], s["http"]["sent"]))
+
+
 def run_one(cz, root, seed, seconds):
     rng = random.Random(seed)
     engine = rng.random() < 0.4
@@ -258,6 +316,9 @@ def run_one(cz, root, seed, seconds):
                 return
 
     ts = [threading.Thread(target=worker, args=(k,)) for k in range(rng.randint(2, 12))]
+    if rng.random() < 0.5:
+        ts.append(threading.Thread(target=replay_client,
+                                   args=(cz, root, port, random.Random(seed + 7), tmp, errors)))
     for t in ts:
         t.start()
     time.sleep(seconds * rng.uniform(0.5, 1.0))
@@ -268,7 +329,7 @@ def run_one(cz, root, seed, seconds):
         p.kill()
         return "no exit within 60 s of SIGTERM (%s)" % " ".join(sets)
     for t in ts:
-        t.join(timeout=30)
+        t.join(timeout=150)
     why = ""
     if p.returncode != 0:
         why = "exit %d: %s" % (p.returncode, err.decode()[-600:])

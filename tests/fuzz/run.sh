@@ -2,7 +2,7 @@
 # Runs every libFuzzer harness of a -Dfuzz=enabled build for SECONDS each, on a scratch
 # copy of its corpus (tests/fuzz/corpus/<name>/, so the repository's corpus never grows),
 # with its dictionary (tests/fuzz/dict/: traces.dict for the readers, config.dict, set.dict,
-# safetensors.dict, oai.dict, tokenizer.dict),
+# safetensors.dict, oai.dict (also sse's), tokenizer.dict),
 # a 10 s limit per input and a 2 GiB memory limit. Prints one line per harness: executions, executions per second and
 # the result. A crash, sanitizer report, leak, timeout or out-of-memory is a failure: the
 # reproducer is kept under ARTIFACTS/<name>/ (default BUILD_DIR/fuzz-artifacts) with the
@@ -11,7 +11,7 @@
 #
 # usage: tests/fuzz/run.sh BUILD_DIR SECONDS [NAME...]      (docs/testing.md)
 #   NAME: sharegpt burstgpt azure mooncake cadenza trace_auto config set sim safetensors oai
-#         tokenizer (default all)
+#         tokenizer sse (default all)
 #   CZ_FUZZ_ARTIFACTS=DIR  where reproducers and logs go
 #   CZ_FUZZ_RSS_MB=N       memory limit per harness in MiB (default 2048)
 set -u
@@ -26,7 +26,7 @@ shift 2
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
     names=(sharegpt burstgpt azure mooncake cadenza trace_auto config set sim safetensors oai
-           tokenizer)
+           tokenizer sse)
 fi
 artifacts=${CZ_FUZZ_ARTIFACTS:-$build/fuzz-artifacts}
 rss_mb=${CZ_FUZZ_RSS_MB:-2048}
@@ -62,7 +62,7 @@ for name in "${names[@]}"; do
         config | sim) dict=config ;;
         set) dict=set ;;
         safetensors) dict=safetensors ;;
-        oai) dict=oai ;;
+        oai | sse) dict=oai ;;
         tokenizer) dict=tokenizer ;;
         *) dict=traces ;;
     esac

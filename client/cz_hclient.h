@@ -1,0 +1,79 @@
+/* cz_hclient.h - `cadenza replay CONFIG --endpoint URL`: a config's workload sent as
+ * streamed requests to an OpenAI-compatible server (vLLM, SGLang, llama.cpp, `cadenza
+ * serve`), timed by the workload, measured as `vllm bench serve` measures, recorded into
+ * the same metrics as the simulator's (docs/http-replay.md).
+ *
+ * One thread drives every stream through libcurl's multi interface. A turn is sent at its
+ * time in the workload: an open-loop turn at its arrival; a closed-loop session's next
+ * turn think_s after its reply's last chunk; a closed-loop workload (workload.concurrency
+ * c) starts a session when one of its c ends. Each turn is a request of its own: a prompt
+ * of the turn's input tokens as token ids on /v1/completions, max_tokens (and min_tokens,
+ * ignore_eos) its output tokens, streamed with usage. Its record: arrival_s the time the
+ * workload gave it, send_lag_s how late the client sent it, first_token_s the first chunk
+ * with choices, finish_s the last, output_tokens usage's completion_tokens (the count of
+ * such chunks when the server sends no usage), one ITL per chunk gap. Transport errors,
+ * HTTP errors, error events, malformed or truncated streams end a turn failed, with the
+ * reason counted. */
+#ifndef CZ_HCLIENT_H
+#define CZ_HCLIENT_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cz_config.h"
+#include "cz_metrics.h"
+#include "cz_run.h"
+#include "cz_workload.h"
+
+typedef struct cz_hclient_opts {
+    const char *endpoint;        /* the server's base URL (http://host:port[/prefix]); the
+                                    API path /v1/completions is appended */
+    const char *model;           /* the request's "model" (NULL: the config's model card) */
+    const char *api_key;         /* NULL: no Authorization header */
+    uint32_t max_concurrency;    /* requests in flight at most (0: no bound), as vLLM's
+                                    --max-concurrency: a turn due while it is reached waits,
+                                    its wait in its send lag */
+    volatile sig_atomic_t *stop; /* NULL, or a flag set asynchronously (Ctrl-C): open
+                                    streams are cancelled and the run ends partial */
+} cz_hclient_opts;
+
+/* Why turns failed, and what the server honoured. */
+typedef enum cz_hfail {
+    CZ_HFAIL_TRANSPORT = 0, /* connection refused, reset, timed out (libcurl's error) */
+    CZ_HFAIL_HTTP,          /* a status other than 200 */
+    CZ_HFAIL_ERROR_EVENT,   /* an error object in the stream */
+    CZ_HFAIL_BAD_CHUNK,     /* an event that is not a chunk (cz_oai_chunk_parse) */
+    CZ_HFAIL_NO_CHUNK,      /* the stream ended without a chunk with choices */
+    CZ_HFAIL_TRUNCATED,     /* the stream ended without [DONE] or a finish_reason */
+    CZ_HFAIL_SERVER_ABORT,  /* finish_reason "abort": the server gave the request up */
+    CZ_HFAIL_N
+} cz_hfail;
+
+typedef struct cz_hclient_stats {
+    uint64_t sent;                    /* requests sent */
+    uint64_t failed_by[CZ_HFAIL_N];
+    char first_error[CZ_HFAIL_N][200];/* the first message of each kind */
+    uint64_t with_usage;              /* completed turns whose stream reported usage */
+    uint64_t len_honoured;            /* completed turns that generated exactly max_tokens */
+    uint64_t completed;
+    uint64_t chunks;                  /* chunks with choices received, every turn */
+    double wall_s;                    /* the run's span on the client's clock */
+} cz_hclient_stats;
+
+/* The name of a failure kind ("transport", "http_status", ...). */
+const char *cz_hfail_name(cz_hfail k);
+
+/* Replays `wl` (whole, not streamed; no periodic streams, no spoken turns) under `cfg`
+ * against opts->endpoint, recording into `m` (initialised by the caller; its send_lags
+ * set here). Runs until every turn has ended or *opts->stop is set (*partial then true:
+ * turns not ended are unfinished, open streams cancelled). `progress` (may be NULL) is
+ * called about twice a second and at the end. CZ_EINVAL (exit 2) for a workload the client
+ * cannot send or a malformed endpoint; a server that refuses or fails requests is not an
+ * error of the run: those turns fail, counted in `hs`. */
+cz_status cz_hclient_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
+                         const cz_hclient_opts *opts, cz_run_stats *stats,
+                         cz_hclient_stats *hs, bool *partial, cz_run_progress_fn progress,
+                         void *pctx, cz_err *err);
+
+#endif

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# tests/http_replay.sh CADENZA SOURCE_ROOT - `cadenza replay --endpoint` against `cadenza
+# serve` on loopback, in both executions, and against a misbehaving server
+# (tests/http_fake_server.py): a trace slice completes with the simulator's tokens and the
+# server's own count of them; -o has a row a request with its send time; --max-concurrency
+# bounds what is in flight; closed-loop sessions with think time; an API key; a server that
+# is not there, and every way a stream can fail, each an outcome counted by its reason;
+# Ctrl-C writes a partial run with every request accounted for; usage errors. Prints
+# "N passed, N failed".
+set -u
+cz=$(realpath "$1")
+root=$2
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+cd "$root" || exit 1
+. "$(dirname "$0")/check.sh"
+cpu=experiments/engine/cpu.json
+
+start() { serve_start "$@"; }
+stop() {
+    kill -TERM "$server"
+    wait "$server"
+}
+
+# sum KEY... of a JSON summary, and one key's value
+jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, d))" "$@"; }
+export -f jget
+
+# ---- usage ----
+check "replay --help names --endpoint" bash -c "'$cz' replay --help | grep -q -- '--endpoint URL'"
+check "--model without --endpoint is a usage error" expect_exit 2 "$cz" replay "$cpu" --model x
+check "--endpoint with --backend is a usage error" expect_exit 2 "$cz" replay "$cpu" \
+    --endpoint http://127.0.0.1:1 --backend cpu
+check "--max-concurrency 0 is a usage error" expect_exit 2 "$cz" replay "$cpu" \
+    --endpoint http://127.0.0.1:1 --max-concurrency 0
+check "a URL that is not http is refused, naming the flag, no output" bash -c "
+    '$cz' replay '$cpu' --endpoint ftp://x --summary '$tmp/bad.json' 2>'$tmp/e'; r=\$?
+    [ \$r -eq 2 ] && grep -q -- '--endpoint' '$tmp/e' && [ ! -e '$tmp/bad.json' ]"
+check "a spoken workload is refused (exit 2)" expect_exit 2 "$cz" replay \
+    experiments/engine/omni_barge_in.json --endpoint http://127.0.0.1:1
+
+# ---- the modelled server ----
+slice=(--set workload.max_requests=12 --set workload.time_scale=0.25)
+start "$cpu" --summary "$tmp/served.json" || exit 1
+check "a trace slice against the modelled server" "$cz" replay "$cpu" "${slice[@]}" \
+    --endpoint "http://127.0.0.1:$port" --summary "$tmp/h.json" -o "$tmp/h.h5" --no-progress
+"$cz" sim "$cpu" "${slice[@]}" --quiet --summary "$tmp/s.json"
+check "every request completed, driver http, tokens as the simulator's" python3 - "$tmp/h.json" "$tmp/s.json" <<'EOF'
+import json, sys
+h, s = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert h["driver"] == "http" and h["backend"] == "openai" and h["partial"] is False, h["driver"]
+assert h["requests"] == h["completed"] == 12, (h["requests"], h["completed"])
+assert h["total_output_tokens"] == s["total_output_tokens"], (h["total_output_tokens"], s["total_output_tokens"])
+assert h["total_input_tokens"] == s["total_input_tokens"], (h["total_input_tokens"], s["total_input_tokens"])
+assert h["http"]["usage_reported"] == 12 and h["http"]["max_tokens_honoured"] == 12, h["http"]
+assert h["http"]["chunks"] == h["total_output_tokens"], h["http"]
+for k in ("mean_ttft_ms", "p99_itl_ms", "mean_tpot_ms", "p99_send_lag_ms"):
+    assert h[k] is not None and h[k] >= 0, (k, h[k])
+assert h["p99_send_lag_ms"] < 50, h["p99_send_lag_ms"]
+EOF
+h5table=$(dirname "$cz")/../tests/h5table
+check "-o: a row a request, with its send time" bash -c "
+    [ \"\$('$h5table' '$tmp/h.h5' requests | tail -n +2 | wc -l)\" = 12 ] &&
+    '$h5table' '$tmp/h.h5' requests | head -1 | tr '\t' '\n' | grep -qx sent_s"
+check "--max-concurrency 1: one request in flight at a time" bash -c "
+    '$cz' replay '$cpu' ${slice[*]} --endpoint http://127.0.0.1:$port --max-concurrency 1 \
+        --summary '$tmp/c1.json' -o '$tmp/c1.h5' --quiet &&
+    python3 - '$h5table' '$tmp/c1.h5' <<'EOF'
+import subprocess, sys
+rows = subprocess.run([sys.argv[1], sys.argv[2], 'requests'], capture_output=True, text=True).stdout.splitlines()
+head = rows[0].split('\t')
+r = sorted((dict(zip(head, x.split('\t'))) for x in rows[1:]), key=lambda x: float(x['sent_s']))
+assert len(r) == 12
+for a, b in zip(r, r[1:]):
+    assert float(b['sent_s']) >= float(a['finish_s']), (a['sent_s'], a['finish_s'], b['sent_s'])
+assert any(float(x['sent_s']) - float(x['arrival_s']) > 0.01 for x in r), 'no request waited'
+EOF"
+# closed-loop sessions: each next turn after the reply and its think time, a session id each
+cat >"$tmp/sessions.jsonl" <<'EOF'
+{"format":"cadenza-sessions","version":1,"source":"test","concurrency":0,"hash_block_tokens":0,"arrivals_given":true,"think_given":true}
+{"session":"alice","class":"rt","timing":"closed","turns":[{"arrival_s":0,"in_text_tokens":20,"out_text_tokens":5,"think_s":0.3},{"arrival_s":0,"in_text_tokens":10,"out_text_tokens":4,"think_s":0.2},{"arrival_s":0,"in_text_tokens":8,"out_text_tokens":3}]}
+{"session":"bob","class":"rt","timing":"closed","turns":[{"arrival_s":0.1,"in_text_tokens":30,"out_text_tokens":6,"think_s":0.1},{"arrival_s":0,"in_text_tokens":12,"out_text_tokens":2}]}
+EOF
+cat >"$tmp/sessions.json" <<EOF
+{"model": "tiny-llama", "hardware": "cpu-host", "workload": {"trace": {"path": "$tmp/sessions.jsonl"}}}
+EOF
+check "closed-loop sessions: every turn, think time kept" bash -c "
+    '$cz' replay '$tmp/sessions.json' --endpoint http://127.0.0.1:$port -o '$tmp/ses.h5' \
+        --summary '$tmp/ses.json' --quiet &&
+    python3 - '$h5table' '$tmp/ses.h5' '$tmp/ses.json' <<'EOF'
+import json, subprocess, sys
+s = json.load(open(sys.argv[3]))
+assert s['completed'] == 5 and s['total_output_tokens'] == 20, (s['completed'], s['total_output_tokens'])
+rows = subprocess.run([sys.argv[1], sys.argv[2], 'requests'], capture_output=True, text=True).stdout.splitlines()
+head = rows[0].split('\t')
+r = [dict(zip(head, x.split('\t'))) for x in rows[1:]]
+by = {(int(x['session']), int(x['turn'])): x for x in r}
+think = {(0, 0): 0.3, (0, 1): 0.2, (1, 0): 0.1}
+for (si, t), th in think.items():
+    gap = float(by[(si, t + 1)]['sent_s']) - float(by[(si, t)]['finish_s'])
+    assert th - 0.005 <= gap <= th + 0.25, (si, t, gap, th)
+EOF"
+stop
+check "the server served exactly what the client received" python3 - "$tmp/served.json" "$tmp/h.json" "$tmp/c1.json" "$tmp/ses.json" <<'EOF'
+import json, sys
+served = json.load(open(sys.argv[1]))
+runs = [json.load(open(p)) for p in sys.argv[2:]]
+assert served["completed"] == sum(r["completed"] for r in runs), (served["completed"], [r["completed"] for r in runs])
+assert served["total_output_tokens"] == sum(r["total_output_tokens"] for r in runs)
+EOF
+
+# ---- the engine behind the server ----
+start "$cpu" --execution engine || exit 1
+check "a trace slice against the engine" "$cz" replay "$cpu" --set workload.max_requests=6 \
+    --set workload.time_scale=0.25 --endpoint "http://127.0.0.1:$port" --summary "$tmp/e.json" \
+    --no-progress
+check "... every request completed with its tokens" bash -c "
+    [ \"\$(jget '$tmp/e.json' completed)\" = 6 ] &&
+    [ \"\$(jget '$tmp/e.json' 'http[\"max_tokens_honoured\"]')\" = 6 ]"
+stop
+
+# ---- an API key ----
+start "$cpu" --api-key sesame || exit 1
+check "a missing key: every turn failed with HTTP 401, counted" bash -c "
+    '$cz' replay '$cpu' --set workload.max_requests=3 --endpoint http://127.0.0.1:$port \
+        --summary '$tmp/k0.json' --quiet &&
+    [ \"\$(jget '$tmp/k0.json' failed)\" = 3 ] &&
+    [ \"\$(jget '$tmp/k0.json' 'http[\"failed_by\"][\"http_status\"]')\" = 3 ] &&
+    [ \"\$(jget '$tmp/k0.json' 'http[\"first_error\"][\"http_status\"]')\" = 'HTTP 401: Unauthorized' ]"
+check "the key, from the environment" bash -c "
+    OPENAI_API_KEY=sesame '$cz' replay '$cpu' --set workload.max_requests=3 \
+        --set workload.time_scale=0.25 --endpoint http://127.0.0.1:$port/v1 \
+        --summary '$tmp/k1.json' --quiet && [ \"\$(jget '$tmp/k1.json' completed)\" = 3 ]"
+stop
+
+# ---- no server, and a misbehaving one ----
+check "no server: every turn failed (transport), the run completes" bash -c "
+    '$cz' replay '$cpu' --set workload.max_requests=4 --set workload.time_scale=0.1 \
+        --endpoint http://127.0.0.1:9 --summary '$tmp/n.json' --quiet 2>/dev/null &&
+    [ \"\$(jget '$tmp/n.json' failed)\" = 4 ] &&
+    [ \"\$(jget '$tmp/n.json' 'http[\"failed_by\"][\"transport\"]')\" = 4 ]"
+python3 tests/http_fake_server.py "$tmp/fake.port" >"$tmp/fake.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do [ -s "$tmp/fake.port" ] && break; sleep 0.05; done
+fport=$(cat "$tmp/fake.port")
+check "a misbehaving server: each failure an outcome with its reason" bash -c "
+    '$cz' replay '$cpu' --set workload.max_requests=7 --set workload.time_scale=0.01 \
+        --endpoint http://127.0.0.1:$fport --max-concurrency 1 --summary '$tmp/f.json' \
+        --quiet 2>'$tmp/f.err' &&
+    python3 - '$tmp/f.json' <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+f = s['http']['failed_by']
+want = {'http_status': 1, 'error_event': 1, 'truncated': 1, 'bad_chunk': 1, 'no_chunk': 1,
+        'transport': 1}
+assert {k: v for k, v in f.items() if v} == want, f
+assert s['completed'] == 1 and s['failed'] == 6, (s['completed'], s['failed'])
+assert s['requests'] == 7
+EOF"
+
+# ---- Ctrl-C ----
+start "$cpu" || exit 1
+timeout -s INT 3 "$cz" replay "$cpu" --endpoint "http://127.0.0.1:$port" \
+    --summary "$tmp/p.json" --no-progress >"$tmp/p.out" 2>&1
+check "Ctrl-C writes a partial run, every request accounted for" python3 - "$tmp/p.json" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["partial"] is True
+assert s["requests"] == 40 and s["unfinished"] > 0, (s["requests"], s["unfinished"])
+assert sum(s[k] for k in ("completed", "aborted", "rejected", "failed", "unfinished")) == 40
+EOF
+stop
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
