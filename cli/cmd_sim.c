@@ -58,8 +58,9 @@ static const char replay_usage[] =
     "                      [--summary summary.json] [--percentiles LIST]\n"
     "                      [--exact-percentiles] [--backend cpu|cuda] [--threads N] [--quiet] [--no-progress]\n"
     "       cadenza replay CONFIG.json --endpoint URL [--model NAME] [--api-key KEY]\n"
-    "                      [--max-concurrency N] [--set key=value]... [-o results.h5]\n"
-    "                      [--summary summary.json] [--percentiles LIST] [--quiet] [--no-progress]\n"
+    "                      [--max-concurrency N] [--request-timeout S] [--set key=value]...\n"
+    "                      [-o results.h5] [--summary summary.json] [--percentiles LIST]\n"
+    "                      [--quiet] [--no-progress]\n"
     "\n"
     "Serve an experiment config's workload on the real engine, in wall-clock time: the same\n"
     "deployment, serving cores and metrics as `cadenza sim`, with every batch run through\n"
@@ -91,6 +92,8 @@ static const char replay_usage[] =
     "  --model NAME         the requests' \"model\" (default: the config's model card)\n"
     "  --api-key KEY        sent as a bearer token (default: $OPENAI_API_KEY, if set)\n"
     "  --max-concurrency N  requests in flight at most, as vLLM's (default: no bound)\n"
+    "  --request-timeout S  a request's whole time at most, after which it fails\n"
+    "                       (transport); default 21600, vLLM's benchmark's 6 hours\n"
     "  --quiet              print nothing but errors\n"
     "  --no-progress        no progress line\n"
     "  -h, --help           this help\n";
@@ -612,7 +615,8 @@ static int run_command(int argc, char **argv, bool engine)
     const char *cmd = engine ? "replay" : "sim";
     const char *config_path = NULL, *out_h5 = NULL, *out_summary = NULL, *cost_path = NULL;
     cz_engine_opts eopts = {.backend = "cpu"};
-    cz_hclient_opts hopts = {0};
+    cz_hclient_opts hopts = {.timeout_s = 21600.0};
+    bool timeout_given = false;
     cz_hclient_stats hstats;
     memset(&hstats, 0, sizeof hstats);
     bool engine_flag = false;
@@ -632,7 +636,8 @@ static int run_command(int argc, char **argv, bool engine)
                    (engine && (strcmp(a, "--backend") == 0 || strcmp(a, "--threads") == 0 ||
                                strcmp(a, "--endpoint") == 0 || strcmp(a, "--model") == 0 ||
                                strcmp(a, "--api-key") == 0 ||
-                               strcmp(a, "--max-concurrency") == 0))) {
+                               strcmp(a, "--max-concurrency") == 0 ||
+                               strcmp(a, "--request-timeout") == 0))) {
             if (i + 1 >= argc) {
                 free(sets);
                 return cz_cli_usage_error(cmd, "option '%s' needs a value", a);
@@ -666,6 +671,17 @@ static int run_command(int argc, char **argv, bool engine)
                                                    "count from 1 to 1000000, got '%s'", v);
                 }
                 hopts.max_concurrency = (uint32_t)c;
+            } else if (strcmp(a, "--request-timeout") == 0) {
+                char *end;
+                errno = 0;
+                double t = strtod(v, &end);
+                if (errno || end == v || *end || !(t > 0) || t > 1e6) {
+                    free(sets);
+                    return cz_cli_usage_error(cmd, "option '--request-timeout': expected "
+                                                   "seconds above 0, at most 1000000, got '%s'", v);
+                }
+                hopts.timeout_s = t;
+                timeout_given = true;
             } else if (strcmp(a, "--backend") == 0) {
                 engine_flag = true;
                 if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
@@ -712,10 +728,11 @@ static int run_command(int argc, char **argv, bool engine)
         free(sets);
         return cz_cli_usage_error(cmd, "a config is required (e.g. experiments/engine/cpu.json)");
     }
-    if (!hopts.endpoint && (hopts.model || hopts.api_key || hopts.max_concurrency)) {
+    if (!hopts.endpoint && (hopts.model || hopts.api_key || hopts.max_concurrency ||
+                            timeout_given)) {
         free(sets);
-        return cz_cli_usage_error(cmd, "--model, --api-key and --max-concurrency go with "
-                                       "--endpoint");
+        return cz_cli_usage_error(cmd, "--model, --api-key, --max-concurrency and "
+                                       "--request-timeout go with --endpoint");
     }
     if (hopts.endpoint && (engine_flag || cost_path)) {
         free(sets);

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cz_hclient.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,7 +66,6 @@ typedef struct hreq {
 
 typedef struct hsess {
     uint32_t next;           /* closed loop: its next turn to send (index in the session) */
-    uint32_t open;           /* its turns sent or scheduled and not ended */
     uint32_t ended;          /* its turns ended */
 } hsess;
 
@@ -87,7 +87,7 @@ typedef struct hclient {
     size_t w_head, w_tail, w_cap;
     hsess *ses;
     uint32_t *pending;       /* closed-loop workload: sessions not started, in order */
-    uint32_t n_pending, pend_at, live_sessions;
+    uint32_t n_pending, pend_at;
     uint32_t in_flight;
     uint64_t ended;          /* turns ended */
     hreq *free_reqs;
@@ -261,17 +261,14 @@ static void turn_ended(hclient *C, uint32_t si, uint32_t g, double now)
     C->ended++;
     hsess *S = &C->ses[si];
     S->ended++;
-    S->open--;
     const cz_session *s = cz_workload_session_at(C->wl, si);
     if (s->timing == CZ_TIMING_CLOSED && S->next < s->n_turns) {
         const cz_turn *t = cz_workload_turn_at(C->wl, s->turn_off + S->next - 1);
         cz_evq_push(&C->q, now + t->think_s, EV_SEND, s->turn_off + S->next, si);
         S->next++;
-        S->open++;
         return;
     }
     if (S->ended == s->n_turns && C->wl->concurrency) {
-        C->live_sessions--;
         if (C->pend_at < C->n_pending) {
             uint32_t nx = C->pending[C->pend_at++];
             const cz_turn *t0 = cz_workload_turn_at(C->wl, cz_workload_session_at(C->wl, nx)->turn_off);
@@ -285,7 +282,6 @@ static void schedule_session(hclient *C, uint32_t si, double at)
 {
     const cz_session *s = cz_workload_session_at(C->wl, si);
     hsess *S = &C->ses[si];
-    C->live_sessions++;
     if (s->timing == CZ_TIMING_OPEN) {
         for (uint32_t k = 0; k < s->n_turns; k++) {
             const cz_turn *t = cz_workload_turn_at(C->wl, s->turn_off + k);
@@ -293,11 +289,9 @@ static void schedule_session(hclient *C, uint32_t si, double at)
             cz_evq_push(&C->q, when > at ? when : at, EV_SEND, s->turn_off + k, si);
         }
         S->next = s->n_turns;
-        S->open = s->n_turns;
     } else {
         cz_evq_push(&C->q, at, EV_SEND, s->turn_off, si);
         S->next = 1;
-        S->open = 1;
     }
 }
 
@@ -422,12 +416,19 @@ static cz_status send_turn(hclient *C, uint32_t g, uint32_t si, double intended,
     curl_easy_setopt(e, CURLOPT_PRIVATE, r);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(C->o->timeout_s * 1e3));
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     r->sent_s = now_s(C);
     CURLMcode mc = curl_multi_add_handle(C->multi, e);
-    if (mc != CURLM_OK)
+    if (mc != CURLM_OK) {
+        curl_easy_cleanup(e);
+        curl_slist_free_all(r->hdrs);
+        free(r->body);
+        free(r->chunk_t);
+        free(r);
         return cz_err_set(err, CZ_EINTERNAL, "http client: curl_multi_add_handle: %s",
                           curl_multi_strerror(mc));
+    }
     r->next = C->active;
     if (C->active)
         C->active->prev = r;
@@ -637,6 +638,7 @@ cz_status cz_hclient_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
                          void *pctx, cz_err *err)
 {
     CZ_ASSERT(!wl->gen && !wl->live);
+    CZ_ASSERT(opts->timeout_s > 0 && opts->timeout_s * 1e3 < (double)LONG_MAX);
     memset(hs, 0, sizeof *hs);
     memset(stats, 0, sizeof *stats);
     stats->kv_saturated_at_s = NAN;

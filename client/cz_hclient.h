@@ -34,6 +34,9 @@ typedef struct cz_hclient_opts {
     uint32_t max_concurrency;    /* requests in flight at most (0: no bound), as vLLM's
                                     --max-concurrency: a turn due while it is reached waits,
                                     its wait in its send lag */
+    double timeout_s;            /* a request's whole time at most (> 0): past it the turn
+                                    fails (transport), so a server that stops sending never
+                                    holds the run */
     volatile sig_atomic_t *stop; /* NULL, or a flag set asynchronously (Ctrl-C): open
                                     streams are cancelled and the run ends partial */
 } cz_hclient_opts;

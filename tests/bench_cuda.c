@@ -82,6 +82,23 @@ static void fill_random(cz_kctx *k, void *dst, size_t es, size_t count, uint64_t
     free(h);
 }
 
+/* Ends the benchmark when a CUDA runtime or cuBLAS call the benchmark makes itself fails. */
+static void cu(cudaError_t e, const char *what)
+{
+    if (e != cudaSuccess) {
+        fprintf(stderr, "bench_cuda: %s: %s\n", what, cudaGetErrorString(e));
+        exit(1);
+    }
+}
+
+static void cb(cublasStatus_t e, const char *what)
+{
+    if (e != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "bench_cuda: %s: cuBLAS status %d\n", what, (int)e);
+        exit(1);
+    }
+}
+
 /* A device-to-device copy of 1 GiB: bytes read plus bytes written per second. */
 static double copy_Bps(cz_kctx *k)
 {
@@ -90,13 +107,10 @@ static double copy_Bps(cz_kctx *k)
     fill_random(k, a, 2, n / 2, 3);
     double t[REPS];
     for (int r = -3; r < REPS; r++) {
-        cudaDeviceSynchronize();
+        cu(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
         double t0 = now_s();
-        if (cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice) != cudaSuccess) {
-            fprintf(stderr, "bench_cuda: cudaMemcpy failed\n");
-            exit(1);
-        }
-        cudaDeviceSynchronize();
+        cu(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+        cu(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
         if (r >= 0)
             t[r] = now_s() - t0;
     }
@@ -176,10 +190,7 @@ static void bench_gemm(cz_kctx *k)
 {
     const cz_kernels *K = cz_kctx_ops(k);
     cublasHandle_t h;
-    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "bench_cuda: cublasCreate failed\n");
-        exit(1);
-    }
+    cb(cublasCreate(&h), "cublasCreate");
     struct { const char *what; uint32_t n, kd; } shapes[] = {
         {"q/o proj", 4096, 4096}, {"gate/up", 28672, 4096}, {"down", 4096, 14336}};
     uint32_t ms[2] = {512, 2048};
@@ -202,12 +213,13 @@ static void bench_gemm(cz_kctx *k)
             }
             const float one = 1.0f, zero = 0.0f;
             for (int r = -3; r < REPS; r++) {
-                cudaDeviceSynchronize();
+                cu(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
                 double t0 = now_s();
-                cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)m, (int)kd, &one, w,
-                             CUDA_R_16BF, (int)kd, xb, CUDA_R_16BF, (int)kd, &zero, out,
-                             CUDA_R_32F, (int)n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-                cudaDeviceSynchronize();
+                cb(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)m, (int)kd, &one, w,
+                                CUDA_R_16BF, (int)kd, xb, CUDA_R_16BF, (int)kd, &zero, out,
+                                CUDA_R_32F, (int)n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx");
+                cu(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
                 if (r >= 0)
                     u[r] = now_s() - t0;
             }
@@ -217,7 +229,7 @@ static void bench_gemm(cz_kctx *k)
                    n, kd, fl / a / 1e12, fl / b / 1e12, 100.0 * b / a);
             cz_kmem_free(k, x), cz_kmem_free(k, out), cz_kmem_free(k, w), cz_kmem_free(k, xb);
         }
-    cublasDestroy(h);
+    cb(cublasDestroy(h), "cublasDestroy");
 }
 
 static void bench_attn(cz_kctx *k, double peak, double copy)

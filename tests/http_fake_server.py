@@ -7,12 +7,14 @@ streamed completion can, one way per request in arrival order, for tests/http_re
   4. an event that is not a chunk
   5. [DONE] with no token chunk
   6. the connection closes before any response
-  7. a whole stream: 3 token chunks, the finishing chunk, usage, [DONE]
+  7. one token chunk, then nothing for 30 s (a stalled server: the client's timeout)
+  8. a whole stream: 3 token chunks, the finishing chunk, usage, [DONE]
 then whole streams again. Binds loopback on a free port and writes it to PORT_FILE."""
 import json
 import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 lock = threading.Lock()
@@ -62,6 +64,11 @@ class H(BaseHTTPRequestHandler):
             out = chunk(" a") + "data: {not json\n\n"
         elif k == 5:
             out = "data: [DONE]\n\n"
+        elif k == 7:
+            self.wfile.write(chunk(" a").encode())
+            self.wfile.flush()
+            time.sleep(30)
+            return
         else:
             out = chunk(" a") + chunk(" b") + chunk(" c") + chunk("", "length")
             out += "data: " + json.dumps({"id": "cmpl-x", "choices": [], "usage": {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/http_replay.sh CADENZA SOURCE_ROOT - `cadenza replay --endpoint` against `cadenza
 # serve` on loopback, in both executions, and against a misbehaving server
-# (tests/http_fake_server.py): a trace slice completes with the simulator's tokens and the
-# server's own count of them; -o has a row a request with its send time; --max-concurrency
+# (tests/http_fake_server.py, a stream stalled past --request-timeout among its failures): a
+# trace slice completes with the simulator's tokens and the server's own count of them; -o has a row a request with its send time; --max-concurrency
 # bounds what is in flight; closed-loop sessions with think time; an API key; a server that
 # is not there, and every way a stream can fail, each an outcome counted by its reason;
 # Ctrl-C writes a partial run with every request accounted for; usage errors. Prints
@@ -148,19 +148,19 @@ python3 tests/http_fake_server.py "$tmp/fake.port" >"$tmp/fake.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do [ -s "$tmp/fake.port" ] && break; sleep 0.05; done
 fport=$(cat "$tmp/fake.port")
-check "a misbehaving server: each failure an outcome with its reason" bash -c "
-    '$cz' replay '$cpu' --set workload.max_requests=7 --set workload.time_scale=0.01 \
-        --endpoint http://127.0.0.1:$fport --max-concurrency 1 --summary '$tmp/f.json' \
-        --quiet 2>'$tmp/f.err' &&
+check "a misbehaving server (one stalls past --request-timeout): each failure an outcome with its reason" bash -c "
+    '$cz' replay '$cpu' --set workload.max_requests=8 --set workload.time_scale=0.01 \
+        --endpoint http://127.0.0.1:$fport --max-concurrency 1 --request-timeout 1 \
+        --summary '$tmp/f.json' --quiet 2>'$tmp/f.err' &&
     python3 - '$tmp/f.json' <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
 f = s['http']['failed_by']
 want = {'http_status': 1, 'error_event': 1, 'truncated': 1, 'bad_chunk': 1, 'no_chunk': 1,
-        'transport': 1}
+        'transport': 2}
 assert {k: v for k, v in f.items() if v} == want, f
-assert s['completed'] == 1 and s['failed'] == 6, (s['completed'], s['failed'])
-assert s['requests'] == 7
+assert s['completed'] == 1 and s['failed'] == 7, (s['completed'], s['failed'])
+assert s['requests'] == 8
 EOF"
 
 # ---- Ctrl-C ----

@@ -253,6 +253,8 @@ def replay_client(cz, root, port, rng, tmp, errors):
     mc = rng.choice([None, None, 1, 2, 8])
     if mc:
         args += ["--max-concurrency", str(mc)]
+    if rng.random() < 0.3:
+        args += ["--request-timeout", "90"]
     r = subprocess.run(args, capture_output=True, text=True, timeout=120)
     what = "replay (%s, max-concurrency %s)" % (json.dumps(wl)[:200], mc)
     if r.returncode != 0:
