@@ -10,6 +10,7 @@
 #include "cz_cli.h"
 #include "cz_h5read.h"
 #include "cz_json.h"
+#include "cz_obsfit.h"
 #include "cz_out.h"
 
 #define CMD "calibrate"
@@ -17,24 +18,46 @@
 static const char calibrate_usage[] =
     "usage: cadenza calibrate INPUT.h5 [INPUT.h5]... -o cost.json [--folds K] [--seed S]\n"
     "                         [--quiet]\n"
+    "       cadenza calibrate --observed RUN.h5 [--observed RUN.h5]... --config CONFIG.json\n"
+    "                         [--set key=value]... [--cost cost.json] [--fit LIST]\n"
+    "                         [--max-evals N]\n"
+    "                         -o cost.json [--quiet]\n"
     "\n"
-    "Fits the simulator's cost model to step times measured on the engine: each stage's\n"
-    "coefficients per step, sequence, token, linear and attention FLOP, weight and KV byte\n"
-    "by non-negative least squares on relative error, the host link's bandwidth and\n"
-    "latency from timed copies; K-fold cross-validation gives every measurement a held-out\n"
-    "prediction, and the errors are printed by stage and batch class. The cost file is\n"
-    "what `cadenza sim --cost`, `sweep --cost`, `validate --cost` and a config's\n"
-    "\"cost\": {\"file\": ...} take (docs/validation.md).\n"
+    "The first form fits the simulator's cost model to step times measured on the engine:\n"
+    "each stage's coefficients per step, sequence, token, linear and attention FLOP, weight\n"
+    "and KV byte by non-negative least squares on relative error, the host link's bandwidth\n"
+    "and latency from timed copies; K-fold cross-validation gives every measurement a\n"
+    "held-out prediction, and the errors are printed by stage and batch class. An input is a\n"
+    "profile (`cadenza profile`: its /shapes and /transfers) or the results of a replay on\n"
+    "the engine (`cadenza replay -o`: its /steps); inputs of the same model are fitted\n"
+    "together.\n"
     "\n"
-    "An input is a profile (`cadenza profile`: its /shapes and /transfers) or the results\n"
-    "of a replay (`cadenza replay -o`: its /steps, each batch's device time); several\n"
-    "inputs of the same model are fitted together.\n"
+    "The second form fits the simulator to what a client saw of a server (any server:\n"
+    "`cadenza replay --endpoint URL -o RUN.h5` against vLLM, SGLang, llama.cpp or cadenza\n"
+    "serve): the simulator replays each run's requests at their send times under CONFIG's\n"
+    "scheduler, and Nelder-Mead moves multipliers on groups of CONFIG's cost coefficients\n"
+    "(its fitted cost file, or its roofline) and the server's per-request handling before\n"
+    "scheduling until the simulated per-request TTFT, ITL and E2E match the observed ones.\n"
+    "With two runs or more, each is held out in turn and its error printed in BLIS's table\n"
+    "(median, P90, P99 of the per-request error), then all are fitted together.\n"
     "\n"
     "  -o, --output FILE    the cost file to write (required)\n"
     "  --folds K            cross-validation folds, 2 to 100 (default 5)\n"
     "  --seed S             the folds' shuffle (default 1)\n"
+    "  --observed RUN.h5    an observed run (repeatable): a replay's results\n"
+    "  --config FILE        the served deployment (model, scheduler, limits) and the cost\n"
+    "                       the fit starts from\n"
+    "  --set key=value      override a field of --config (repeatable)\n"
+    "  --cost FILE          the fitted cost the fit starts from (default: the config's\n"
+    "                       cost: a fitted file, or the roofline's rates)\n"
+    "  --fit LIST           what to fit, comma-separated: step, compute, kv, seq, ingest,\n"
+    "                       ingest_per_token (default step,compute,ingest)\n"
+    "  --max-evals N        simulations per fit at most, 10 to 100000 (default 600)\n"
     "  --quiet              print nothing but errors\n"
-    "  -h, --help           this help\n";
+    "  -h, --help           this help\n"
+    "\n"
+    "The cost file is what `cadenza sim --cost`, `sweep --cost`, `validate --cost` and a\n"
+    "config's \"cost\": {\"kind\": \"fitted\", \"file\": ...} take (docs/validation.md).\n";
 
 typedef struct inputs {
     cz_calib_row *rows;
@@ -205,11 +228,107 @@ static cz_status read_steps(inputs *in, const char *path, cz_err *err)
     return st;
 }
 
+/* The second form: fit the simulator to observed runs (sim/cz_obsfit.h). */
+static int calibrate_observed(const char *const *obs, size_t n_obs, const char *config_path,
+                              const char *const *sets, int n_sets, const char *cost_path,
+                              const char *fit_list,
+                              unsigned long max_evals, const char *out, bool quiet)
+{
+    cz_err err;
+    cz_err_clear(&err);
+    uint32_t mask = CZ_OBSFIT_DEFAULT_MASK;
+    cz_status st = fit_list ? cz_obsfit_parse_mask(fit_list, &mask, &err) : CZ_OK;
+    if (st != CZ_OK)
+        return cz_cli_usage_error(CMD, "%s", err.msg);
+    cJSON *cfg_json = NULL;
+    st = cz_file_check_input(config_path, &err);
+    if (st != CZ_OK)
+        cz_err_prefix(&err, "--config: ");
+    else
+        st = cz_json_load(config_path, &cfg_json, &err);
+    char *base_dir = cz_cli_dir_of(config_path);
+    for (int i = 0; i < n_sets && st == CZ_OK; i++)
+        st = cz_json_set_path(cfg_json, sets[i], &err);
+    if (st == CZ_OK && cost_path)
+        st = cz_cli_use_cost_file(cfg_json, cost_path, &err);
+    const char *tmp = NULL;
+    if (st == CZ_OK)
+        st = cz_out_add("-o", out, &tmp, &err);
+    cz_config cfg;
+    if (st == CZ_OK) {
+        cz_workload wl;
+        cz_workload_init(&wl);
+        st = cz_config_parse(cfg_json, config_path, base_dir, &cfg, &wl, &err);
+        cz_workload_free(&wl);
+        if (st != CZ_OK)
+            cz_cli_blame_set(&err, config_path, sets, n_sets, n_sets);
+    }
+    cz_obs_run *runs = cz_xcalloc(n_obs, sizeof *runs);
+    size_t loaded = 0;
+    for (size_t i = 0; i < n_obs && st == CZ_OK; i++) {
+        if ((st = cz_file_check_input(obs[i], &err)) != CZ_OK) {
+            cz_err_prefix(&err, "--observed: ");
+            break;
+        }
+        st = cz_obs_load(obs[i], &runs[i], &err);
+        if (st == CZ_OK)
+            loaded++;
+    }
+    cJSON *report = NULL;
+    cz_cost_file cf;
+    if (st == CZ_OK) {
+        cz_obsfit_opts o = {.mask = mask, .max_evals = (uint32_t)max_evals,
+                            .verbose = !quiet};
+        st = cz_obsfit(&cfg, runs, (uint32_t)n_obs, &o, &cf, &report, &err);
+    }
+    if (st == CZ_OK) {
+        cJSON *j = cz_cost_file_json(&cf);
+        cJSON *src = cJSON_AddArrayToObject(j, "observed");
+        for (size_t i = 0; i < n_obs; i++)
+            cJSON_AddItemToArray(src, cJSON_CreateString(obs[i]));
+        cJSON_AddStringToObject(j, "config", config_path);
+        cJSON_AddStringToObject(j, "hardware", cfg.hw.name);
+        cJSON_AddStringToObject(j, "cadenza_version", cz_version());
+        cJSON_AddItemToObject(j, "calibration", cJSON_Duplicate(report, 1));
+        st = cz_json_write_file(j, tmp, true, &err);
+        cJSON_Delete(j);
+        if (st == CZ_OK)
+            st = cz_out_commit(&err);
+    }
+    int rc = CZ_EXIT_OK;
+    if (st != CZ_OK) {
+        cz_out_discard();
+        rc = cz_cli_fail(&err);
+    } else if (!quiet) {
+        uint64_t nreq = 0, excl = 0;
+        for (size_t i = 0; i < n_obs; i++) {
+            nreq += runs[i].n;
+            excl += runs[i].excluded;
+        }
+        printf("cadenza %s  calibrate: model %s on %s, scheduler %s, %zu observed runs, "
+               "%llu requests (%llu not completed, left out) -> %s\n",
+               cz_version(), cfg.model.name, cfg.hw.name, cfg.scheduler, n_obs,
+               (unsigned long long)nreq, (unsigned long long)excl, out);
+        cz_obsfit_print(report, stdout);
+    }
+    for (size_t i = 0; i < loaded; i++)
+        cz_obs_free(&runs[i]);
+    free(runs);
+    cJSON_Delete(report);
+    cJSON_Delete(cfg_json);
+    free(base_dir);
+    return rc;
+}
+
 int cz_cmd_calibrate(int argc, char **argv)
 {
     const char **paths = cz_xcalloc((size_t)argc, sizeof *paths);
-    size_t n_paths = 0;
-    const char *out = NULL;
+    const char **obs = cz_xcalloc((size_t)argc, sizeof *obs);
+    const char **sets = cz_xcalloc((size_t)argc, sizeof *sets);
+    size_t n_paths = 0, n_obs = 0;
+    int n_sets = 0;
+    const char *out = NULL, *config_path = NULL, *fit_list = NULL, *cost_path = NULL;
+    unsigned long max_evals = 600;
     unsigned long folds = 5;
     unsigned long long seed = 1;
     bool quiet = false;
@@ -218,24 +337,55 @@ int cz_cmd_calibrate(int argc, char **argv)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(calibrate_usage, stdout);
             free(paths);
+            free(obs);
+            free(sets);
             return CZ_EXIT_OK;
         } else if (strcmp(a, "--quiet") == 0) {
             quiet = true;
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 ||
-                   strcmp(a, "--folds") == 0 || strcmp(a, "--seed") == 0) {
+                   strcmp(a, "--folds") == 0 || strcmp(a, "--seed") == 0 ||
+                   strcmp(a, "--observed") == 0 || strcmp(a, "--config") == 0 ||
+                   strcmp(a, "--set") == 0 || strcmp(a, "--fit") == 0 ||
+                   strcmp(a, "--cost") == 0 ||
+                   strcmp(a, "--max-evals") == 0) {
             if (i + 1 >= argc) {
                 free(paths);
+                free(obs);
+                free(sets);
                 return cz_cli_usage_error(CMD, "option '%s' needs a value", a);
             }
             const char *v = argv[++i];
             char *end;
             errno = 0;
-            if (a[1] == 'o' || strcmp(a, "--output") == 0) {
+            if (strcmp(a, "--observed") == 0) {
+                obs[n_obs++] = v;
+            } else if (strcmp(a, "--config") == 0) {
+                config_path = v;
+            } else if (strcmp(a, "--cost") == 0) {
+                cost_path = v;
+            } else if (strcmp(a, "--set") == 0) {
+                sets[n_sets++] = v;
+            } else if (strcmp(a, "--fit") == 0) {
+                fit_list = v;
+            } else if (strcmp(a, "--max-evals") == 0) {
+                max_evals = strtoul(v, &end, 10);
+                if (errno || end == v || *end || v[0] == '-' || max_evals < 10 ||
+                    max_evals > 100000) {
+                    free(paths);
+                    free(obs);
+                    free(sets);
+                    return cz_cli_usage_error(CMD, "option '--max-evals': expected 10 to "
+                                                   "100000, got '%s'",
+                                              v);
+                }
+            } else if (a[1] == 'o' || strcmp(a, "--output") == 0) {
                 out = v;
             } else if (strcmp(a, "--folds") == 0) {
                 folds = strtoul(v, &end, 10);
                 if (errno || end == v || *end || v[0] == '-' || folds < 2 || folds > 100) {
                     free(paths);
+                    free(obs);
+                    free(sets);
                     return cz_cli_usage_error(CMD, "option '--folds': expected 2 to 100, got "
                                                    "'%s'",
                                               v);
@@ -244,6 +394,8 @@ int cz_cmd_calibrate(int argc, char **argv)
                 seed = strtoull(v, &end, 10);
                 if (errno || end == v || *end || v[0] == '-') {
                     free(paths);
+                    free(obs);
+                    free(sets);
                     return cz_cli_usage_error(CMD, "option '--seed': expected a non-negative "
                                                    "integer, got '%s'",
                                               v);
@@ -251,11 +403,31 @@ int cz_cmd_calibrate(int argc, char **argv)
             }
         } else if (a[0] == '-') {
             free(paths);
+            free(obs);
+            free(sets);
             return cz_cli_usage_error(CMD, "unknown option '%s'", a);
         } else {
             paths[n_paths++] = a;
         }
     }
+    if (n_obs || config_path || n_sets || fit_list || cost_path) {
+        const char *why = n_paths ? "inputs of the first form (profiles, engine replays) "
+                                    "cannot be mixed with --observed"
+                          : !n_obs ? "--observed RUN.h5 is required with --config, --set, "
+                                     "--cost and --fit"
+                          : !config_path ? "--config CONFIG.json is required with --observed"
+                          : !out         ? "-o cost.json is required"
+                                         : NULL;
+        int rc = why ? cz_cli_usage_error(CMD, "%s", why)
+                     : calibrate_observed(obs, n_obs, config_path, sets, n_sets, cost_path,
+                                          fit_list, max_evals, out, quiet);
+        free(paths);
+        free(obs);
+        free(sets);
+        return rc;
+    }
+    free(obs);
+    free(sets);
     if (!n_paths || !out) {
         free(paths);
         return cz_cli_usage_error(CMD, !n_paths ? "an input is required (a profile or replay "

@@ -403,6 +403,9 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
             cJSON_AddNumberToObject(h, "chunks", (double)hstats->chunks);
             cJSON_AddNumberToObject(h, "usage_reported", (double)hstats->with_usage);
             cJSON_AddNumberToObject(h, "max_tokens_honoured", (double)hstats->len_honoured);
+            cJSON_AddNumberToObject(h, "replies_carried_as_ids", (double)hstats->replies_as_ids);
+            cJSON_AddNumberToObject(h, "replies_carried_as_count",
+                                    (double)hstats->replies_as_count);
             cJSON *f = cJSON_AddObjectToObject(h, "failed_by");
             for (int k = 0; k < CZ_HFAIL_N; k++)
                 cJSON_AddNumberToObject(f, cz_hfail_name((cz_hfail)k),
@@ -507,6 +510,16 @@ cz_status cz_cli_run(const cJSON *cfg_json, const char *where, const char *base_
                       NULL, NULL,
                       cfg, m,
                       sum, stats, summary, wall_s, partial, err);
+}
+
+cz_status cz_cli_run_http(const cJSON *cfg_json, const char *where, const char *base_dir,
+                          bool progress, const cz_hclient_opts *http, cz_hclient_stats *hs,
+                          cz_config *cfg, cz_metrics *m, cz_summary *sum,
+                          cz_run_stats *stats, cJSON **summary, double *wall_s,
+                          bool *partial, cz_err *err)
+{
+    return run_config(cfg_json, where, base_dir, progress, NULL, http, hs, NULL, true, false,
+                      NULL, NULL, cfg, m, sum, stats, summary, wall_s, partial, err);
 }
 
 int cz_cli_parse_percentiles(const char *cmd, const char *value, cz_pctset *out)

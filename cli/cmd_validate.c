@@ -22,6 +22,8 @@ static const char validate_usage[] =
     "                        [--backend cpu|cuda] [--threads N] [--repeats R]\n"
     "                        [--summary v.json] [-o v.h5] [--no-probe] [--quiet]\n"
     "                        [--no-progress]\n"
+    "       cadenza validate CONFIG.json --endpoint URL --cost cost.json [--model NAME]\n"
+    "                        [--api-key KEY] [--max-concurrency N] [--repeats R] ...\n"
     "\n"
     "Runs the config on the engine (R times, default 2) and in the simulator, and reports\n"
     "side by side each summary metric (P50/P90/P99 TTFT, TPOT, ITL, E2E, audio TTFP,\n"
@@ -33,8 +35,17 @@ static const char validate_usage[] =
     "machine's speed now against the fit's; with a fitted cost, the simulator also runs\n"
     "with its cost scaled by their median (cost.scale), reported beside the plain run.\n"
     "\n"
+    "With --endpoint the workload runs against an OpenAI-compatible server instead of the\n"
+    "engine (`cadenza replay --endpoint`, R times, default 1) and the simulator uses the\n"
+    "cost (`cadenza calibrate --observed`): the same side-by-side report without the\n"
+    "step-level and probe sections, which need the engine.\n"
+    "\n"
     "  --cost FILE          the fitted cost model (`cadenza calibrate`) both runs use\n"
     "                       (default: the config's cost object)\n"
+    "  --endpoint URL       the server's base URL (http://host:port), as replay takes it\n"
+    "  --model NAME         the request's model (default: the config's model card name)\n"
+    "  --api-key KEY        sent as a bearer token (default: $OPENAI_API_KEY, if set)\n"
+    "  --max-concurrency N  requests in flight at most, as replay's\n"
     "  --set key=value      override a config field (repeatable)\n"
     "  --backend NAME       the engine's kernels: cpu (default) or cuda\n"
     "  --threads N          CPU threads in all (default: engine.threads, else every CPU)\n"
@@ -62,7 +73,9 @@ int cz_cmd_validate(int argc, char **argv)
     const char **sets = cz_xcalloc((size_t)argc + 1, sizeof *sets);
     int n_sets = 0;
     unsigned long repeats = 2;
-    bool quiet = false, progress = true, probe = true;
+    bool quiet = false, progress = true, probe = true, repeats_given = false;
+    bool engine_flag = false;
+    cz_hclient_opts hopts = {.timeout_s = 21600.0};
     int rc = CZ_EXIT_OK;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -83,8 +96,10 @@ int cz_cmd_validate(int argc, char **argv)
             progress = false;
             continue;
         }
-        static const char *const valued[] = {"--cost", "--set", "--backend", "--threads",
-                                             "--repeats", "--summary", "-o", "--output"};
+        static const char *const valued[] = {"--cost",     "--set",     "--backend",
+                                             "--threads",  "--repeats", "--summary",
+                                             "-o",         "--output",  "--endpoint",
+                                             "--model",    "--api-key", "--max-concurrency"};
         bool known = false;
         for (size_t k = 0; k < CZ_ARRAY_LEN(valued); k++)
             known = known || strcmp(a, valued[k]) == 0;
@@ -109,9 +124,26 @@ int cz_cmd_validate(int argc, char **argv)
         char *end;
         if (strcmp(a, "--cost") == 0) {
             cost_path = v;
+        } else if (strcmp(a, "--endpoint") == 0) {
+            hopts.endpoint = v;
+        } else if (strcmp(a, "--model") == 0) {
+            hopts.model = v;
+        } else if (strcmp(a, "--api-key") == 0) {
+            hopts.api_key = v;
+        } else if (strcmp(a, "--max-concurrency") == 0) {
+            errno = 0;
+            unsigned long c = strtoul(v, &end, 10);
+            if (errno || end == v || *end || v[0] == '-' || c == 0 || c > 1000000) {
+                free(sets);
+                return cz_cli_usage_error(CMD, "option '--max-concurrency': expected a count "
+                                               "from 1 to 1000000, got '%s'",
+                                          v);
+            }
+            hopts.max_concurrency = (uint32_t)c;
         } else if (strcmp(a, "--set") == 0) {
             sets[n_sets++] = v;
         } else if (strcmp(a, "--backend") == 0) {
+            engine_flag = true;
             if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
                 free(sets);
                 return cz_cli_usage_error(CMD, "option '--backend': expected cpu or cuda, got "
@@ -129,10 +161,13 @@ int cz_cmd_validate(int argc, char **argv)
                                                "'%s'",
                                           a, th ? 1024u : 100u, v);
             }
-            if (th)
+            if (th) {
                 eopts.threads = (uint32_t)t;
-            else
+                engine_flag = true;
+            } else {
                 repeats = t;
+                repeats_given = true;
+            }
         } else if (strcmp(a, "--summary") == 0) {
             out_summary = v;
         } else {
@@ -143,7 +178,25 @@ int cz_cmd_validate(int argc, char **argv)
         free(sets);
         return cz_cli_usage_error(CMD, "a config is required (e.g. experiments/engine/cpu.json)");
     }
+    if (!hopts.endpoint && (hopts.model || hopts.api_key || hopts.max_concurrency)) {
+        free(sets);
+        return cz_cli_usage_error(CMD, "--model, --api-key and --max-concurrency go with "
+                                       "--endpoint");
+    }
+    if (hopts.endpoint && engine_flag) {
+        free(sets);
+        return cz_cli_usage_error(CMD, "--backend and --threads are the engine's: with "
+                                       "--endpoint the server runs the model");
+    }
+    if (hopts.endpoint) {
+        probe = false; /* the probes time the engine */
+        if (!repeats_given)
+            repeats = 1;
+        if (!hopts.api_key)
+            hopts.api_key = getenv("OPENAI_API_KEY");
+    }
     eopts.stop = cz_out_graceful_interrupt(false);
+    hopts.stop = eopts.stop;
 
     cz_err err;
     cz_err_clear(&err);
@@ -198,15 +251,23 @@ int cz_cmd_validate(int argc, char **argv)
                 break;
         }
         if (!quiet)
-            fprintf(stderr, "validate: engine run %u of %u\n", r + 1, R);
-        st = cz_cli_run(cfg_json, config_path, base_dir, progress && !quiet, &eopts, NULL, &cfg,
-                        &em[r], &sum, &stats, &esum[r], &wall, &partial, &err);
+            fprintf(stderr, "validate: %s run %u of %u\n", hopts.endpoint ? "server" : "engine",
+                    r + 1, R);
+        if (hopts.endpoint) {
+            cz_hclient_stats hs;
+            st = cz_cli_run_http(cfg_json, config_path, base_dir, progress && !quiet, &hopts,
+                                 &hs, &cfg, &em[r], &sum, &stats, &esum[r], &wall, &partial,
+                                 &err);
+        } else {
+            st = cz_cli_run(cfg_json, config_path, base_dir, progress && !quiet, &eopts, NULL,
+                            &cfg, &em[r], &sum, &stats, &esum[r], &wall, &partial, &err);
+        }
         if (st == CZ_OK)
             ran++;
         if (st == CZ_OK && partial)
-            st = cz_err_set(&err, CZ_EINVAL, "validate: engine run %u was stopped (Ctrl-C); "
+            st = cz_err_set(&err, CZ_EINVAL, "validate: %s run %u was stopped (Ctrl-C); "
                                              "nothing written",
-                            r + 1);
+                            hopts.endpoint ? "server" : "engine", r + 1);
     }
     if (st == CZ_OK && probe) {
         if (!quiet)
@@ -257,7 +318,10 @@ int cz_cmd_validate(int argc, char **argv)
         if (probe)
             cz_validate_add_probe(report, ratios, R + 1, scale, rsum);
         cJSON_AddStringToObject(report, "config", config_path);
-        cJSON_AddStringToObject(report, "kernel_backend", eopts.backend);
+        if (hopts.endpoint)
+            cJSON_AddStringToObject(report, "endpoint", hopts.endpoint);
+        else
+            cJSON_AddStringToObject(report, "kernel_backend", eopts.backend);
         if (out_summary) {
             cJSON *out = cJSON_Duplicate(report, 1);
             cJSON *runs = cJSON_AddArrayToObject(out, "engine_summaries");
@@ -285,10 +349,16 @@ int cz_cmd_validate(int argc, char **argv)
         cz_cli_blame_set(&err, config_path, sets, n_sets, n_sets);
         rc = cz_cli_fail(&err);
     } else if (!quiet) {
-        printf("cadenza %s  validate '%s'  model %s on %s (%s backend, %u engine runs)  "
-               "scheduler %s  cost %s\n",
-               cz_version(), cfg.name, cfg.model.name, cfg.hw.name, eopts.backend, R,
-               cfg.scheduler, cost_path ? cost_path : "the config's");
+        if (hopts.endpoint)
+            printf("cadenza %s  validate '%s'  model %s: server %s (%u runs) against the "
+                   "simulator on %s, scheduler %s, cost %s\n",
+                   cz_version(), cfg.name, cfg.model.name, hopts.endpoint, R, cfg.hw.name,
+                   cfg.scheduler, cost_path ? cost_path : "the config's");
+        else
+            printf("cadenza %s  validate '%s'  model %s on %s (%s backend, %u engine runs)  "
+                   "scheduler %s  cost %s\n",
+                   cz_version(), cfg.name, cfg.model.name, cfg.hw.name, eopts.backend, R,
+                   cfg.scheduler, cost_path ? cost_path : "the config's");
         cz_validate_print(report, stdout);
     }
     for (uint32_t r = 0; r < ran; r++) {

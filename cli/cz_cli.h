@@ -11,6 +11,7 @@
 
 #include "cz_base.h"
 #include "cz_engine.h"
+#include "cz_hclient.h"
 #include "cz_results.h"
 #include "cz_sim.h"
 
@@ -54,6 +55,14 @@ cz_status cz_cli_run(const cJSON *cfg_json, const char *where, const char *base_
                      bool progress, const cz_engine_opts *eng, const cz_pctset *pct,
                      cz_config *cfg, cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
                      cJSON **summary, double *wall_s, bool *partial, cz_err *err);
+
+/* cz_cli_run against an OpenAI-compatible server (`http`, cz_hclient.h) instead: the
+ * summary has the replay's "http" object; *hs its counters. */
+cz_status cz_cli_run_http(const cJSON *cfg_json, const char *where, const char *base_dir,
+                          bool progress, const cz_hclient_opts *http, cz_hclient_stats *hs,
+                          cz_config *cfg, cz_metrics *m, cz_summary *sum,
+                          cz_run_stats *stats, cJSON **summary, double *wall_s,
+                          bool *partial, cz_err *err);
 
 /* The summary JSON of a run (caller deletes): vLLM's result keys first (date, or null when
  * `date` is NULL or empty; backend; model_id; num_prompts; request_rate, burstiness and

@@ -52,6 +52,10 @@ typedef struct hreq {
     double intended_s, sent_s;
     double *chunk_t;         /* arrival times of the chunks with choices */
     size_t n_chunks, cap_chunks;
+    uint32_t *reply;         /* the reply's token ids as the chunks carried them */
+    size_t n_reply, cap_reply;
+    bool ids_missing;        /* a chunk with choices carried no token_ids */
+    uint32_t new_in;         /* the turn's own input tokens (the prompt's last ones) */
     int64_t usage_out, usage_in;
     bool done, finished;     /* [DONE] seen; a finish_reason seen */
     bool failed;
@@ -67,6 +71,9 @@ typedef struct hreq {
 typedef struct hsess {
     uint32_t next;           /* closed loop: its next turn to send (index in the session) */
     uint32_t ended;          /* its turns ended */
+    uint32_t *hist;          /* a closed-loop conversation so far: every earlier turn's
+                                prompt ids and reply ids as received */
+    size_t n_hist, cap_hist;
 } hsess;
 
 enum { EV_SEND = 1 };
@@ -147,9 +154,18 @@ static void put(hclient *C, size_t *n, const char *s, size_t len)
     C->buf[*n] = 0;
 }
 
-/* The request body of turn g (a fresh copy, the caller frees). */
-static char *request_body(hclient *C, uint32_t g, const cz_turn *t, uint32_t *plen,
-                          uint32_t *out)
+/* Whether session s carries its conversation: a closed-loop session of several turns,
+ * each turn's prompt the conversation so far (prompts and replies as received) and then
+ * its own input, as a chat client sends it. */
+static bool carries(const cz_session *s)
+{
+    return s->timing == CZ_TIMING_CLOSED && s->n_turns > 1;
+}
+
+/* The request body of turn g of session S (a fresh copy, the caller frees): *plen the
+ * prompt's ids, *own the turn's own input among them (the last ones). */
+static char *request_body(hclient *C, uint32_t g, const cz_turn *t, const hsess *S,
+                          bool carry, uint32_t *plen, uint32_t *own, uint32_t *out)
 {
     size_t n = 0;
     char num[64];
@@ -160,16 +176,25 @@ static char *request_body(hclient *C, uint32_t g, const cz_turn *t, uint32_t *pl
     put(C, &n, "{\"model\":", 9);
     put(C, &n, C->model_json, strlen(C->model_json));
     put(C, &n, ",\"prompt\":[", 11);
+    size_t hist = carry ? S->n_hist : 0;
+    for (size_t i = 0; i < hist; i++) {
+        int k = snprintf(num, sizeof num, i ? ",%u" : "%u", S->hist[i]);
+        put(C, &n, num, (size_t)k);
+    }
     for (uint32_t i = 0; i < in; i++) {
-        int k = snprintf(num, sizeof num, i ? ",%u" : "%u", prompt_id(C, t, g, i));
+        int k = snprintf(num, sizeof num, i || hist ? ",%u" : "%u", prompt_id(C, t, g, i));
         put(C, &n, num, (size_t)k);
     }
     int k = snprintf(num, sizeof num, "],\"max_tokens\":%u,\"min_tokens\":%u", o, o);
     put(C, &n, num, (size_t)k);
+    if (carry) /* the reply's ids, to carry into the next turn (vLLM's return_token_ids) */
+        put(C, &n, ",\"return_token_ids\":true", 24);
     static const char tail[] = ",\"ignore_eos\":true,\"stream\":true,"
                                "\"stream_options\":{\"include_usage\":true}}";
     put(C, &n, tail, sizeof tail - 1);
-    *plen = in;
+    CZ_ASSERT(hist + in <= UINT32_MAX);
+    *plen = (uint32_t)(hist + in);
+    *own = in;
     *out = o;
     char *b = cz_xmalloc(n + 1);
     memcpy(b, C->buf, n + 1);
@@ -213,6 +238,14 @@ static bool on_event(void *ctx, const char *data, size_t n)
             r->cap_chunks = cap;
         }
         r->chunk_t[r->n_chunks++] = t;
+        if (c.n_token_ids < 0) {
+            r->ids_missing = true;
+        } else if (c.n_token_ids > 0) {
+            cz_grow((void **)&r->reply, &r->cap_reply, r->n_reply + (size_t)c.n_token_ids,
+                    sizeof *r->reply);
+            cz_oai_chunk_token_ids(&c, r->reply + r->n_reply);
+            r->n_reply += (size_t)c.n_token_ids;
+        }
         if (strcmp(c.finish_reason, "abort") == 0)
             fail(r, CZ_HFAIL_SERVER_ABORT, "the server aborted the stream after %zu chunks",
                  r->n_chunks);
@@ -295,6 +328,26 @@ static void schedule_session(hclient *C, uint32_t si, double at)
     }
 }
 
+/* Turn g of session si ended with `received` reply tokens: the conversation grows by the
+ * turn's own input and the reply as received, the server's ids when its chunks carried
+ * them all (return_token_ids), else as many ids of the client's own (the count is what
+ * the next prompt's length needs; a server's prefix cache then stops at the reply). */
+static void carry(hclient *C, uint32_t si, uint32_t g, const hreq *r, uint32_t received)
+{
+    hsess *S = &C->ses[si];
+    const cz_turn *t = cz_workload_turn_at(C->wl, g);
+    bool ids = !r->ids_missing && r->n_reply == received;
+    cz_grow((void **)&S->hist, &S->cap_hist, S->n_hist + r->new_in + received, sizeof *S->hist);
+    for (uint32_t i = 0; i < r->new_in; i++)
+        S->hist[S->n_hist++] = prompt_id(C, t, g, i);
+    for (uint32_t i = 0; i < received; i++)
+        S->hist[S->n_hist++] = ids ? r->reply[i] : prompt_id(C, t, g, r->new_in + i);
+    if (received && ids)
+        C->hs->replies_as_ids++;
+    else if (received)
+        C->hs->replies_as_count++;
+}
+
 /* Records turn g's end: its request record when it was sent (r), its turn record. */
 static void record(hclient *C, uint32_t si, uint32_t g, hreq *r, uint32_t outcome, double now)
 {
@@ -317,6 +370,10 @@ static void record(hclient *C, uint32_t si, uint32_t g, hreq *r, uint32_t outcom
             .finish_s = r->n_chunks ? r->chunk_t[r->n_chunks - 1] : NAN,
         };
         id = cz_metrics_add_request(C->m, &rec);
+        for (size_t i = 0; i < r->n_chunks; i++) /* every outcome's: what arrived */
+            cz_metrics_add_chunk(C->m, id, (uint32_t)i, r->chunk_t[i]);
+        if (carries(s) && turn + 1 < s->n_turns) /* a next turn to carry it into */
+            carry(C, si, g, r, outcome == CZ_REQ_COMPLETED ? out : (uint32_t)r->n_chunks);
         if (outcome == CZ_REQ_COMPLETED) {
             for (size_t i = 1; i < r->n_chunks; i++)
                 cz_metrics_add_itl(C->m, 0, r->chunk_t[i] - r->chunk_t[i - 1], 1);
@@ -345,6 +402,7 @@ static void req_free(hclient *C, hreq *r)
     r->hdrs = NULL;
     r->body = NULL;
     r->n_chunks = 0;
+    r->n_reply = 0;
     if (r->prev)
         r->prev->next = r->next;
     else
@@ -366,9 +424,13 @@ static cz_status send_turn(hclient *C, uint32_t g, uint32_t si, double intended,
         r = cz_xcalloc(1, sizeof *r);
     double *keep = r->chunk_t;
     size_t keep_cap = r->cap_chunks;
+    uint32_t *keep_reply = r->reply;
+    size_t keep_reply_cap = r->cap_reply;
     memset(r, 0, sizeof *r);
     r->chunk_t = keep;
     r->cap_chunks = keep_cap;
+    r->reply = keep_reply;
+    r->cap_reply = keep_reply_cap;
     r->C = C;
     r->g = g;
     r->session = si;
@@ -376,11 +438,14 @@ static cz_status send_turn(hclient *C, uint32_t g, uint32_t si, double intended,
     r->intended_s = intended;
     cz_sse_init(&r->sse, 0);
     const cz_turn *t = cz_workload_turn_at(C->wl, g);
-    r->body = request_body(C, g, t, &r->prompt_len, &r->want_out);
+    const cz_session *ses = cz_workload_session_at(C->wl, si);
+    r->body = request_body(C, g, t, &C->ses[si], carries(ses), &r->prompt_len, &r->new_in,
+                           &r->want_out);
     r->easy = curl_easy_init();
     if (!r->easy) {
         free(r->body);
         free(r->chunk_t);
+        free(r->reply);
         free(r);
         return cz_err_set(err, CZ_ENOMEM, "http client: curl_easy_init failed");
     }
@@ -425,6 +490,7 @@ static cz_status send_turn(hclient *C, uint32_t g, uint32_t si, double intended,
         curl_slist_free_all(r->hdrs);
         free(r->body);
         free(r->chunk_t);
+        free(r->reply);
         free(r);
         return cz_err_set(err, CZ_EINTERNAL, "http client: curl_multi_add_handle: %s",
                           curl_multi_strerror(mc));
@@ -814,8 +880,11 @@ cz_status cz_hclient_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
         hreq *r = C.free_reqs;
         C.free_reqs = r->next_free;
         free(r->chunk_t);
+        free(r->reply);
         free(r);
     }
+    for (uint32_t si = 0; si < wl->n_sessions; si++)
+        free(C.ses[si].hist);
     curl_multi_cleanup(C.multi);
     curl_global_cleanup();
     close(C.ep);

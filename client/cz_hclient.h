@@ -6,9 +6,11 @@
  * One thread drives every stream through libcurl's multi interface. A turn is sent at its
  * time in the workload: an open-loop turn at its arrival; a closed-loop session's next
  * turn think_s after its reply's last chunk; a closed-loop workload (workload.concurrency
- * c) starts a session when one of its c ends. Each turn is a request of its own: a prompt
- * of the turn's input tokens as token ids on /v1/completions, max_tokens (and min_tokens,
- * ignore_eos) its output tokens, streamed with usage. Its record: arrival_s the time the
+ * c) starts a session when one of its c ends. Each turn is a request: a prompt of the
+ * turn's input tokens as token ids on /v1/completions, max_tokens (and min_tokens,
+ * ignore_eos) its output tokens, streamed with usage; a closed-loop session of several
+ * turns carries its conversation, each prompt the earlier turns' prompts and replies as
+ * received (the server's ids, asked for with return_token_ids) and then its own input. Its record: arrival_s the time the
  * workload gave it, send_lag_s how late the client sent it, first_token_s the first chunk
  * with choices, finish_s the last, output_tokens usage's completion_tokens (the count of
  * such chunks when the server sends no usage), one ITL per chunk gap. Transport errors,
@@ -61,6 +63,10 @@ typedef struct cz_hclient_stats {
     uint64_t len_honoured;            /* completed turns that generated exactly max_tokens */
     uint64_t completed;
     uint64_t chunks;                  /* chunks with choices received, every turn */
+    uint64_t replies_as_ids;          /* closed-loop replies carried into the next prompt as
+                                         the server's token ids (return_token_ids) */
+    uint64_t replies_as_count;        /* ... as as many ids of the client's own (a server
+                                         that returns no ids) */
     double wall_s;                    /* the run's span on the client's clock */
 } cz_hclient_stats;
 

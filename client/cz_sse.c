@@ -159,6 +159,7 @@ cz_status cz_oai_chunk_parse(const char *data, size_t n, cz_oai_chunk *c, cz_err
 {
     memset(c, 0, sizeof *c);
     c->completion_tokens = c->prompt_tokens = -1;
+    c->n_token_ids = -1;
     /* vLLM strips the message before comparing with [DONE] */
     size_t b = 0, e = n;
     while (b < e && (data[b] == ' ' || data[b] == '\t' || data[b] == '\n' || data[b] == '\r'))
@@ -217,6 +218,28 @@ cz_status cz_oai_chunk_parse(const char *data, size_t n, cz_oai_chunk *c, cz_err
                 c->text_len = strlen(text->valuestring);
             }
         }
+        const cJSON *ids = st == CZ_OK ? cJSON_GetObjectItemCaseSensitive(ch, "token_ids")
+                                       : NULL;
+        if (ids && !cJSON_IsNull(ids)) {
+            if (!cJSON_IsArray(ids))
+                st = cz_err_set(err, CZ_EINVAL, "chunk: choices[0].token_ids: expected an array "
+                                                "or null");
+            int64_t k = 0;
+            const cJSON *x = st == CZ_OK ? ids->child : NULL;
+            for (; x; x = x->next) {
+                double v = cJSON_IsNumber(x) ? x->valuedouble : -1;
+                if (!(v >= 0 && v < 4294967296.0 && v == (double)(uint64_t)v)) {
+                    st = cz_err_set(err, CZ_EINVAL, "chunk: choices[0].token_ids[%lld]: "
+                                                    "expected a token id (an integer from 0)",
+                                    (long long)k);
+                    break;
+                }
+                k++;
+            }
+            if (st == CZ_OK)
+                c->n_token_ids = k;
+            c->token_ids_ = ids;
+        }
         const cJSON *fr = st == CZ_OK ? cJSON_GetObjectItemCaseSensitive(ch, "finish_reason")
                                       : NULL;
         if (cJSON_IsString(fr))
@@ -238,4 +261,14 @@ cz_status cz_oai_chunk_parse(const char *data, size_t n, cz_oai_chunk *c, cz_err
     if (st != CZ_OK)
         cz_oai_chunk_free(c);
     return st;
+}
+
+void cz_oai_chunk_token_ids(const cz_oai_chunk *c, uint32_t *out)
+{
+    CZ_ASSERT(c->n_token_ids >= 0);
+    size_t i = 0;
+    for (const cJSON *x = c->n_token_ids > 0 ? ((const cJSON *)c->token_ids_)->child : NULL; x;
+         x = x->next)
+        out[i++] = (uint32_t)x->valuedouble;
+    CZ_ASSERT(i == (size_t)c->n_token_ids);
 }

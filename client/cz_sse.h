@@ -61,8 +61,11 @@ typedef struct cz_oai_chunk {
                                when absent or null */
     size_t text_len;
     char finish_reason[32]; /* choices[0]'s, "" when null or absent (truncated) */
+    int64_t n_token_ids;    /* choices[0]'s "token_ids" (vLLM's return_token_ids: the ids
+                               this chunk carries), -1 when absent or null */
     char error[256];
     void *json_;            /* the parsed JSON, owned */
+    const void *token_ids_; /* the token_ids array inside it */
 } cz_oai_chunk;
 
 /* Reads one event's data. CZ_EINVAL naming what is wrong when it is neither "[DONE]" nor
@@ -70,6 +73,9 @@ typedef struct cz_oai_chunk {
  * usage's counts not non-negative integers). On success the chunk holds the parsed JSON
  * until cz_oai_chunk_free (safe on a zeroed or failed chunk). */
 cz_status cz_oai_chunk_parse(const char *data, size_t n, cz_oai_chunk *c, cz_err *err);
+/* The n_token_ids (>= 0) token ids of a parsed chunk into out (checked by the parse:
+ * integers in [0, 2^32)). */
+void cz_oai_chunk_token_ids(const cz_oai_chunk *c, uint32_t *out);
 void cz_oai_chunk_free(cz_oai_chunk *c);
 
 #endif

@@ -204,6 +204,7 @@ void cz_metrics_free(cz_metrics *m)
     free(m->chunks);
     free(m->spare);
     free(m->itl);
+    free(m->chunk_rows);
     for (uint32_t i = 0; i < m->n_itl_ms; i++)
         cz_distacc_free(&m->itl_ms[i]);
     free(m->itl_ms);
@@ -456,6 +457,8 @@ void cz_metrics_finish(cz_metrics *m)
     m->n_itl = 0;
     put_rows(m, CZ_ROWS_TIMELINE, m->tl, m->n_tl);
     m->n_tl = 0;
+    put_rows(m, CZ_ROWS_CHUNKS, m->chunk_rows, m->n_chunk_rows);
+    m->n_chunk_rows = 0;
 }
 
 cz_status cz_metrics_check(const cz_metrics *m, cz_err *err)
@@ -632,6 +635,20 @@ void cz_metrics_set_pct_mode(cz_metrics *m, cz_pct_mode mode)
     acc_free(m);
     m->pct_mode = mode;
     acc_init(m);
+}
+
+void cz_metrics_add_chunk(cz_metrics *m, uint64_t request, uint32_t index, double t_s)
+{
+    CZ_ASSERT(request < m->n_req);
+    if (m->streaming && m->n_chunk_rows == CZ_METRICS_BATCH) {
+        put_rows(m, CZ_ROWS_CHUNKS, m->chunk_rows, m->n_chunk_rows);
+        m->n_chunk_rows = 0;
+    }
+    size_t cap = m->cap_chunk_rows;
+    cz_grow((void **)&m->chunk_rows, &cap, m->n_chunk_rows + 1, sizeof *m->chunk_rows);
+    m->cap_chunk_rows = cap;
+    m->chunk_rows[m->n_chunk_rows++] =
+        (cz_chunk_record){.request = request, .index = index, .t_s = t_s};
 }
 
 void cz_metrics_add_itl(cz_metrics *m, uint32_t stage, double gap_s, uint64_t count)

@@ -75,6 +75,15 @@ typedef struct cz_turn_record {
     uint32_t stage;          /* rejected or failed: the autoregressive stage that refused it */
 } cz_turn_record;
 
+/* One streamed chunk with choices an HTTP client received (a row of /chunks; `cadenza
+ * replay --endpoint`): its request's row in /requests, its place in the stream, when it
+ * arrived on the run's clock. */
+typedef struct cz_chunk_record {
+    uint64_t request;
+    uint32_t index;
+    double t_s;
+} cz_chunk_record;
+
 /* `count` inter-token gaps of `gap_s` seconds at one autoregressive stage (a row of /itl). */
 typedef struct cz_itl_record {
     double gap_s;
@@ -178,6 +187,7 @@ typedef enum cz_rows_kind {
     CZ_ROWS_TURNS,        /* cz_turn_record, in the order the outcomes were decided */
     CZ_ROWS_ITL,          /* cz_itl_record */
     CZ_ROWS_TIMELINE,     /* cz_timeline_row */
+    CZ_ROWS_CHUNKS,       /* cz_chunk_record (an HTTP client's runs only) */
     CZ_N_ROWS_KINDS
 } cz_rows_kind;
 
@@ -238,6 +248,9 @@ typedef struct cz_metrics {
     uint64_t n_turns, cap_turns;
     uint64_t turns_total;     /* turn records, handed on or not */
     cz_accounting acct;
+    cz_chunk_record *chunk_rows; /* an HTTP client's chunk arrivals (when streaming: the
+                                    rows not yet handed on) */
+    uint64_t n_chunk_rows, cap_chunk_rows;
     cz_itl_record *itl;       /* inter-token latencies with multiplicities, every stage
                                  (when streaming: the rows not yet handed on) */
     uint64_t n_itl, cap_itl;
@@ -364,6 +377,8 @@ void cz_metrics_set_pct_mode(cz_metrics *m, cz_pct_mode mode);
  * into the stage's distribution (m->itl_ms) and the /itl rows, merged with the previous
  * row when its stage and value are equal, so a step costs one row per distinct gap. */
 void cz_metrics_add_itl(cz_metrics *m, uint32_t stage, double gap_s, uint64_t count);
+/* Chunk `index` of request record `request` arrived at t_s (a row of /chunks). */
+void cz_metrics_add_chunk(cz_metrics *m, uint64_t request, uint32_t index, double t_s);
 
 /* Records `count` output tokens produced at `t_s` by the first autoregressive stage
  * (max_output_tokens_per_s). Merges with the previous sample at the same time. */

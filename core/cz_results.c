@@ -68,6 +68,12 @@ static const cz_h5_col itl_cols[] = {
     CODE(cz_itl_record, stage, E_AR_STAGE),
 };
 
+static const cz_h5_col chunk_cols[] = {
+    COL(cz_chunk_record, request, CZ_H5_U64, ""),
+    COL(cz_chunk_record, index, CZ_H5_U32, ""),
+    COL(cz_chunk_record, t_s, CZ_H5_F64, "s"),
+};
+
 static const cz_h5_col audio_cols[] = {
     COL(cz_audio_record, session, CZ_H5_U64, ""),
     COL(cz_audio_record, turn, CZ_H5_U32, ""),
@@ -139,6 +145,10 @@ static const cz_h5_table tl_table =
 static const cz_h5_table itl_table =
     TABLE("itl", "`count` inter-token gaps of `gap_s` seconds at one autoregressive stage.",
           cz_itl_record, itl_cols);
+static const cz_h5_table chunk_table =
+    TABLE("chunks", "One streamed chunk with choices an HTTP client received: its request's "
+                    "row in /requests, its place in the stream, its arrival time.",
+          cz_chunk_record, chunk_cols);
 static const cz_h5_table audio_table =
     TABLE("audio", "One spoken turn as the client heard it: when it was sent, its first and "
                    "last audio, the audio received and heard, underruns and barge-in.",
@@ -166,6 +176,7 @@ static const cz_h5_table *const streamed[CZ_N_ROWS_KINDS] = {
     [CZ_ROWS_TURNS] = &turn_table,
     [CZ_ROWS_ITL] = &itl_table,
     [CZ_ROWS_TIMELINE] = &tl_table,
+    [CZ_ROWS_CHUNKS] = &chunk_table,
 };
 
 struct cz_results_writer {
@@ -201,6 +212,7 @@ static void check_codes(const cz_results_writer *w, cz_rows_kind kind, const voi
         case CZ_ROWS_TIMELINE:
             CZ_ASSERT(((const cz_timeline_row *)rows)[i].stage < s->n_ar);
             break;
+        case CZ_ROWS_CHUNKS: break;
         default: CZ_ASSERT(false);
         }
     }
@@ -352,15 +364,19 @@ cz_status cz_results_close(cz_results_writer *w, const cz_metrics *m, const char
             {CZ_ROWS_TIMELINE, m->n_tl, m->tl},
             {CZ_ROWS_ITL, m->n_itl, m->itl},
             {CZ_ROWS_TURNS, m->n_turns, m->turns},
+            {CZ_ROWS_CHUNKS, m->n_chunk_rows, m->chunk_rows},
         };
         for (size_t i = 0; i < CZ_ARRAY_LEN(held); i++)
-            if ((st = put(w, held[i].kind, held[i].rows, held[i].n, true)) != CZ_OK) {
+            if ((held[i].n || held[i].kind != CZ_ROWS_CHUNKS) &&
+                (st = put(w, held[i].kind, held[i].rows, held[i].n, true)) != CZ_OK) {
                 *err = w->err;
                 goto fail;
             }
     }
+    /* every table, empty or not, but /chunks, which only an HTTP client's runs have */
     for (size_t k = 0; k < CZ_N_ROWS_KINDS; k++)
-        if (w->tab[k].ds < 0 && (st = put(w, (cz_rows_kind)k, NULL, 0, true)) != CZ_OK) {
+        if (w->tab[k].ds < 0 && k != CZ_ROWS_CHUNKS &&
+            (st = put(w, (cz_rows_kind)k, NULL, 0, true)) != CZ_OK) {
             *err = w->err;
             goto fail;
         }

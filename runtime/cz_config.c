@@ -330,6 +330,8 @@ static cz_status apply_cost_file(cz_config *c, const char *where, cz_err *err)
         c->hw.host_link_Bps = f.link_Bps;
         c->hw.host_link_latency_s = f.link_latency_s;
     }
+    c->ingest_s = f.ingest_s;
+    c->ingest_per_token_s = f.ingest_per_token_s;
     return CZ_OK;
 }
 

@@ -87,6 +87,11 @@ typedef struct cz_config {
     double cost_scale;        /* CZ_COST_FITTED: every fitted step time times this (cost.scale,
                                  default 1: a machine that runs slower or faster than it
                                  did when profiled) */
+    double ingest_s;          /* CZ_COST_FITTED: the cost file's request handling before
+                                 scheduling (its "request": BLIS's alpha terms), ingest_s +
+                                 ingest_per_token_s x input tokens after a turn arrives;
+                                 a driver that models time applies it (0: none) */
+    double ingest_per_token_s;
     cz_distspec service;      /* CZ_COST_SERVICE */
     cz_stage_place place[CZ_MAX_STAGES]; /* per pipeline stage */
     uint32_t n_gpus;

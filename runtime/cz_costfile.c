@@ -66,6 +66,21 @@ cz_status cz_cost_file_parse(const cJSON *j, const char *where, cz_cost_file *ou
                               err)) != CZ_OK)
             return st;
     }
+    const cJSON *req = NULL;
+    if ((st = cz_json_obj(j, where, "request", false, &req, err)) != CZ_OK)
+        return st;
+    if (req) {
+        char ctx[256];
+        snprintf(ctx, sizeof ctx, "%s: request", where);
+        static const char *const keys[] = {"ingest_s", "ingest_per_token_s"};
+        out->has_request = true;
+        if ((st = cz_json_check_keys(req, ctx, keys, 2, err)) != CZ_OK ||
+            (st = cz_json_num(req, ctx, "ingest_s", false, 0.0, 60.0, &out->ingest_s, err)) !=
+                CZ_OK ||
+            (st = cz_json_num(req, ctx, "ingest_per_token_s", false, 0.0, 1.0,
+                              &out->ingest_per_token_s, err)) != CZ_OK)
+            return st;
+    }
     return CZ_OK;
 }
 
@@ -95,6 +110,11 @@ cJSON *cz_cost_file_json(const cz_cost_file *f)
         cJSON *l = cJSON_AddObjectToObject(j, "host_link");
         cJSON_AddNumberToObject(l, "bandwidth_Bps", f->link_Bps);
         cJSON_AddNumberToObject(l, "latency_s", f->link_latency_s);
+    }
+    if (f->has_request) {
+        cJSON *r = cJSON_AddObjectToObject(j, "request");
+        cJSON_AddNumberToObject(r, "ingest_s", f->ingest_s);
+        cJSON_AddNumberToObject(r, "ingest_per_token_s", f->ingest_per_token_s);
     }
     return j;
 }

@@ -4,10 +4,14 @@
  *   {"kind": "fitted", "model": "tiny-llama",
  *    "stages": {"llm": {"per_step_s": 1.2e-4, "per_seq_s": ..., ...}, ...},
  *    "host_link": {"bandwidth_Bps": 9.1e9, "latency_s": 4e-6},
+ *    "request": {"ingest_s": 2e-3, "ingest_per_token_s": 1e-6},
  *    ... (anything else: the fit's provenance and errors, kept for readers)}
  *
  * Each stage's coefficients are cz_cost_fit's, keyed by cz_cost_feature_name; a key left
- * out is 0. host_link is optional. */
+ * out is 0. host_link is optional. request (optional; `calibrate --observed` fits it) is
+ * the server's handling of a request before it reaches the scheduler, BLIS's alpha terms
+ * (its API server: parsing, tokenizing): ingest_s + ingest_per_token_s x input tokens after
+ * the request is sent. */
 #ifndef CZ_COSTFILE_H
 #define CZ_COSTFILE_H
 
@@ -25,6 +29,8 @@ typedef struct cz_cost_file {
     cz_cost_fit fit[CZ_MAX_STAGES];
     bool has_link;
     double link_Bps, link_latency_s;     /* the host link's fitted rate and latency */
+    bool has_request;
+    double ingest_s, ingest_per_token_s; /* the request's handling before scheduling */
 } cz_cost_file;
 
 /* Reads the cost file at `path` (or the parsed object `j`, named `where` in messages).

@@ -818,6 +818,16 @@ static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bo
         generation_complete(S, si, now);
 }
 
+/* The server's handling of turn g before it reaches the scheduler, when the driver
+ * models time (cz_driver.modelled): the fitted cost's request terms (BLIS's alpha terms,
+ * docs/validation.md). */
+static double ingest_s(const cz_deploy *S, uint32_t g)
+{
+    if (!S->drv.modelled)
+        return 0.0;
+    return S->cfg->ingest_s + S->cfg->ingest_per_token_s * (double)cz_turn_in_tokens(WT(S, g));
+}
+
 /* Starts the session's next arrived turn when its sequences are free. A turn that
  * arrives while the previous one is still served waits for it; its latencies count from
  * its own arrival. */
@@ -841,9 +851,12 @@ static void submit_next(cz_deploy *S, uint32_t si, double now)
     ss->refused = ss->refused_at = 0;
     ss->rec0 = UINT64_MAX;
     ss->outstanding = ss->enc_pending = 0;
-    double arrival = k == 0 || ses->timing == CZ_TIMING_OPEN ? t->arrival_s : now;
-    if (k == 0 && S->wl->concurrency > 0 && now > arrival)
-        arrival = now; /* it waited for a slot: sent when it got one */
+    /* a turn timed by the client (closed loop, a slot of a closed-loop workload) was sent
+     * its request handling before now (ingest_s) */
+    double arrival = k == 0 || ses->timing == CZ_TIMING_OPEN ? t->arrival_s
+                                                            : now - ingest_s(S, g);
+    if (k == 0 && S->wl->concurrency > 0 && now - ingest_s(S, g) > arrival)
+        arrival = now - ingest_s(S, g); /* it waited for a slot: sent when it got one */
     ss->ready_s = arrival;
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         ses_stage *st = SP(S, si, p);
@@ -878,14 +891,16 @@ static void submit_next(cz_deploy *S, uint32_t si, double now)
     }
 }
 
-/* Schedules turn g's arrival (its input ready) at t_s, and the voice activity of its
- * speech start speech_s before, or now if that has passed. */
+/* Schedules turn g's arrival (its input ready) at t_s, reaching the scheduler its
+ * request handling later (ingest_s), and the voice activity of its speech start speech_s
+ * before, or now if that has passed. */
 static void push_turn(cz_deploy *S, uint32_t g, double t_s, double now)
 {
     double speech = WT(S, g)->speech_s;
     if (speech > 0)
         S->drv.timer(S->drv.ctx, t_s - speech > now ? t_s - speech : now, CZ_TIMER_SPEECH, g, 0);
-    S->drv.timer(S->drv.ctx, t_s, CZ_TIMER_ARRIVAL, g, 0);
+    double at = t_s + ingest_s(S, g);
+    S->drv.timer(S->drv.ctx, at > now ? at : now, CZ_TIMER_ARRIVAL, g, 0);
 }
 
 static void push_next_initial(cz_deploy *S, double now)

@@ -84,6 +84,12 @@ typedef struct cz_driver {
      * autoregressive stage. */
     void (*turn_end)(void *ctx, uint32_t session, uint32_t turn, uint32_t outcome,
                      uint32_t out_tokens, double now);
+    /* The driver's time is the cost model's (the simulator): the runtime adds the cost's
+     * request handling (cfg->ingest_s, ingest_per_token_s) before a workload's turn
+     * reaches the scheduler. An engine's time is its own: false. A live submission
+     * (cz_deploy_submit: a server's request) arrives when submitted either way, its
+     * handling the server's own. */
+    bool modelled;
 } cz_driver;
 
 typedef struct cz_deploy cz_deploy;

@@ -53,7 +53,8 @@ cJSON *cz_validate_report(const cz_config *cfg, const cz_metrics *const *eng,
 void cz_validate_add_probe(cJSON *report, const double *ratios, uint32_t n, double scale,
                            const cJSON *rescaled);
 
-/* Prints the report as tables (metrics, steps, requests). */
+/* Prints the report as tables (metrics, steps, requests); a report with an "endpoint"
+ * (`validate --endpoint`: the measured runs are a server's) labels them so. */
 void cz_validate_print(const cJSON *report, FILE *out);
 
 #endif

@@ -262,6 +262,7 @@ cz_status cz_sim_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
         .timer = drv_timer,
         .turn_opened = drv_turn_opened,
         .turn_end = S->obs.turn_end ? drv_turn_end : NULL,
+        .modelled = true,
     };
     cz_status st = cz_deploy_create(cfg, wl, m, &drv, &S->d, err);
     if (st != CZ_OK) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/http_replay.sh CADENZA SOURCE_ROOT - `cadenza replay --endpoint` against `cadenza
-# serve` on loopback, in both executions, and against a misbehaving server
+# serve` on loopback, in both executions (-o with a row a request and a row a chunk), and against a misbehaving server
 # (tests/http_fake_server.py, a stream stalled past --request-timeout among its failures): a
 # trace slice completes with the simulator's tokens and the server's own count of them; -o has a row a request with its send time; --max-concurrency
 # bounds what is in flight; closed-loop sessions with think time; an API key; a server that
@@ -67,6 +67,29 @@ h5table=$(dirname "$cz")/../tests/h5table
 check "-o: a row a request, with its send time" bash -c "
     [ \"\$('$h5table' '$tmp/h.h5' requests | tail -n +2 | wc -l)\" = 12 ] &&
     '$h5table' '$tmp/h.h5' requests | head -1 | tr '\t' '\n' | grep -qx sent_s"
+check "-o: /chunks, a row a chunk received, the first and last at each request's first and last token" python3 - "$h5table" "$tmp/h.h5" "$tmp/h.json" <<'EOF'
+import json, subprocess, sys
+def table(name):
+    rows = subprocess.run([sys.argv[1], sys.argv[2], name], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+    head = rows[0].split('\t')
+    return [dict(zip(head, x.split('\t'))) for x in rows[1:]]
+req, ch = table('requests'), table('chunks')
+h = json.load(open(sys.argv[3]))
+assert len(ch) == h["http"]["chunks"] == h["total_output_tokens"], (len(ch), h["http"])
+by = {}
+for c in ch:
+    by.setdefault(int(c['request']), []).append((int(c['index']), float(c['t_s'])))
+assert sorted(by) == list(range(len(req))), sorted(by)
+for i, r in enumerate(req):
+    c = sorted(by[i])
+    assert [k for k, _ in c] == list(range(len(c))), c[:5]
+    t = [x for _, x in c]
+    assert t == sorted(t) and len(t) == int(r['output_tokens']), (i, len(t), r['output_tokens'])
+    assert abs(t[0] - float(r['first_token_s'])) < 1e-9 and abs(t[-1] - float(r['finish_s'])) < 1e-9
+EOF
+check "a simulator's results have no /chunks" bash -c "
+    '$cz' sim '$cpu' ${slice[*]} -o '$tmp/s.h5' --quiet && ! '$h5table' '$tmp/s.h5' chunks >/dev/null 2>&1"
 check "--max-concurrency 1: one request in flight at a time" bash -c "
     '$cz' replay '$cpu' ${slice[*]} --endpoint http://127.0.0.1:$port --max-concurrency 1 \
         --summary '$tmp/c1.json' -o '$tmp/c1.h5' --quiet &&
@@ -80,7 +103,8 @@ for a, b in zip(r, r[1:]):
     assert float(b['sent_s']) >= float(a['finish_s']), (a['sent_s'], a['finish_s'], b['sent_s'])
 assert any(float(x['sent_s']) - float(x['arrival_s']) > 0.01 for x in r), 'no request waited'
 EOF"
-# closed-loop sessions: each next turn after the reply and its think time, a session id each
+# closed-loop sessions: each next turn after the reply and its think time, carrying the
+# conversation (the server's reply ids), a session id each
 cat >"$tmp/sessions.jsonl" <<'EOF'
 {"format":"cadenza-sessions","version":1,"source":"test","concurrency":0,"hash_block_tokens":0,"arrivals_given":true,"think_given":true}
 {"session":"alice","class":"rt","timing":"closed","turns":[{"arrival_s":0,"in_text_tokens":20,"out_text_tokens":5,"think_s":0.3},{"arrival_s":0,"in_text_tokens":10,"out_text_tokens":4,"think_s":0.2},{"arrival_s":0,"in_text_tokens":8,"out_text_tokens":3}]}
@@ -104,6 +128,13 @@ think = {(0, 0): 0.3, (0, 1): 0.2, (1, 0): 0.1}
 for (si, t), th in think.items():
     gap = float(by[(si, t + 1)]['sent_s']) - float(by[(si, t)]['finish_s'])
     assert th - 0.005 <= gap <= th + 0.25, (si, t, gap, th)
+# the conversation carried: each prompt the earlier prompts and replies, then its own input
+own = {(0, 0): 20, (0, 1): 10, (0, 2): 8, (1, 0): 30, (1, 1): 12}
+for (si, t), n in own.items():
+    want = n + sum(own[(si, k)] + int(by[(si, k)]['output_tokens']) for k in range(t))
+    assert int(by[(si, t)]['input_tokens']) == want, (si, t, by[(si, t)]['input_tokens'], want)
+h = s['http']
+assert h['replies_carried_as_ids'] == 3 and h['replies_carried_as_count'] == 0, h
 EOF"
 stop
 check "the server served exactly what the client received" python3 - "$tmp/served.json" "$tmp/h.json" "$tmp/c1.json" "$tmp/ses.json" <<'EOF'

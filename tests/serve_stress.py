@@ -270,6 +270,10 @@ def replay_client(cz, root, port, rng, tmp, errors):
                                                                 s["http"]["max_tokens_honoured"]))
     elif s["driver"] != "http" or s["http"]["sent"] > s["requests"]:
         errors.append("%s: driver %s, %d sent" % (what, s["driver"], s["http"]["sent"]))
+    elif s["http"]["replies_carried_as_count"]:
+        # cadenza serve returns every reply's ids: a conversation is carried as its ids
+        errors.append("%s: %d replies carried without the server's ids"
+                      % (what, s["http"]["replies_carried_as_count"]))
 
 
 def run_one(cz, root, seed, seconds):

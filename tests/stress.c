@@ -57,6 +57,9 @@ static uint64_t next_u64(rng *r)
     return z ^ (z >> 31);
 }
 
+/* A generated config's fitted cost file, carried in the config until it is written. */
+#define COST_BODY "_stress_cost_file"
+
 static double unif(rng *r) { return (double)(next_u64(r) >> 11) * 0x1.0p-53; }
 static uint32_t below(rng *r, uint32_t n) { return (uint32_t)(unif(r) * n); }
 static bool chance(rng *r, double p) { return unif(r) < p; }
@@ -440,6 +443,30 @@ static cJSON *generate(uint64_t seed)
             cJSON *cost = cJSON_AddObjectToObject(c, "cost");
             cJSON_AddStringToObject(cost, "kind", "service");
             cJSON_AddItemToObject(cost, "service_s", dist(&r, 0.001, 1));
+        } else if (chance(&r, 0.15)) {
+            /* a fitted cost (as `calibrate` writes), with the request handling before
+             * scheduling that `calibrate --observed` fits: the file is written beside the
+             * config (COST_BODY, taken out by the caller) */
+            char file[64];
+            snprintf(file, sizeof file, "stress-cost-%" PRIu64 ".json", seed);
+            cJSON *cost = cJSON_AddObjectToObject(c, "cost");
+            cJSON_AddStringToObject(cost, "kind", "fitted");
+            cJSON_AddStringToObject(cost, "file", file);
+            cJSON *body = cJSON_AddObjectToObject(c, COST_BODY);
+            cJSON_AddStringToObject(body, "kind", "fitted");
+            cJSON_AddStringToObject(body, "model", cJSON_GetStringValue(
+                                                       cJSON_GetObjectItem(c, "model")));
+            cJSON *llm = cJSON_AddObjectToObject(cJSON_AddObjectToObject(body, "stages"), "llm");
+            cJSON_AddNumberToObject(llm, "per_step_s", 1e-4 + 5e-3 * unif(&r));
+            cJSON_AddNumberToObject(llm, "per_seq_s", 1e-4 * unif(&r));
+            cJSON_AddNumberToObject(llm, "per_token_s", 1e-4 * unif(&r));
+            cJSON_AddNumberToObject(llm, "per_weight_byte_s", 1e-12 * unif(&r));
+            cJSON_AddNumberToObject(llm, "per_kv_byte_s", 1e-11 * unif(&r));
+            if (chance(&r, 0.7)) {
+                cJSON *req = cJSON_AddObjectToObject(body, "request");
+                cJSON_AddNumberToObject(req, "ingest_s", chance(&r, 0.2) ? 0 : 0.02 * unif(&r));
+                cJSON_AddNumberToObject(req, "ingest_per_token_s", 1e-5 * unif(&r));
+            }
         }
         cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
         add_server(&r, server, true);
@@ -911,6 +938,23 @@ int main(int argc, char **argv)
             bool replay = k >= count;
             uint64_t s = seed * 1000003ULL + (replay ? 500000 + k - count : k);
             cJSON *c = replay ? generate_replay(s) : generate(s);
+            cJSON *cost_body = cJSON_DetachItemFromObject(c, COST_BODY);
+            char cost_path[1200] = "";
+            if (cost_body) {
+                snprintf(cost_path, sizeof cost_path, "%s/%s", keep ? keep : dir,
+                         cJSON_GetStringValue(cJSON_GetObjectItem(
+                             cJSON_GetObjectItem(c, "cost"), "file")));
+                char *body = cJSON_PrintUnformatted(cost_body);
+                FILE *cf = fopen(cost_path, "w");
+                if (!cf) {
+                    perror(cost_path);
+                    return 1;
+                }
+                fputs(body, cf);
+                fclose(cf);
+                cJSON_free(body);
+                cJSON_Delete(cost_body);
+            }
             char *text = cJSON_PrintUnformatted(c);
             snprintf(cfg_path, sizeof cfg_path, "%s/%s-%" PRIu64 ".json", keep ? keep : dir,
                      replay ? "replay" : "stress", s);
@@ -929,6 +973,8 @@ int main(int argc, char **argv)
             judge(cadenza, cfg_path, label, dir, replay, timeout_s, true, &t);
             if (!keep || t.failed == before) {
                 unlink(cfg_path); /* --keep DIR keeps the failing ones */
+                if (cost_path[0])
+                    unlink(cost_path);
                 char trace[700];
                 snprintf(trace, sizeof trace, "%s/trace-%" PRIu64 ".csv", scratch, s);
                 unlink(trace);

@@ -219,6 +219,11 @@ Test(sse, malformed_chunks_name_the_field)
         {"{\"choices\":[],\"usage\":{\"completion_tokens\":1.5}}", "usage.completion_tokens"},
         {"{\"choices\":[],\"usage\":{\"completion_tokens\":1,\"prompt_tokens\":\"x\"}}",
          "usage.prompt_tokens"},
+        {"{\"choices\":[{\"text\":\"a\",\"token_ids\":7}]}", "token_ids: expected an array"},
+        {"{\"choices\":[{\"text\":\"a\",\"token_ids\":[1,-2]}]}", "token_ids[1]: expected a token id"},
+        {"{\"choices\":[{\"text\":\"a\",\"token_ids\":[1.5]}]}", "token_ids[0]"},
+        {"{\"choices\":[{\"text\":\"a\",\"token_ids\":[4294967296]}]}", "token_ids[0]"},
+        {"{\"choices\":[{\"text\":\"a\",\"token_ids\":[\"3\"]}]}", "token_ids[0]"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cz_oai_chunk c;
@@ -228,4 +233,30 @@ Test(sse, malformed_chunks_name_the_field)
         cr_assert(strstr(e.msg, bad[i].want), "%s: '%s'", bad[i].data, e.msg);
         cz_oai_chunk_free(&c); /* safe on a failed chunk */
     }
+}
+
+Test(sse, token_ids_as_vllm_returns_them)
+{
+    static const char ok[] =
+        "{\"choices\":[{\"index\":0,\"text\":\"ab\",\"token_ids\":[17,4294967295,0]}]}";
+    cz_oai_chunk c;
+    cz_err e;
+    cr_assert_eq(cz_oai_chunk_parse(ok, strlen(ok), &c, &e), CZ_OK, "%s", e.msg);
+    cr_assert_eq(c.n_token_ids, 3);
+    uint32_t ids[3];
+    cz_oai_chunk_token_ids(&c, ids);
+    cr_assert(ids[0] == 17 && ids[1] == 4294967295u && ids[2] == 0);
+    cz_oai_chunk_free(&c);
+    static const char *const none[] = {"{\"choices\":[{\"text\":\"a\"}]}",
+                                       "{\"choices\":[{\"text\":\"a\",\"token_ids\":null}]}"};
+    for (size_t i = 0; i < 2; i++) {
+        cr_assert_eq(cz_oai_chunk_parse(none[i], strlen(none[i]), &c, &e), CZ_OK, "%s", e.msg);
+        cr_assert_eq(c.n_token_ids, -1, "%s", none[i]);
+        cz_oai_chunk_free(&c);
+    }
+    static const char empty[] = "{\"choices\":[{\"text\":\"\",\"token_ids\":[]}]}";
+    cr_assert_eq(cz_oai_chunk_parse(empty, strlen(empty), &c, &e), CZ_OK, "%s", e.msg);
+    cr_assert_eq(c.n_token_ids, 0);
+    cz_oai_chunk_token_ids(&c, ids);
+    cz_oai_chunk_free(&c);
 }

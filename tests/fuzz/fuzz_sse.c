@@ -45,6 +45,13 @@ static void check_chunk(const char *data, size_t n)
     if (strnlen(c.finish_reason, sizeof c.finish_reason) == sizeof c.finish_reason ||
         strnlen(c.error, sizeof c.error) == sizeof c.error)
         cz_fuzz_fail("cz_oai_chunk_parse", "an unterminated string");
+    if (c.n_token_ids < -1 || (c.n_token_ids >= 0 && !c.has_choices))
+        cz_fuzz_fail("cz_oai_chunk_parse", "token ids without choices");
+    if (c.n_token_ids > 0) {
+        uint32_t *ids = malloc((size_t)c.n_token_ids * sizeof *ids);
+        cz_oai_chunk_token_ids(&c, ids); /* asserts it finds exactly n_token_ids */
+        free(ids);
+    }
     cz_oai_chunk_free(&c);
 }
 
