@@ -238,8 +238,11 @@ static bool on_event(void *ctx, const char *data, size_t n)
             r->cap_chunks = cap;
         }
         r->chunk_t[r->n_chunks++] = t;
+        bool abort_ = strcmp(c.finish_reason, "abort") == 0;
         if (c.n_token_ids < 0) {
-            r->ids_missing = true;
+            /* a server's abort chunk ends the stream carrying no token */
+            if (!abort_ || (c.text && c.text_len))
+                r->ids_missing = true;
         } else if (c.n_token_ids > 0) {
             cz_grow((void **)&r->reply, &r->cap_reply, r->n_reply + (size_t)c.n_token_ids,
                     sizeof *r->reply);
@@ -373,7 +376,10 @@ static void record(hclient *C, uint32_t si, uint32_t g, hreq *r, uint32_t outcom
         for (size_t i = 0; i < r->n_chunks; i++) /* every outcome's: what arrived */
             cz_metrics_add_chunk(C->m, id, (uint32_t)i, r->chunk_t[i]);
         if (carries(s) && turn + 1 < s->n_turns) /* a next turn to carry it into */
-            carry(C, si, g, r, outcome == CZ_REQ_COMPLETED ? out : (uint32_t)r->n_chunks);
+            carry(C, si, g, r,
+                  outcome == CZ_REQ_COMPLETED ? out
+                  : r->ids_missing            ? (uint32_t)r->n_chunks
+                                              : (uint32_t)r->n_reply);
         if (outcome == CZ_REQ_COMPLETED) {
             for (size_t i = 1; i < r->n_chunks; i++)
                 cz_metrics_add_itl(C->m, 0, r->chunk_t[i] - r->chunk_t[i - 1], 1);
