@@ -228,6 +228,28 @@ static cz_status read_steps(inputs *in, const char *path, cz_err *err)
     return st;
 }
 
+/* The cost file's object: the fit, what it was fitted from (under `key`), the version and
+ * the fit's report. Caller deletes. */
+static cJSON *cost_json(const cz_cost_file *cf, const char *key, const char *const *paths,
+                        size_t n, const cJSON *report)
+{
+    cJSON *j = cz_cost_file_json(cf);
+    cJSON *src = cJSON_AddArrayToObject(j, key);
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(src, cJSON_CreateString(paths[i]));
+    cJSON_AddStringToObject(j, "cadenza_version", cz_version());
+    cJSON_AddItemToObject(j, "calibration", cJSON_Duplicate(report, 1));
+    return j;
+}
+
+/* Writes `j` (deleted here) to the output's temporary and lands it. */
+static cz_status write_cost(cJSON *j, const char *tmp, cz_err *err)
+{
+    cz_status st = cz_json_write_file(j, tmp, true, err);
+    cJSON_Delete(j);
+    return st == CZ_OK ? cz_out_commit(err) : st;
+}
+
 /* The second form: fit the simulator to observed runs (sim/cz_obsfit.h). */
 static int calibrate_observed(const char *const *obs, size_t n_obs, const char *config_path,
                               const char *const *sets, int n_sets, const char *cost_path,
@@ -241,14 +263,8 @@ static int calibrate_observed(const char *const *obs, size_t n_obs, const char *
     if (st != CZ_OK)
         return cz_cli_usage_error(CMD, "%s", err.msg);
     cJSON *cfg_json = NULL;
-    st = cz_file_check_input(config_path, &err);
-    if (st != CZ_OK)
-        cz_err_prefix(&err, "--config: ");
-    else
-        st = cz_json_load(config_path, &cfg_json, &err);
-    char *base_dir = cz_cli_dir_of(config_path);
-    for (int i = 0; i < n_sets && st == CZ_OK; i++)
-        st = cz_json_set_path(cfg_json, sets[i], &err);
+    char *base_dir = NULL;
+    st = cz_cli_load_config(config_path, sets, n_sets, &cfg_json, &base_dir, &err);
     if (st == CZ_OK && cost_path)
         st = cz_cli_use_cost_file(cfg_json, cost_path, &err);
     const char *tmp = NULL;
@@ -282,18 +298,10 @@ static int calibrate_observed(const char *const *obs, size_t n_obs, const char *
         st = cz_obsfit(&cfg, runs, (uint32_t)n_obs, &o, &cf, &report, &err);
     }
     if (st == CZ_OK) {
-        cJSON *j = cz_cost_file_json(&cf);
-        cJSON *src = cJSON_AddArrayToObject(j, "observed");
-        for (size_t i = 0; i < n_obs; i++)
-            cJSON_AddItemToArray(src, cJSON_CreateString(obs[i]));
+        cJSON *j = cost_json(&cf, "observed", obs, n_obs, report);
         cJSON_AddStringToObject(j, "config", config_path);
         cJSON_AddStringToObject(j, "hardware", cfg.hw.name);
-        cJSON_AddStringToObject(j, "cadenza_version", cz_version());
-        cJSON_AddItemToObject(j, "calibration", cJSON_Duplicate(report, 1));
-        st = cz_json_write_file(j, tmp, true, &err);
-        cJSON_Delete(j);
-        if (st == CZ_OK)
-            st = cz_out_commit(&err);
+        st = write_cost(j, tmp, &err);
     }
     int rc = CZ_EXIT_OK;
     if (st != CZ_OK) {
@@ -465,16 +473,7 @@ int cz_cmd_calibrate(int argc, char **argv)
                           seed, &cf, &report, &err);
     }
     if (st == CZ_OK) {
-        cJSON *j = cz_cost_file_json(&cf);
-        cJSON *src = cJSON_AddArrayToObject(j, "inputs");
-        for (size_t i = 0; i < n_paths; i++)
-            cJSON_AddItemToArray(src, cJSON_CreateString(paths[i]));
-        cJSON_AddStringToObject(j, "cadenza_version", cz_version());
-        cJSON_AddItemToObject(j, "calibration", cJSON_Duplicate(report, 1));
-        st = cz_json_write_file(j, tmp, true, &err);
-        cJSON_Delete(j);
-        if (st == CZ_OK)
-            st = cz_out_commit(&err);
+        st = write_cost(cost_json(&cf, "inputs", paths, n_paths, report), tmp, &err);
     }
     int rc = CZ_EXIT_OK;
     if (st != CZ_OK) {

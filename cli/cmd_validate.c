@@ -130,16 +130,6 @@ int cz_cmd_validate(int argc, char **argv)
             hopts.model = v;
         } else if (strcmp(a, "--api-key") == 0) {
             hopts.api_key = v;
-        } else if (strcmp(a, "--max-concurrency") == 0) {
-            errno = 0;
-            unsigned long c = strtoul(v, &end, 10);
-            if (errno || end == v || *end || v[0] == '-' || c == 0 || c > 1000000) {
-                free(sets);
-                return cz_cli_usage_error(CMD, "option '--max-concurrency': expected a count "
-                                               "from 1 to 1000000, got '%s'",
-                                          v);
-            }
-            hopts.max_concurrency = (uint32_t)c;
         } else if (strcmp(a, "--set") == 0) {
             sets[n_sets++] = v;
         } else if (strcmp(a, "--backend") == 0) {
@@ -151,17 +141,21 @@ int cz_cmd_validate(int argc, char **argv)
                                           v);
             }
             eopts.backend = v;
-        } else if (strcmp(a, "--threads") == 0 || strcmp(a, "--repeats") == 0) {
-            bool th = strcmp(a, "--threads") == 0;
+        } else if (strcmp(a, "--threads") == 0 || strcmp(a, "--repeats") == 0 ||
+                   strcmp(a, "--max-concurrency") == 0) {
+            bool th = strcmp(a, "--threads") == 0, mc = a[2] == 'm';
+            unsigned long max = th ? 1024u : mc ? 1000000u : 100u;
             errno = 0;
             unsigned long t = strtoul(v, &end, 10);
-            if (errno || end == v || *end || v[0] == '-' || t == 0 || t > (th ? 1024u : 100u)) {
+            if (errno || end == v || *end || v[0] == '-' || t == 0 || t > max) {
                 free(sets);
-                return cz_cli_usage_error(CMD, "option '%s': expected a count from 1 to %u, got "
-                                               "'%s'",
-                                          a, th ? 1024u : 100u, v);
+                return cz_cli_usage_error(CMD, "option '%s': expected a count from 1 to %lu, "
+                                               "got '%s'",
+                                          a, max, v);
             }
-            if (th) {
+            if (mc) {
+                hopts.max_concurrency = (uint32_t)t;
+            } else if (th) {
                 eopts.threads = (uint32_t)t;
                 engine_flag = true;
             } else {

@@ -853,10 +853,10 @@ static void submit_next(cz_deploy *S, uint32_t si, double now)
     ss->outstanding = ss->enc_pending = 0;
     /* a turn timed by the client (closed loop, a slot of a closed-loop workload) was sent
      * its request handling before now (ingest_s) */
-    double arrival = k == 0 || ses->timing == CZ_TIMING_OPEN ? t->arrival_s
-                                                            : now - ingest_s(S, g);
-    if (k == 0 && S->wl->concurrency > 0 && now - ingest_s(S, g) > arrival)
-        arrival = now - ingest_s(S, g); /* it waited for a slot: sent when it got one */
+    double sent = now - ingest_s(S, g);
+    double arrival = k == 0 || ses->timing == CZ_TIMING_OPEN ? t->arrival_s : sent;
+    if (k == 0 && S->wl->concurrency > 0 && sent > arrival)
+        arrival = sent; /* it waited for a slot: sent when it got one */
     ss->ready_s = arrival;
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         ses_stage *st = SP(S, si, p);

@@ -229,7 +229,6 @@ typedef struct fitctx {
     cz_obs_run *runs;
     uint32_t n_runs;
     int32_t skip;             /* the held-out run (-1: none) */
-    uint32_t mask;
     int idx[CZ_OF_N];         /* parameter -> position in x (-1: not fitted) */
     double seed[CZ_OF_N];     /* the start of each parameter (multiplier, or seconds) */
     double *sim[N_M];
@@ -275,10 +274,10 @@ static double param_value(const fitctx *F, const double *x, int p)
     return F->idx[p] < 0 ? F->seed[p] : F->seed[p] * exp(x[F->idx[p]]);
 }
 
-/* Writes the candidate at x into F->cand (from the base start in F->base). */
+/* Writes the candidate at x into F->cand (a copy of the start F->base, of which only the
+ * fitted coefficients and request terms change). */
 static void apply(fitctx *F, const double *x)
 {
-    *F->cand = *F->base;
     for (uint32_t s = 0; s < F->base->model.n_stages; s++)
         for (int f = 0; f < CZ_CF_N; f++) {
             int g = group_of((cz_cost_feature)f);
@@ -528,12 +527,11 @@ static void start_of(const cz_config *cfg, cz_config *start)
     }
 }
 
-static cz_status fit_one(const cz_config *start, cz_obs_run *runs, uint32_t n_runs,
+static cz_status fit_one(cz_obs_run *runs, uint32_t n_runs,
                          int32_t skip, const cz_obsfit_opts *o, double *x_out, double *loss,
                          uint32_t *evals, fitctx *proto, cz_err *err)
 {
     fitctx F = *proto;
-    F.base = start;
     F.runs = runs;
     F.n_runs = n_runs;
     F.skip = skip;
@@ -578,10 +576,11 @@ cz_status cz_obsfit(const cz_config *base, cz_obs_run *runs, uint32_t n_runs,
     double t0 = wall_now();
     cz_config *start = cz_xmalloc(sizeof *start), *cand = cz_xmalloc(sizeof *cand);
     start_of(base, start);
+    *cand = *start; /* apply() rewrites only what the fit moves */
     fitctx proto;
     memset(&proto, 0, sizeof proto);
+    proto.base = start;
     proto.cand = cand;
-    proto.mask = o->mask;
     proto.verbose = o->verbose;
     proto.t0 = t0;
     uint32_t np = 0;
@@ -616,14 +615,13 @@ cz_status cz_obsfit(const cz_config *base, cz_obs_run *runs, uint32_t n_runs,
         for (uint32_t h = 0; h < n_runs && st == CZ_OK; h++) {
             if (o->verbose)
                 fprintf(stderr, "calibrate: fit without %s\n", runs[h].path);
-            st = fit_one(start, runs, n_runs, (int32_t)h, o, x, &loss, &evals, &proto, err);
+            st = fit_one(runs, n_runs, (int32_t)h, o, x, &loss, &evals, &proto, err);
             for (int q = 0; q < CZ_OF_N; q++) /* the held-out fits' spread, below */
                 xs[h * CZ_OF_N + q] = x[q];
             total_evals += evals;
             if (st != CZ_OK)
                 break;
             fitctx F = proto;
-            F.base = start;
             apply(&F, x);
             cJSON *e = NULL;
             st = cz_obsfit_errors(cand, &runs[h], &e, err);
@@ -634,12 +632,11 @@ cz_status cz_obsfit(const cz_config *base, cz_obs_run *runs, uint32_t n_runs,
     if (st == CZ_OK) {
         if (o->verbose)
             fprintf(stderr, "calibrate: fit on every run\n");
-        st = fit_one(start, runs, n_runs, -1, o, x, &loss, &evals, &proto, err);
+        st = fit_one(runs, n_runs, -1, o, x, &loss, &evals, &proto, err);
         total_evals += evals;
     }
     if (st == CZ_OK) {
         fitctx F = proto;
-        F.base = start;
         apply(&F, x);
         cJSON *params = cJSON_AddObjectToObject(rep, "parameters");
         for (int p = 0; p < CZ_OF_N; p++) {

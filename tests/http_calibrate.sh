@@ -16,8 +16,11 @@ set -u
 cz=$(realpath "$1")
 root=$2
 build=${3:-optimized}
-tol=0.05 vtol=0.10
-[ "$build" = sanitized ] && tol=0.15 vtol=0.25
+# validate's side by side is held to 20 % (35 % sanitized): it times a real server on a
+# machine other tests share, and the 10 % target is measured on a quiet one
+# (docs/validation.md)
+tol=0.05 vtol=0.20
+[ "$build" = sanitized ] && tol=0.15 vtol=0.35
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
