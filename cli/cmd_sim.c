@@ -58,7 +58,8 @@ static const char replay_usage[] =
     "                      [--summary summary.json] [--percentiles LIST]\n"
     "                      [--exact-percentiles] [--backend cpu|cuda] [--threads N] [--quiet] [--no-progress]\n"
     "       cadenza replay CONFIG.json --endpoint URL [--model NAME] [--api-key KEY]\n"
-    "                      [--max-concurrency N] [--request-timeout S] [--set key=value]...\n"
+    "                      [--api completions|chat] [--tokenizer DIR] [--max-concurrency N]\n"
+    "                      [--request-timeout S] [--no-events] [--set key=value]...\n"
     "                      [-o results.h5] [--summary summary.json] [--percentiles LIST]\n"
     "                      [--quiet] [--no-progress]\n"
     "\n"
@@ -71,11 +72,16 @@ static const char replay_usage[] =
     "With --endpoint the workload goes to an OpenAI-compatible server instead (vLLM, SGLang,\n"
     "llama.cpp, `cadenza serve`; docs/http-replay.md): each turn a streamed request to\n"
     "URL/v1/completions at its time in the workload, a prompt of its input tokens as token\n"
-    "ids, max_tokens its output tokens (with min_tokens and ignore_eos), measured as `vllm\n"
-    "bench serve` measures (TTFT to the first chunk with choices, ITL per chunk, TPOT from\n"
-    "usage's completion tokens), each request's send lag behind the workload recorded.\n"
+    "ids (--api chat: /v1/chat/completions, text of that many tokens under --tokenizer),\n"
+    "max_tokens its output tokens (with min_tokens and ignore_eos), measured as `vllm bench\n"
+    "serve` measures (TTFT to the first chunk with content, ITL per chunk, TPOT from usage's\n"
+    "completion tokens), each request's send lag behind the workload recorded.\n"
     "Failed requests (transport, HTTP status, error events, malformed or truncated streams)\n"
-    "are outcomes, counted by reason. The summary says \"driver\": \"http\".\n"
+    "are outcomes, counted by reason. The summary says \"driver\": \"http\". Spoken turns are\n"
+    "played at the client in real time (each token out_audio_s / max_tokens seconds), the\n"
+    "next turn sent after the reply has played and its think and speech times; a barge-in\n"
+    "cancels the stream at the player's position; speech starts, playback and barge-ins\n"
+    "go to the server's POST /v1/sessions/ID/events (`cadenza serve`'s interaction plane).\n"
     "\n"
     "  --set key=value      override a config field (repeatable)\n"
     "  -o, --output FILE    write the HDF5 results, with a /steps table of every batch\n"
@@ -90,10 +96,16 @@ static const char replay_usage[] =
     "  --threads N          CPU threads in all (default: engine.threads, else every CPU)\n"
     "  --endpoint URL       the server's base URL (http://host:port; a trailing /v1 is fine)\n"
     "  --model NAME         the requests' \"model\" (default: the config's model card)\n"
+    "  --api NAME           completions (default: /v1/completions, prompts of token ids)\n"
+    "                       or chat (/v1/chat/completions, text messages)\n"
+    "  --tokenizer DIR      chat: the folder of the served model's tokenizer.json; each\n"
+    "                       message's text is made to tokenize to the turn's input count\n"
     "  --api-key KEY        sent as a bearer token (default: $OPENAI_API_KEY, if set)\n"
     "  --max-concurrency N  requests in flight at most, as vLLM's (default: no bound)\n"
     "  --request-timeout S  a request's whole time at most, after which it fails\n"
     "                       (transport); default 21600, vLLM's benchmark's 6 hours\n"
+    "  --no-events          send no interaction-plane events (else sent to spoken\n"
+    "                       sessions, and stopped if the server answers 404)\n"
     "  --quiet              print nothing but errors\n"
     "  --no-progress        no progress line\n"
     "  -h, --help           this help\n";
@@ -179,6 +191,16 @@ static void print_http_lines(const cz_hclient_opts *o, const cz_hclient_stats *h
             fprintf(stderr, "http: %llu failed (%s), the first: %s\n",
                     (unsigned long long)h->failed_by[k], cz_hfail_name((cz_hfail)k),
                     h->first_error[k]);
+    if (h->events_sent)
+        fprintf(stderr,
+                "http: %llu barge-ins (%llu cancelled a stream); %llu interaction events sent, "
+                "%llu answered, %llu applied, %llu failed%s%s%s\n",
+                (unsigned long long)h->barge_ins, (unsigned long long)h->barge_ins_streaming,
+                (unsigned long long)h->events_sent, (unsigned long long)h->events_ok,
+                (unsigned long long)h->events_applied, (unsigned long long)h->events_failed,
+                h->events_unsupported ? "; the server takes none (" : "",
+                h->events_unsupported ? h->first_event_error : "",
+                h->events_unsupported ? "), none sent after the first" : "");
 }
 
 static const char *num_or_none(const cJSON *j, const char *key, const char *fmt, char *buf,
@@ -406,6 +428,21 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
             cJSON_AddNumberToObject(h, "replies_carried_as_ids", (double)hstats->replies_as_ids);
             cJSON_AddNumberToObject(h, "replies_carried_as_count",
                                     (double)hstats->replies_as_count);
+            cJSON_AddStringToObject(h, "api", http->api == CZ_HAPI_CHAT ? "chat" : "completions");
+            cJSON_AddNumberToObject(h, "replies_carried_as_text", (double)hstats->replies_as_text);
+            cJSON_AddNumberToObject(h, "prompt_len_missed", (double)hstats->prompt_len_missed);
+            cJSON_AddNumberToObject(h, "barge_ins", (double)hstats->barge_ins);
+            cJSON_AddNumberToObject(h, "barge_ins_streaming",
+                                    (double)hstats->barge_ins_streaming);
+            cJSON *ev = cJSON_AddObjectToObject(h, "events");
+            cJSON_AddNumberToObject(ev, "sent", (double)hstats->events_sent);
+            cJSON_AddNumberToObject(ev, "ok", (double)hstats->events_ok);
+            cJSON_AddNumberToObject(ev, "applied", (double)hstats->events_applied);
+            cJSON_AddNumberToObject(ev, "failed", (double)hstats->events_failed);
+            cJSON_AddNumberToObject(ev, "dropped", (double)hstats->events_dropped);
+            cJSON_AddBoolToObject(ev, "unsupported", hstats->events_unsupported);
+            if (hstats->first_event_error[0])
+                cJSON_AddStringToObject(ev, "first_error", hstats->first_event_error);
             cJSON *f = cJSON_AddObjectToObject(h, "failed_by");
             for (int k = 0; k < CZ_HFAIL_N; k++)
                 cJSON_AddNumberToObject(f, cz_hfail_name((cz_hfail)k),
@@ -629,7 +666,7 @@ static int run_command(int argc, char **argv, bool engine)
     const char *config_path = NULL, *out_h5 = NULL, *out_summary = NULL, *cost_path = NULL;
     cz_engine_opts eopts = {.backend = "cpu"};
     cz_hclient_opts hopts = {.timeout_s = 21600.0};
-    bool timeout_given = false;
+    bool timeout_given = false, api_given = false;
     cz_hclient_stats hstats;
     memset(&hstats, 0, sizeof hstats);
     bool engine_flag = false;
@@ -650,7 +687,8 @@ static int run_command(int argc, char **argv, bool engine)
                                strcmp(a, "--endpoint") == 0 || strcmp(a, "--model") == 0 ||
                                strcmp(a, "--api-key") == 0 ||
                                strcmp(a, "--max-concurrency") == 0 ||
-                               strcmp(a, "--request-timeout") == 0))) {
+                               strcmp(a, "--request-timeout") == 0 ||
+                               strcmp(a, "--api") == 0 || strcmp(a, "--tokenizer") == 0))) {
             if (i + 1 >= argc) {
                 free(sets);
                 return cz_cli_usage_error(cmd, "option '%s' needs a value", a);
@@ -670,6 +708,16 @@ static int run_command(int argc, char **argv, bool engine)
                 out_summary = v;
             } else if (strcmp(a, "--endpoint") == 0) {
                 hopts.endpoint = v;
+            } else if (strcmp(a, "--api") == 0) {
+                if (strcmp(v, "completions") != 0 && strcmp(v, "chat") != 0) {
+                    free(sets);
+                    return cz_cli_usage_error(cmd, "option '--api': expected completions or "
+                                                   "chat, got '%s'", v);
+                }
+                hopts.api = strcmp(v, "chat") == 0 ? CZ_HAPI_CHAT : CZ_HAPI_COMPLETIONS;
+                api_given = true;
+            } else if (strcmp(a, "--tokenizer") == 0) {
+                hopts.tokenizer = v;
             } else if (strcmp(a, "--model") == 0) {
                 hopts.model = v;
             } else if (strcmp(a, "--api-key") == 0) {
@@ -720,6 +768,8 @@ static int run_command(int argc, char **argv, bool engine)
             }
         } else if (strcmp(a, "--exact-percentiles") == 0) {
             sets[n_sets++] = "metrics.percentiles=exact";
+        } else if (strcmp(a, "--no-events") == 0 && engine) {
+            hopts.no_events = true;
         } else if (strcmp(a, "--whole-workload") == 0 && !engine) {
             whole = true;
         } else if (strcmp(a, "--quiet") == 0) {
@@ -742,10 +792,22 @@ static int run_command(int argc, char **argv, bool engine)
         return cz_cli_usage_error(cmd, "a config is required (e.g. experiments/engine/cpu.json)");
     }
     if (!hopts.endpoint && (hopts.model || hopts.api_key || hopts.max_concurrency ||
-                            timeout_given)) {
+                            timeout_given || hopts.no_events || api_given || hopts.tokenizer)) {
         free(sets);
-        return cz_cli_usage_error(cmd, "--model, --api-key, --max-concurrency and "
-                                       "--request-timeout go with --endpoint");
+        return cz_cli_usage_error(cmd, "--model, --api-key, --max-concurrency, "
+                                       "--request-timeout, --no-events, --api and --tokenizer "
+                                       "go with --endpoint");
+    }
+    if (hopts.api == CZ_HAPI_CHAT && !hopts.tokenizer) {
+        free(sets);
+        return cz_cli_usage_error(cmd, "--api chat needs --tokenizer DIR, the folder of the "
+                                       "served model's tokenizer.json: the messages' text is "
+                                       "made to the workload's token counts under it");
+    }
+    if (hopts.api != CZ_HAPI_CHAT && hopts.tokenizer) {
+        free(sets);
+        return cz_cli_usage_error(cmd, "--tokenizer goes with --api chat (completions "
+                                       "prompts are token ids)");
     }
     if (hopts.endpoint && (engine_flag || cost_path)) {
         free(sets);

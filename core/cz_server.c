@@ -1333,7 +1333,9 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
         if (q->state != CZ_SEQ_RUNNING && q->state != CZ_SEQ_WAITING)
             continue; /* preempted in this step */
         CZ_ASSERT(c->take <= c->need && c->take <= budget);
-        CZ_ASSERT(s->cfg.chunked_prefill || c->take == c->need);
+        /* with chunked prefill off only admission is whole: a running sequence's step
+         * takes what the budget leaves, as on the fast path (1b) and in vLLM V1 */
+        CZ_ASSERT(s->cfg.chunked_prefill || c->running || c->take == c->need);
         bool waiting = q->state == CZ_SEQ_WAITING;
         /* under class priority a waiting real-time sequence takes what it needs from
          * best-effort work (BROS's SLO-aware preemptive scheduling) */

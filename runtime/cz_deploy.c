@@ -68,6 +68,10 @@ typedef struct ses_rt {
     uint64_t rec0;        /* the open turn's record at the first AR stage (UINT64_MAX none) */
     double ready_s;
     uint64_t audio_rec;
+    bool tts;             /* the open turn's reply is text the client speaks (a model with
+                             no vocoder, a turn with out_audio_s): its tokens are played */
+    uint32_t played;      /* tts: reply tokens handed to the player */
+    double a_tok;         /* tts: seconds of audio per reply token */
     bool keep;            /* a live session that more turns may follow: it stays open, its
                              KV kept, after its last turn (cz_deploy_submit) */
 } ses_rt;
@@ -99,6 +103,8 @@ typedef struct cz_deploy {
     uint32_t n_pipe;
     uint32_t first_ar;     /* pipeline index of the first AR stage */
     int32_t voc;           /* pipeline index of the vocoder, -1 none */
+    uint32_t play_p;       /* no vocoder: the last AR stage, whose tokens a spoken turn's
+                              client plays */
     uint32_t ar_ord[CZ_MAX_STAGES]; /* AR ordinal of each pipeline stage */
     rep_rt *reps;
     uint32_t n_reps;
@@ -220,8 +226,7 @@ static uint32_t slot_open(cz_deploy *S, uint32_t si)
             S->pl_chunk = cz_xrealloc(S->pl_chunk, n, sizeof *S->pl_chunk);
             S->ses_chunk[c] = cz_xmalloc(SLOT_CHUNK * sizeof **S->ses_chunk);
             S->sp_chunk[c] = cz_xmalloc((size_t)SLOT_CHUNK * S->n_pipe * sizeof **S->sp_chunk);
-            S->pl_chunk[c] =
-                S->voc >= 0 ? cz_xmalloc(SLOT_CHUNK * sizeof **S->pl_chunk) : NULL;
+            S->pl_chunk[c] = cz_xmalloc(SLOT_CHUNK * sizeof **S->pl_chunk);
             S->n_chunks = n;
         }
     }
@@ -231,8 +236,7 @@ static uint32_t slot_open(cz_deploy *S, uint32_t si)
     ses_stage *sp = &S->sp_chunk[k / SLOT_CHUNK][(size_t)(k % SLOT_CHUNK) * S->n_pipe];
     for (uint32_t p = 0; p < S->n_pipe; p++)
         sp[p] = (ses_stage){.rep = NONE, .seq = NONE};
-    if (S->voc >= 0)
-        memset(&S->pl_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK], 0, sizeof(cz_player));
+    memset(&S->pl_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK], 0, sizeof(cz_player));
     return k;
 }
 
@@ -283,7 +287,6 @@ static inline ses_stage *SP(cz_deploy *S, uint32_t si, uint32_t p)
 
 static cz_player *PLAYER(cz_deploy *S, uint32_t si)
 {
-    CZ_ASSERT(S->voc >= 0);
     uint32_t k = slot(S, si);
     if (k == NONE) {
         closed_view(S, si);
@@ -691,6 +694,8 @@ static void ask_next_report(cz_deploy *S, uint32_t si, uint32_t p)
         if (at < next)
             next = at;
     }
+    if (p == S->play_p && SES(S, si)->tts && st->gen + 1 < next)
+        next = st->gen + 1; /* every token reaches the client's player */
     if (next == NONE || next >= st->target)
         return;
     rep_rt *r = &S->reps[st->rep];
@@ -747,13 +752,37 @@ static void generation_complete(cz_deploy *S, uint32_t si, double now)
 {
     ses_rt *ss = SES(S, si);
     ss->generated = true;
-    if (S->voc < 0) {
+    if (S->voc < 0 && !ss->tts) {
         turn_ended(S, si, now, false);
         return;
     }
     const cz_player *pl = PLAYER(S, si);
     double end = pl->chunks ? cz_player_end_s(pl) : now;
     S->drv.timer(S->drv.ctx, end > now ? end : now, CZ_TIMER_REPLY_END, si, ss->g);
+}
+
+/* `audio_s` seconds of the open turn's reply reach session si's client at `now` (a
+ * vocoder's chunk, or a text reply's tokens the client speaks): its player takes them,
+ * the client reports its playback to every autoregressive stage of the session
+ * (LiveServe's interaction plane), and the first audio starts the barge-in's clock. */
+static void client_audio(cz_deploy *S, uint32_t si, double audio_s, double now)
+{
+    ses_rt *ss = SES(S, si);
+    cz_player *pl = PLAYER(S, si);
+    bool first = pl->chunks == 0;
+    cz_player_chunk(pl, now, audio_s);
+    for (uint32_t q = 0; q < S->n_pipe; q++) {
+        ses_stage *st = SP(S, si, q);
+        if (st->seq != NONE)
+            cz_server_on_playback(S->reps[st->rep].srv, now, st->seq,
+                                  cz_player_heard_s(pl, now), pl->audio_s, audio_s);
+    }
+    if (first) {
+        S->m->audio[ss->audio_rec].first_audio_s = now;
+        double bi = WT(S, ss->g)->barge_in_s;
+        if (bi >= 0)
+            S->drv.timer(S->drv.ctx, now + bi, CZ_TIMER_BARGE_IN, si, ss->g);
+    }
 }
 
 /* Stage p of the session's open turn made progress (a report or its end): hand tokens
@@ -767,6 +796,11 @@ static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bo
         rep_rt *r = &S->reps[st->rep];
         const cz_seq *q = cz_server_seq(r->srv, st->seq);
         st->gen = q->generated - q->turn_generated_base;
+    }
+    if (ss->tts && p == S->play_p && st->gen > ss->played) {
+        double audio = (st->gen - ss->played) * ss->a_tok;
+        ss->played = st->gen;
+        client_audio(S, si, audio, now);
     }
     for (uint32_t d = p + 1; d < S->n_pipe; d++) {
         const cz_pipe_stage *ds = &S->cfg->model.pipe[d];
@@ -866,7 +900,12 @@ static void submit_next(cz_deploy *S, uint32_t si, double now)
             st->rep = route(S, si, p, g);
     }
     stage_seq(S, si, S->first_ar, g);
-    if (S->voc >= 0) {
+    /* a model with no vocoder answering a spoken turn: the client speaks its text, each
+     * token its share of the turn's audio */
+    ss->tts = S->voc < 0 && t->out_audio_s > 0;
+    ss->played = 0;
+    ss->a_tok = ss->tts ? t->out_audio_s / stage_out_tokens(S, S->play_p, t) : 0.0;
+    if (S->voc >= 0 || ss->tts) {
         cz_player_init(PLAYER(S, si), S->cfg->continuity_threshold_s);
         cz_audio_record a = {.session = si, .turn = k, .ready_s = arrival,
                              .speech_start_s = arrival - t->speech_s, .first_audio_s = NAN,
@@ -1129,9 +1168,15 @@ static void on_barge_in(cz_deploy *S, uint32_t si, uint32_t g, double now)
     /* what was heard, stage by stage from the vocoder up: audio tokens played, and the
      * upstream tokens they were conditioned on */
     uint32_t heard[CZ_MAX_STAGES] = {0};
-    const cz_pipe_stage *vs = &S->cfg->model.pipe[S->voc];
-    uint32_t p = (uint32_t)vs->from;
-    heard[p] = (uint32_t)floor(heard_s / vs->audio_s_per_token + 1e-9);
+    uint32_t p;
+    if (S->voc >= 0) {
+        const cz_pipe_stage *vs = &S->cfg->model.pipe[S->voc];
+        p = (uint32_t)vs->from;
+        heard[p] = (uint32_t)floor(heard_s / vs->audio_s_per_token + 1e-9);
+    } else { /* the tokens the client has finished speaking */
+        p = S->play_p;
+        heard[p] = (uint32_t)floor(heard_s / ss->a_tok + 1e-9);
+    }
     while (S->cfg->model.pipe[p].from >= 0 && stage_is_ar(S, (uint32_t)S->cfg->model.pipe[p].from)) {
         uint32_t up = (uint32_t)S->cfg->model.pipe[p].from;
         heard[up] = (uint32_t)ceil(heard[p] / S->cfg->model.pipe[p].out_per_in);
@@ -1153,25 +1198,7 @@ static void on_jobs_done(cz_deploy *S, rep_rt *r, double now)
             continue; /* the turn was cut: its audio is dropped */
         ss->outstanding--;
         if ((int32_t)r->p == S->voc) {
-            cz_player *pl = PLAYER(S, si);
-            bool first = pl->chunks == 0;
-            cz_player_chunk(pl, now, jobs[i].audio_s);
-            /* the client reports its playback to every autoregressive stage of the
-             * session (LiveServe's interaction plane) */
-            for (uint32_t q = 0; q < S->n_pipe; q++) {
-                ses_stage *st = SP(S, si, q);
-                if (st->seq != NONE)
-                    cz_server_on_playback(S->reps[st->rep].srv, now, st->seq,
-                                          cz_player_heard_s(pl, now), pl->audio_s,
-                                          jobs[i].audio_s);
-            }
-            cz_audio_record *a = &S->m->audio[ss->audio_rec];
-            if (first) {
-                a->first_audio_s = now;
-                double bi = WT(S, ss->g)->barge_in_s;
-                if (bi >= 0)
-                    S->drv.timer(S->drv.ctx, now + bi, CZ_TIMER_BARGE_IN, si, ss->g);
-            }
+            client_audio(S, si, jobs[i].audio_s, now);
             if (ss->outstanding == 0 && !ss->generated)
                 generation_complete(S, si, now);
         } else if (--ss->enc_pending == 0) {
@@ -1680,6 +1707,9 @@ cz_status cz_deploy_create(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
     for (uint32_t p = 0; p < n_pipe; p++)
         if (cfg->model.stages[cfg->model.pipe[p].stage].kind == CZ_STAGE_VOCODER)
             S->voc = (int32_t)p;
+    for (uint32_t p = 0; p < n_pipe; p++)
+        if (cfg->model.stages[cfg->model.pipe[p].stage].kind == CZ_STAGE_AR)
+            S->play_p = p;
     build_replicas(S, wl->n_sessions + wl->n_streams);
     S->rng = cz_rng_new(cfg->seed, CZ_RNG_ROUTER, 0);
     m->acct.requests = wl->n_turns;
@@ -1881,8 +1911,7 @@ static void hand_over(cz_deploy *S, uint32_t a, uint32_t b)
         if (st->seq != NONE)
             cz_server_seq_rebind(S->reps[st->rep].srv, st->seq, b);
     }
-    if (S->voc >= 0)
-        memset(&S->pl_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK], 0, sizeof(cz_player));
+    memset(&S->pl_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK], 0, sizeof(cz_player));
     advance_low(S);
 }
 
@@ -1984,7 +2013,7 @@ void cz_deploy_release(cz_deploy *S, uint32_t si, double now)
 static void cut_open_turn(cz_deploy *S, uint32_t si, uint32_t heard, double now)
 {
     ses_rt *ss = SES(S, si);
-    if (S->voc >= 0) {
+    if (S->voc >= 0 || ss->tts) {
         on_barge_in(S, si, ss->g, now);
         return;
     }

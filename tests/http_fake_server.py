@@ -9,7 +9,9 @@ streamed completion can, one way per request in arrival order, for tests/http_re
   6. the connection closes before any response
   7. one token chunk, then nothing for 30 s (a stalled server: the client's timeout)
   8. a whole stream: 3 token chunks, the finishing chunk, usage, [DONE]
-then whole streams again. Binds loopback on a free port and writes it to PORT_FILE."""
+then whole streams again. It takes no interaction-plane events: POST /v1/sessions/ID/events
+answers 404 as FastAPI does (vLLM's "Not Found"), not counted among the requests. Binds
+loopback on a free port and writes it to PORT_FILE."""
 import json
 import socket
 import sys
@@ -36,6 +38,14 @@ class H(BaseHTTPRequestHandler):
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if self.path.startswith("/v1/sessions/"):
+            body = json.dumps({"detail": "Not Found"}).encode()
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         with lock:
             count[0] += 1
             k = count[0]

@@ -41,8 +41,10 @@ check "--max-concurrency 0 is a usage error" expect_exit 2 "$cz" replay "$cpu" \
 check "a URL that is not http is refused, naming the flag, no output" bash -c "
     '$cz' replay '$cpu' --endpoint ftp://x --summary '$tmp/bad.json' 2>'$tmp/e'; r=\$?
     [ \$r -eq 2 ] && grep -q -- '--endpoint' '$tmp/e' && [ ! -e '$tmp/bad.json' ]"
-check "a spoken workload is refused (exit 2)" expect_exit 2 "$cz" replay \
-    experiments/engine/omni_barge_in.json --endpoint http://127.0.0.1:1
+check "--no-events without --endpoint is a usage error" expect_exit 2 "$cz" replay "$cpu" \
+    --no-events
+check "periodic streams are refused (exit 2)" expect_exit 2 "$cz" replay \
+    experiments/metronome/windowed.json --endpoint http://127.0.0.1:1
 
 # ---- the modelled server ----
 slice=(--set workload.max_requests=12 --set workload.time_scale=0.25)
@@ -145,6 +147,103 @@ assert served["completed"] == sum(r["completed"] for r in runs), (served["comple
 assert served["total_output_tokens"] == sum(r["total_output_tokens"] for r in runs)
 EOF
 
+# ---- the chat API: text of the trace's token counts under the server's tokenizer ----
+mkdir -p "$tmp/tok"
+cp tests/fuzz/corpus/tokenizer/llama3 "$tmp/tok/tokenizer.json"
+check "--api chat without --tokenizer is a usage error" expect_exit 2 "$cz" replay "$cpu" \
+    --endpoint http://127.0.0.1:1 --api chat
+check "--tokenizer without --api chat is a usage error" expect_exit 2 "$cz" replay "$cpu" \
+    --endpoint http://127.0.0.1:1 --tokenizer "$tmp/tok"
+check "a folder with no tokenizer.json: exit 2 naming --tokenizer" bash -c "
+    '$cz' replay '$cpu' --endpoint http://127.0.0.1:1 --api chat --tokenizer '$tmp' 2>'$tmp/e'
+    [ \$? -eq 2 ] && grep -q -- '--tokenizer' '$tmp/e'"
+start "$cpu" --model-dir "$tmp/tok" || exit 1
+check "a trace slice as chat messages" "$cz" replay "$cpu" "${slice[@]}" --api chat \
+    --tokenizer "$tmp/tok" --endpoint "http://127.0.0.1:$port" --summary "$tmp/ch.json" \
+    -o "$tmp/ch.h5" --quiet
+check "... each message the trace's count under the tokenizer, the template's tokens on top" \
+    python3 - "$h5table" "$tmp/ch.h5" "$tmp/s.h5" "$tmp/ch.json" <<'EOF'
+import json, subprocess, sys
+def table(path, name):
+    rows = subprocess.run([sys.argv[1], path, name], capture_output=True, text=True, check=True).stdout.splitlines()
+    head = rows[0].split('\t')
+    return [dict(zip(head, x.split('\t'))) for x in rows[1:]]
+s = json.load(open(sys.argv[4]))
+assert s['completed'] == 12 and s['http']['api'] == 'chat', (s['completed'], s['http'])
+assert s['http']['prompt_len_missed'] == 0 and s['http']['max_tokens_honoured'] == 12, s['http']
+h = {(r['session'], r['turn']): int(r['input_tokens']) for r in table(sys.argv[2], 'requests')}
+m = {(r['session'], r['turn']): int(r['input_tokens']) for r in table(sys.argv[3], 'requests')}
+over = {h[k] - m[k] for k in m}
+assert len(over) == 1 and over.pop() > 0, sorted(h[k] - m[k] for k in m)
+EOF
+check "closed-loop sessions as a chat: the conversation carried as text" bash -c "
+    '$cz' replay '$tmp/sessions.json' --api chat --tokenizer '$tmp/tok' \
+        --endpoint http://127.0.0.1:$port --summary '$tmp/chs.json' -o '$tmp/chs.h5' --quiet &&
+    python3 - '$h5table' '$tmp/chs.h5' '$tmp/chs.json' <<'EOF'
+import json, subprocess, sys
+s = json.load(open(sys.argv[3]))
+assert s['completed'] == 5 and s['http']['replies_carried_as_text'] == 3, s['http']
+rows = subprocess.run([sys.argv[1], sys.argv[2], 'requests'], capture_output=True, text=True).stdout.splitlines()
+head = rows[0].split('\t')
+r = {(int(x['session']), int(x['turn'])): x for x in (dict(zip(head, y.split('\t'))) for y in rows[1:])}
+own = {(0, 0): 20, (0, 1): 10, (0, 2): 8, (1, 0): 30, (1, 1): 12}
+for (si, t), n in own.items():
+    if t:
+        prev = r[(si, t - 1)]
+        # the earlier messages (with their template tokens) come before the turn's own
+        assert int(r[(si, t)]['input_tokens']) > int(prev['input_tokens']) + int(prev['output_tokens']) + n - 1, (si, t)
+EOF"
+stop
+
+# ---- spoken sessions: playback, barge-in, the interaction plane ----
+voice=experiments/engine/voice_sessions.json
+"$cz" sim "$voice" --quiet --summary "$tmp/vs.json" -o "$tmp/vs.h5"
+cp tests/http_spoken_check.py "$tmp/spoken_check.py"
+start "$voice" || exit 1
+check "a multi-turn spoken workload with barge-in against the modelled server" "$cz" replay \
+    "$voice" --endpoint "http://127.0.0.1:$port" --summary "$tmp/vh.json" -o "$tmp/vh.h5" --quiet
+curl -s "http://127.0.0.1:$port/metrics" >"$tmp/vm.txt"
+check "... outcomes add up, cuts at the playback position (10 ms), heard context carried, the server told" \
+    python3 "$tmp/spoken_check.py" "$h5table" "$tmp/vs.h5" "$tmp/vs.json" "$tmp/vh.h5" \
+    "$tmp/vh.json" "$tmp/vm.txt"
+# a barge-in while the reply still streams: the stream is cancelled there
+cat >"$tmp/cut.jsonl" <<'EOF'
+{"format":"cadenza-sessions","version":1,"source":"test","concurrency":0,"hash_block_tokens":0,"arrivals_given":true,"think_given":true}
+{"session":"carol","class":"rt","timing":"closed","turns":[{"arrival_s":0,"speech_s":0.1,"in_text_tokens":16,"out_text_tokens":300,"out_audio_tokens":300,"out_audio_s":3,"think_s":0.1,"barge_in_s":0.15},{"arrival_s":0,"speech_s":0.2,"in_text_tokens":8,"out_text_tokens":4,"out_audio_tokens":4,"out_audio_s":0.4}]}
+EOF
+cat >"$tmp/cut.json" <<EOF
+{"model": "tiny-llama", "hardware": "cpu-host", "workload": {"trace": {"path": "$tmp/cut.jsonl"}}}
+EOF
+check "a barge-in mid-stream cancels the stream at the player's position" bash -c "
+    '$cz' replay '$tmp/cut.json' --endpoint http://127.0.0.1:$port --summary '$tmp/cut_s.json' \
+        -o '$tmp/cut.h5' --quiet &&
+    python3 - '$h5table' '$tmp/cut.h5' '$tmp/cut_s.json' <<'EOF'
+import json, subprocess, sys
+def table(name):
+    rows = subprocess.run([sys.argv[1], sys.argv[2], name], capture_output=True, text=True, check=True).stdout.splitlines()
+    head = rows[0].split('\t')
+    return [dict(zip(head, x.split('\t'))) for x in rows[1:]]
+s = json.load(open(sys.argv[3]))
+assert s['completed'] == 1 and s['aborted'] == 1, (s['completed'], s['aborted'])
+assert s['http']['barge_ins_streaming'] == 1, s['http']
+a = {r['turn']: r for r in table('audio')}
+r = {r['turn']: r for r in table('requests')}
+cut = float(a['0']['end_s']) - float(a['0']['first_audio_s'])
+assert abs(cut - 0.15) <= 0.010, cut
+assert int(r['0']['output_tokens']) < 300 and int(r['0']['heard_tokens']) == 15, r['0']
+# the next turn: sent its speech (0.2 s) after the cut, its prompt the heard context
+assert 0.2 <= float(r['1']['sent_s']) - float(a['0']['end_s']) <= 0.25, (r['1']['sent_s'], a['0']['end_s'])
+assert int(r['1']['input_tokens']) == 16 + 15 + 8, r['1']['input_tokens']
+EOF"
+check "--no-events: the same run, the server told nothing" bash -c "
+    before=\$(curl -s http://127.0.0.1:$port/metrics | grep '^cadenza:session_events_total' | md5sum)
+    '$cz' replay '$tmp/cut.json' --endpoint http://127.0.0.1:$port --no-events \
+        --summary '$tmp/ne.json' --quiet &&
+    [ \"\$(jget '$tmp/ne.json' 'http[\"events\"][\"sent\"]')\" = 0 ] &&
+    [ \"\$(jget '$tmp/ne.json' aborted)\" = 1 ] &&
+    [ \"\$(curl -s http://127.0.0.1:$port/metrics | grep '^cadenza:session_events_total' | md5sum)\" = \"\$before\" ]"
+stop
+
 # ---- the engine behind the server ----
 start "$cpu" --execution engine || exit 1
 check "a trace slice against the engine" "$cz" replay "$cpu" --set workload.max_requests=6 \
@@ -153,6 +252,14 @@ check "a trace slice against the engine" "$cz" replay "$cpu" --set workload.max_
 check "... every request completed with its tokens" bash -c "
     [ \"\$(jget '$tmp/e.json' completed)\" = 6 ] &&
     [ \"\$(jget '$tmp/e.json' 'http[\"max_tokens_honoured\"]')\" = 6 ]"
+stop
+start "$voice" --execution engine || exit 1
+check "the spoken workload against the engine" "$cz" replay "$voice" \
+    --endpoint "http://127.0.0.1:$port" --summary "$tmp/ve.json" -o "$tmp/ve.h5" --quiet
+curl -s "http://127.0.0.1:$port/metrics" >"$tmp/vem.txt"
+check "... outcomes add up, cuts at the playback position, heard context carried" \
+    python3 "$tmp/spoken_check.py" "$h5table" "$tmp/vs.h5" "$tmp/vs.json" "$tmp/ve.h5" \
+    "$tmp/ve.json" "$tmp/vem.txt"
 stop
 
 # ---- an API key ----
@@ -192,6 +299,17 @@ want = {'http_status': 1, 'error_event': 1, 'truncated': 1, 'bad_chunk': 1, 'no_
 assert {k: v for k, v in f.items() if v} == want, f
 assert s['completed'] == 1 and s['failed'] == 7, (s['completed'], s['failed'])
 assert s['requests'] == 8
+EOF"
+
+check "a server that takes no events: the first answered 404, none sent after, every turn played" bash -c "
+    '$cz' replay '$voice' --endpoint http://127.0.0.1:$fport --summary '$tmp/fe.json' --quiet &&
+    python3 - '$tmp/fe.json' <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+e = s['http']['events']
+assert e['unsupported'] is True and e['ok'] == 0 and e['failed'] == 0, e
+assert 1 <= e['sent'] <= 8, e  # one a session at most before the first answer
+assert s['completed'] + s['aborted'] == 24 and s['spoken_turns'] == 24, s
 EOF"
 
 # ---- Ctrl-C ----

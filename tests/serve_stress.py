@@ -11,12 +11,14 @@ their fields, stop token ids and strings, min_tokens, ignore_eos, returned token
 own sampling (temperature, top_p, top_k, seed), the
 interaction plane's events (speech start and end, playback, barge-in, now and then
 mid-stream, and bad ones), and now and then `cadenza replay --endpoint` with a random
-workload (a trace slice, Poisson arrivals, closed-loop sessions with think time) and a
-random --max-concurrency, then SIGTERM with requests in flight. A server passes when every response is
+workload (a trace slice, Poisson arrivals, closed-loop sessions with think time, spoken
+sessions played at the client with barge-ins and the interaction plane's events, or none)
+and a random --max-concurrency, then SIGTERM with requests in flight. A server passes when every response is
 well formed (a stream ends with [DONE], a refusal is OpenAI's error object), it exits 0,
 and its summary accounts for every request it took; a replay passes when it exits 0, its
-summary accounts for every turn with none unfinished, and every completed turn generated
-exactly its max_tokens. Prints one line per failure and
+summary accounts for every turn with none unfinished, every completed turn generated
+exactly its max_tokens, every aborted turn was a barge-in, a spoken workload's every turn
+was played, and no event failed in a run with no failed turn. Prints one line per failure and
 "N passed, N failed"."""
 import http.client
 import json
@@ -217,8 +219,10 @@ class Client:
 
 
 def replay_client(cz, root, port, rng, tmp, errors):
-    """One `cadenza replay --endpoint` run with a random text workload."""
-    kind = rng.choice(["trace", "poisson", "sessions"])
+    """One `cadenza replay --endpoint` run with a random workload: a trace slice, Poisson
+    requests, closed-loop sessions, or spoken sessions (replies played at the client,
+    barge-ins, speech before turns, the interaction plane's events or --no-events)."""
+    kind = rng.choice(["trace", "poisson", "sessions", "spoken"])
     wl = {}
     if kind == "trace":
         wl = {"trace": {"path": os.path.join(
@@ -230,6 +234,27 @@ def replay_client(cz, root, port, rng, tmp, errors):
                             "input_tokens": {"dist": "uniform", "min": lo, "max": lo + rng.randint(0, 300)},
                             "output_tokens": {"dist": "uniform", "min": 1, "max": rng.randint(1, 40)}},
               "arrivals": {"process": "poisson", "rate_rps": rng.choice([5, 20, 100])}}
+    elif kind == "spoken":
+        path = os.path.join(tmp, "spoken.jsonl")
+        with open(path, "w") as f:
+            f.write(json.dumps({"format": "cadenza-sessions", "version": 1, "source": "stress",
+                                "concurrency": 0, "hash_block_tokens": 0,
+                                "arrivals_given": True, "think_given": True}) + "\n")
+            for si in range(rng.randint(1, 4)):
+                turns = []
+                for _ in range(rng.randint(1, 4)):
+                    out = rng.randint(1, 30)
+                    audio = out * rng.choice([0.002, 0.01, 0.03])
+                    turns.append({"arrival_s": rng.uniform(0, 0.5),
+                                  "speech_s": rng.choice([0, rng.uniform(0, 0.1)]),
+                                  "in_text_tokens": rng.randint(1, 100),
+                                  "out_text_tokens": out, "out_audio_tokens": out,
+                                  "out_audio_s": audio, "think_s": rng.uniform(0, 0.2),
+                                  "barge_in_s": rng.choice([-1, rng.uniform(0, audio * 1.2)])})
+                f.write(json.dumps({"session": "v%d" % si, "class": "rt",
+                                    "timing": rng.choice(["closed", "closed", "open"]),
+                                    "turns": turns}) + "\n")
+        wl = {"trace": {"path": path}}
     else:
         path = os.path.join(tmp, "sessions.jsonl")
         with open(path, "w") as f:
@@ -255,6 +280,8 @@ def replay_client(cz, root, port, rng, tmp, errors):
         args += ["--max-concurrency", str(mc)]
     if rng.random() < 0.3:
         args += ["--request-timeout", "90"]
+    if kind == "spoken" and rng.random() < 0.25:
+        args += ["--no-events"]
     r = subprocess.run(args, capture_output=True, text=True, timeout=120)
     what = "replay (%s, max-concurrency %s)" % (json.dumps(wl)[:200], mc)
     if r.returncode != 0:
@@ -270,6 +297,14 @@ def replay_client(cz, root, port, rng, tmp, errors):
                                                                 s["http"]["max_tokens_honoured"]))
     elif s["driver"] != "http" or s["http"]["sent"] > s["requests"]:
         errors.append("%s: driver %s, %d sent" % (what, s["driver"], s["http"]["sent"]))
+    elif s["aborted"] != s["http"]["barge_ins"]:
+        errors.append("%s: %d aborted, %d barge-ins" % (what, s["aborted"], s["http"]["barge_ins"]))
+    elif kind == "spoken" and s.get("spoken_turns") != s["requests"]:
+        errors.append("%s: %d requests, %s spoken turns" % (what, s["requests"],
+                                                           s.get("spoken_turns")))
+    elif s["failed"] == 0 and s["http"]["events"]["failed"]:
+        errors.append("%s: %d events failed (%s)" % (what, s["http"]["events"]["failed"],
+                                                     s["http"]["events"].get("first_error")))
     elif s["http"]["replies_carried_as_count"]:
         # cadenza serve returns every reply's ids: a conversation is carried as its ids
         errors.append("%s: %d replies carried without the server's ids"

@@ -1,8 +1,9 @@
 /* stress.c - the randomized stress suite: experiment configs generated from a seed across
- * what the simulator serves (text, omni and TTS pipelines, full-duplex streams, a
- * vision-language model on one GPU; every scheduler; idle KV dropped or offloaded; LRU and
+ * what the simulator serves (text, omni and TTS pipelines, a text model whose replies the
+ * client speaks, full-duplex streams, a vision-language model on one GPU; every scheduler; idle KV dropped or offloaded; LRU and
  * next-use eviction; preload; bidirectional blocks; windows and sinks; gateways; barge-in;
  * pools from a few blocks to the whole GPU; routers and replicas; open and closed loops;
+ * synthetic conversations of several turns;
  * clocks that stop mid-run; workloads of thousands of requests, so that streamed windows
  * move; trace files written for the run with equal, far-apart and out-of-order timestamps,
  * byte-order marks and CRLF line ends), each run twice by the cadenza program: as the
@@ -15,7 +16,8 @@
  * as a regression test (tests/data/stress/).
  *
  * --replay N generates N configs for `cadenza replay` instead: tiny models on the CPU
- * engine (a text decoder, the omni pipeline with barge-in, the vision-language model under
+ * engine (a text decoder, its replies spoken by the client with barge-in, the omni
+ * pipeline with barge-in, the vision-language model under
  * the cross-stage schedulers) with the same server, workload and trace variety at a few
  * requests each, run once (wall-clock runs are not byte-reproducible) and held to the same
  * accounting.
@@ -212,6 +214,8 @@ static bool add_source(rng *r, cJSON *w, bool multi, double in_hi, double out_hi
         }
         if (chance(r, 0.2))
             cJSON_AddStringToObject(s, "class", PICK(r, "rt", "be"));
+        if (multi && chance(r, 0.25)) /* conversations: closed sessions of several turns */
+            cJSON_AddItemToObject(s, "turns", dist(r, 1, 6));
         return false;
     }
     cJSON *t = cJSON_AddObjectToObject(w, "trace");
@@ -229,7 +233,8 @@ static bool add_source(rng *r, cJSON *w, bool multi, double in_hi, double out_hi
         timed = false;
         break;
     default:
-        if (chance(r, 0.5)) {
+        /* BurstGPT's sessions keep their real think times (minutes): not for replays */
+        if (chance(r, 0.5) || wall_clock) {
             add_path(t, "path", "traces/data/sharegpt/sharegpt_sample.json");
             cJSON_AddBoolToObject(t, "multi_turn", true);
             timed = false;
@@ -479,6 +484,8 @@ static cJSON *generate(uint64_t seed)
             cJSON_AddNumberToObject(slo, "ttft_ms", log_between(&r, 10, 5000));
             cJSON_AddNumberToObject(slo, "tpot_ms", log_between(&r, 5, 500));
         }
+        if (chance(&r, 0.15)) /* a cascaded voice assistant: the client speaks the text */
+            add_audio(&r, w, false, false);
     } else if (family < 14) {
         /* Qwen3-Omni's spoken pipeline on an 8-GPU server */
         static const char *const stages[] = {"audio_encoder", "thinker", "talker", "code2wav"};
@@ -603,6 +610,18 @@ static cJSON *generate_replay(uint64_t seed)
         add_server(&r, server, true);
         bool timed = add_source(&r, w, true, 300, 60, seed, false, true);
         add_arrivals(&r, w, timed, true);
+        if (chance(&r, 0.3)) {
+            /* the client speaks the reply as it streams (short: this runs in real time) */
+            cJSON *a = cJSON_AddObjectToObject(w, "audio");
+            cJSON_AddNumberToObject(a, "tokens_per_text_token", 1);
+            cJSON_AddNumberToObject(a, "seconds_per_audio_token", log_between(&r, 0.001, 0.01));
+            if (chance(&r, 0.5))
+                cJSON_AddNumberToObject(a, "speech_s_per_input_token", log_between(&r, 1e-4, 2e-3));
+            if (chance(&r, 0.6)) {
+                cJSON *b = cJSON_AddObjectToObject(w, "barge_in");
+                cJSON_AddNumberToObject(b, "p", chance(&r, 0.5) ? 1.0 : 0.4);
+            }
+        }
     } else if (family < 8) {
         /* replies are played, and questions spoken, in real time: short ones */
         cJSON_AddStringToObject(c, "model", "tiny-omni");

@@ -465,3 +465,45 @@ Test(synth, config_errors_name_the_field)
     build_fails("{\"trace\": {\"path\": \"tests/data/traces/burstgpt_bad_number.csv\"}}",
                 CZ_EFORMAT, "burstgpt_bad_number.csv:3", "'Request tokens'");
 }
+
+Test(synth, turns_make_closed_conversations)
+{
+    cz_workload w;
+    build_ok("{\"synthetic\": {\"requests\": 10, \"turns\": 3, \"input_tokens\": 20,"
+             " \"output_tokens\": 5}, \"arrivals\": {\"process\": \"closed_loop\","
+             " \"concurrency\": 2, \"think_s\": 0.5}}",
+             1, &w);
+    /* 3 + 3 + 3 + the 1 left */
+    cr_assert_eq(w.n_sessions, 4);
+    cr_assert_eq(w.n_turns, 10);
+    for (uint32_t i = 0; i < 4; i++) {
+        const cz_session *s = &w.sessions[i];
+        cr_assert_eq(s->n_turns, i < 3 ? 3u : 1u);
+        cr_assert_eq(s->timing, CZ_TIMING_CLOSED);
+        char want[16];
+        snprintf(want, sizeof want, "syn-%u", i);
+        cr_assert_str_eq(cz_workload_session_name(&w, s), want);
+        for (uint32_t k = 0; k + 1 < s->n_turns; k++)
+            cr_assert_float_eq(w.turns[s->turn_off + k].think_s, 0.5, 1e-12);
+    }
+    cz_workload_free(&w);
+    /* each turn's lengths are the request's draw: the same as one-turn sessions' */
+    cz_workload one, many;
+    build_ok("{\"synthetic\": {\"requests\": 12, \"input_tokens\": {\"dist\": \"uniform\","
+             " \"min\": 1, \"max\": 500}, \"output_tokens\": 7}, \"arrivals\": {\"process\":"
+             " \"poisson\", \"rate_rps\": 1}}", 3, &one);
+    build_ok("{\"synthetic\": {\"requests\": 12, \"turns\": {\"dist\": \"uniform\", \"min\": 1,"
+             " \"max\": 5}, \"input_tokens\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 500},"
+             " \"output_tokens\": 7}, \"arrivals\": {\"process\": \"poisson\", \"rate_rps\": 1}}",
+             3, &many);
+    cr_assert_eq(many.n_turns, 12);
+    cr_assert(many.n_sessions < 12, "sessions of several turns");
+    for (uint32_t g = 0; g < 12; g++)
+        cr_assert_eq(many.turns[g].in_text_tokens, one.turns[g].in_text_tokens);
+    cz_workload_free(&one);
+    cz_workload_free(&many);
+    build_fails("{\"synthetic\": {\"requests\": 4, \"turns\": -1, \"input_tokens\": 2,"
+                " \"output_tokens\": 2}, \"arrivals\": {\"process\": \"closed_loop\","
+                " \"concurrency\": 1}}",
+                CZ_EINVAL, "turns", NULL);
+}

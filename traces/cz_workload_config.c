@@ -607,14 +607,18 @@ static bool steps_session(steps *p, cz_workload *w, uint32_t si)
 
 /* ---- the synthetic source: a producer of sessions in order of arrival -------------------- */
 
-/* Synthetic requests (single-turn sessions) with every per-session step applied as each is
- * made: lengths (CZ_RNG_LENGTHS, id = request index), arrival, think time, transforms,
- * audio and class. The same producer builds a whole workload (drained into it) and a
+/* Synthetic requests with every per-session step applied as each session is made: lengths
+ * (CZ_RNG_LENGTHS, id = request index), turns per session (`turns`, CZ_RNG_LENGTHS with id
+ * = 2^63 + session index; sessions of several turns are closed conversations), arrival,
+ * think time, transforms, audio and class. The same producer builds a whole workload (drained into it) and a
  * streamed one (cz_workload_stream), so both hold the same sessions. */
 typedef struct synth_gen {
     length_spec in, out;
     bool pairs;
     uint64_t requests, image;
+    cz_distspec turns;   /* turns per session */
+    bool multi;          /* `turns` given */
+    uint64_t ses;        /* next session index */
     cz_class cls;
     uint64_t seed;
     gsl_rng *r;
@@ -626,6 +630,7 @@ static void synth_rewind(void *gp)
 {
     synth_gen *g = gp;
     g->i = 0;
+    g->ses = 0;
     steps_rewind(&g->st);
 }
 
@@ -653,30 +658,40 @@ static bool synth_next(void *gp, cz_workload *w)
 {
     synth_gen *g = gp;
     while (g->i < g->requests) {
-        uint64_t i = g->i++;
-        cz_rng_reseed(g->r, g->seed, CZ_RNG_LENGTHS, i);
-        uint32_t in_tokens, out_tokens, unused;
-        if (g->in.from_trace)
-            trace_draw(&g->in, g->r, &in_tokens, g->pairs ? &out_tokens : &unused);
-        else
-            in_tokens = to_tokens(cz_distspec_draw(&g->in.dist, g->r));
-        if (g->out.from_trace && !g->pairs)
-            trace_draw(&g->out, g->r, &unused, &out_tokens);
-        else if (!g->pairs)
-            out_tokens = to_tokens(cz_distspec_draw(&g->out.dist, g->r));
-        /* "syn-<i>", written without printf (this runs once a request) */
+        uint64_t si = g->ses++;
+        uint64_t n = 1;
+        if (g->multi) {
+            cz_rng_reseed(g->r, g->seed, CZ_RNG_LENGTHS, (1ull << 63) | si);
+            n = to_tokens(cz_distspec_draw(&g->turns, g->r));
+            if (n > g->requests - g->i)
+                n = g->requests - g->i; /* the last session: the requests left */
+        }
+        /* "syn-<i>", written without printf (this runs once a session) */
         char name[32] = "syn-", digits[24];
         size_t nd = 0;
-        for (uint64_t v = i; nd == 0 || v > 0; v /= 10)
+        for (uint64_t v = g->multi ? si : g->i; nd == 0 || v > 0; v /= 10)
             digits[nd++] = (char)('0' + v % 10);
         for (size_t k = 0; k < nd; k++)
             name[4 + k] = digits[nd - 1 - k];
         name[4 + nd] = '\0';
-        cz_workload_begin_session(w, name, g->cls, CZ_TIMING_OPEN);
-        cz_turn *t = cz_workload_add_turn(w);
-        t->in_text_tokens = in_tokens;
-        t->in_image_tokens = (uint32_t)g->image;
-        t->out_text_tokens = out_tokens;
+        cz_workload_begin_session(w, name, g->cls, g->multi ? CZ_TIMING_CLOSED : CZ_TIMING_OPEN);
+        for (uint64_t k = 0; k < n; k++) {
+            uint64_t i = g->i++;
+            cz_rng_reseed(g->r, g->seed, CZ_RNG_LENGTHS, i);
+            uint32_t in_tokens, out_tokens, unused;
+            if (g->in.from_trace)
+                trace_draw(&g->in, g->r, &in_tokens, g->pairs ? &out_tokens : &unused);
+            else
+                in_tokens = to_tokens(cz_distspec_draw(&g->in.dist, g->r));
+            if (g->out.from_trace && !g->pairs)
+                trace_draw(&g->out, g->r, &unused, &out_tokens);
+            else if (!g->pairs)
+                out_tokens = to_tokens(cz_distspec_draw(&g->out.dist, g->r));
+            cz_turn *t = cz_workload_add_turn(w);
+            t->in_text_tokens = in_tokens;
+            t->in_image_tokens = (uint32_t)g->image;
+            t->out_text_tokens = out_tokens;
+        }
         bool kept = steps_session(&g->st, w, w->n_sessions - 1);
         CZ_ASSERT(!g->st.disorder); /* arrival processes time sessions in order */
         if (kept)
@@ -693,7 +708,7 @@ static cz_status synth_parse(const cJSON *s, const char *where, const char *base
                              uint64_t seed, synth_gen **out, cz_err *err)
 {
     static const char *const keys[] = {"requests", "input_tokens", "output_tokens", "class",
-                                       "image_tokens"};
+                                       "image_tokens", "turns"};
     synth_gen *g = cz_xcalloc(1, sizeof *g);
     g->cls = CZ_CLASS_RT;
     g->seed = seed;
@@ -705,6 +720,12 @@ static cz_status synth_parse(const cJSON *s, const char *where, const char *base
         (st = parse_length(s, where, "output_tokens", base_dir, &g->out, err)) != CZ_OK ||
         (st = parse_class(s, where, &g->cls, err)) != CZ_OK)
         goto fail;
+    const cJSON *turns = cJSON_GetObjectItemCaseSensitive(s, "turns");
+    if (turns) {
+        if ((st = cz_distspec_parse(turns, where, "turns", &g->turns, err)) != CZ_OK)
+            goto fail;
+        g->multi = true;
+    }
     /* Input and output from the same trace file are drawn as (input, output) pairs. */
     g->pairs = g->in.from_trace && g->out.from_trace && strcmp(g->in.path, g->out.path) == 0 &&
                g->in.format == g->out.format;
