@@ -12,7 +12,8 @@ own sampling (temperature, top_p, top_k, seed), the
 interaction plane's events (speech start and end, playback, barge-in, now and then
 mid-stream, and bad ones), and now and then `cadenza replay --endpoint` with a random
 workload (a trace slice, Poisson arrivals, closed-loop sessions with think time, spoken
-sessions played at the client with barge-ins and the interaction plane's events, or none)
+sessions played at the client with barge-ins and the interaction plane's events, or none;
+as chat messages when the server has a tokenizer.json)
 and a random --max-concurrency, then SIGTERM with requests in flight. A server passes when every response is
 well formed (a stream ends with [DONE], a refusal is OpenAI's error object), it exits 0,
 and its summary accounts for every request it took; a replay passes when it exits 0, its
@@ -24,6 +25,7 @@ import http.client
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -218,7 +220,7 @@ class Client:
             c.close()
 
 
-def replay_client(cz, root, port, rng, tmp, errors):
+def replay_client(cz, root, port, rng, tmp, errors, tokdir):
     """One `cadenza replay --endpoint` run with a random workload: a trace slice, Poisson
     requests, closed-loop sessions, or spoken sessions (replies played at the client,
     barge-ins, speech before turns, the interaction plane's events or --no-events)."""
@@ -282,8 +284,12 @@ def replay_client(cz, root, port, rng, tmp, errors):
         args += ["--request-timeout", "90"]
     if kind == "spoken" and rng.random() < 0.25:
         args += ["--no-events"]
+    chat = tokdir is not None and rng.random() < 0.6
+    if chat:
+        args += ["--api", "chat", "--tokenizer", tokdir]
     r = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    what = "replay (%s, max-concurrency %s)" % (json.dumps(wl)[:200], mc)
+    what = "replay (%s, max-concurrency %s%s)" % (json.dumps(wl)[:200], mc,
+                                                 ", chat" if chat else "")
     if r.returncode != 0:
         errors.append("%s: exit %d: %s" % (what, r.returncode, r.stderr[-300:]))
         return
@@ -305,6 +311,9 @@ def replay_client(cz, root, port, rng, tmp, errors):
     elif s["failed"] == 0 and s["http"]["events"]["failed"]:
         errors.append("%s: %d events failed (%s)" % (what, s["http"]["events"]["failed"],
                                                      s["http"]["events"].get("first_error")))
+    elif s["http"]["prompt_len_missed"]:
+        errors.append("%s: %d messages missed their token count"
+                      % (what, s["http"]["prompt_len_missed"]))
     elif s["http"]["replies_carried_as_count"]:
         # cadenza serve returns every reply's ids: a conversation is carried as its ids
         errors.append("%s: %d replies carried without the server's ids"
@@ -324,6 +333,15 @@ def run_one(cz, root, seed, seconds):
             "--max-pending-tokens", str(rng.choice([16, 64, 4096]))]
     if engine:
         args += ["--execution", "engine", "--threads", "1"]
+    tokdir = None
+    if rng.random() < 0.3:
+        # a tokenizer.json (the tokenizer suite's Llama-3 one): text is tokenized with it,
+        # and a replay may send chat messages made to their counts under it
+        tokdir = os.path.join(tmp, "tok")
+        os.mkdir(tokdir)
+        shutil.copy(os.path.join(root, "tests/fuzz/corpus/tokenizer/llama3"),
+                    os.path.join(tokdir, "tokenizer.json"))
+        args += ["--model-dir", tokdir]
     for s in sets:
         args += ["--set", s]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -359,7 +377,8 @@ def run_one(cz, root, seed, seconds):
     ts = [threading.Thread(target=worker, args=(k,)) for k in range(rng.randint(2, 12))]
     if rng.random() < 0.5:
         ts.append(threading.Thread(target=replay_client,
-                                   args=(cz, root, port, random.Random(seed + 7), tmp, errors)))
+                                   args=(cz, root, port, random.Random(seed + 7), tmp, errors,
+                                         tokdir)))
     for t in ts:
         t.start()
     time.sleep(seconds * rng.uniform(0.5, 1.0))
