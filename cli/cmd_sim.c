@@ -665,8 +665,7 @@ static int run_command(int argc, char **argv, bool engine)
     const char *cmd = engine ? "replay" : "sim";
     const char *config_path = NULL, *out_h5 = NULL, *out_summary = NULL, *cost_path = NULL;
     cz_engine_opts eopts = {.backend = "cpu"};
-    cz_hclient_opts hopts = {.timeout_s = 21600.0};
-    bool timeout_given = false, api_given = false;
+    cz_cli_http http = {.o = {.timeout_s = 21600.0}};
     cz_hclient_stats hstats;
     memset(&hstats, 0, sizeof hstats);
     bool engine_flag = false;
@@ -684,11 +683,7 @@ static int run_command(int argc, char **argv, bool engine)
                    strcmp(a, "--output") == 0 || strcmp(a, "--summary") == 0 ||
                    strcmp(a, "--cost") == 0 || strcmp(a, "--percentiles") == 0 ||
                    (engine && (strcmp(a, "--backend") == 0 || strcmp(a, "--threads") == 0 ||
-                               strcmp(a, "--endpoint") == 0 || strcmp(a, "--model") == 0 ||
-                               strcmp(a, "--api-key") == 0 ||
-                               strcmp(a, "--max-concurrency") == 0 ||
-                               strcmp(a, "--request-timeout") == 0 ||
-                               strcmp(a, "--api") == 0 || strcmp(a, "--tokenizer") == 0))) {
+                               cz_cli_http_valued(a)))) {
             if (i + 1 >= argc) {
                 free(sets);
                 return cz_cli_usage_error(cmd, "option '%s' needs a value", a);
@@ -706,43 +701,12 @@ static int run_command(int argc, char **argv, bool engine)
                 cost_path = v;
             } else if (strcmp(a, "--summary") == 0) {
                 out_summary = v;
-            } else if (strcmp(a, "--endpoint") == 0) {
-                hopts.endpoint = v;
-            } else if (strcmp(a, "--api") == 0) {
-                if (strcmp(v, "completions") != 0 && strcmp(v, "chat") != 0) {
+            } else if (cz_cli_http_valued(a)) {
+                int hrc = cz_cli_http_flag(cmd, &http, a, v);
+                if (hrc != CZ_EXIT_OK) {
                     free(sets);
-                    return cz_cli_usage_error(cmd, "option '--api': expected completions or "
-                                                   "chat, got '%s'", v);
+                    return hrc;
                 }
-                hopts.api = strcmp(v, "chat") == 0 ? CZ_HAPI_CHAT : CZ_HAPI_COMPLETIONS;
-                api_given = true;
-            } else if (strcmp(a, "--tokenizer") == 0) {
-                hopts.tokenizer = v;
-            } else if (strcmp(a, "--model") == 0) {
-                hopts.model = v;
-            } else if (strcmp(a, "--api-key") == 0) {
-                hopts.api_key = v;
-            } else if (strcmp(a, "--max-concurrency") == 0) {
-                char *end;
-                errno = 0;
-                unsigned long c = strtoul(v, &end, 10);
-                if (errno || end == v || *end || v[0] == '-' || c == 0 || c > 1000000) {
-                    free(sets);
-                    return cz_cli_usage_error(cmd, "option '--max-concurrency': expected a "
-                                                   "count from 1 to 1000000, got '%s'", v);
-                }
-                hopts.max_concurrency = (uint32_t)c;
-            } else if (strcmp(a, "--request-timeout") == 0) {
-                char *end;
-                errno = 0;
-                double t = strtod(v, &end);
-                if (errno || end == v || *end || !(t > 0) || t > 1e6) {
-                    free(sets);
-                    return cz_cli_usage_error(cmd, "option '--request-timeout': expected "
-                                                   "seconds above 0, at most 1000000, got '%s'", v);
-                }
-                hopts.timeout_s = t;
-                timeout_given = true;
             } else if (strcmp(a, "--backend") == 0) {
                 engine_flag = true;
                 if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
@@ -769,7 +733,7 @@ static int run_command(int argc, char **argv, bool engine)
         } else if (strcmp(a, "--exact-percentiles") == 0) {
             sets[n_sets++] = "metrics.percentiles=exact";
         } else if (strcmp(a, "--no-events") == 0 && engine) {
-            hopts.no_events = true;
+            (void)cz_cli_http_flag(cmd, &http, a, NULL);
         } else if (strcmp(a, "--whole-workload") == 0 && !engine) {
             whole = true;
         } else if (strcmp(a, "--quiet") == 0) {
@@ -791,33 +755,18 @@ static int run_command(int argc, char **argv, bool engine)
         free(sets);
         return cz_cli_usage_error(cmd, "a config is required (e.g. experiments/engine/cpu.json)");
     }
-    if (!hopts.endpoint && (hopts.model || hopts.api_key || hopts.max_concurrency ||
-                            timeout_given || hopts.no_events || api_given || hopts.tokenizer)) {
+    int hrc = cz_cli_http_finish(cmd, &http);
+    if (hrc != CZ_EXIT_OK) {
         free(sets);
-        return cz_cli_usage_error(cmd, "--model, --api-key, --max-concurrency, "
-                                       "--request-timeout, --no-events, --api and --tokenizer "
-                                       "go with --endpoint");
+        return hrc;
     }
-    if (hopts.api == CZ_HAPI_CHAT && !hopts.tokenizer) {
-        free(sets);
-        return cz_cli_usage_error(cmd, "--api chat needs --tokenizer DIR, the folder of the "
-                                       "served model's tokenizer.json: the messages' text is "
-                                       "made to the workload's token counts under it");
-    }
-    if (hopts.api != CZ_HAPI_CHAT && hopts.tokenizer) {
-        free(sets);
-        return cz_cli_usage_error(cmd, "--tokenizer goes with --api chat (completions "
-                                       "prompts are token ids)");
-    }
-    if (hopts.endpoint && (engine_flag || cost_path)) {
+    if (http.o.endpoint && (engine_flag || cost_path)) {
         free(sets);
         return cz_cli_usage_error(cmd, "--backend, --threads and --cost are the engine's: "
                                        "with --endpoint the server runs the model");
     }
-    if (hopts.endpoint && !hopts.api_key)
-        hopts.api_key = getenv("OPENAI_API_KEY");
     if (engine)
-        eopts.stop = hopts.stop = cz_out_graceful_interrupt(false);
+        eopts.stop = http.o.stop = cz_out_graceful_interrupt(false);
 
     cz_err err;
     cz_err_clear(&err);
@@ -850,8 +799,8 @@ static int run_command(int argc, char **argv, bool engine)
     cz_results_writer *writer = NULL;
     if (st == CZ_OK) {
         st = run_config(cfg_json, where, base_dir, show_progress && !quiet,
-                        engine && !hopts.endpoint ? &eopts : NULL,
-                        hopts.endpoint ? &hopts : NULL, &hstats, &pct, false, whole, tmp_h5,
+                        engine && !http.o.endpoint ? &eopts : NULL,
+                        http.o.endpoint ? &http.o : NULL, &hstats, &pct, false, whole, tmp_h5,
                         &writer, &cfg, &m,
                         &sum,
                         &stats, &summary, &wall_s, &partial, &err);
@@ -889,8 +838,8 @@ static int run_command(int argc, char **argv, bool engine)
                    rel->valuedouble * 100);
         }
         fflush(stdout);
-        if (hopts.endpoint)
-            print_http_lines(&hopts, &hstats, &sum);
+        if (http.o.endpoint)
+            print_http_lines(&http.o, &hstats, &sum);
         else if (engine)
             print_engine_lines(&m, &cfg, &stats, wall_s);
         else

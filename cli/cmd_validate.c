@@ -23,7 +23,9 @@ static const char validate_usage[] =
     "                        [--summary v.json] [-o v.h5] [--no-probe] [--quiet]\n"
     "                        [--no-progress]\n"
     "       cadenza validate CONFIG.json --endpoint URL --cost cost.json [--model NAME]\n"
-    "                        [--api-key KEY] [--max-concurrency N] [--repeats R] ...\n"
+    "                        [--api-key KEY] [--api completions|chat] [--tokenizer DIR]\n"
+    "                        [--max-concurrency N] [--request-timeout S] [--no-events]\n"
+    "                        [--repeats R] ...\n"
     "\n"
     "Runs the config on the engine (R times, default 2) and in the simulator, and reports\n"
     "side by side each summary metric (P50/P90/P99 TTFT, TPOT, ITL, E2E, audio TTFP,\n"
@@ -46,6 +48,7 @@ static const char validate_usage[] =
     "  --model NAME         the request's model (default: the config's model card name)\n"
     "  --api-key KEY        sent as a bearer token (default: $OPENAI_API_KEY, if set)\n"
     "  --max-concurrency N  requests in flight at most, as replay's\n"
+    "  --api, --tokenizer, --request-timeout, --no-events   as replay's\n"
     "  --set key=value      override a config field (repeatable)\n"
     "  --backend NAME       the engine's kernels: cpu (default) or cuda\n"
     "  --threads N          CPU threads in all (default: engine.threads, else every CPU)\n"
@@ -75,7 +78,7 @@ int cz_cmd_validate(int argc, char **argv)
     unsigned long repeats = 2;
     bool quiet = false, progress = true, probe = true, repeats_given = false;
     bool engine_flag = false;
-    cz_hclient_opts hopts = {.timeout_s = 21600.0};
+    cz_cli_http http = {.o = {.timeout_s = 21600.0}};
     int rc = CZ_EXIT_OK;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -96,11 +99,13 @@ int cz_cmd_validate(int argc, char **argv)
             progress = false;
             continue;
         }
-        static const char *const valued[] = {"--cost",     "--set",     "--backend",
-                                             "--threads",  "--repeats", "--summary",
-                                             "-o",         "--output",  "--endpoint",
-                                             "--model",    "--api-key", "--max-concurrency"};
-        bool known = false;
+        if (strcmp(a, "--no-events") == 0) {
+            (void)cz_cli_http_flag(CMD, &http, a, NULL);
+            continue;
+        }
+        static const char *const valued[] = {"--cost",    "--set",     "--backend", "--threads",
+                                             "--repeats", "--summary", "-o",        "--output"};
+        bool known = cz_cli_http_valued(a);
         for (size_t k = 0; k < CZ_ARRAY_LEN(valued); k++)
             known = known || strcmp(a, valued[k]) == 0;
         if (!known && a[0] == '-') {
@@ -124,12 +129,12 @@ int cz_cmd_validate(int argc, char **argv)
         char *end;
         if (strcmp(a, "--cost") == 0) {
             cost_path = v;
-        } else if (strcmp(a, "--endpoint") == 0) {
-            hopts.endpoint = v;
-        } else if (strcmp(a, "--model") == 0) {
-            hopts.model = v;
-        } else if (strcmp(a, "--api-key") == 0) {
-            hopts.api_key = v;
+        } else if (cz_cli_http_valued(a)) {
+            int hrc = cz_cli_http_flag(CMD, &http, a, v);
+            if (hrc != CZ_EXIT_OK) {
+                free(sets);
+                return hrc;
+            }
         } else if (strcmp(a, "--set") == 0) {
             sets[n_sets++] = v;
         } else if (strcmp(a, "--backend") == 0) {
@@ -141,10 +146,9 @@ int cz_cmd_validate(int argc, char **argv)
                                           v);
             }
             eopts.backend = v;
-        } else if (strcmp(a, "--threads") == 0 || strcmp(a, "--repeats") == 0 ||
-                   strcmp(a, "--max-concurrency") == 0) {
-            bool th = strcmp(a, "--threads") == 0, mc = a[2] == 'm';
-            unsigned long max = th ? 1024u : mc ? 1000000u : 100u;
+        } else if (strcmp(a, "--threads") == 0 || strcmp(a, "--repeats") == 0) {
+            bool th = strcmp(a, "--threads") == 0;
+            unsigned long max = th ? 1024u : 100u;
             errno = 0;
             unsigned long t = strtoul(v, &end, 10);
             if (errno || end == v || *end || v[0] == '-' || t == 0 || t > max) {
@@ -153,9 +157,7 @@ int cz_cmd_validate(int argc, char **argv)
                                                "got '%s'",
                                           a, max, v);
             }
-            if (mc) {
-                hopts.max_concurrency = (uint32_t)t;
-            } else if (th) {
+            if (th) {
                 eopts.threads = (uint32_t)t;
                 engine_flag = true;
             } else {
@@ -172,25 +174,23 @@ int cz_cmd_validate(int argc, char **argv)
         free(sets);
         return cz_cli_usage_error(CMD, "a config is required (e.g. experiments/engine/cpu.json)");
     }
-    if (!hopts.endpoint && (hopts.model || hopts.api_key || hopts.max_concurrency)) {
+    int hrc = cz_cli_http_finish(CMD, &http);
+    if (hrc != CZ_EXIT_OK) {
         free(sets);
-        return cz_cli_usage_error(CMD, "--model, --api-key and --max-concurrency go with "
-                                       "--endpoint");
+        return hrc;
     }
-    if (hopts.endpoint && engine_flag) {
+    if (http.o.endpoint && engine_flag) {
         free(sets);
         return cz_cli_usage_error(CMD, "--backend and --threads are the engine's: with "
                                        "--endpoint the server runs the model");
     }
-    if (hopts.endpoint) {
+    if (http.o.endpoint) {
         probe = false; /* the probes time the engine */
         if (!repeats_given)
             repeats = 1;
-        if (!hopts.api_key)
-            hopts.api_key = getenv("OPENAI_API_KEY");
     }
     eopts.stop = cz_out_graceful_interrupt(false);
-    hopts.stop = eopts.stop;
+    http.o.stop = eopts.stop;
 
     cz_err err;
     cz_err_clear(&err);
@@ -245,11 +245,11 @@ int cz_cmd_validate(int argc, char **argv)
                 break;
         }
         if (!quiet)
-            fprintf(stderr, "validate: %s run %u of %u\n", hopts.endpoint ? "server" : "engine",
+            fprintf(stderr, "validate: %s run %u of %u\n", http.o.endpoint ? "server" : "engine",
                     r + 1, R);
-        if (hopts.endpoint) {
+        if (http.o.endpoint) {
             cz_hclient_stats hs;
-            st = cz_cli_run_http(cfg_json, config_path, base_dir, progress && !quiet, &hopts,
+            st = cz_cli_run_http(cfg_json, config_path, base_dir, progress && !quiet, &http.o,
                                  &hs, &cfg, &em[r], &sum, &stats, &esum[r], &wall, &partial,
                                  &err);
         } else {
@@ -261,7 +261,7 @@ int cz_cmd_validate(int argc, char **argv)
         if (st == CZ_OK && partial)
             st = cz_err_set(&err, CZ_EINVAL, "validate: %s run %u was stopped (Ctrl-C); "
                                              "nothing written",
-                            hopts.endpoint ? "server" : "engine", r + 1);
+                            http.o.endpoint ? "server" : "engine", r + 1);
     }
     if (st == CZ_OK && probe) {
         if (!quiet)
@@ -312,8 +312,8 @@ int cz_cmd_validate(int argc, char **argv)
         if (probe)
             cz_validate_add_probe(report, ratios, R + 1, scale, rsum);
         cJSON_AddStringToObject(report, "config", config_path);
-        if (hopts.endpoint)
-            cJSON_AddStringToObject(report, "endpoint", hopts.endpoint);
+        if (http.o.endpoint)
+            cJSON_AddStringToObject(report, "endpoint", http.o.endpoint);
         else
             cJSON_AddStringToObject(report, "kernel_backend", eopts.backend);
         if (out_summary) {
@@ -343,10 +343,10 @@ int cz_cmd_validate(int argc, char **argv)
         cz_cli_blame_set(&err, config_path, sets, n_sets, n_sets);
         rc = cz_cli_fail(&err);
     } else if (!quiet) {
-        if (hopts.endpoint)
+        if (http.o.endpoint)
             printf("cadenza %s  validate '%s'  model %s: server %s (%u runs) against the "
                    "simulator on %s, scheduler %s, cost %s\n",
-                   cz_version(), cfg.name, cfg.model.name, hopts.endpoint, R, cfg.hw.name,
+                   cz_version(), cfg.name, cfg.model.name, http.o.endpoint, R, cfg.hw.name,
                    cfg.scheduler, cost_path ? cost_path : "the config's");
         else
             printf("cadenza %s  validate '%s'  model %s on %s (%s backend, %u engine runs)  "

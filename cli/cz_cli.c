@@ -1,7 +1,10 @@
 /* cz_cli.c - the helpers every command shares (cz_cli.h): reporting an error with its exit
- * code, naming the --set argument a bad field came from, usage errors. */
+ * code, naming the --set argument a bad field came from, usage errors, the HTTP client's
+ * flags. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cz_cli.h"
@@ -60,4 +63,77 @@ int cz_cli_usage_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "\nTry 'cadenza %s --help'.\n", cmd);
     return CZ_EXIT_USAGE;
+}
+
+static const char *const http_valued[] = {"--endpoint",        "--model",           "--api-key",
+                                          "--max-concurrency", "--request-timeout", "--api",
+                                          "--tokenizer"};
+
+bool cz_cli_http_valued(const char *flag)
+{
+    for (size_t k = 0; k < CZ_ARRAY_LEN(http_valued); k++)
+        if (strcmp(flag, http_valued[k]) == 0)
+            return true;
+    return false;
+}
+
+int cz_cli_http_flag(const char *cmd, cz_cli_http *h, const char *flag, const char *v)
+{
+    cz_hclient_opts *o = &h->o;
+    if (strcmp(flag, "--endpoint") == 0) {
+        o->endpoint = v;
+        return CZ_EXIT_OK;
+    }
+    h->others = true;
+    if (strcmp(flag, "--no-events") == 0) {
+        o->no_events = true;
+    } else if (strcmp(flag, "--model") == 0) {
+        o->model = v;
+    } else if (strcmp(flag, "--api-key") == 0) {
+        o->api_key = v;
+    } else if (strcmp(flag, "--tokenizer") == 0) {
+        o->tokenizer = v;
+    } else if (strcmp(flag, "--api") == 0) {
+        if (strcmp(v, "completions") != 0 && strcmp(v, "chat") != 0)
+            return cz_cli_usage_error(cmd, "option '--api': expected completions or chat, got "
+                                           "'%s'", v);
+        o->api = strcmp(v, "chat") == 0 ? CZ_HAPI_CHAT : CZ_HAPI_COMPLETIONS;
+    } else if (strcmp(flag, "--max-concurrency") == 0) {
+        char *end;
+        errno = 0;
+        unsigned long c = strtoul(v, &end, 10);
+        if (errno || end == v || *end || v[0] == '-' || c == 0 || c > 1000000)
+            return cz_cli_usage_error(cmd, "option '--max-concurrency': expected a count from 1 "
+                                           "to 1000000, got '%s'", v);
+        o->max_concurrency = (uint32_t)c;
+    } else {
+        CZ_ASSERT(strcmp(flag, "--request-timeout") == 0);
+        char *end;
+        errno = 0;
+        double t = strtod(v, &end);
+        if (errno || end == v || *end || !(t > 0) || t > 1e6)
+            return cz_cli_usage_error(cmd, "option '--request-timeout': expected seconds above "
+                                           "0, at most 1000000, got '%s'", v);
+        o->timeout_s = t;
+    }
+    return CZ_EXIT_OK;
+}
+
+int cz_cli_http_finish(const char *cmd, cz_cli_http *h)
+{
+    cz_hclient_opts *o = &h->o;
+    if (!o->endpoint && h->others)
+        return cz_cli_usage_error(cmd, "--model, --api-key, --max-concurrency, "
+                                       "--request-timeout, --no-events, --api and --tokenizer "
+                                       "go with --endpoint");
+    if (o->api == CZ_HAPI_CHAT && !o->tokenizer)
+        return cz_cli_usage_error(cmd, "--api chat needs --tokenizer DIR, the folder of the "
+                                       "served model's tokenizer.json: the messages' text is "
+                                       "made to the workload's token counts under it");
+    if (o->api != CZ_HAPI_CHAT && o->tokenizer)
+        return cz_cli_usage_error(cmd, "--tokenizer goes with --api chat (completions prompts "
+                                       "are token ids)");
+    if (o->endpoint && !o->api_key)
+        o->api_key = getenv("OPENAI_API_KEY");
+    return CZ_EXIT_OK;
 }

@@ -120,6 +120,25 @@ void cz_cli_blame_set(cz_err *err, const char *cfg_where, const char *const *ove
 /* Prints a usage error and a hint to run --help; returns CZ_EXIT_USAGE. */
 int cz_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The HTTP client's flags, one meaning in every command that takes --endpoint (`replay`,
+ * `validate`): --endpoint, --model, --api-key, --max-concurrency, --request-timeout,
+ * --api, --tokenizer (each with a value) and --no-events. Start it as
+ * {.o = {.timeout_s = 21600.0}}. */
+typedef struct cz_cli_http {
+    cz_hclient_opts o;
+    bool others; /* a flag other than --endpoint was given (they need it) */
+} cz_cli_http;
+
+/* Whether `flag` is one of the HTTP client's flags that take a value. */
+bool cz_cli_http_valued(const char *flag);
+/* Applies one of them (`value` NULL for --no-events). Prints the usage error and returns
+ * CZ_EXIT_USAGE for a bad value, else CZ_EXIT_OK. */
+int cz_cli_http_flag(const char *cmd, cz_cli_http *h, const char *flag, const char *value);
+/* After the command line: the flags' combination checked (each needs --endpoint; chat needs
+ * a tokenizer, and a tokenizer chat), the API key from $OPENAI_API_KEY when not given.
+ * Prints the usage error and returns CZ_EXIT_USAGE, else CZ_EXIT_OK. */
+int cz_cli_http_finish(const char *cmd, cz_cli_http *h);
+
 /* The experiment config built into the binary (experiments/default.json). */
 extern const char cz_default_config[];
 
