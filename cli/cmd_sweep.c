@@ -806,6 +806,13 @@ static int sweep_main(cz_team *team, int argc, char **argv)
             sw.seeds[i] = i + 1;
         sw.n_seeds = a.cli_seeds;
     }
+    for (int k = 0; st == CZ_OK && sw.n_seeds && k < sw.n_keys; k++)
+        if (strcmp(sw.keys[k]->string, "seed") == 0)
+            st = cz_err_set(&err, CZ_EINVAL,
+                            "%s: grid.seed and %s both set each run's seed: keep one (the grid's "
+                            "seeds as points, or --seeds for the mean and 95 %% interval over "
+                            "them)",
+                            a.path, a.cli_seeds ? "--seeds" : "field 'seeds'");
     for (int i = 0; i < a.n_sets && st == CZ_OK; i++)
         st = cz_json_set_path(sw.base, a.sets[i], &err);
     if (st == CZ_OK && a.cost_path)

@@ -1,4 +1,5 @@
 /* cmd_trace.c - `cadenza trace info` and `cadenza trace convert`. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,10 +125,17 @@ int cz_cmd_trace(int argc, char **argv)
             if (ti.streams)
                 printf("  streams           %llu\n", (unsigned long long)ti.streams);
             printf("  dropped (failed)  %llu\n", (unsigned long long)ti.dropped_failed);
-            printf("  duration          %.1f s\n", ti.duration_s);
-            printf("  mean rate         %.4f req/s\n", ti.mean_rate_rps);
-            printf("  burstiness        %.3f (index of dispersion, 1 s bins)\n",
-                   ti.burstiness_iod_1s);
+            /* undefined without timestamps (ShareGPT) or with one arrival time */
+            if (isnan(ti.duration_s) || isnan(ti.mean_rate_rps)) {
+                printf("  duration          none (%s)\n",
+                       wl.arrivals_given ? "one arrival time" : "the trace has no timestamps");
+            } else {
+                printf("  duration          %.1f s\n", ti.duration_s);
+                printf("  mean rate         %.4f req/s\n", ti.mean_rate_rps);
+            }
+            if (!isnan(ti.burstiness_iod_1s))
+                printf("  burstiness        %.3f (index of dispersion, 1 s bins)\n",
+                       ti.burstiness_iod_1s);
             printf("  input tokens      mean %.1f  p50 %.0f  p90 %.0f  p99 %.0f\n",
                    ti.input_tokens_mean, ti.input_tokens_p50, ti.input_tokens_p90,
                    ti.input_tokens_p99);

@@ -41,9 +41,13 @@ void cz_cli_blame_set(cz_err *err, const char *cfg_where, const char *const *ove
         snprintf(path, sizeof path, "%s.%s", fw + wl + 2, err->field_key);
     else
         return;
+    /* the override that set the field or a field inside it (--set a.b=1 makes an
+     * unknown object 'a') */
     int by = -1;
+    size_t pl = strlen(path);
     for (int i = 0; i < n_overrides; i++)
-        if (cz_json_set_covers(overrides[i], path))
+        if (cz_json_set_covers(overrides[i], path) ||
+            (strncmp(overrides[i], path, pl) == 0 && overrides[i][pl] == '.'))
             by = i;
     if (by < 0 || by >= n_user)
         return;

@@ -197,6 +197,9 @@ cz_status cz_out_add(const char *flag, const char *final_path, const char **tmp_
 {
     CZ_ASSERT(flag != NULL && final_path != NULL);
     struct stat sb;
+    if (stat(final_path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return cz_err_set(err, CZ_EIO, "%s: cannot write '%s' (a folder: expected a file name)",
+                          flag, final_path);
     if (stat(final_path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
         *tmp_path = final_path; /* a device or pipe (/dev/stdout): written in place */
         return CZ_OK;

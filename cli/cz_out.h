@@ -38,8 +38,8 @@
  * regular file (/dev/stdout, a pipe) is not registered: *tmp_path is `final_path` itself,
  * written in place, never renamed over or removed. The first call installs the
  * signal handlers and the atexit handler. CZ_EINVAL when the path is already registered
- * or too long, CZ_EIO "<flag>: cannot write '<final_path>' (<reason>)" when the temporary
- * cannot be created (a missing or unwritable folder). Registering
+ * or too long, CZ_EIO "<flag>: cannot write '<final_path>' (<reason>)" when the path is a
+ * folder or the temporary cannot be created (a missing or unwritable folder). Registering
  * more than CZ_OUT_MAX outputs is a bug (CZ_ASSERT). */
 cz_status cz_out_add(const char *flag, const char *final_path, const char **tmp_path,
                      cz_err *err);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "cz_json.h"
@@ -809,6 +810,49 @@ static bool ends_with(const char *s, const char *suffix)
 
 /* Resolves `name_or_path` to a file: a path ending in ".json" is used as given; a name is
  * looked up as <cards folder>/<sub>/<name>.json. *by_name tells which. */
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* "known: a, b, c" (sorted), the card names in the folder of `path`, into out. */
+static void list_cards(const char *path, char *out, size_t cap)
+{
+    char dir[CZ_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    DIR *d = opendir(slash ? dir : ".");
+    snprintf(out, cap, "no cards there");
+    if (!d)
+        return;
+    char *names[256];
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < CZ_ARRAY_LEN(names)) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0 && e->d_name[0] != '.') {
+            names[n] = cz_xmalloc(len - 4);
+            memcpy(names[n], e->d_name, len - 5);
+            names[n][len - 5] = '\0';
+            n++;
+        }
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    size_t used = 0;
+    if (n)
+        used = (size_t)snprintf(out, cap, "known:");
+    for (size_t i = 0; i < n; i++) {
+        if (used < cap)
+            used += (size_t)snprintf(out + used, cap - used, "%s %s", i ? "," : "", names[i]);
+        free(names[i]);
+    }
+    if (used >= cap && cap > 4)
+        memcpy(out + cap - 4, "...", 4);
+}
+
 static cz_status card_path(const char *what, const char *sub, const char *name_or_path,
                            char *path, size_t n, bool *by_name, cz_err *err)
 {
@@ -844,12 +888,15 @@ static cz_status card_path(const char *what, const char *sub, const char *name_o
         int e = errno;
         if (!*by_name)
             return cz_err_open(err, path, e);
+        char known[400];
+        list_cards(path, known, sizeof known);
         return cz_err_set(err, CZ_ENOTFOUND,
                           "%s card '%s': cannot open '%s' (%s); cards by name are looked up "
-                          "in %s",
+                          "in %s; %s",
                           what, name_or_path, path, strerror(e),
                           from_env ? "$CZ_CARDS_DIR" : "the data folder ($CZ_CARDS_DIR is not "
-                                                       "set; docs/install.md)");
+                                                       "set; docs/install.md)",
+                          known);
     }
     return CZ_OK;
 }

@@ -369,6 +369,19 @@ for bad in '[]' '[1, 1]' '[1.5]' '[-1]' '"3"'; do
 done
 check "--seeds 0 exits 2 naming the flag" bash -c \
     "'$cz' sweep '$tmp/sweep_s.json' --quiet --seeds 0 2>'$tmp/sb.err'; [ \$? -eq 2 ] && grep -q -- '--seeds' '$tmp/sb.err'"
+check "--seeds on a grid of seeds exits 2 naming both, before any run" bash -c \
+    "'$cz' sweep $root/experiments/validation/sweep_nova_tableV.json --quiet --seeds 5 -o '$tmp/sg.jsonl' 2>'$tmp/sg.err'; [ \$? -eq 2 ] &&
+     grep -q 'grid.seed and --seeds' '$tmp/sg.err' && [ ! -e '$tmp/sg.jsonl' ] && [ ! -e '$tmp/sg.jsonl.partial' ]"
+check "an unknown object made by --set is blamed on the --set" bash -c \
+    "'$cz' sim $root/experiments/default.json --set foo.bar=1 2>'$tmp/us.err'; [ \$? -eq 2 ] && grep -q -- '--set foo.bar=1: unknown field' '$tmp/us.err'"
+check "a model card not found lists the cards there" bash -c \
+    "'$cz' sim $root/experiments/default.json --set model=nope 2>'$tmp/mc.err'; [ \$? -eq 2 ] && grep -q 'known: .*llama-3-8b' '$tmp/mc.err'"
+check "--summary naming a folder exits before the run, naming the flag" bash -c \
+    "mkdir -p '$tmp/adir' && '$cz' sim $root/experiments/default.json --summary '$tmp/adir' >'$tmp/sd.out' 2>'$tmp/sd.err'; [ \$? -eq 1 ] &&
+     grep -q -- '--summary: cannot write' '$tmp/sd.err' && [ ! -s '$tmp/sd.out' ]"
+check "trace info on a trace without timestamps prints no nan" bash -c \
+    "'$cz' trace info $root/traces/data/sharegpt/sharegpt_sample.json >'$tmp/ti.out' && ! grep -qi nan '$tmp/ti.out' &&
+     grep -q 'no timestamps' '$tmp/ti.out'"
 
 # Inputs that cannot be opened: exit 2, naming the argument, flag or field that named the
 # file and the path as opened.
