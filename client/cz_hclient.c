@@ -461,8 +461,8 @@ static void events_off(hclient *C)
 
 static hreq *req_alloc(hclient *C);
 static void req_free(hclient *C, hreq *r);
-static size_t on_body(char *p, size_t size, size_t nmemb, void *ud);
-static void add_auth(hclient *C, hreq *r);
+static cz_status post(hclient *C, hreq *r, const char *url, const char *header, long timeout_ms,
+                      cz_err *err);
 
 /* Sends session si's first queued event. */
 static cz_status ev_send(hclient *C, uint32_t si, cz_err *err)
@@ -493,32 +493,10 @@ static cz_status ev_send(hclient *C, uint32_t si, cz_err *err)
     r->session = si;
     r->body = cz_xmalloc(strlen(body) + 1);
     memcpy(r->body, body, strlen(body) + 1);
-    r->easy = curl_easy_init();
-    if (!r->easy) {
-        free(url);
-        req_free(C, r);
-        return cz_err_set(err, CZ_ENOMEM, "http client: curl_easy_init failed");
-    }
-    r->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-    add_auth(C, r);
-    CURL *h = r->easy;
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->hdrs);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(r->body));
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(h, CURLOPT_PRIVATE, r);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, EVENT_TIMEOUT_MS);
-    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-    CURLMcode mc = curl_multi_add_handle(C->multi, h);
+    cz_status st = post(C, r, url, NULL, EVENT_TIMEOUT_MS, err);
     free(url); /* libcurl keeps its own copy */
-    if (mc != CURLM_OK) {
-        req_free(C, r);
-        return cz_err_set(err, CZ_EINTERNAL, "http client: curl_multi_add_handle: %s",
-                          curl_multi_strerror(mc));
-    }
+    if (st != CZ_OK)
+        return st;
     r->next = C->ev_active;
     if (C->ev_active)
         C->ev_active->prev = r;
@@ -620,6 +598,50 @@ static void fail(hreq *r, cz_hfail why, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A chunk with choices reached r at t: its time, its tokens (its ids, else one, as vLLM's
+ * benchmark counts a chunk a token; none for a server's abort chunk or a finishing chunk
+ * with no text), a chat's text, the reply's ids, a spoken reply's audio. */
+static void took_chunk(hclient *C, hreq *r, const cz_oai_chunk *c, double t, bool abort_,
+                       bool empty)
+{
+    if (r->n_chunks == r->cap_chunks) {
+        size_t cap = r->cap_chunks ? 2 * r->cap_chunks : 64;
+        r->chunk_t = cz_xrealloc(r->chunk_t, cap, sizeof *r->chunk_t);
+        r->cap_chunks = cap;
+    }
+    r->chunk_t[r->n_chunks++] = t;
+    uint32_t k = c->n_token_ids >= 0 ? (uint32_t)c->n_token_ids
+                 : abort_ || (c->finish_reason[0] && empty) ? 0u
+                                                            : 1u;
+    r->tokens += k;
+    if (C->chat) {
+        cz_grow((void **)&r->text, &r->cap_text, r->n_text + c->text_len + 1, 1);
+        if (c->text_len)
+            memcpy(r->text + r->n_text, c->text, c->text_len);
+        r->n_text += c->text_len;
+        r->text[r->n_text] = '\0';
+        size_t cap = r->cap_ends;
+        cz_grow((void **)&r->tok_end, &cap, r->n_chunks, sizeof *r->tok_end);
+        cap = r->cap_ends;
+        cz_grow((void **)&r->txt_end, &cap, r->n_chunks, sizeof *r->txt_end);
+        r->cap_ends = cap;
+        r->tok_end[r->n_chunks - 1] = r->tokens;
+        r->txt_end[r->n_chunks - 1] = r->n_text;
+    }
+    if (r->spoken && k && !r->failed)
+        play_chunk(C, r, t, k);
+    if (c->n_token_ids < 0) {
+        /* a server's abort chunk ends the stream carrying no token */
+        if (!abort_ || !empty)
+            r->ids_missing = true;
+    } else if (c->n_token_ids > 0) {
+        cz_grow((void **)&r->reply, &r->cap_reply, r->n_reply + (size_t)c->n_token_ids,
+                sizeof *r->reply);
+        cz_oai_chunk_token_ids(c, r->reply + r->n_reply);
+        r->n_reply += (size_t)c->n_token_ids;
+    }
+}
+
 static bool on_event(void *ctx, const char *data, size_t n)
 {
     hreq *r = ctx;
@@ -635,56 +657,14 @@ static bool on_event(void *ctx, const char *data, size_t n)
         fail(r, CZ_HFAIL_ERROR_EVENT, "%s", c.error);
     } else if (c.done) {
         r->done = true;
-    } else if (c.has_choices && C->chat && (!c.text || !c.text_len) && c.n_token_ids <= 0) {
-        /* a chat chunk without content (the role's, a finishing one): not a token, as
-         * vLLM's benchmark times a chat stream by its chunks with content */
-        if (strcmp(c.finish_reason, "abort") == 0)
-            fail(r, CZ_HFAIL_SERVER_ABORT, "the server aborted the stream after %zu chunks",
-                 r->n_chunks);
-        else if (c.finish_reason[0])
-            r->finished = true;
-        if (c.completion_tokens >= 0)
-            r->usage_out = c.completion_tokens;
     } else if (c.has_choices) {
-        if (r->n_chunks == r->cap_chunks) {
-            size_t cap = r->cap_chunks ? 2 * r->cap_chunks : 64;
-            r->chunk_t = cz_xrealloc(r->chunk_t, cap, sizeof *r->chunk_t);
-            r->cap_chunks = cap;
-        }
-        r->chunk_t[r->n_chunks++] = t;
         bool abort_ = strcmp(c.finish_reason, "abort") == 0;
-        /* the tokens it carries: its ids, else one (vLLM's benchmark counts a chunk a
-         * token), none for a server's abort chunk or a finishing chunk with no text */
-        uint32_t k = c.n_token_ids >= 0                                      ? (uint32_t)c.n_token_ids
-                     : abort_ || (c.finish_reason[0] && (!c.text || !c.text_len)) ? 0u
-                                                                                    : 1u;
-        r->tokens += k;
-        if (C->chat) {
-            cz_grow((void **)&r->text, &r->cap_text, r->n_text + c.text_len + 1, 1);
-            memcpy(r->text + r->n_text, c.text, c.text_len);
-            r->n_text += c.text_len;
-            r->text[r->n_text] = '\0';
-            size_t cap = r->cap_ends;
-            cz_grow((void **)&r->tok_end, &cap, r->n_chunks, sizeof *r->tok_end);
-            cap = r->cap_ends;
-            cz_grow((void **)&r->txt_end, &cap, r->n_chunks, sizeof *r->txt_end);
-            r->cap_ends = cap;
-            r->tok_end[r->n_chunks - 1] = r->tokens;
-            r->txt_end[r->n_chunks - 1] = r->n_text;
-        }
-        if (r->spoken && k && !r->failed)
-            play_chunk(C, r, t, k);
-        if (c.n_token_ids < 0) {
-            /* a server's abort chunk ends the stream carrying no token */
-            if (!abort_ || (c.text && c.text_len))
-                r->ids_missing = true;
-        } else if (c.n_token_ids > 0) {
-            cz_grow((void **)&r->reply, &r->cap_reply, r->n_reply + (size_t)c.n_token_ids,
-                    sizeof *r->reply);
-            cz_oai_chunk_token_ids(&c, r->reply + r->n_reply);
-            r->n_reply += (size_t)c.n_token_ids;
-        }
-        if (strcmp(c.finish_reason, "abort") == 0)
+        bool empty = !c.text || !c.text_len;
+        /* a chat chunk without content (the role's, a finishing one) is not a token: vLLM's
+         * benchmark times a chat stream by its chunks with content */
+        if (!(C->chat && empty && c.n_token_ids <= 0))
+            took_chunk(C, r, &c, t, abort_, empty);
+        if (abort_)
             fail(r, CZ_HFAIL_SERVER_ABORT, "the server aborted the stream after %zu chunks",
                  r->n_chunks);
         else if (c.finish_reason[0])
@@ -974,13 +954,48 @@ static void req_free(hclient *C, hreq *r)
     C->free_reqs = r;
 }
 
-static void add_auth(hclient *C, hreq *r)
+/* Starts POSTing r->body (JSON) to `url` on the multi handle: the API key's header, and
+ * `header` when not NULL; r is the transfer's private data and its body's reader (r->event
+ * keeps the answer, a turn reads the event stream); its whole time at most timeout_ms; its
+ * send time taken just before. On failure r is freed. */
+static cz_status post(hclient *C, hreq *r, const char *url, const char *header, long timeout_ms,
+                      cz_err *err)
 {
+    r->easy = curl_easy_init();
+    if (!r->easy) {
+        req_free(C, r);
+        return cz_err_set(err, CZ_ENOMEM, "http client: curl_easy_init failed");
+    }
+    r->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    if (!r->event)
+        r->hdrs = curl_slist_append(r->hdrs, "Accept: text/event-stream");
     if (C->o->api_key && C->o->api_key[0]) {
         char h[600];
         snprintf(h, sizeof h, "Authorization: Bearer %s", C->o->api_key);
         r->hdrs = curl_slist_append(r->hdrs, h);
     }
+    if (header)
+        r->hdrs = curl_slist_append(r->hdrs, header);
+    CURL *e = r->easy;
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(r->body));
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    r->sent_s = now_s(C);
+    CURLMcode mc = curl_multi_add_handle(C->multi, e);
+    if (mc != CURLM_OK) {
+        req_free(C, r);
+        return cz_err_set(err, CZ_EINTERNAL, "http client: curl_multi_add_handle: %s",
+                          curl_multi_strerror(mc));
+    }
+    return CZ_OK;
 }
 
 /* Turn r ends with `outcome` at `now`: recorded, its request freed, what follows it
@@ -1010,39 +1025,13 @@ static cz_status send_turn(hclient *C, uint32_t g, uint32_t si, double intended,
         r->a_tok = t->out_audio_s / r->want_out;
         cz_player_init(&r->pl, C->cfg->continuity_threshold_s);
     }
-    r->easy = curl_easy_init();
-    if (!r->easy) {
-        req_free(C, r);
-        return cz_err_set(err, CZ_ENOMEM, "http client: curl_easy_init failed");
-    }
-    r->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-    r->hdrs = curl_slist_append(r->hdrs, "Accept: text/event-stream");
-    add_auth(C, r);
     const cz_session *s = cz_workload_session_at(C->wl, si);
-    if (s->n_turns > 1 || r->spoken) {
-        char h[300], b[32];
+    char h[300] = "", b[32];
+    if (s->n_turns > 1 || r->spoken)
         snprintf(h, sizeof h, "X-Session-ID: %s", session_id(C, si, b, sizeof b));
-        r->hdrs = curl_slist_append(r->hdrs, h);
-    }
-    CURL *e = r->easy;
-    curl_easy_setopt(e, CURLOPT_URL, C->url);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(r->body));
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, r);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(C->o->timeout_s * 1e3));
-    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    r->sent_s = now_s(C);
-    CURLMcode mc = curl_multi_add_handle(C->multi, e);
-    if (mc != CURLM_OK) {
-        req_free(C, r);
-        return cz_err_set(err, CZ_EINTERNAL, "http client: curl_multi_add_handle: %s",
-                          curl_multi_strerror(mc));
-    }
+    cz_status st = post(C, r, C->url, h[0] ? h : NULL, (long)(C->o->timeout_s * 1e3), err);
+    if (st != CZ_OK)
+        return st;
     r->streaming = true;
     r->next = C->active;
     if (C->active)

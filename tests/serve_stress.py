@@ -220,6 +220,18 @@ class Client:
             c.close()
 
 
+def sessions_file(tmp, name, sessions):
+    """Writes `sessions` as a cadenza sessions file tmp/name (docs/workload.md); its path."""
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        f.write(json.dumps({"format": "cadenza-sessions", "version": 1, "source": "stress",
+                            "concurrency": 0, "hash_block_tokens": 0,
+                            "arrivals_given": True, "think_given": True}) + "\n")
+        for s in sessions:
+            f.write(json.dumps(s) + "\n")
+    return path
+
+
 def replay_client(cz, root, port, rng, tmp, errors, tokdir):
     """One `cadenza replay --endpoint` run with a random workload: a trace slice, Poisson
     requests, closed-loop sessions, or spoken sessions (replies played at the client,
@@ -237,39 +249,30 @@ def replay_client(cz, root, port, rng, tmp, errors, tokdir):
                             "output_tokens": {"dist": "uniform", "min": 1, "max": rng.randint(1, 40)}},
               "arrivals": {"process": "poisson", "rate_rps": rng.choice([5, 20, 100])}}
     elif kind == "spoken":
-        path = os.path.join(tmp, "spoken.jsonl")
-        with open(path, "w") as f:
-            f.write(json.dumps({"format": "cadenza-sessions", "version": 1, "source": "stress",
-                                "concurrency": 0, "hash_block_tokens": 0,
-                                "arrivals_given": True, "think_given": True}) + "\n")
-            for si in range(rng.randint(1, 4)):
-                turns = []
-                for _ in range(rng.randint(1, 4)):
-                    out = rng.randint(1, 30)
-                    audio = out * rng.choice([0.002, 0.01, 0.03])
-                    turns.append({"arrival_s": rng.uniform(0, 0.5),
-                                  "speech_s": rng.choice([0, rng.uniform(0, 0.1)]),
-                                  "in_text_tokens": rng.randint(1, 100),
-                                  "out_text_tokens": out, "out_audio_tokens": out,
-                                  "out_audio_s": audio, "think_s": rng.uniform(0, 0.2),
-                                  "barge_in_s": rng.choice([-1, rng.uniform(0, audio * 1.2)])})
-                f.write(json.dumps({"session": "v%d" % si, "class": "rt",
-                                    "timing": rng.choice(["closed", "closed", "open"]),
-                                    "turns": turns}) + "\n")
-        wl = {"trace": {"path": path}}
+        sessions = []
+        for si in range(rng.randint(1, 4)):
+            turns = []
+            for _ in range(rng.randint(1, 4)):
+                out = rng.randint(1, 30)
+                audio = out * rng.choice([0.002, 0.01, 0.03])
+                turns.append({"arrival_s": rng.uniform(0, 0.5),
+                              "speech_s": rng.choice([0, rng.uniform(0, 0.1)]),
+                              "in_text_tokens": rng.randint(1, 100),
+                              "out_text_tokens": out, "out_audio_tokens": out,
+                              "out_audio_s": audio, "think_s": rng.uniform(0, 0.2),
+                              "barge_in_s": rng.choice([-1, rng.uniform(0, audio * 1.2)])})
+            sessions.append({"session": "v%d" % si, "class": "rt",
+                             "timing": rng.choice(["closed", "closed", "open"]), "turns": turns})
+        wl = {"trace": {"path": sessions_file(tmp, "spoken.jsonl", sessions)}}
     else:
-        path = os.path.join(tmp, "sessions.jsonl")
-        with open(path, "w") as f:
-            f.write(json.dumps({"format": "cadenza-sessions", "version": 1, "source": "stress",
-                                "concurrency": 0, "hash_block_tokens": 0,
-                                "arrivals_given": True, "think_given": True}) + "\n")
-            for si in range(rng.randint(1, 4)):
-                turns = [{"arrival_s": rng.uniform(0, 0.5), "in_text_tokens": rng.randint(1, 100),
-                          "out_text_tokens": rng.randint(1, 20), "think_s": rng.uniform(0, 0.2)}
-                         for _ in range(rng.randint(1, 4))]
-                f.write(json.dumps({"session": "s%d" % si, "class": "rt", "timing": "closed",
-                                    "turns": turns}) + "\n")
-        wl = {"trace": {"path": path}}
+        sessions = []
+        for si in range(rng.randint(1, 4)):
+            turns = [{"arrival_s": rng.uniform(0, 0.5), "in_text_tokens": rng.randint(1, 100),
+                      "out_text_tokens": rng.randint(1, 20), "think_s": rng.uniform(0, 0.2)}
+                     for _ in range(rng.randint(1, 4))]
+            sessions.append({"session": "s%d" % si, "class": "rt", "timing": "closed",
+                             "turns": turns})
+        wl = {"trace": {"path": sessions_file(tmp, "sessions.jsonl", sessions)}}
     cfg = os.path.join(tmp, "client.json")
     with open(cfg, "w") as f:
         json.dump({"model": "tiny-llama", "hardware": "cpu-host", "seed": rng.randint(1, 99),
