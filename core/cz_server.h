@@ -412,8 +412,8 @@ void cz_server_seq_rebind(cz_server *s, uint32_t seq, uint64_t session);
 /* Cuts idle sequence `seq`'s context to its first `tokens` tokens (no effect when it holds
  * no more): the KV past them is freed in both tiers, as vLLM keeps only the blocks of a
  * prompt's cached prefix. The context keeps no order of input and output tokens, so the cut
- * comes off the output tokens first. It must be idle with no KV transfer in flight
- * (cz_server_seq_moving). */
+ * comes off the output tokens first. It must be idle, and with no KV transfer in flight
+ * (cz_server_seq_moving) when there is something to cut. */
 void cz_server_seq_truncate(cz_server *s, uint32_t seq, uint32_t tokens);
 /* Whether a KV transfer of idle sequence `seq` is in flight (a store, or a preload). */
 bool cz_server_seq_moving(const cz_server *s, uint32_t seq);
