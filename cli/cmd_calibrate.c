@@ -65,12 +65,26 @@ typedef struct inputs {
     cz_calib_xfer *xfers;
     size_t n_xfers, cap_xfers;
     char model[128];
+    char hardware[128]; /* the hardware card the inputs were measured on */
 } inputs;
 
 static void add_row(inputs *in, const cz_calib_row *r)
 {
     cz_grow((void **)&in->rows, &in->cap_rows, in->n_rows + 1, sizeof *in->rows);
     in->rows[in->n_rows++] = *r;
+}
+
+static cz_status set_hardware(inputs *in, const char *path, const char *hw, cz_err *err)
+{
+    if (!in->hardware[0]) {
+        snprintf(in->hardware, sizeof in->hardware, "%s", hw);
+        return CZ_OK;
+    }
+    if (strcmp(in->hardware, hw) != 0)
+        return cz_err_set(err, CZ_EINVAL, "%s: measured on hardware '%s', but the inputs "
+                                          "before it on '%s': fit one machine at a time",
+                          path, hw, in->hardware);
+    return CZ_OK;
 }
 
 static cz_status set_model(inputs *in, const char *path, const char *model, cz_err *err)
@@ -95,6 +109,13 @@ static cz_status read_profile(inputs *in, const char *path, cz_err *err)
         return cz_err_prefix(err, "a profile names its model: ");
     st = set_model(in, path, model, err);
     free(model);
+    if (st != CZ_OK)
+        return st;
+    char *hw = NULL;
+    if ((st = cz_h5_read_str_attr(path, "hardware", &hw, err)) != CZ_OK)
+        return cz_err_prefix(err, "a profile names its hardware: ");
+    st = set_hardware(in, path, hw, err);
+    free(hw);
     if (st != CZ_OK)
         return st;
     cz_model_card card;
@@ -171,12 +192,14 @@ static cz_status read_steps(inputs *in, const char *path, cz_err *err)
     free(text);
     if (st != CZ_OK)
         return st;
-    const char *model_name = "llama-3-8b", *stage = NULL;
+    const char *model_name = "llama-3-8b", *stage = NULL, *hw = "h100-sxm";
     cz_model_card card;
     if ((st = cz_json_str(cfg, path, "model", false, &model_name, err)) == CZ_OK &&
         (st = cz_json_str(cfg, path, "stage", false, &stage, err)) == CZ_OK &&
-        (st = cz_model_card_load(model_name, &card, err)) == CZ_OK)
-        st = set_model(in, path, card.name, err);
+        (st = cz_json_str(cfg, path, "hardware", false, &hw, err)) == CZ_OK &&
+        (st = cz_model_card_load(model_name, &card, err)) == CZ_OK &&
+        (st = set_model(in, path, card.name, err)) == CZ_OK)
+        st = set_hardware(in, path, hw, err);
     uint32_t pipe_stage[CZ_MAX_STAGES] = {0};
     uint32_t n_pipe = card.n_pipe;
     for (uint32_t p = 0; st == CZ_OK && p < n_pipe; p++)
@@ -296,11 +319,11 @@ static int calibrate_observed(const char *const *obs, size_t n_obs, const char *
         cz_obsfit_opts o = {.mask = mask, .max_evals = (uint32_t)max_evals,
                             .verbose = !quiet};
         st = cz_obsfit(&cfg, runs, (uint32_t)n_obs, &o, &cf, &report, &err);
+        snprintf(cf.hardware, sizeof cf.hardware, "%s", cfg.hw.name);
     }
     if (st == CZ_OK) {
         cJSON *j = cost_json(&cf, "observed", obs, n_obs, report);
         cJSON_AddStringToObject(j, "config", config_path);
-        cJSON_AddStringToObject(j, "hardware", cfg.hw.name);
         st = write_cost(j, tmp, &err);
     }
     int rc = CZ_EXIT_OK;
@@ -471,6 +494,7 @@ int cz_cmd_calibrate(int argc, char **argv)
         cz_cost_params p = cz_cost_params_default();
         st = cz_calibrate(&card, &p, in.rows, in.n_rows, in.xfers, in.n_xfers, (uint32_t)folds,
                           seed, &cf, &report, &err);
+        snprintf(cf.hardware, sizeof cf.hardware, "%s", in.hardware);
     }
     if (st == CZ_OK) {
         st = write_cost(cost_json(&cf, "inputs", paths, n_paths, report), tmp, &err);

@@ -1,6 +1,7 @@
 /* cmd_figures.c - `cadenza figures`: regenerates each paper's headline figure from the
  * shipped experiments, with the paper's numbers overlaid, and says whether ours shows the
- * paper's direction (experiments/figures.json lists them; docs/plots.md). */
+ * paper's direction and how far ours is from each of the paper's numbers
+ * (experiments/figures.json lists them; docs/plots.md). */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <dirent.h>
 #include <errno.h>
@@ -24,7 +25,8 @@ static const char figures_usage[] =
     "\n"
     "Regenerates each paper's headline figure from the shipped experiments (the list is\n"
     "experiments/figures.json): runs the experiment, draws ours with gnuplot beside the\n"
-    "paper's values (open circles) and says whether ours shows the paper's direction.\n"
+    "paper's values (open markers) and says whether ours shows the paper's direction and\n"
+    "how far each of the paper's numbers is from ours (ours / the paper's).\n"
     "Files are named after the paper (liveserve_..., voxserve_..., metronome_..., bros_...,\n"
     "nova_...): NAME.png, NAME.svg, NAME.gp and NAME.dat, and figures.json with each\n"
     "figure's verdict.\n"
@@ -35,6 +37,7 @@ static const char figures_usage[] =
     "  --only NAME          only this figure (repeatable)\n"
     "  --spec FILE          another list of figures (default: the shipped one)\n"
     "  --check              exit 1 when a figure does not show the paper's direction\n"
+    "                       (whatever the distance)\n"
     "  -h, --help           this help\n";
 
 /* Most runs of one figure and most overrides of one run. */
@@ -126,7 +129,7 @@ static void sel_label(const cJSON *sel, char *buf, size_t n)
 /* Whether the rows show the direction `dir` (see experiments/figures.json's description);
  * `ours` gets the numbers it compared. CZ_EINVAL naming the figure on a bad direction. */
 static cz_status sweep_direction(const char *fig, const cJSON *rows, const char *x,
-                                 const char *metric, const cJSON *dir, bool *as_paper,
+                                 const char *metric, const cJSON *dir, bool *direction_ok,
                                  char *ours, size_t n, cz_err *err)
 {
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(dir, "kind");
@@ -153,7 +156,7 @@ static cz_status sweep_direction(const char *fig, const cJSON *rows, const char 
     if (strcmp(k, "rises") == 0) {
         double a = value_at(rows, x, min_x, better, metric);
         double b = value_at(rows, x, max_x, better, metric);
-        *as_paper = isfinite(a) && isfinite(b) && b > a;
+        *direction_ok = isfinite(a) && isfinite(b) && b > a;
         snprintf(ours, n, "%s%s%s %.4g at %s = %g -> %.4g at %g", bl, bl[0] ? ": " : "", metric, a,
                  x, min_x, b, max_x);
         return CZ_OK;
@@ -198,7 +201,234 @@ static cz_status sweep_direction(const char *fig, const cJSON *rows, const char 
         snprintf(ours + len, n - len, " (%s <= %g)", metric, thr->valuedouble);
     else if (len < n)
         snprintf(ours + len, n - len, " (%s at %s = %g)", metric, x, at_x);
-    *as_paper = ok;
+    *direction_ok = ok;
+    return CZ_OK;
+}
+
+/* What `cadenza figures` finds for one figure: whether ours shows the paper's direction,
+ * and how far each of the paper's numbers the figure names is from ours. */
+typedef struct fig_result {
+    bool direction_ok;
+    char ours[512];      /* the numbers the direction compared */
+    char verdict[1024];  /* "direction matches; WHAT: OURS vs the paper's PAPER: RATIOx; ..." */
+    cJSON *compared;     /* [{"what", "quantity", "ours", "paper", "ratio",
+                            "relative_difference", "unit"}] (owned) */
+    cJSON *seeds;        /* the seeds the sweep ran (owned), or NULL */
+} fig_result;
+
+/* A number of a comparison as text: a reduction as a percentage, a ratio with an x, else
+ * three digits and the unit; "none" when it is not a number (a reach never made). */
+static void cmp_format(double v, const char *quantity, const char *unit, char *buf, size_t n)
+{
+    if (!isfinite(v))
+        snprintf(buf, n, "%s", v > 0 ? "never" : "none");
+    else if (strcmp(quantity, "max_reduction") == 0)
+        snprintf(buf, n, "%.1f %%", 100.0 * v);
+    else if (strcmp(quantity, "reach_ratio") == 0)
+        snprintf(buf, n, "%.3gx", v);
+    else
+        snprintf(buf, n, "%.4g%s%s", v, unit[0] ? " " : "", unit);
+}
+
+/* Adds one comparison to `res`: its record in res->compared and its clause to the
+ * verdict. */
+static void cmp_add(fig_result *res, const char *what, const char *quantity, const char *unit,
+                    double ours, double paper)
+{
+    double ratio = isfinite(ours) && paper != 0 ? ours / paper : NAN;
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "what", what);
+    cJSON_AddStringToObject(c, "quantity", quantity);
+    if (isfinite(ours))
+        cJSON_AddNumberToObject(c, "ours", ours);
+    else
+        cJSON_AddNullToObject(c, "ours");
+    cJSON_AddNumberToObject(c, "paper", paper);
+    if (isfinite(ratio)) {
+        cJSON_AddNumberToObject(c, "ratio", ratio);
+        cJSON_AddNumberToObject(c, "relative_difference", ratio - 1.0);
+    } else {
+        cJSON_AddNullToObject(c, "ratio");
+        cJSON_AddNullToObject(c, "relative_difference");
+    }
+    cJSON_AddStringToObject(c, "unit", unit);
+    cJSON_AddItemToArray(res->compared, c);
+    char o[64], p[64], r[48];
+    cmp_format(ours, quantity, unit, o, sizeof o);
+    cmp_format(paper, quantity, unit, p, sizeof p);
+    if (isfinite(ratio))
+        snprintf(r, sizeof r, "%.3gx", ratio);
+    else
+        snprintf(r, sizeof r, "no ratio");
+    size_t len = strlen(res->verdict);
+    if (len < sizeof res->verdict)
+        snprintf(res->verdict + len, sizeof res->verdict - len, "; %s: %s vs the paper's %s: %s",
+                 what, o, p, r);
+}
+
+/* The fields of one entry of a figure's "compare" list: "what", "quantity" (value,
+ * max_reduction, reach or reach_ratio), "paper" and "unit" (optional). CZ_EINVAL naming
+ * the figure and entry when one is missing or the quantity is none of those. */
+static cz_status cmp_fields(const char *fig, int i, const cJSON *c, const char **what,
+                            const char **quantity, double *paper, const char **unit, cz_err *err)
+{
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(c, "what");
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(c, "quantity");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(c, "paper");
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(c, "unit");
+    if (!cJSON_IsObject(c) || !cJSON_IsString(w) || !cJSON_IsString(q) || !cJSON_IsNumber(p) ||
+        (u && !cJSON_IsString(u)))
+        return cz_err_set(err, CZ_EINVAL,
+                          "figure '%s': compare[%d]: expected an object with \"what\" (text), "
+                          "\"quantity\" (text), \"paper\" (the paper's number) and optionally "
+                          "\"unit\" (text)",
+                          fig, i);
+    static const char *const quantities[] = {"value", "max_reduction", "reach", "reach_ratio"};
+    bool known = false;
+    for (size_t k = 0; k < CZ_ARRAY_LEN(quantities); k++)
+        known |= strcmp(q->valuestring, quantities[k]) == 0;
+    if (!known)
+        return cz_err_set(err, CZ_EINVAL,
+                          "figure '%s': compare[%d]: quantity '%s': expected value, "
+                          "max_reduction, reach or reach_ratio",
+                          fig, i, q->valuestring);
+    *what = w->valuestring;
+    *quantity = q->valuestring;
+    *paper = p->valuedouble;
+    *unit = u ? u->valuestring : "";
+    return CZ_OK;
+}
+
+/* The comparisons of a sweep figure (its "compare" list; docs/plots.md), added to `res`.
+ * `y_scale` scales a "value" (ours and the paper's alike) as the figure draws it. */
+static cz_status sweep_compare(const char *fig, const cJSON *rows, const char *x,
+                               const char *metric, const cJSON *dir, const cJSON *compare,
+                               double y_scale, fig_result *res, cz_err *err)
+{
+    const cJSON *better = cJSON_GetObjectItemCaseSensitive(dir, "better");
+    const cJSON *than = cJSON_GetObjectItemCaseSensitive(dir, "than");
+    const cJSON *thr = cJSON_GetObjectItemCaseSensitive(dir, "threshold");
+    const cJSON *dir_at = cJSON_GetObjectItemCaseSensitive(dir, "at");
+    double max_x = -INFINITY;
+    const cJSON *row;
+    cJSON_ArrayForEach(row, rows)
+    {
+        const cJSON *xv = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(row, "point"), x);
+        if (cJSON_IsNumber(xv))
+            max_x = fmax(max_x, xv->valuedouble);
+    }
+    int i = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, compare)
+    {
+        const char *what, *quantity, *unit;
+        double paper;
+        cz_status st = cmp_fields(fig, i, c, &what, &quantity, &paper, &unit, err);
+        if (st != CZ_OK)
+            return st;
+        double ours = NAN;
+        if (strcmp(quantity, "value") == 0) {
+            /* the metric of one point: "select" (default: the direction's better) at "at"
+             * (default: the direction's, else the largest x) */
+            const cJSON *sel = cJSON_GetObjectItemCaseSensitive(c, "select");
+            const cJSON *at = cJSON_GetObjectItemCaseSensitive(c, "at");
+            double at_x = cJSON_IsNumber(at)       ? at->valuedouble
+                          : cJSON_IsNumber(dir_at) ? dir_at->valuedouble
+                                                   : max_x;
+            ours = value_at(rows, x, at_x, sel ? sel : better, metric) * y_scale;
+            paper *= y_scale;
+        } else if (strcmp(quantity, "max_reduction") == 0 && cJSON_IsArray(than)) {
+            /* "up to N % below the best baseline": the most, over x, of 1 - better / the
+             * lowest of the others at that x */
+            cJSON_ArrayForEach(row, rows)
+            {
+                const cJSON *xv = cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(row, "point"), x);
+                if (!cJSON_IsNumber(xv))
+                    continue;
+                double vb = value_at(rows, x, xv->valuedouble, better, metric), best = INFINITY;
+                const cJSON *t;
+                cJSON_ArrayForEach(t, than)
+                    best = fmin(best, value_at(rows, x, xv->valuedouble, t, metric));
+                double r = 1.0 - vb / best;
+                if (isfinite(r) && (!isfinite(ours) || r > ours))
+                    ours = r;
+            }
+        } else if ((strcmp(quantity, "reach") == 0 || strcmp(quantity, "reach_ratio") == 0) &&
+                   cJSON_IsNumber(thr) && cJSON_IsArray(than)) {
+            /* how far the better point stays at or under the threshold, alone or against
+             * the furthest of the others */
+            ours = reach(rows, x, better, metric, thr->valuedouble);
+            if (strcmp(quantity, "reach_ratio") == 0) {
+                double other = -INFINITY;
+                const cJSON *t;
+                cJSON_ArrayForEach(t, than)
+                    other = fmax(other, reach(rows, x, t, metric, thr->valuedouble));
+                ours = other > 0 ? ours / other : NAN;
+            }
+        } else {
+            return cz_err_set(err, CZ_EINVAL,
+                              "figure '%s': compare[%d]: quantity '%s': expected value, "
+                              "max_reduction (a direction lower or higher), reach or "
+                              "reach_ratio (a direction reaches_further)",
+                              fig, i, quantity);
+        }
+        cmp_add(res, what, quantity, unit, ours, paper);
+        i++;
+    }
+    return CZ_OK;
+}
+
+/* Opens the verdict: whether ours shows the paper's direction. */
+static void verdict_start(fig_result *res)
+{
+    snprintf(res->verdict, sizeof res->verdict, "%s",
+             res->direction_ok ? "direction matches" : "direction does NOT match");
+}
+
+/* "seed 3", "seeds 1-5" (three or more consecutive) or "seeds 1, 2 and 7": the seeds a
+ * sweep ran. */
+static void seeds_text(const cJSON *seeds, char *buf, size_t n)
+{
+    int ns = cJSON_GetArraySize(seeds);
+    bool run = ns > 2;
+    for (int i = 1; i < ns && run; i++)
+        run = cJSON_GetArrayItem(seeds, i)->valuedouble ==
+              cJSON_GetArrayItem(seeds, i - 1)->valuedouble + 1;
+    if (ns == 1) {
+        snprintf(buf, n, "seed %.0f", cJSON_GetArrayItem(seeds, 0)->valuedouble);
+    } else if (run) {
+        snprintf(buf, n, "seeds %.0f-%.0f", cJSON_GetArrayItem(seeds, 0)->valuedouble,
+                 cJSON_GetArrayItem(seeds, ns - 1)->valuedouble);
+    } else {
+        size_t len = (size_t)snprintf(buf, n, "seeds");
+        for (int i = 0; i < ns && len < n; i++)
+            len += (size_t)snprintf(buf + len, n - len, "%s %.0f",
+                                    i == 0 ? "" : i == ns - 1 ? " and" : ",",
+                                    cJSON_GetArrayItem(seeds, i)->valuedouble);
+    }
+}
+
+/* The figure's title with "{seeds}" replaced by the seeds the rows ran (their "seeds"
+ * array), so the title names the seeds run and no others. CZ_EINVAL naming the figure when
+ * the title names seeds and the rows ran none. */
+static cz_status title_with_seeds(const char *fig, const char *title, const cJSON *seeds,
+                                  char *buf, size_t n, cz_err *err)
+{
+    const char *at = strstr(title, "{seeds}");
+    if (!at) {
+        snprintf(buf, n, "%s", title);
+        return CZ_OK;
+    }
+    if (!cJSON_IsArray(seeds) || cJSON_GetArraySize(seeds) < 1)
+        return cz_err_set(err, CZ_EINVAL,
+                          "figure '%s': title: {seeds} names the seeds run, but the sweep "
+                          "runs none (give the figure \"seeds\")",
+                          fig);
+    char st[256];
+    seeds_text(seeds, st, sizeof st);
+    snprintf(buf, n, "%.*s%s%s", (int)(at - title), title, st, at + strlen("{seeds}"));
     return CZ_OK;
 }
 
@@ -234,8 +464,8 @@ static cz_status add_sets(argv_buf *a, const cJSON *sets, const char *fig, cz_er
 /* A sweep figure: the sweep file rewritten with the figure's grid and seeds (the quick
  * ones under --quick), run, and drawn. */
 static cz_status fig_sweep(const cJSON *fig, const char *name, const char *spec_dir,
-                           const char *tmp, const char *dir, bool quick, bool *as_paper,
-                           char *ours, size_t ours_n, double *run_s, cz_err *err)
+                           const char *tmp, const char *dir, bool quick, fig_result *res,
+                           double *run_s, cz_err *err)
 {
     const char *sweep_rel = NULL, *x = NULL, *metric = NULL;
     cz_status st;
@@ -263,6 +493,14 @@ static cz_status fig_sweep(const cJSON *fig, const char *name, const char *spec_
         cJSON_Delete(sw);
         return st;
     }
+    /* the base config's path, and its name from the figure list's folder, for the title to
+     * show what the runs changed from it */
+    char base_file[4096], base_label[1100];
+    snprintf(base_file, sizeof base_file, "%s", base_abs);
+    char *rel_dir = cz_cli_dir_of(sweep_rel);
+    snprintf(base_label, sizeof base_label, "%s%s%s", strchr(sweep_rel, '/') ? rel_dir : "",
+             strchr(sweep_rel, '/') ? "/" : "", base->valuestring);
+    free(rel_dir);
     cJSON_ReplaceItemInObjectCaseSensitive(sw, "base", cJSON_CreateString(base_abs));
     free(base_abs);
     const cJSON *q = quick ? cJSON_GetObjectItemCaseSensitive(fig, "quick") : NULL;
@@ -347,31 +585,52 @@ static cz_status fig_sweep(const cJSON *fig, const char *name, const char *spec_
     const cJSON *hll = cJSON_GetObjectItemCaseSensitive(fig, "hline_label");
     const cJSON *title = cJSON_GetObjectItemCaseSensitive(fig, "title");
     const cJSON *says = cJSON_GetObjectItemCaseSensitive(fig, "paper_says");
-    char note[400];
-    snprintf(note, sizeof note, "paper: %s%s", cJSON_IsString(says) ? says->valuestring : "",
-             quick ? "   [--quick: reduced runs]" : "");
-    const char *metrics[1] = {metric};
-    cz_plot_sweep_opts o = {
-        .x = x,
-        .metrics = metrics,
-        .n_metrics = 1,
-        .where = cJSON_GetObjectItemCaseSensitive(fig, "where"),
-        .name = name,
-        .title = cJSON_IsString(title) ? title->valuestring : NULL,
-        .xlabel = cJSON_IsString(xl) ? xl->valuestring : NULL,
-        .ylabel = cJSON_IsString(yl) ? yl->valuestring : NULL,
-        .note = note,
-        .y_scale = cJSON_IsNumber(ys) ? ys->valuedouble : 1.0,
-        .logy = cJSON_IsTrue(logy),
-        .hline = cJSON_IsNumber(hl) ? hl->valuedouble : NAN,
-        .hline_label = cJSON_IsString(hll) ? hll->valuestring : NULL,
-    };
-    cz_plot_list out = {0};
-    st = cz_plot_sweep(rows, &o, dir, &out, err);
-    if (st == CZ_OK)
-        st = sweep_direction(name, rows, x, metric,
-                             cJSON_GetObjectItemCaseSensitive(fig, "direction"), as_paper, ours,
-                             ours_n, err);
+    const cJSON *direction = cJSON_GetObjectItemCaseSensitive(fig, "direction");
+    double y_scale = cJSON_IsNumber(ys) ? ys->valuedouble : 1.0;
+    /* the verdict first: the figure shows it under the paper's claim */
+    const cJSON *ran = cJSON_GetObjectItemCaseSensitive(row0, "seeds");
+    if (ran)
+        res->seeds = cJSON_Duplicate(ran, 1);
+    char title_buf[512];
+    cJSON *base_cfg = NULL;
+    st = sweep_direction(name, rows, x, metric, direction, &res->direction_ok, res->ours,
+                         sizeof res->ours, err);
+    if (st == CZ_OK) {
+        verdict_start(res);
+        st = sweep_compare(name, rows, x, metric, direction,
+                           cJSON_GetObjectItemCaseSensitive(fig, "compare"), y_scale, res, err);
+    }
+    if (st == CZ_OK && cJSON_IsString(title))
+        st = title_with_seeds(name, title->valuestring, ran, title_buf, sizeof title_buf, err);
+    if (st == CZ_OK && cz_json_load(base_file, &base_cfg, err) != CZ_OK)
+        st = cz_err_prefix(err, "figure '%s': the sweep's base: ", name);
+    if (st == CZ_OK) {
+        char note[sizeof ((cz_gp_figure *)0)->note];
+        snprintf(note, sizeof note, "paper: %.300s%s\nours: %.400s", /* cut to fit */
+                 cJSON_IsString(says) ? says->valuestring : "",
+                 quick ? "   [--quick: reduced runs]" : "", res->verdict);
+        const char *metrics[1] = {metric};
+        cz_plot_sweep_opts o = {
+            .x = x,
+            .metrics = metrics,
+            .n_metrics = 1,
+            .where = cJSON_GetObjectItemCaseSensitive(fig, "where"),
+            .name = name,
+            .title = cJSON_IsString(title) ? title_buf : NULL,
+            .xlabel = cJSON_IsString(xl) ? xl->valuestring : NULL,
+            .ylabel = cJSON_IsString(yl) ? yl->valuestring : NULL,
+            .note = note,
+            .base = base_cfg,
+            .base_name = base_label,
+            .y_scale = y_scale,
+            .logy = cJSON_IsTrue(logy),
+            .hline = cJSON_IsNumber(hl) ? hl->valuedouble : NAN,
+            .hline_label = cJSON_IsString(hll) ? hll->valuestring : NULL,
+        };
+        cz_plot_list out = {0};
+        st = cz_plot_sweep(rows, &o, dir, &out, err);
+    }
+    cJSON_Delete(base_cfg);
     cJSON_Delete(rows);
     remove(sw_tmp);
     remove(rows_tmp);
@@ -380,8 +639,8 @@ static cz_status fig_sweep(const cJSON *fig, const char *name, const char *spec_
 
 /* A figure of runs: each run's /timeline column over time, and a summary key compared. */
 static cz_status fig_runs(const cJSON *fig, const char *name, const char *spec_dir,
-                          const char *tmp, const char *dir, bool quick, bool *as_paper,
-                          char *ours, size_t ours_n, double *run_s, cz_err *err)
+                          const char *tmp, const char *dir, bool quick, fig_result *res,
+                          double *run_s, cz_err *err)
 {
     const char *column = NULL;
     cz_status st = cz_json_str(fig, name, "column", true, &column, err);
@@ -414,6 +673,9 @@ static cz_status fig_runs(const cJSON *fig, const char *name, const char *spec_d
                                      cJSON_IsString(yl) ? yl->valuestring : column);
     double vb = NAN, vt = NAN;
     bool seen_b = false, seen_t = false;
+    double key_val[FIG_MAX_RUNS];  /* each run's direction key (inf: never) */
+    const char *labels[FIG_MAX_RUNS];
+    size_t sub_len = 0;            /* each run's changes from its config, in the subtitle */
     double t0 = cz_wall_s();
     const cJSON *run;
     int i = 0;
@@ -465,6 +727,20 @@ static cz_status fig_runs(const cJSON *fig, const char *name, const char *spec_d
         const cJSON *kv = cz_json_get_path(s, key->valuestring);
         /* null: never happened in the run (a wall never reached): later than any time */
         double val = cJSON_IsNumber(kv) ? kv->valuedouble : INFINITY;
+        key_val[i - 1] = val;
+        labels[i - 1] = label;
+        cJSON *cfg_json = NULL;
+        if ((st = cz_json_load(cfg, &cfg_json, err)) != CZ_OK) {
+            cJSON_Delete(s);
+            break;
+        }
+        char changed[sizeof f.subtitle];
+        cz_plot_overrides(cJSON_GetObjectItemCaseSensitive(s, "config"), cfg_json, cfg_rel, NULL,
+                          changed, sizeof changed);
+        cJSON_Delete(cfg_json);
+        if (changed[0] && sub_len < sizeof f.subtitle)
+            sub_len += (size_t)snprintf(f.subtitle + sub_len, sizeof f.subtitle - sub_len,
+                                        "%s%s: %s", sub_len ? "; " : "", label, changed);
         if (strcmp(label, better->valuestring) == 0) {
             vb = val;
             seen_b = true;
@@ -503,12 +779,41 @@ static cz_status fig_runs(const cJSON *fig, const char *name, const char *spec_d
     }
     if (st == CZ_OK) {
         /* "later": the better run's event comes later than the other's, or never */
-        *as_paper = isfinite(vt) && vb > vt;
+        res->direction_ok = isfinite(vt) && vb > vt;
         char b[32], t[32];
         snprintf(b, sizeof b, isfinite(vb) ? "%.4g s" : "never", vb);
         snprintf(t, sizeof t, isfinite(vt) ? "%.4g s" : "never", vt);
-        snprintf(ours, ours_n, "%s: %s %s, %s %s", key->valuestring, better->valuestring, b,
-                 than->valuestring, t);
+        snprintf(res->ours, sizeof res->ours, "%s: %s %s, %s %s", key->valuestring,
+                 better->valuestring, b, than->valuestring, t);
+        verdict_start(res);
+        /* the comparisons: the direction key of a run against the paper's number */
+        int ci = 0;
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(fig, "compare"))
+        {
+            const char *what, *quantity, *unit;
+            double paper;
+            if ((st = cmp_fields(name, ci, c, &what, &quantity, &paper, &unit, err)) != CZ_OK)
+                break;
+            const cJSON *run_label = cJSON_GetObjectItemCaseSensitive(c, "run");
+            int k = 0;
+            while (k < i && cJSON_IsString(run_label) &&
+                   strcmp(labels[k], run_label->valuestring) != 0)
+                k++;
+            if (strcmp(quantity, "value") != 0 || !cJSON_IsString(run_label) || k == i) {
+                st = cz_err_set(err, CZ_EINVAL,
+                                "figure '%s': compare[%d]: expected quantity value and \"run\" "
+                                "naming a run's label",
+                                name, ci);
+                break;
+            }
+            cmp_add(res, what, quantity, unit, key_val[k], paper);
+            ci++;
+        }
+    }
+    if (st == CZ_OK) {
+        size_t len = strlen(f.note);
+        snprintf(f.note + len, sizeof f.note - len, "\nours: %s", res->verdict);
         st = cz_gp_render(&f, dir, name, err);
     }
     cz_gp_figure_free(&f);
@@ -592,7 +897,7 @@ int cz_cmd_figures(int argc, char **argv)
         "name",  "kind",   "paper", "paper_says", "title", "sweep",     "x",
         "xlabel", "metric", "ylabel", "y_scale",   "logy",  "hline",     "hline_label",
         "where", "grid",   "seeds", "quick",      "set",   "direction", "runs",
-        "column", "paper_values"};
+        "column", "paper_values", "compare"};
     int fi = 0;
     const cJSON *fc;
     cJSON_ArrayForEach(fc, figs)
@@ -604,6 +909,38 @@ int cz_cmd_figures(int argc, char **argv)
             if (!cJSON_IsObject(fc))
                 cz_err_set(&err, CZ_EINVAL, "%s: expected an object", where);
             cJSON_Delete(sp);
+            return cz_cli_fail(&err);
+        }
+        /* every comparison names its fields */
+        const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(fc, "compare");
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(fc, "name");
+        int ci = 0;
+        const cJSON *ce;
+        cJSON_ArrayForEach(ce, cmp)
+        {
+            const char *w_, *q_, *u_;
+            double p_;
+            if (cmp_fields(cJSON_IsString(nm) ? nm->valuestring : where, ci++, ce, &w_, &q_, &p_,
+                           &u_, &err) != CZ_OK) {
+                cJSON_Delete(sp);
+                return cz_cli_fail(&err);
+            }
+        }
+        if (cmp && !cJSON_IsArray(cmp)) {
+            cJSON_Delete(sp);
+            cz_err_set(&err, CZ_EINVAL, "%s: compare: expected an array", where);
+            return cz_cli_fail(&err);
+        }
+        /* a title names seeds only through {seeds}, which becomes the seeds run: a fixed
+         * list could claim seeds a reduced run did not run */
+        const cJSON *ti = cJSON_GetObjectItemCaseSensitive(fc, "title");
+        if (cJSON_IsString(ti) && strstr(ti->valuestring, "seed") &&
+            !strstr(ti->valuestring, "{seeds}")) {
+            cJSON_Delete(sp);
+            cz_err_set(&err, CZ_EINVAL,
+                       "%s: title: name the seeds as {seeds} (replaced by the seeds run), not "
+                       "by number",
+                       where);
             return cz_cli_fail(&err);
         }
     }
@@ -668,30 +1005,34 @@ int cz_cmd_figures(int argc, char **argv)
         if (!take)
             continue;
         idx++;
-        bool as_paper = false;
-        char ours[512] = "";
+        fig_result res = {.compared = cJSON_CreateArray()};
         double run_s = 0;
         if (strcmp(kind, "sweep") == 0)
-            st = fig_sweep(f, name, spec_dir, tmp, dir, quick, &as_paper, ours, sizeof ours,
-                           &run_s, &err);
+            st = fig_sweep(f, name, spec_dir, tmp, dir, quick, &res, &run_s, &err);
         else if (strcmp(kind, "runs") == 0)
-            st = fig_runs(f, name, spec_dir, tmp, dir, quick, &as_paper, ours, sizeof ours,
-                          &run_s, &err);
+            st = fig_runs(f, name, spec_dir, tmp, dir, quick, &res, &run_s, &err);
         else
             st = cz_err_set(&err, CZ_EINVAL, "figure '%s': kind '%s': expected sweep or runs",
                             name, kind);
-        if (st != CZ_OK)
+        if (st != CZ_OK) {
+            cJSON_Delete(res.compared);
+            cJSON_Delete(res.seeds);
             break;
-        failed_dir += !as_paper;
+        }
+        failed_dir += !res.direction_ok;
         fprintf(stderr, "figures: [%d/%d] %s (%.1f s): %s\n", idx, total, name, run_s,
-                as_paper ? "the paper's direction" : "NOT the paper's direction");
+                res.direction_ok ? "the paper's direction" : "NOT the paper's direction");
         const cJSON *says = cJSON_GetObjectItemCaseSensitive(f, "paper_says");
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "name", name);
         cJSON_AddStringToObject(e, "paper", paper);
         cJSON_AddStringToObject(e, "paper_says", cJSON_IsString(says) ? says->valuestring : "");
-        cJSON_AddStringToObject(e, "ours", ours);
-        cJSON_AddBoolToObject(e, "as_paper", as_paper);
+        cJSON_AddStringToObject(e, "ours", res.ours);
+        cJSON_AddBoolToObject(e, "direction_ok", res.direction_ok);
+        cJSON_AddItemToObject(e, "compared", res.compared);
+        cJSON_AddStringToObject(e, "verdict", res.verdict);
+        if (res.seeds)
+            cJSON_AddItemToObject(e, "seeds", res.seeds);
         char png[1200], svg[1200];
         snprintf(png, sizeof png, "%s.png", name);
         snprintf(svg, sizeof svg, "%s.svg", name);
@@ -699,8 +1040,9 @@ int cz_cmd_figures(int argc, char **argv)
         cJSON_AddItemToArray(files, cJSON_CreateString(png));
         cJSON_AddItemToArray(files, cJSON_CreateString(svg));
         cJSON_AddItemToArray(list, e);
-        printf("%-34s %s\n  paper: %s\n  ours:  %s\n", name, as_paper ? "as paper" : "DIFFERS",
-               cJSON_IsString(says) ? says->valuestring : "", ours);
+        printf("%-34s %s\n  paper: %s\n  ours:  %s\n  %s\n", name,
+               res.direction_ok ? "direction as paper" : "DIRECTION DIFFERS",
+               cJSON_IsString(says) ? says->valuestring : "", res.ours, res.verdict);
     }
     remove_tmp(tmp);
     free(spec_dir);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <limits.h>
 
 #include "cz_cli.h"
@@ -23,23 +24,32 @@
 #include "cz_sim.h"
 
 static const char sim_usage[] =
-    "usage: cadenza sim [CONFIG.json] [--set key=value]... [-o results.h5]\n"
-    "                   [--summary summary.json] [--percentiles LIST]\n"
+    "usage: cadenza sim [CONFIG.json] [--trace PATH] [--model NAME|DIR] [--set key=value]...\n"
+    "                   [-o results.h5] [--summary summary.json] [--percentiles LIST]\n"
     "                   [--exact-percentiles] [--whole-workload] [--quiet] [--no-progress]\n"
     "\n"
     "Run the discrete-event simulator on an experiment config (docs/config.md). Without\n"
     "CONFIG.json the built-in default experiment runs (experiments/default.json).\n"
+    "Ctrl-C ends the run at the simulated time it reached and writes what it has, marked\n"
+    "partial (\"partial\": true in the summary); a second Ctrl-C quits at once.\n"
     "\n"
+    "  --trace PATH         the workload reads this trace (ShareGPT, BurstGPT, Mooncake,\n"
+    "                       Azure or cadenza sessions; the format detected as `trace info`\n"
+    "                       does) in place of the config's trace or synthetic requests\n"
+    "  --model NAME|DIR     the model: a card name (`cadenza cards`), a card file, or a\n"
+    "                       Hugging Face checkpoint folder (its config.json)\n"
     "  --set key=value      override a config field, e.g. --set workload.max_requests=500\n"
-    "                       or --set server.max_num_seqs=64 (repeatable)\n"
+    "                       or --set server.max_num_seqs=64 (repeatable); a relative path\n"
+    "                       given here is relative to the working directory\n"
     "  -o, --output FILE    write the HDF5 results: per-request table, timelines, config\n"
     "  --summary FILE       write the JSON summary (vLLM benchmark key names)\n"
     "  --percentiles LIST   percentiles reported per latency metric, comma-separated in\n"
     "                       (0, 100] (vLLM's --metric-percentiles), e.g. 25,50,99.9 gives\n"
     "                       p25_ttft_ms, p50_ttft_ms, p99.9_ttft_ms; default 50,90,95,99\n"
-    "  --exact-percentiles  percentiles and medians from every sample, sorted, instead of\n"
-    "                       a quantile sketch within 1 % of them (--set\n"
-    "                       metrics.percentiles=exact; docs/metrics.md)\n"
+    "  --exact-percentiles  percentiles and medians from every sample, however many; by\n"
+    "                       default a metric past 2M samples moves to a quantile sketch\n"
+    "                       within 1 % of them, and the summary's percentile_mode says\n"
+    "                       which (--set metrics.percentiles=exact; docs/metrics.md)\n"
     "  --cost FILE          step times from a fitted cost model (`cadenza calibrate`)\n"
     "                       instead of the config's cost object\n"
     "  --whole-workload     build the whole workload before the run; by default a synthetic\n"
@@ -54,12 +64,13 @@ static const char sim_usage[] =
     "seconds per wall second, wall time, peak memory) on stderr.\n";
 
 static const char replay_usage[] =
-    "usage: cadenza replay CONFIG.json [--set key=value]... [-o results.h5]\n"
+    "usage: cadenza replay CONFIG.json [--trace PATH] [--set key=value]... [-o results.h5]\n"
     "                      [--summary summary.json] [--percentiles LIST]\n"
     "                      [--exact-percentiles] [--backend cpu|cuda] [--threads N] [--quiet] [--no-progress]\n"
     "       cadenza replay CONFIG.json --endpoint URL [--model NAME] [--api-key KEY]\n"
     "                      [--api completions|chat] [--tokenizer DIR] [--max-concurrency N]\n"
-    "                      [--request-timeout S] [--no-events] [--set key=value]...\n"
+    "                      [--request-timeout S] [--no-events] [--trace PATH]\n"
+    "                      [--set key=value]...\n"
     "                      [-o results.h5] [--summary summary.json] [--percentiles LIST]\n"
     "                      [--quiet] [--no-progress]\n"
     "\n"
@@ -83,13 +94,15 @@ static const char replay_usage[] =
     "cancels the stream at the player's position; speech starts, playback and barge-ins\n"
     "go to the server's POST /v1/sessions/ID/events (`cadenza serve`'s interaction plane).\n"
     "\n"
-    "  --set key=value      override a config field (repeatable)\n"
+    "  --trace PATH         the workload reads this trace, as for `sim`\n"
+    "  --set key=value      override a config field (repeatable; relative paths are\n"
+    "                       relative to the working directory)\n"
     "  -o, --output FILE    write the HDF5 results, with a /steps table of every batch\n"
     "                       (its shape, host time, device time and the cost model's time)\n"
     "  --summary FILE       write the JSON summary (the simulator's keys, \"driver\": \"engine\",\n"
     "                       \"backend\": \"cadenza-engine\", \"kernel_backend\")\n"
     "  --percentiles LIST   percentiles reported per latency metric (as for `sim`)\n"
-    "  --exact-percentiles  exact percentiles instead of the sketch's (as for `sim`)\n"
+    "  --exact-percentiles  exact percentiles however many the samples (as for `sim`)\n"
     "  --cost FILE          the fitted cost model /steps compares each batch with\n"
     "  --backend NAME       kernel backend: cpu (default) or cuda (a build with -Dcuda;\n"
     "                       GPU g of the placement runs on CUDA device g)\n"
@@ -349,8 +362,48 @@ static void add_arrival_keys(const cJSON *cfg_json, const cz_workload *wl, cJSON
 /* `keep`: the recorder keeps every record (validate compares them); otherwise it streams
  * (docs/metrics.md, "Streaming"), handing its rows to a results file opened at `h5_path`
  * (*writer; NULL: rows dropped), which the caller closes or discards. */
+/* /sessions of a results file: every session's id in its trace, in batches. */
+typedef struct sessions_ctx {
+    cz_results_writer *w;
+    cz_results_session rows[1024];
+    uint32_t n;
+    cz_status st;
+    cz_err *err;
+} sessions_ctx;
+
+static void session_row(void *ctx, uint32_t si, const char *name, uint32_t n_turns)
+{
+    sessions_ctx *c = ctx;
+    cz_results_session *r = &c->rows[c->n++];
+    memset(r, 0, sizeof *r);
+    r->session = si;
+    r->turns = n_turns;
+    snprintf(r->name, sizeof r->name, "%s", name);
+    if (c->n == CZ_ARRAY_LEN(c->rows)) {
+        if (c->st == CZ_OK)
+            c->st = cz_results_put_sessions(c->w, c->rows, c->n, c->err);
+        c->n = 0;
+    }
+}
+
+static cz_status write_sessions(cz_results_writer *w, cz_workload *wl, cz_err *err)
+{
+    if (wl->live)
+        return CZ_OK; /* requests a server took: no trace to name them */
+    sessions_ctx *c = cz_xcalloc(1, sizeof *c);
+    c->w = w;
+    c->err = err;
+    cz_workload_each_session(wl, session_row, c);
+    if (c->st == CZ_OK)
+        c->st = cz_results_put_sessions(w, c->rows, c->n, err);
+    cz_status st = c->st;
+    free(c);
+    return st;
+}
+
 static cz_status run_config(const cJSON *cfg_json, const char *where, const char *base_dir,
-                            bool progress, const cz_engine_opts *eng,
+                            bool progress, volatile sig_atomic_t *stop,
+                            const cz_engine_opts *eng,
                             const cz_hclient_opts *http, cz_hclient_stats *hstats,
                             const cz_pctset *pct,
                             bool keep, bool whole, const char *h5_path,
@@ -407,7 +460,8 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
             st = cz_engine_run(cfg, &wl, m, eng, stats, partial,
                                progress ? print_progress : NULL, &pc, err);
         else
-            st = cz_sim_run(cfg, &wl, m, stats, progress ? print_progress : NULL, &pc, err);
+            st = cz_sim_run_stoppable(cfg, &wl, m, stop, partial, stats,
+                                      progress ? print_progress : NULL, &pc, err);
         *wall_s = cz_wall_s() - t0;
     }
     if (st == CZ_OK) {
@@ -419,7 +473,6 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
                                   http ? "http" : eng ? "engine" : "sim");
         if (http) {
             cJSON_AddStringToObject(j, "endpoint", http->endpoint);
-            cJSON_AddBoolToObject(j, "partial", *partial);
             cJSON *h = cJSON_AddObjectToObject(j, "http");
             cJSON_AddNumberToObject(h, "sent", (double)hstats->sent);
             cJSON_AddNumberToObject(h, "chunks", (double)hstats->chunks);
@@ -454,12 +507,14 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
                                             hstats->first_error[k]);
         } else if (eng) {
             cJSON_AddStringToObject(j, "kernel_backend", eng->backend ? eng->backend : "cpu");
-            cJSON_AddBoolToObject(j, "partial", *partial);
         }
+        cJSON_AddBoolToObject(j, "partial", *partial); /* stopped by Ctrl-C */
         cJSON_AddNumberToObject(j, "seed", (double)cfg->seed);
         cJSON_AddItemToObject(j, "config", cJSON_Duplicate(cfg_json, 1));
         *summary = j;
     }
+    if (st == CZ_OK && writer && *writer)
+        st = write_sessions(*writer, &wl, err);
     cz_workload_free(&wl);
     return st;
 }
@@ -517,10 +572,7 @@ cJSON *cz_cli_summary(const cJSON *cfg_json, const cz_config *cfg, const cz_work
         cJSON_AddItemToObject(j, it->string, it);
     }
     cJSON_Delete(body);
-    bool exact = sum->pct_mode == CZ_PCT_EXACT;
-    cJSON_AddStringToObject(j, "percentile_mode", exact ? "exact" : "sketch");
-    cJSON_AddNumberToObject(j, "percentile_rel_error", exact ? 0.0 : CZ_SKETCH_ALPHA);
-    cz_run_summary_json(cfg, m, stats, sum, j);
+    cz_run_summary_json(cfg, m, stats, sum, j); /* with percentile_mode */
     cz_run_add_theory(cfg, cfg_json, sum, j);
     cJSON_AddStringToObject(j, "cadenza_version", cz_version());
     cJSON_AddStringToObject(j, "driver", driver);
@@ -533,7 +585,8 @@ cz_status cz_cli_simulate(const cJSON *cfg_json, const char *where, const char *
                           cJSON **summary, double *wall_s, cz_err *err)
 {
     bool partial;
-    return run_config(cfg_json, where, base_dir, progress, NULL, NULL, NULL, pct, keep_records,
+    return run_config(cfg_json, where, base_dir, progress, NULL, NULL, NULL, NULL, pct,
+                      keep_records,
                       false, NULL, NULL,
                       cfg, m, sum, stats, summary, wall_s, &partial, err);
 }
@@ -543,7 +596,7 @@ cz_status cz_cli_run(const cJSON *cfg_json, const char *where, const char *base_
                      cz_config *cfg, cz_metrics *m, cz_summary *sum, cz_run_stats *stats,
                      cJSON **summary, double *wall_s, bool *partial, cz_err *err)
 {
-    return run_config(cfg_json, where, base_dir, progress, eng, NULL, NULL, pct, true, false,
+    return run_config(cfg_json, where, base_dir, progress, NULL, eng, NULL, NULL, pct, true, false,
                       NULL, NULL,
                       cfg, m,
                       sum, stats, summary, wall_s, partial, err);
@@ -555,7 +608,7 @@ cz_status cz_cli_run_http(const cJSON *cfg_json, const char *where, const char *
                           cz_run_stats *stats, cJSON **summary, double *wall_s,
                           bool *partial, cz_err *err)
 {
-    return run_config(cfg_json, where, base_dir, progress, NULL, http, hs, NULL, true, false,
+    return run_config(cfg_json, where, base_dir, progress, NULL, NULL, http, hs, NULL, true, false,
                       NULL, NULL, cfg, m, sum, stats, summary, wall_s, partial, err);
 }
 
@@ -616,6 +669,114 @@ cz_status cz_cli_use_cost_file(cJSON *cfg_json, const char *path, cz_err *err)
     return CZ_OK;
 }
 
+/* `v` made absolute against the working directory when it is a relative path; a new
+ * string (caller frees) or NULL when it stays. */
+static char *abs_path(const char *v)
+{
+    if (!v[0] || v[0] == '/')
+        return NULL;
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd))
+        return NULL;
+    const char *rel = v;
+    while (rel[0] == '.' && rel[1] == '/')
+        rel += 2;
+    size_t n = strlen(cwd) + strlen(rel) + 2;
+    char *out = cz_xmalloc(n);
+    snprintf(out, n, "%s%s%s", cwd, strcmp(cwd, "/") == 0 ? "" : "/", rel);
+    return out;
+}
+
+/* Whether a string under key `key` is a path the working directory resolves. */
+static bool path_key(const char *key, const char *v)
+{
+    if (strcmp(key, "path") == 0 || strcmp(key, "file") == 0)
+        return true;
+    if (strcmp(key, "weights") == 0)
+        return strcmp(v, "random") != 0;
+    if (strcmp(key, "model") == 0 || strcmp(key, "hardware") == 0) {
+        size_t n = strlen(v);
+        return strchr(v, '/') || (n > 5 && strcmp(v + n - 5, ".json") == 0);
+    }
+    return false;
+}
+
+/* Makes the paths under `node` (named `key`) absolute, in place. */
+static void abs_paths(cJSON *node, const char *key)
+{
+    if (cJSON_IsString(node) && key && path_key(key, node->valuestring)) {
+        char *a = abs_path(node->valuestring);
+        if (a) {
+            cJSON_SetValuestring(node, a);
+            free(a);
+        }
+        return;
+    }
+    cJSON *it;
+    if (cJSON_IsObject(node))
+        cJSON_ArrayForEach(it, node) abs_paths(it, it->string);
+    else if (cJSON_IsArray(node))
+        cJSON_ArrayForEach(it, node) abs_paths(it, key);
+}
+
+cz_status cz_cli_set(cJSON *cfg_json, const char *assignment, cz_err *err)
+{
+    cz_status st = cz_json_set_path(cfg_json, assignment, err);
+    if (st != CZ_OK)
+        return st;
+    /* the node just set: walk the key path */
+    const char *eq = strchr(assignment, '=');
+    char key[512];
+    size_t klen = (size_t)(eq - assignment);
+    if (klen >= sizeof key)
+        return CZ_OK;
+    memcpy(key, assignment, klen);
+    key[klen] = '\0';
+    cJSON *node = cfg_json;
+    char *k = key, *dot;
+    while ((dot = strchr(k, '.')) != NULL) {
+        *dot = '\0';
+        node = cJSON_GetObjectItemCaseSensitive(node, k);
+        k = dot + 1;
+    }
+    abs_paths(cJSON_GetObjectItemCaseSensitive(node, k), k);
+    return CZ_OK;
+}
+
+cz_status cz_cli_use_trace(cJSON *cfg_json, const char *path, cz_err *err)
+{
+    if (cz_file_check_input(path, err) != CZ_OK)
+        return cz_err_prefix(err, "--trace: ");
+    char *abs = realpath(path, NULL);
+    if (!abs) {
+        cz_err_open(err, path, errno);
+        return cz_err_prefix(err, "--trace: ");
+    }
+    cJSON *wl = cJSON_GetObjectItemCaseSensitive(cfg_json, "workload");
+    if (!cJSON_IsObject(wl)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(cfg_json, "workload");
+        wl = cJSON_AddObjectToObject(cfg_json, "workload");
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(wl, "synthetic");
+    cJSON_DeleteItemFromObjectCaseSensitive(wl, "trace");
+    cJSON *t = cJSON_AddObjectToObject(wl, "trace");
+    cJSON_AddStringToObject(t, "path", abs);
+    free(abs);
+    return CZ_OK;
+}
+
+cz_status cz_cli_use_model(cJSON *cfg_json, const char *model, cz_err *err)
+{
+    (void)err;
+    struct stat sb;
+    bool dir = stat(model, &sb) == 0 && S_ISDIR(sb.st_mode);
+    char *a = path_key("model", model) || dir ? abs_path(model) : NULL;
+    cJSON_DeleteItemFromObjectCaseSensitive(cfg_json, "model");
+    cJSON_AddStringToObject(cfg_json, "model", a ? a : model);
+    free(a);
+    return CZ_OK;
+}
+
 cz_status cz_cli_load_config(const char *path, const char *const *sets, int n_sets,
                              cJSON **cfg_json, char **base_dir, cz_err *err)
 {
@@ -628,7 +789,7 @@ cz_status cz_cli_load_config(const char *path, const char *const *sets, int n_se
     st = path ? cz_json_load(path, &j, err)
               : cz_json_parse(cz_default_config, "default config", &j, err);
     for (int i = 0; i < n_sets && st == CZ_OK; i++)
-        st = cz_json_set_path(j, sets[i], err);
+        st = cz_cli_set(j, sets[i], err);
     if (st != CZ_OK) {
         cJSON_Delete(j);
         return st;
@@ -664,6 +825,7 @@ static int run_command(int argc, char **argv, bool engine)
 {
     const char *cmd = engine ? "replay" : "sim";
     const char *config_path = NULL, *out_h5 = NULL, *out_summary = NULL, *cost_path = NULL;
+    const char *trace_path = NULL, *model_ref = NULL;
     cz_engine_opts eopts = {.backend = "cpu"};
     cz_cli_http http = {.o = {.timeout_s = 21600.0}};
     cz_hclient_stats hstats;
@@ -682,6 +844,7 @@ static int run_command(int argc, char **argv, bool engine)
         } else if (strcmp(a, "--set") == 0 || strcmp(a, "-o") == 0 ||
                    strcmp(a, "--output") == 0 || strcmp(a, "--summary") == 0 ||
                    strcmp(a, "--cost") == 0 || strcmp(a, "--percentiles") == 0 ||
+                   strcmp(a, "--trace") == 0 || (!engine && strcmp(a, "--model") == 0) ||
                    (engine && (strcmp(a, "--backend") == 0 || strcmp(a, "--threads") == 0 ||
                                cz_cli_http_valued(a)))) {
             if (i + 1 >= argc) {
@@ -699,6 +862,10 @@ static int run_command(int argc, char **argv, bool engine)
                 }
             } else if (strcmp(a, "--cost") == 0) {
                 cost_path = v;
+            } else if (strcmp(a, "--trace") == 0) {
+                trace_path = v;
+            } else if (strcmp(a, "--model") == 0 && !engine) {
+                model_ref = v;
             } else if (strcmp(a, "--summary") == 0) {
                 out_summary = v;
             } else if (cz_cli_http_valued(a)) {
@@ -765,8 +932,10 @@ static int run_command(int argc, char **argv, bool engine)
         return cz_cli_usage_error(cmd, "--backend, --threads and --cost are the engine's: "
                                        "with --endpoint the server runs the model");
     }
+    /* Ctrl-C ends the run with what it has, marked partial, in every driver */
+    volatile sig_atomic_t *sim_stop = cz_out_graceful_interrupt(false);
     if (engine)
-        eopts.stop = http.o.stop = cz_out_graceful_interrupt(false);
+        eopts.stop = http.o.stop = sim_stop;
 
     cz_err err;
     cz_err_clear(&err);
@@ -778,6 +947,10 @@ static int run_command(int argc, char **argv, bool engine)
         free(sets);
         return cz_cli_fail(&err);
     }
+    if (st == CZ_OK && trace_path)
+        st = cz_cli_use_trace(cfg_json, trace_path, &err);
+    if (st == CZ_OK && model_ref)
+        st = cz_cli_use_model(cfg_json, model_ref, &err);
     if (st == CZ_OK && cost_path)
         st = cz_cli_use_cost_file(cfg_json, cost_path, &err);
     /* every output gets its temporary now, so an unwritable one fails before the run */
@@ -798,7 +971,7 @@ static int run_command(int argc, char **argv, bool engine)
     bool partial = false;
     cz_results_writer *writer = NULL;
     if (st == CZ_OK) {
-        st = run_config(cfg_json, where, base_dir, show_progress && !quiet,
+        st = run_config(cfg_json, where, base_dir, show_progress && !quiet, sim_stop,
                         engine && !http.o.endpoint ? &eopts : NULL,
                         http.o.endpoint ? &http.o : NULL, &hstats, &pct, false, whole, tmp_h5,
                         &writer, &cfg, &m,

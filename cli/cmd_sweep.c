@@ -12,13 +12,15 @@
 #include <gsl/gsl_cdf.h>
 
 #include "cz_cli.h"
+#include "cz_config.h"
+#include "cz_workload.h"
 #include "cz_json.h"
 #include "cz_out.h"
 #include "cz_sweep_rows.h"
 #include "cz_team.h"
 
 static const char sweep_usage[] =
-    "usage: cadenza sweep SWEEP.json [--set key=value]... [--cost cost.json]\n"
+    "usage: cadenza sweep SWEEP.json [--trace PATH] [--set key=value]... [--cost cost.json]\n"
     "                     [--seeds N] [--percentiles LIST] [--exact-percentiles]\n"
     "                     [-o results.jsonl] [--resume] [--quiet]\n"
     "\n"
@@ -39,10 +41,12 @@ static const char sweep_usage[] =
     "interval; a key that is null in some seed's summary has a null mean. The table is\n"
     "printed once every point has run; progress goes to stderr.\n"
     "\n"
-    "With -o, each row is also appended to FILE.partial as its point finishes; the\n"
-    "finished output replaces it. Under `mpirun -n N` (a build with MPI) the points are\n"
+    "Every point's config is checked before the first runs. With -o, each row is also\n"
+    "appended to FILE.partial as its point finishes; the finished output replaces it, and\n"
+    "a run that fails keeps it for --resume. Under `mpirun -n N` (a build with MPI) the points are\n"
     "spread over the N ranks; rank 0 prints and writes the same rows, in grid order.\n"
     "\n"
+    "  --trace PATH         every point's workload reads this trace, as for `cadenza sim`\n"
     "  --set key=value      override a field of the base experiment at every point\n"
     "  --cost FILE          step times from a fitted cost model (`cadenza calibrate`)\n"
     "  --seeds N            run every point with seeds 1..N (overrides the file's seeds)\n"
@@ -180,11 +184,9 @@ static cz_status sweep_load(const char *path, sweep *sw, cz_err *err)
         sw->keys[sw->n_keys++] = it;
     }
     char *dir = cz_cli_dir_of(path);
-    size_t n = strlen(dir) + strlen(base) + 2;
-    char *base_path = cz_xmalloc(n);
-    snprintf(base_path, n, "%s/%s", base[0] == '/' ? "" : dir, base);
-    st = cz_json_load(base[0] == '/' ? base : base_path, &sw->base, err);
-    sw->base_dir = cz_cli_dir_of(base[0] == '/' ? base : base_path);
+    char *base_path = cz_path_resolve(dir, base);
+    st = cz_json_load(base_path, &sw->base, err);
+    sw->base_dir = cz_cli_dir_of(base_path);
     free(base_path);
     free(dir);
     if (st != CZ_OK)
@@ -489,12 +491,14 @@ static cJSON *seeds_array(const sweep *sw)
  * when there are seeds, and returns its row as one line of JSON text (*text, caller frees;
  * the same bytes on any rank) and the runs' wall time. On failure the error names the
  * point (and seed), and the --set argument a bad value came from. */
-static cz_status run_point(const sweep_run *r, uint64_t pt, char **text, double *wall_s,
-                           cz_err *err)
+/* Point `pt`'s config: the base with the --set arguments (already in it), then its grid
+ * values. *point: the grid values as an object; *applied (n_sets + n_keys entries, the
+ * --sets then the grid's assignments, owned by *grid_asg) for blaming an error. */
+static cz_status point_config(const sweep_run *r, uint64_t pt, cJSON **pcfg_out,
+                              cJSON **point_out, char ***grid_asg_out,
+                              const char ***applied_out, cz_err *err)
 {
     const sweep *sw = r->sw;
-    uint32_t runs = sw->n_seeds ? sw->n_seeds : 1;
-    /* the point's overrides: the --set arguments, then its grid values */
     char **grid_asg = cz_xcalloc((size_t)sw->n_keys + 1, sizeof *grid_asg);
     const char **applied = cz_xcalloc((size_t)(r->n_sets + sw->n_keys) + 1, sizeof *applied);
     for (int i = 0; i < r->n_sets; i++)
@@ -513,6 +517,142 @@ static cz_status run_point(const sweep_run *r, uint64_t pt, char **text, double 
             st = cz_json_set_path(pcfg, grid_asg[k], err);
         cJSON_AddItemToObject(point, sw->keys[k]->string, cJSON_Duplicate(v, 1));
     }
+    *pcfg_out = pcfg;
+    *point_out = point;
+    *grid_asg_out = grid_asg;
+    *applied_out = applied;
+    return st;
+}
+
+static void point_config_free(const sweep *sw, char **grid_asg, const char **applied)
+{
+    for (int k = 0; k < sw->n_keys; k++)
+        free(grid_asg[k]);
+    free(grid_asg);
+    free(applied);
+}
+
+/* Every point's config is parsed (its workload too, streamed, so nothing is generated)
+ * before the first runs: a bad value at the last point fails the sweep at once, not after
+ * hours of finished points. The error is the point's, as its run would report it. */
+static cz_status check_points(const sweep_run *r, cz_err *err)
+{
+    const sweep *sw = r->sw;
+    cz_status st = CZ_OK;
+    for (uint64_t pt = 0; pt < r->points && st == CZ_OK; pt++) {
+        cJSON *pcfg = NULL, *point = NULL;
+        char **grid_asg = NULL;
+        const char **applied = NULL;
+        st = point_config(r, pt, &pcfg, &point, &grid_asg, &applied, err);
+        char where[512];
+        snprintf(where, sizeof where, "%s (point %llu)", r->path, (unsigned long long)pt + 1);
+        if (st == CZ_OK) {
+            cz_config c;
+            cz_workload wl;
+            cz_workload_init(&wl);
+            wl.stream = true;
+            st = cz_config_parse(pcfg, where, sw->base_dir, &c, &wl, err);
+            cz_workload_free(&wl);
+        }
+        if (st != CZ_OK)
+            cz_cli_blame_set(err, where, applied, r->n_sets + sw->n_keys, r->n_sets);
+        cJSON_Delete(pcfg);
+        cJSON_Delete(point);
+        point_config_free(sw, grid_asg, applied);
+    }
+    return st;
+}
+
+/* A report key that names nothing in a summary: the summary's top-level keys sharing its
+ * first 4 characters, as hints (into hint). */
+static void report_hints(const cJSON *summary, const char *key, char *hint, size_t cap)
+{
+    size_t n = 0;
+    hint[0] = '\0';
+    const cJSON *k;
+    cJSON_ArrayForEach(k, summary)
+    {
+        if (strncmp(k->string, key, 4) != 0 || n + strlen(k->string) + 3 >= cap)
+            continue;
+        n += (size_t)snprintf(hint + n, cap - n, "%s%s", n ? ", " : "", k->string);
+    }
+}
+
+/* Every report key must name a value (null included: a metric with no sample) in the
+ * summary of some point; a key no point has is a typo, not a column of nulls. Some keys
+ * exist only at some points (BROS's kv_overwrites with bidirectional blocks on), so the
+ * check takes every row, once all are in (their rows stay in the partial file). */
+static cz_status check_report_rows(const sweep *sw, const char *path,
+                                   const cz_sweep_rows *rows, cz_err *err)
+{
+    int n_rep = cJSON_GetArraySize(sw->report);
+    bool *seen = cz_xcalloc((size_t)n_rep, sizeof *seen);
+    cJSON *first = NULL;
+    for (uint64_t r = 0; r < rows->n; r++) {
+        cJSON *row = cJSON_Parse(rows->text[r]);
+        CZ_ASSERT(row != NULL); /* rows this run wrote or --resume checked */
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(row, "summary");
+        if (!s)
+            s = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(row, "summaries"), 0);
+        int k = 0;
+        const cJSON *rep;
+        cJSON_ArrayForEach(rep, sw->report)
+        {
+            seen[k] = seen[k] || (s && cz_json_get_path(s, rep->valuestring));
+            k++;
+        }
+        if (!first && s)
+            first = cJSON_Duplicate(s, 1);
+        cJSON_Delete(row);
+    }
+    cz_status st = CZ_OK;
+    int k = 0;
+    const cJSON *rep;
+    cJSON_ArrayForEach(rep, sw->report)
+    {
+        if (!seen[k++] && st == CZ_OK) {
+            char hint[512];
+            report_hints(first, rep->valuestring, hint, sizeof hint);
+            st = cz_err_set(err, CZ_EINVAL,
+                            "%s: field 'report': '%s' is not a key of any point's summary%s%s%s "
+                            "(docs/metrics.md lists them)",
+                            path, rep->valuestring, hint[0] ? " (keys like it: " : "", hint,
+                            hint[0] ? ")" : "");
+        }
+    }
+    cJSON_Delete(first);
+    free(seen);
+    return st;
+}
+
+/* A report key the first point's summary lacks: said at once, so a typo need not wait for
+ * the sweep's end (where a key no point has fails it). */
+static void warn_report(const sweep *sw, const char *path, const cJSON *summary)
+{
+    const cJSON *rep;
+    cJSON_ArrayForEach(rep, sw->report)
+    {
+        if (cz_json_get_path(summary, rep->valuestring))
+            continue;
+        char hint[512];
+        report_hints(summary, rep->valuestring, hint, sizeof hint);
+        fprintf(stderr,
+                "cadenza: sweep: %s: report key '%s' is not in point 1's summary%s%s%s; if no "
+                "point has it, the sweep fails at its end\n",
+                path, rep->valuestring, hint[0] ? " (keys like it: " : "", hint,
+                hint[0] ? ")" : "");
+    }
+}
+
+static cz_status run_point(const sweep_run *r, uint64_t pt, char **text, double *wall_s,
+                           cz_err *err)
+{
+    const sweep *sw = r->sw;
+    uint32_t runs = sw->n_seeds ? sw->n_seeds : 1;
+    cJSON *pcfg = NULL, *point = NULL;
+    char **grid_asg = NULL;
+    const char **applied = NULL;
+    cz_status st = point_config(r, pt, &pcfg, &point, &grid_asg, &applied, err);
     *wall_s = 0;
     cJSON *summaries = cJSON_CreateArray();
     for (uint32_t si = 0; si < runs && st == CZ_OK; si++) {
@@ -537,6 +677,8 @@ static cz_status run_point(const sweep_run *r, uint64_t pt, char **text, double 
         if (st != CZ_OK) {
             cz_cli_blame_set(err, where, applied, r->n_sets + sw->n_keys, r->n_sets);
         } else {
+            if (pt == 0 && si == 0)
+                warn_report(sw, r->path, summary);
             *wall_s += run_s;
             cJSON_AddItemToArray(summaries, summary);
             if (r->progress && sw->n_seeds)
@@ -570,10 +712,7 @@ static cz_status run_point(const sweep_run *r, uint64_t pt, char **text, double 
     cJSON_Delete(summaries);
     cJSON_Delete(point);
     cJSON_Delete(pcfg);
-    for (int k = 0; k < sw->n_keys; k++)
-        free(grid_asg[k]);
-    free(grid_asg);
-    free(applied);
+    point_config_free(sw, grid_asg, applied);
     return st;
 }
 
@@ -649,7 +788,7 @@ static cz_status match_row(const cJSON *row, const char *where, const void *ctx,
 
 /* The options of one `cadenza sweep`. */
 typedef struct sweep_args {
-    const char *path, *out, *cost_path;
+    const char *path, *out, *cost_path, *trace_path;
     const char **sets;
     int n_sets;
     bool quiet, resume;
@@ -672,7 +811,8 @@ static int parse_args(int argc, char **argv, sweep_args *a, bool *done)
             return CZ_EXIT_OK;
         } else if (strcmp(s, "--set") == 0 || strcmp(s, "-o") == 0 ||
                    strcmp(s, "--output") == 0 || strcmp(s, "--cost") == 0 ||
-                   strcmp(s, "--seeds") == 0 || strcmp(s, "--percentiles") == 0) {
+                   strcmp(s, "--trace") == 0 || strcmp(s, "--seeds") == 0 ||
+                   strcmp(s, "--percentiles") == 0) {
             if (i + 1 >= argc)
                 return cz_cli_usage_error("sweep", "option '%s' needs a value", s);
             const char *v = argv[++i];
@@ -680,6 +820,8 @@ static int parse_args(int argc, char **argv, sweep_args *a, bool *done)
                 a->sets[a->n_sets++] = v;
             } else if (strcmp(s, "--cost") == 0) {
                 a->cost_path = v;
+            } else if (strcmp(s, "--trace") == 0) {
+                a->trace_path = v;
             } else if (strcmp(s, "--seeds") == 0) {
                 char *end;
                 errno = 0;
@@ -814,7 +956,9 @@ static int sweep_main(cz_team *team, int argc, char **argv)
                             "them)",
                             a.path, a.cli_seeds ? "--seeds" : "field 'seeds'");
     for (int i = 0; i < a.n_sets && st == CZ_OK; i++)
-        st = cz_json_set_path(sw.base, a.sets[i], &err);
+        st = cz_cli_set(sw.base, a.sets[i], &err);
+    if (st == CZ_OK && a.trace_path)
+        st = cz_cli_use_trace(sw.base, a.trace_path, &err);
     if (st == CZ_OK && a.cost_path)
         st = cz_cli_use_cost_file(sw.base, a.cost_path, &err);
     uint64_t points = 1;
@@ -822,6 +966,8 @@ static int sweep_main(cz_team *team, int argc, char **argv)
         points *= (uint64_t)cJSON_GetArraySize(sw.keys[k]);
     sweep_run run = {.sw = &sw, .path = a.path, .sets = a.sets, .n_sets = a.n_sets,
                      .pct = &a.pct, .points = points, .progress = root && !a.quiet};
+    if (st == CZ_OK)
+        st = check_points(&run, &err);
     if (st == CZ_OK) {
         cJSON *info = sweep_info(&sw), *seeds = seeds_array(&sw);
         run.info_text = cJSON_PrintUnformatted(info);
@@ -929,6 +1075,10 @@ static int sweep_main(cz_team *team, int argc, char **argv)
     cz_team_finish_root(team, rc);
     if (rc == CZ_EXIT_OK) {
         CZ_ASSERT(rows.have == points);
+        if (check_report_rows(&sw, a.path, &rows, &err) != CZ_OK)
+            rc = cz_cli_fail(&err);
+    }
+    if (rc == CZ_EXIT_OK) {
         if (!a.quiet)
             print_result(&sw, &rows);
         if (a.out) {
@@ -950,10 +1100,15 @@ static int sweep_main(cz_team *team, int argc, char **argv)
         }
     }
 out:
-    /* a failed run leaves no partial file, unless it holds rows --resume kept or every
-     * row of a sweep whose output could not be written */
-    if (rc != CZ_EXIT_OK && kept == 0 && !final_failed)
+    /* a failed run keeps its partial file, with every row finished before the error, for
+     * --resume; only a partial file that holds no row goes */
+    if (rc != CZ_EXIT_OK && rows.have == 0 && !final_failed)
         cz_sweep_rows_drop_partial(&rows);
+    if (rc != CZ_EXIT_OK && root && rows.partial && rows.have > kept && !final_failed)
+        fprintf(stderr,
+                "cadenza: sweep: the %llu rows finished are kept in %s; the same command "
+                "with --resume runs only the points left\n",
+                (unsigned long long)rows.have, rows.partial_path);
     cz_out_discard();
     cz_sweep_rows_free(&rows);
     cJSON_free(run.info_text);

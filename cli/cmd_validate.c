@@ -206,7 +206,7 @@ int cz_cmd_validate(int argc, char **argv)
     }
     char *base_dir = cz_cli_dir_of(config_path);
     for (int i = 0; i < n_sets && st == CZ_OK; i++)
-        st = cz_json_set_path(cfg_json, sets[i], &err);
+        st = cz_cli_set(cfg_json, sets[i], &err);
     if (st == CZ_OK && cost_path)
         st = cz_cli_use_cost_file(cfg_json, cost_path, &err);
     const char *tmp_h5 = NULL, *tmp_summary = NULL;

@@ -24,6 +24,8 @@ int cz_cmd_trace(int argc, char **argv);
 int cz_cmd_generate(int argc, char **argv);
 int cz_cmd_validate(int argc, char **argv);
 int cz_cmd_calibrate(int argc, char **argv);
+int cz_cmd_cards(int argc, char **argv);
+int cz_cmd_card(int argc, char **argv);
 int cz_cmd_profile(int argc, char **argv);
 int cz_cmd_plot(int argc, char **argv);
 int cz_cmd_figures(int argc, char **argv);
@@ -90,6 +92,24 @@ int cz_cli_parse_percentiles(const char *cmd, const char *value, cz_pctset *out)
  * absolute>}, keeping its tp and bw_sat_sm_fraction (the fitted model reads them).
  * CZ_ENOTFOUND naming --cost and the file when it cannot be opened. */
 cz_status cz_cli_use_cost_file(cJSON *cfg_json, const char *path, cz_err *err);
+/* `--set key=value` (cz_json_set_path), with the paths the value holds made absolute
+ * against the working directory, as a user typing them means them: a string that is a
+ * relative path under a key named "path", "file" or "weights" (not "random"), or under
+ * "model" or "hardware" when it names a file or folder (holds a '/' or ends in .json),
+ * at the key set or anywhere inside the value set. Paths written in a config file stay
+ * relative to the file (cz_config_parse resolves them). */
+cz_status cz_cli_set(cJSON *cfg_json, const char *assignment, cz_err *err);
+
+/* `--trace PATH`: the config's workload reads the trace at PATH (made absolute; its format
+ * detected as `trace info` does) in place of its trace or synthetic requests; every other
+ * workload field (arrivals, time scaling, caps) stays. CZ_ENOTFOUND naming --trace when
+ * the file cannot be opened. */
+cz_status cz_cli_use_trace(cJSON *cfg_json, const char *path, cz_err *err);
+
+/* `--model NAME|PATH`: the config's model: a card name, a card file, or a Hugging Face
+ * checkpoint folder or its config.json (docs/models.md), a path made absolute. */
+cz_status cz_cli_use_model(cJSON *cfg_json, const char *model, cz_err *err);
+
 /* Loads the experiment config at `path` (NULL: the built-in default) and applies the
  * --set assignments sets[0..n_sets) in order. On success *cfg_json (caller deletes) and
  * *base_dir (the folder its relative paths resolve against; caller frees) are set; on

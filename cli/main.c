@@ -29,6 +29,8 @@ static const char usage[] =
     "                         numbers overlaid (docs/plots.md)\n"
     "  trace info FILE        statistics of a trace (requests, sessions, rate, burstiness)\n"
     "  trace convert FILE     convert a trace to cadenza's session JSONL format\n"
+    "  cards                  list the model and hardware cards shipped\n"
+    "  card DIR -o card.json  a model card from a Hugging Face checkpoint's config.json\n"
     "  generate               run a decoder (CPU or CUDA): greedy continuation of a prompt\n"
     "                         from a Hugging Face checkpoint or a card's random weights\n"
     "\n"
@@ -80,6 +82,10 @@ int main(int argc, char **argv)
         return cz_cmd_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "calibrate") == 0)
         return cz_cmd_calibrate(argc - 1, argv + 1);
+    if (strcmp(cmd, "cards") == 0)
+        return cz_cmd_cards(argc - 1, argv + 1);
+    if (strcmp(cmd, "card") == 0)
+        return cz_cmd_card(argc - 1, argv + 1);
     fprintf(stderr, "cadenza: unknown command '%s'\n\n%s", cmd, usage);
     return CZ_EXIT_USAGE;
 }

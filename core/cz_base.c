@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -212,8 +213,12 @@ char *cz_path_resolve(const char *base_dir, const char *path)
 {
     if (path[0] == '/' || !base_dir || !base_dir[0])
         return cz_xstrdup(path);
-    size_t n = strlen(base_dir) + strlen(path) + 2;
+    while (path[0] == '.' && path[1] == '/')
+        path += 2; /* "./x" is x */
+    size_t b = strlen(base_dir);
+    bool slash = base_dir[b - 1] == '/'; /* "/" or "dir/": no second slash */
+    size_t n = b + strlen(path) + 2;
     char *out = cz_xmalloc(n);
-    snprintf(out, n, "%s/%s", base_dir, path);
+    snprintf(out, n, "%s%s%s", base_dir, slash ? "" : "/", path);
     return out;
 }

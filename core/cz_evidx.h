@@ -1,4 +1,4 @@
-/* cz_evidx.h - the eviction index of LiveServe's KV manager (000_6fdb7821c3412586.txt,
+/* cz_evidx.h - the eviction index of LiveServe's KV manager (LiveServe,
  * section 5.1, Table 1): eviction candidates keyed by their predicted next use, the
  * farthest first, in an indexed binary heap with O(log n) insert, update and remove, and a
  * linear scan over the same members as the slow reference. Ties go to the candidate whose

@@ -766,6 +766,13 @@ static void summarize(const cz_metrics *m, const cz_slo *slo, int64_t cls, cz_su
     for (size_t i = 0; i < CZ_ARRAY_LEN(acc); i++)
         cz_distacc_summary(acc[i], &m->pct, out[i]);
     itl_dist(m, 0, &o->itl_ms);
+    /* auto: exact unless some distribution outgrew its budget */
+    if (o->pct_mode == CZ_PCT_AUTO) {
+        bool sk = o->itl_ms.sketched;
+        for (size_t i = 0; i < CZ_ARRAY_LEN(out); i++)
+            sk = sk || out[i]->sketched;
+        o->pct_mode = sk ? CZ_PCT_SKETCH : CZ_PCT_EXACT;
+    }
 }
 
 static void add_dist_unit(cJSON *j, const char *name, const char *unit, const cz_dist *d);

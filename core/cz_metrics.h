@@ -103,8 +103,8 @@ typedef struct cz_timeline_row {
     uint32_t batch_tokens;
 } cz_timeline_row;
 
-/* The session gateway of periodic streams at a change: its admission cap (Metronome §4.2,
- * 002_6a4d0efb28323924.txt; UINT32_MAX: unbounded) and the live sessions. */
+/* The session gateway of periodic streams at a change: its admission cap (Metronome §4.2;
+ * UINT32_MAX: unbounded) and the live sessions. */
 typedef struct cz_gateway_row {
     double t_s;
     uint32_t cap;
@@ -129,7 +129,7 @@ typedef struct cz_audio_record {
     double end_s;            /* playback end, or the barge-in */
 } cz_audio_record;
 
-/* One frame of a periodic stream (Metronome §2, 002_6a4d0efb28323924.txt). */
+/* One frame of a periodic stream (Metronome §2). */
 typedef struct cz_frame_record {
     uint32_t stream;
     uint32_t frame;
@@ -285,7 +285,7 @@ typedef struct cz_metrics {
     cz_peak_cell *peak_tok_max; /* folded buckets' tokens: (key, tok) at each bucket where
                                    the running maximum rose (ascending in both) */
     size_t n_tok_max, cap_tok_max;
-    cz_pct_mode pct_mode;     /* how summaries compute percentiles (default: the sketch) */
+    cz_pct_mode pct_mode;     /* how summaries compute percentiles (default: auto) */
     cz_distacc *itl_ms;       /* per autoregressive stage: its gaps in ms, fed as they are
                                  recorded */
     uint32_t n_itl_ms;
@@ -369,7 +369,7 @@ uint64_t cz_metrics_add_frame(cz_metrics *m, const cz_frame_record *r);
  * row (grows by doubling). */
 void cz_metrics_gateway(cz_metrics *m, double t_s, uint32_t cap, uint32_t live);
 
-/* Chooses how the summaries compute percentiles (the default is CZ_PCT_SKETCH); before
+/* Chooses how the summaries compute percentiles (the default is CZ_PCT_AUTO); before
  * any inter-token gap is recorded. */
 void cz_metrics_set_pct_mode(cz_metrics *m, cz_pct_mode mode);
 
@@ -419,7 +419,7 @@ typedef struct cz_summary {
                                  has_send_lag */
     bool has_send_lag;
     cz_slo slo;
-    cz_pct_mode pct_mode;     /* how the percentiles were computed */
+    cz_pct_mode pct_mode;     /* how the percentiles were computed: SKETCH or EXACT */
 } cz_summary;
 
 /* Spoken-turn and frame summaries (docs/playback.md, docs/metrics.md). */

@@ -107,6 +107,12 @@ static const cz_h5_col gateway_cols[] = {
     COL(cz_gateway_row, live, CZ_H5_U32, "count"),
 };
 
+static const cz_h5_col session_cols[] = {
+    COL(cz_results_session, session, CZ_H5_U32, ""),
+    COL(cz_results_session, turns, CZ_H5_U32, "count"),
+    {"name", offsetof(cz_results_session, name), CZ_H5_STR, CZ_RESULTS_NAME_MAX, 0, ""},
+};
+
 static const cz_h5_col turn_cols[] = {
     COL(cz_turn_record, session, CZ_H5_U64, ""),
     COL(cz_turn_record, req, CZ_H5_U64, ""),
@@ -161,6 +167,11 @@ static const cz_h5_table gateway_table =
     TABLE("gateway", "The session gateway of periodic streams whenever its admission cap "
                      "(4294967295: unbounded) or its live sessions changed.",
           cz_gateway_row, gateway_cols);
+static const cz_h5_table session_table =
+    TABLE("sessions", "One session of the workload: its index (the `session` of /requests "
+                      "and /turns), its turns, and its id in the trace it came from (a "
+                      "request's own id for traces of single requests).",
+          cz_results_session, session_cols);
 static const cz_h5_table turn_table =
     TABLE("turns", "One turn of the workload, in the order outcomes were decided: its class, "
                    "outcome, the stage that refused it and its row in /requests.",
@@ -187,6 +198,7 @@ struct cz_results_writer {
     cz_results_stages stages;
     cz_h5_appender tab[CZ_N_ROWS_KINDS]; /* ds < 0: not created yet */
     h5_req_row *rows;                    /* CZ_METRICS_BATCH converted /requests rows */
+    cz_h5_appender sessions;             /* /sessions once written to; ds < 0 before */
     cz_status st;                        /* the first failure of a put */
     cz_err err;
 };
@@ -309,6 +321,7 @@ cz_status cz_results_open(const char *path, const cz_results_stages *stages,
     w->enums[E_OUTCOME] = (cz_h5_enum){w->outcomes, NULL, CZ_REQ_N_OUTCOMES};
     for (size_t k = 0; k < CZ_N_ROWS_KINDS; k++)
         w->tab[k].ds = w->tab[k].type = -1;
+    w->sessions.ds = w->sessions.type = -1;
     w->rows = cz_xmalloc(CZ_METRICS_BATCH * sizeof *w->rows);
     w->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (w->file < 0) {
@@ -319,6 +332,28 @@ cz_status cz_results_open(const char *path, const cz_results_stages *stages,
     }
     *out = w;
     return CZ_OK;
+}
+
+cz_status cz_results_put_sessions(cz_results_writer *w, const cz_results_session *rows,
+                                  uint64_t n, cz_err *err)
+{
+    const char *path = w->path;
+    cz_status st = w->st;
+    if (st != CZ_OK) {
+        *err = w->err;
+        return st;
+    }
+    if (w->sessions.ds < 0)
+        CZ_H5_CHECK(cz_h5_table_open(w->file, &session_table, w->enums, N_ENUMS,
+                                     CZ_H5_CHUNK_ROWS, &w->sessions),
+                    "write /sessions");
+    CZ_H5_CHECK(cz_h5_table_append(&w->sessions, n, rows), "write /sessions");
+    return CZ_OK;
+fail:
+    w->st = st;
+    if (err)
+        w->err = *err;
+    return st;
 }
 
 cz_rows_sink cz_results_sink(cz_results_writer *w)
@@ -332,6 +367,7 @@ void cz_results_discard(cz_results_writer *w)
         return;
     for (size_t k = 0; k < CZ_N_ROWS_KINDS; k++)
         cz_h5_table_close(&w->tab[k]);
+    cz_h5_table_close(&w->sessions);
     if (w->file >= 0) {
         H5Fclose(w->file);
         struct stat sb;
@@ -382,6 +418,7 @@ cz_status cz_results_close(cz_results_writer *w, const cz_metrics *m, const char
         }
     for (size_t k = 0; k < CZ_N_ROWS_KINDS; k++)
         CZ_H5_CHECK(cz_h5_table_close(&w->tab[k]), "close a table");
+    CZ_H5_CHECK(cz_h5_table_close(&w->sessions), "close /sessions");
     for (uint64_t i = 0; i < m->n_step_rows; i++)
         CZ_ASSERT(m->step_rows[i].stage < w->stages.n_pipe);
     const struct {

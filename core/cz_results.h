@@ -8,6 +8,7 @@
  *   /turns      one row per turn of the workload (cz_turn_record)
  *   /steps      one row per batch a real engine executed (cz_step_record)
  *   /gateway    the streams' admission cap and live sessions at each change (cz_gateway_row)
+ *   /sessions   one row per session: its id in the trace (cz_results_put_sessions)
  *   attributes on /: config (JSON text), summary (JSON text), cadenza_version, seed.
  * Every table is a cz_h5_table (cz_h5.h): `description` and `units` attributes, stage,
  * class and outcome columns as HDF5 enums named as the summary names them, chunked and
@@ -51,6 +52,20 @@ cz_rows_sink cz_results_sink(cz_results_writer *w);
 cz_status cz_results_close(cz_results_writer *w, const cz_metrics *m, const char *config_json,
                            const char *summary_json, uint64_t seed, cz_err *err);
 void cz_results_discard(cz_results_writer *w);
+
+/* A row of /sessions: a session of the workload and its id in the source trace. */
+enum { CZ_RESULTS_NAME_MAX = 64 };
+typedef struct cz_results_session {
+    uint32_t session;                 /* the `session` of /requests and /turns */
+    uint32_t turns;
+    char name[CZ_RESULTS_NAME_MAX];   /* the trace's id, cut to 63 bytes, NUL-padded */
+} cz_results_session;
+
+/* Appends `n` rows to /sessions (created by the first call; a file no call wrote to has
+ * none), between cz_results_open and cz_results_close. CZ_EIO naming the file on a
+ * failure, after which close fails too. */
+cz_status cz_results_put_sessions(cz_results_writer *w, const cz_results_session *rows,
+                                  uint64_t n, cz_err *err);
 
 /* Writes the results of the run recorded in `m`, whose stages `stages` names (every stage
  * code in `m` must be one of them: CZ_ASSERT), with the config and summary as JSON text.

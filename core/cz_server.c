@@ -1200,7 +1200,7 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
 
 /* One step under an ordering policy (LiveServe Algorithm 1 and its kin): every running
  * and waiting sequence is a candidate, the policy orders them and picks what runs, and the
- * core applies the pick in order (000_6fdb7821c3412586.txt, section 4.2). */
+ * core applies the pick in order (LiveServe, section 4.2). */
 static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
 {
     /* KV loads first, in queue order, as the FCFS path admits them */

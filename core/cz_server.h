@@ -139,7 +139,7 @@ typedef struct cz_seq {
     double report_s;
     double first_audio_s;   /* the first report of the open turn: its first chunk reached
                                the client (NaN: none yet); the start of VoxServe's playback
-                               clock, which never pauses (001_4ea5faaee5602c5d.txt, Eq. 2) */
+                               clock, which never pauses (VoxServe, Eq. 2) */
     double turn_ready_s;    /* the open turn arrived (its input was ready) */
     double last_token_s;
     double load_start_s;
@@ -185,7 +185,7 @@ typedef struct cz_sched_ctx {
     uint32_t kv_window_tokens;
 } cz_sched_ctx;
 
-/* Speech-triggered KV preload (LiveServe, 000_6fdb7821c3412586.txt, section 5.2). */
+/* Speech-triggered KV preload (LiveServe, section 5.2). */
 typedef enum cz_preload_outcome {
     CZ_PRELOAD_NOTHING = 0, /* nothing offloaded to bring back (or not idle, or disabled) */
     CZ_PRELOAD_STARTED,     /* blocks allocated and the load requested */
@@ -330,7 +330,7 @@ void cz_server_notify_at(cz_server *s, uint32_t seq, uint32_t generated);
 /* The client reports its playback of the current reply of `seq`'s session at t_s:
  * `played_s` seconds heard of `received_s` received, the latest chunk holding
  * `last_chunk_s` (the interaction plane of LiveServe
- * §3, 000_6fdb7821c3412586.txt; read by interaction-aware policies). */
+ * §3; read by interaction-aware policies). */
 void cz_server_on_playback(cz_server *s, double t_s, uint32_t seq, double played_s,
                            double received_s, double last_chunk_s);
 

@@ -37,6 +37,7 @@ void cz_pct_label(double q, char *buf, size_t n)
 static void dist_nan(const cz_pctset *set, cz_dist *o)
 {
     o->n = 0;
+    o->sketched = false;
     o->mean = o->std = o->median = o->min = o->max = NAN;
     o->p50 = o->p90 = o->p95 = o->p99 = NAN;
     o->n_pct = set->n;
@@ -55,6 +56,7 @@ double cz_percentile_sorted(const double *sorted, size_t n, double q)
 /* The median and percentiles of sorted v[0..n), n > 0. */
 static void pcts_sorted(const double *v, size_t n, const cz_pctset *ps, cz_dist *o)
 {
+    o->sketched = false;
     o->p50 = o->median = cz_percentile_sorted(v, n, 50);
     o->p90 = cz_percentile_sorted(v, n, 90);
     o->p95 = cz_percentile_sorted(v, n, 95);
@@ -161,6 +163,7 @@ void cz_wdist_compute_set(cz_wsample *s, size_t n, const cz_pctset *set, cz_dist
 /* The median and percentiles of sorted s[0..n), every w > 0, n > 0. */
 static void wpcts_sorted(const cz_wsample *s, size_t n, const cz_pctset *ps, cz_dist *o)
 {
+    o->sketched = false;
     uint64_t *cum = cz_xmalloc(n * sizeof *cum);
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++) {
@@ -181,9 +184,10 @@ static void wpcts_sorted(const cz_wsample *s, size_t n, const cz_pctset *ps, cz_
 
 void cz_distacc_init(cz_distacc *a, cz_pct_mode mode, bool weighted)
 {
-    CZ_ASSERT(mode == CZ_PCT_SKETCH || mode == CZ_PCT_EXACT);
+    CZ_ASSERT(mode == CZ_PCT_AUTO || mode == CZ_PCT_SKETCH || mode == CZ_PCT_EXACT);
     memset(a, 0, sizeof *a);
     a->mode = mode;
+    a->sketched = mode == CZ_PCT_SKETCH;
     a->weighted = weighted;
     a->min = a->max = NAN;
     cz_sketch_init(&a->sk, CZ_SKETCH_ALPHA, CZ_SKETCH_MAX_BINS);
@@ -223,9 +227,28 @@ void cz_distacc_add(cz_distacc *a, double v, uint64_t w)
     double x = v, d = x - a->wmean;
     a->wmean += d * lw / (double)(a->n - a->n_nan);
     a->m2 += lw * d * (x - a->wmean);
-    if (a->mode == CZ_PCT_SKETCH) {
+    if (a->sketched) {
         cz_sketch_add(&a->sk, v, w);
-    } else if (a->weighted) {
+        return;
+    }
+    if (a->mode == CZ_PCT_AUTO && a->n_s == CZ_PCT_EXACT_MAX) {
+        /* past the budget: the samples kept move into the sketch, in the order they came */
+        for (size_t i = 0; i < a->n_s; i++) {
+            if (a->weighted)
+                cz_sketch_add(&a->sk, a->s[i].v, a->s[i].w);
+            else
+                cz_sketch_add(&a->sk, a->v[i], 1);
+        }
+        free(a->v);
+        free(a->s);
+        a->v = NULL;
+        a->s = NULL;
+        a->n_s = a->cap_s = 0;
+        a->sketched = true;
+        cz_sketch_add(&a->sk, v, w);
+        return;
+    }
+    if (a->weighted) {
         cz_grow((void **)&a->s, &a->cap_s, a->n_s + 1, sizeof *a->s);
         a->s[a->n_s++] = (cz_wsample){v, w};
     } else {
@@ -247,7 +270,8 @@ void cz_distacc_summary(const cz_distacc *a, const cz_pctset *set, cz_dist *o)
     o->std = sqrt(a->m2 / n);
     o->min = a->min;
     o->max = a->max;
-    if (a->mode == CZ_PCT_SKETCH) {
+    if (a->sketched) {
+        o->sketched = true;
         o->p50 = o->median = cz_sketch_quantile(&a->sk, 0.50);
         o->p90 = cz_sketch_quantile(&a->sk, 0.90);
         o->p95 = cz_sketch_quantile(&a->sk, 0.95);

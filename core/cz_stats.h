@@ -30,6 +30,7 @@ typedef struct cz_dist {
     uint32_t n_pct;            /* the reported set: pct_q[i]-th percentile is pct_v[i] */
     double pct_q[CZ_PCT_MAX];
     double pct_v[CZ_PCT_MAX];  /* NaN with no samples */
+    bool sketched;             /* the median and percentiles came from a sketch */
 } cz_dist;
 
 /* The set `set` stands for (the default one for NULL or n = 0). */
@@ -62,9 +63,15 @@ void cz_wdist_compute_set(cz_wsample *s, size_t n, const cz_pctset *set, cz_dist
 
 /* How a summary computes its percentiles and medians (docs/metrics.md, "Percentiles"). */
 typedef enum cz_pct_mode {
-    CZ_PCT_SKETCH = 0, /* a DDSketch per metric: within CZ_SKETCH_ALPHA of the exact value */
-    CZ_PCT_EXACT,      /* every sample kept and sorted (numpy's linear interpolation) */
+    CZ_PCT_AUTO = 0, /* exact while a metric's samples number at most CZ_PCT_EXACT_MAX, then
+                      * its samples go into a sketch (the default) */
+    CZ_PCT_SKETCH,   /* a DDSketch per metric: within CZ_SKETCH_ALPHA of the exact value */
+    CZ_PCT_EXACT,    /* every sample kept and sorted (numpy's linear interpolation) */
 } cz_pct_mode;
+
+/* CZ_PCT_AUTO's budget: samples a metric keeps before it switches to the sketch (16 MB of
+ * plain values, 32 MB of weighted pairs). */
+#define CZ_PCT_EXACT_MAX (1u << 21)
 
 /* The sketch mode's relative accuracy and its cap on buckets per metric: 2048 buckets of
  * 8 bytes cover values from x to x * 6e17 before any folds (docs/metrics.md). */
@@ -74,7 +81,9 @@ typedef enum cz_pct_mode {
 /* A distribution fed one value (with a multiplicity) at a time: count, mean, population
  * std, min and max exactly from running sums in either mode; the percentiles from a
  * sketch (CZ_PCT_SKETCH) or from every sample (CZ_PCT_EXACT, as cz_dist_compute_set for
- * a plain accumulator and cz_wdist_compute_set for a weighted one, bit for bit). A NaN
+ * a plain accumulator and cz_wdist_compute_set for a weighted one, bit for bit), or
+ * (CZ_PCT_AUTO) from every sample until CZ_PCT_EXACT_MAX are kept, when they move into the
+ * sketch and the rest follow them there. A NaN
  * value makes every statistic but n NaN, as it makes the mean. */
 typedef struct cz_distacc {
     cz_pct_mode mode;
@@ -84,7 +93,9 @@ typedef struct cz_distacc {
     double sum, sum_c;        /* sum of value x multiplicity, Neumaier-compensated */
     double wmean, m2;         /* West's weighted form of Welford's update */
     double min, max;
-    cz_sketch sk;             /* CZ_PCT_SKETCH */
+    bool sketched;            /* the values are in sk (CZ_PCT_SKETCH, or CZ_PCT_AUTO past
+                               * its budget), else in v or s */
+    cz_sketch sk;
     double *v;                /* CZ_PCT_EXACT, plain: the values */
     cz_wsample *s;            /* CZ_PCT_EXACT, weighted: the pairs */
     size_t n_s, cap_s;
@@ -94,8 +105,8 @@ typedef struct cz_distacc {
 void cz_distacc_init(cz_distacc *a, cz_pct_mode mode, bool weighted);
 void cz_distacc_free(cz_distacc *a);
 
-/* Adds `w` copies of `v`. A plain accumulator takes w == 1 only. Sketch mode: v >= 0 (or
- * NaN). Exact mode grows its sample array by doubling. */
+/* Adds `w` copies of `v`. A plain accumulator takes w == 1 only. Sketch and auto modes:
+ * v >= 0 (or NaN). The exact modes grow the sample array by doubling. */
 void cz_distacc_add(cz_distacc *a, double v, uint64_t w);
 
 /* The summary of what was added, with the percentiles of `set` (NULL: the default).

@@ -912,8 +912,11 @@ static cz_status load_replicas(eng *E, cz_err *err)
             return cz_err_prefix(err, "engine: ");
         r->map = cz_kvmap_create(sc->kv_blocks, reserve, sc->block_tokens, sc->kv_sink_tokens,
                                  sc->kv_window_tokens);
-        uint32_t max_ctx = sc->max_model_len ? sc->max_model_len
-                                             : sc->kv_blocks * sc->block_tokens;
+        /* the longest context: max_model_len within what the pool holds */
+        uint64_t pool_tok = (uint64_t)sc->kv_blocks * sc->block_tokens;
+        uint32_t max_ctx = (uint32_t)(pool_tok < UINT32_MAX ? pool_tok : UINT32_MAX);
+        if (sc->max_model_len && sc->max_model_len < max_ctx)
+            max_ctx = sc->max_model_len;
         if (sc->kv_window_tokens && max_ctx > sc->kv_window_tokens + sc->kv_sink_tokens +
                                                   sc->max_num_batched_tokens)
             max_ctx = sc->kv_window_tokens + sc->kv_sink_tokens + sc->max_num_batched_tokens;

@@ -11,7 +11,7 @@
  *  - without a window a sequence holds its logical blocks [0, n): n = its core count, or,
  *    for a member of the decode set while a step is in flight, the blocks of its context
  *    plus the token being decoded (what the core's pool count holds for it then);
- *  - with a window and sinks (Metronome, 002_6a4d0efb28323924.txt section 4.1) it holds
+ *  - with a window and sinks (Metronome, section 4.1) it holds
  *    the sink blocks and the blocks from the window's first to its last, the core's
  *    cz_kv_blocks_held; during a step, from the window's first block before the step to
  *    the last block after it, because the step's first queries still attend to positions

@@ -174,7 +174,9 @@ static void plan_ar_stage(stage_plan *sp, const cz_config *cfg, const grid_sizes
     const cz_pipe_stage *ps = &cfg->model.pipe[sp->p];
     uint32_t T = sc->max_num_batched_tokens, S = sc->max_num_seqs, bt = sc->block_tokens;
     uint64_t pool = (uint64_t)sc->kv_blocks * sc->block_tokens;
-    uint64_t ctx_cap = sc->max_model_len ? sc->max_model_len : pool;
+    uint64_t ctx_cap = sc->max_model_len && (!pool || sc->max_model_len < pool)
+                           ? sc->max_model_len
+                           : pool;
     uint64_t hi = g->probe || g->ctx_hi > 2 * (uint64_t)T ? g->ctx_hi : 2 * (uint64_t)T;
     if (ctx_cap && hi > ctx_cap)
         hi = ctx_cap;

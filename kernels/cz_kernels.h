@@ -260,7 +260,12 @@ cz_status cz_blas_reserve(uint32_t buffers, cz_err *err);
 /* The number of online CPUs (at least 1): the default thread count. */
 uint32_t cz_kctx_cpu_default_threads(void);
 
-/* Whether this build has the CUDA backend (meson -Dcuda; kernels/<op>.cu). */
+/* Whether this build has the CUDA backend (meson -Dcuda; kernels/<op>.cu). The CUDA
+ * functions below open its module, libcz_cuda.so, on first use (kernels/cz_kcuda_load.c;
+ * docs/install.md): $CZ_CUDA_MODULE when set, else the one installed beside the running
+ * program (<libdir>/cadenza/, found from its folder), else the build tree's. None found, or
+ * one that does not load, is CZ_EDEVICE naming the paths tried; failures a loaded module
+ * reports end with "; CUDA module <path>". */
 bool cz_kernels_cuda_built(void);
 /* A CUDA context on device `device` (kernels/cz_kctx_cuda.cu): a compute stream for the
  * ops, a copy stream for cz_kmem_copy_async, a cuBLAS handle on the compute stream.

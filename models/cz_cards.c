@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "cz_hfconfig.h"
 #include "cz_json.h"
 #include "cz_models_int.h"
 
@@ -112,7 +114,7 @@ static const char *const stage_keys[] = {
     "vocab",        "experts",        "experts_active",  "expert_intermediate",
     "params",       "active_params",  "embed_params",    "tied_embeddings",
     "flops_per_token", "weight_bytes", "kv_bytes",       "notes", "passes",
-    "nonlayer_params",
+    "nonlayer_params", "max_position_embeddings",
     /* architecture (cz_stage_arch, docs/models.md) */
     "rope_theta",   "rope_scaling",   "norm",            "norm_eps",
     "activation",   "qkv_bias",       "o_bias",          "qk_norm",
@@ -532,6 +534,16 @@ static cz_status parse_stage(const cJSON *j, const char *file, unsigned idx, cz_
     if (s->passes == 0)
         return cz_err_set(err, CZ_EINVAL, "%s: field 'passes': expected 1 to 1000, got 0", where);
 
+    s->max_position_embeddings = 0;
+    if ((st = get_u32_max(j, where, "max_position_embeddings", UINT32_MAX,
+                          &s->max_position_embeddings, err)) != CZ_OK)
+        return st;
+    if (s->max_position_embeddings && s->kind != CZ_STAGE_AR)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'max_position_embeddings': only an autoregressive stage "
+                          "has a context limit (this stage is %s)",
+                          where, cz_stage_kind_name(s->kind));
+
     s->weight_bytes = 2;
     s->kv_bytes = 2;
     if ((st = get_u32(j, where, "weight_bytes", false, 1, &s->weight_bytes, err)) != CZ_OK ||
@@ -815,6 +827,49 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* The built-in card folder (`sub`: "cards" or "hw") into dir; true when it is
+ * $CZ_CARDS_DIR's. */
+static bool cards_dir(const char *sub, char *dir, size_t n)
+{
+    const char *env = getenv("CZ_CARDS_DIR");
+    if (env && env[0]) {
+        snprintf(dir, n, "%s/%s", env, sub);
+        return true;
+    }
+    char data[CZ_PATH_MAX - 16];
+    cz_data_dir(data, sizeof data);
+    snprintf(dir, n, "%s/models/%s", data, sub);
+    return false;
+}
+
+cz_status cz_cards_list(bool hardware, char ***names, size_t *n, char *dir, size_t dir_n,
+                        cz_err *err)
+{
+    CZ_ASSERT(names != NULL && n != NULL && dir != NULL);
+    *names = NULL;
+    *n = 0;
+    cards_dir(hardware ? "hw" : "cards", dir, dir_n);
+    DIR *d = opendir(dir);
+    if (!d)
+        return cz_err_open(err, dir, errno);
+    size_t cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len <= 5 || strcmp(e->d_name + len - 5, ".json") != 0 || e->d_name[0] == '.')
+            continue;
+        cz_grow((void **)names, &cap, *n + 1, sizeof **names);
+        char *name = cz_xmalloc(len - 4);
+        memcpy(name, e->d_name, len - 5);
+        name[len - 5] = '\0';
+        (*names)[(*n)++] = name;
+    }
+    closedir(d);
+    if (*n)
+        qsort(*names, *n, sizeof **names, cmp_str);
+    return CZ_OK;
+}
+
 /* "known: a, b, c" (sorted), the card names in the folder of `path`, into out. */
 static void list_cards(const char *path, char *out, size_t cap)
 {
@@ -911,17 +966,50 @@ static cz_status check_loaded_name(const char *path, const char *want, const cha
     return CZ_OK;
 }
 
+/* A JSON object that is a Hugging Face config.json rather than a card: it has no "stages"
+ * and names its architecture. */
+static bool is_hf_config(const cJSON *j)
+{
+    return cJSON_IsObject(j) && !cJSON_GetObjectItemCaseSensitive(j, "stages") &&
+           (cJSON_GetObjectItemCaseSensitive(j, "architectures") ||
+            cJSON_GetObjectItemCaseSensitive(j, "model_type"));
+}
+
 cz_status cz_model_card_load(const char *name_or_path, cz_model_card *out, cz_err *err)
 {
     CZ_ASSERT(name_or_path != NULL && out != NULL);
+    struct stat sb;
+    cz_hf_arch arch;
+    if (strchr(name_or_path, '/') && !ends_with(name_or_path, ".json") &&
+        stat(name_or_path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return cz_hf_config_load(name_or_path, out, &arch, err); /* a checkpoint folder */
     char path[CZ_PATH_MAX];
     bool by_name = false;
     cz_status st = card_path("model", "cards", name_or_path, path, sizeof path, &by_name, err);
-    if (st != CZ_OK)
+    if (st != CZ_OK) {
+        if (err && by_name && stat(name_or_path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            size_t n = strlen(err->msg);
+            snprintf(err->msg + n, sizeof err->msg - n,
+                     "; a checkpoint folder is named by a path: ./%s", name_or_path);
+        }
         return st;
+    }
     cJSON *j = NULL;
     if ((st = cz_json_load(path, &j, err)) != CZ_OK)
         return st;
+    if (!by_name && is_hf_config(j)) {
+        /* a config.json named directly: the card is named after its folder */
+        char *dir = cz_xstrdup(path);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        const char *base = slash ? strrchr(dir, '/') : NULL;
+        const char *name = slash ? (base ? base + 1 : dir) : "checkpoint";
+        st = cz_hf_config_parse(j, path, name[0] ? name : "checkpoint", out, &arch, err);
+        free(dir);
+        cJSON_Delete(j);
+        return st;
+    }
     st = cz_model_card_parse(j, path, out, err);
     cJSON_Delete(j);
     if (st == CZ_OK && by_name)

@@ -202,10 +202,11 @@ static cz_status must_be_false(const cJSON *j, const char *where, const char *ke
     return s;
 }
 
-cz_status cz_hf_config_parse(const cJSON *j, const char *where, const char *name,
-                             cz_model_card *out, cz_hf_arch *arch, cz_err *err)
+cz_status cz_hf_config_card(const cJSON *j, const char *where, const char *name,
+                            cJSON **card_out, cz_hf_arch *arch, cz_err *err)
 {
-    CZ_ASSERT(where != NULL && name != NULL && out != NULL && arch != NULL);
+    CZ_ASSERT(where != NULL && name != NULL && card_out != NULL && arch != NULL);
+    *card_out = NULL;
     if (!cJSON_IsObject(j))
         return cz_err_set(err, CZ_EINVAL, "%s: expected a JSON object (a model config)", where);
     cz_status s = parse_arch_name(j, where, arch, err);
@@ -231,6 +232,9 @@ cz_status cz_hf_config_parse(const cJSON *j, const char *where, const char *name
                             "num_attention_heads %u",
                             hidden, heads);
     if ((s = get_dim(j, where, "head_dim", false, 2, hidden / heads, &head_dim, err)) != CZ_OK)
+        return s;
+    uint32_t max_pos = 0;
+    if ((s = get_dim(j, where, "max_position_embeddings", false, 1, 0, &max_pos, err)) != CZ_OK)
         return s;
     if (head_dim % 2 != 0)
         return cz_err_field(err, CZ_EINVAL, where, "head_dim",
@@ -264,6 +268,8 @@ cz_status cz_hf_config_parse(const cJSON *j, const char *where, const char *name
     cJSON_AddNumberToObject(st, "kv_heads", kv_heads);
     cJSON_AddNumberToObject(st, "head_dim", head_dim);
     cJSON_AddNumberToObject(st, "vocab", vocab);
+    if (max_pos)
+        cJSON_AddNumberToObject(st, "max_position_embeddings", max_pos);
     cJSON_AddBoolToObject(st, "tied_embeddings", tied);
     cJSON_AddNumberToObject(st, "norm_eps", eps);
     bool qkv_bias = *arch == CZ_HF_QWEN2 || attn_bias;
@@ -323,9 +329,25 @@ cz_status cz_hf_config_parse(const cJSON *j, const char *where, const char *name
     cJSON_AddNumberToObject(st, "params", params);
     cJSON_AddNumberToObject(st, "active_params", params - idle);
     cJSON_AddNumberToObject(st, "weight_bytes", 2);
-
-    s = cz_model_card_parse(card, where, out, err);
+    /* the card must parse as any card does */
+    cz_model_card check;
+    s = cz_model_card_parse(card, where, &check, err);
 done:
+    if (s == CZ_OK)
+        *card_out = card;
+    else
+        cJSON_Delete(card);
+    return s;
+}
+
+cz_status cz_hf_config_parse(const cJSON *j, const char *where, const char *name,
+                             cz_model_card *out, cz_hf_arch *arch, cz_err *err)
+{
+    CZ_ASSERT(out != NULL);
+    cJSON *card = NULL;
+    cz_status s = cz_hf_config_card(j, where, name, &card, arch, err);
+    if (s == CZ_OK)
+        s = cz_model_card_parse(card, where, out, err);
     cJSON_Delete(card);
     return s;
 }

@@ -37,6 +37,12 @@ const char *cz_hf_arch_name(cz_hf_arch a);
 cz_status cz_hf_config_parse(const cJSON *j, const char *where, const char *name,
                              cz_model_card *out, cz_hf_arch *arch, cz_err *err);
 
+/* As cz_hf_config_parse, but returns the card as JSON (*card_out, the caller's to delete;
+ * NULL on failure), in the schema of the shipped cards (docs/models.md), checked by the card
+ * parser: what `cadenza card` writes. */
+cz_status cz_hf_config_card(const cJSON *j, const char *where, const char *name,
+                            cJSON **card_out, cz_hf_arch *arch, cz_err *err);
+
 /* Reads DIR/config.json (cz_hf_config_parse, the card named after DIR's last component).
  * CZ_ENOTFOUND when the folder has no config.json, CZ_EIO / CZ_EFORMAT when it cannot be
  * read or parsed. */

@@ -116,6 +116,9 @@ typedef struct cz_stage_card {
                                   * (a flow-matching detokenizer's ODE steps), each reading
                                   * the weights and paying the step overhead; 1 = one pass.
                                   * flops_per_token counts every pass */
+    uint32_t max_position_embeddings; /* AR stages: the longest context the model was made
+                                  * for (its config.json's max_position_embeddings), the
+                                  * default server.max_model_len as in vLLM; 0 = not known */
     cz_stage_arch arch;          /* the forward pass's details (optional card fields) */
 } cz_stage_card;
 
@@ -183,6 +186,12 @@ typedef struct cz_hw_card {
  * *out is fully written on success and unspecified on failure. */
 cz_status cz_model_card_load(const char *name_or_path, cz_model_card *out, cz_err *err);
 cz_status cz_hw_card_load(const char *name_or_path, cz_hw_card *out, cz_err *err);
+/* The names of the built-in model cards (hardware false) or hardware cards, sorted
+ * (*names: an array of *n strings; the caller frees each and the array), and the folder
+ * they are in (into dir). CZ_EIO / CZ_ENOTFOUND naming the folder when it cannot be read. */
+cz_status cz_cards_list(bool hardware, char ***names, size_t *n, char *dir, size_t dir_n,
+                        cz_err *err);
+
 /* Parses a card from a JSON object (`where` names it in messages). Unknown keys, missing
  * required fields, values out of range and inconsistent dimensions fail with CZ_EINVAL and a
  * message "<where>: <field path>: <what was expected>". Optional fields get their documented
@@ -271,7 +280,7 @@ void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_pa
 
 /* Time of a step of cost `c` (from cz_cost_step with the same params) run on a fraction
  * `share` in (0, 1] of the GPU's SMs, as spatial sharing gives it (Nova,
- * 004_f0fa8d0dbc8839e6.txt, section III-C): compute scales with the share, memory bandwidth
+ * section III-C): compute scales with the share, memory bandwidth
  * with share / bw_sat_sm_fraction up to the full bandwidth; all-reduces and the per-step
  * overhead are unchanged. share = 1 gives c->total_s; an empty step costs 0. */
 double cz_cost_share_s(const cz_step_cost *c, const cz_cost_params *p, double share);

@@ -14,6 +14,8 @@
 /* Figure size in pixels per panel, and the most panels a row. */
 #define GP_PANEL_W 620
 #define GP_PANEL_H 430
+/* Most rows of a key; more entries go to further columns. */
+#define GP_KEY_ROWS 6
 
 void cz_gp_figure_init(cz_gp_figure *f, const char *title, int rows, int cols)
 {
@@ -115,13 +117,13 @@ static void put_str(FILE *fp, const char *s)
 }
 
 /* Writes `s` as a double-quoted gnuplot string, broken into lines of at most `width`
- * characters at spaces. */
+ * characters at spaces and at its own newlines. */
 static void put_wrapped(FILE *fp, const char *s, size_t width)
 {
     fputc('"', fp);
     size_t col = 0;
     for (; *s; s++) {
-        if (*s == ' ' && col >= width) {
+        if (*s == '\n' || (*s == ' ' && col >= width)) {
             fputs("\\n", fp);
             col = 0;
             continue;
@@ -176,15 +178,80 @@ static double bar_offset(size_t j, size_t m)
     return -0.4 + w * ((double)j + 0.5);
 }
 
+/* Series colours: ten that stay apart on white (Tableau 10); past ten the dash type and the
+ * marker change too, so no two of the first fifty series of a panel look alike. */
+static const char *const gp_colours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                         "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                                         "#bcbd22", "#17becf"};
+static const int gp_dashes[] = {1, 2, 4, 5, 3};
+static const int gp_markers[] = {7, 5, 9, 11, 13};
+/* The papers' points: black open markers, one shape per series. */
+static const int gp_paper_markers[] = {6, 4, 8, 12, 10, 14};
+
+/* Writes the colour, dash type and (with `points`) marker of the i-th series of a panel. */
+static void put_series_style(FILE *fp, size_t i, bool points)
+{
+    size_t nc = CZ_ARRAY_LEN(gp_colours);
+    size_t cycle = (i / nc) % CZ_ARRAY_LEN(gp_dashes);
+    fprintf(fp, " lc rgb '%s' dt %d", gp_colours[i % nc], gp_dashes[cycle]);
+    if (points)
+        fprintf(fp, " pt %d", gp_markers[cycle]);
+}
+
+/* What a panel's data span, per axis: whether any finite value is on it and whether every
+ * one is >= 0 (values and intervals; the reference line counts on y). */
+typedef struct axis_span {
+    bool any, nonneg;
+} axis_span;
+
+static void span_add(axis_span *a, double v)
+{
+    if (!isfinite(v))
+        return;
+    a->any = true;
+    if (v < 0)
+        a->nonneg = false;
+}
+
+/* Whether a log-y panel has an interval whose lower bound is at or below 0 (not drawn). */
+static bool lower_bound_cut(const cz_gp_panel *p)
+{
+    if (!p->logy)
+        return false;
+    for (size_t j = 0; j < p->n_series; j++) {
+        const cz_gp_series *s = &p->series[j];
+        if (s->style != CZ_GP_ERRORLINES)
+            continue;
+        for (size_t k = 0; k < s->n; k++)
+            if (isfinite(s->lo[k]) && s->lo[k] <= 0 && isfinite(s->y[k]) && s->y[k] > 0)
+                return true;
+    }
+    return false;
+}
+
+/* The entries of a panel's key (its series with a label). */
+static size_t key_entries(const cz_gp_panel *p)
+{
+    size_t keyed = 0;
+    for (size_t j = 0; j < p->n_series; j++)
+        keyed += p->series[j].label[0] != '\0';
+    return keyed;
+}
+
+/* Writes one panel; `key_rows` is the most rows of a key among the figure's panels (their
+ * bottom margins the same, so the panels of a row line up). */
 static void write_panel(FILE *fp, const cz_gp_panel *p, const char *dat, int *block,
-                        bool single, const char *note)
+                        bool single, const char *note, size_t key_rows)
 {
     fputs("reset\nset grid back lc rgb '#dddddd'\n", fp);
-    /* one panel: the key under the plot and the note as its title; several: inside */
-    if (single)
-        fputs("set key below left Left reverse box noenhanced font ',9' maxrows 6\n", fp);
-    else
-        fputs("set key top left box opaque noenhanced font ',9'\n", fp);
+    /* the key under the plot, in columns of at most six entries, in a box with room for
+     * descenders ('_'); the bottom margin is set to hold the tics, the x label and the key
+     * apart (gnuplot's own room for a key below is short of the x label by about half a
+     * line, so the two overlap) */
+    fprintf(fp, "set key below left vertical maxrows %d Left reverse box noenhanced font ',9' "
+                "height 1\n",
+            GP_KEY_ROWS);
+    fprintf(fp, "set bmargin %.1f\n", key_rows ? 4.0 + 0.9 * (double)key_rows : 3.5);
     if (!p->logx && !p->n_xtics)
         fputs("set offsets graph 0.03, graph 0.03, graph 0.05, 0\n", fp);
     fputs("set datafile missing 'NaN'\nset termoption noenhanced\n", fp);
@@ -196,25 +263,39 @@ static void write_panel(FILE *fp, const cz_gp_panel *p, const char *dat, int *bl
     } else {
         put_str(fp, p->title);
     }
-    fputs("\nset xlabel ", fp);
+    fputs(" noenhanced\nset xlabel ", fp);
     put_str(fp, p->xlabel);
-    fputs("\nset ylabel ", fp);
+    fputs(" noenhanced\nset ylabel ", fp);
     put_str(fp, p->ylabel);
-    fputc('\n', fp);
+    fputs(" noenhanced\n", fp);
     bool any2 = false;
     bool bars = false;
     size_t n_bars = 0;
+    axis_span xs = {false, true}, ys = {false, true}, y2s = {false, true};
     for (size_t j = 0; j < p->n_series; j++) {
-        any2 |= p->series[j].axis2;
-        if (p->series[j].style == CZ_GP_BARS) {
+        const cz_gp_series *s = &p->series[j];
+        any2 |= s->axis2;
+        if (s->style == CZ_GP_BARS) {
             bars = true;
             n_bars++;
         }
+        for (size_t k = 0; k < s->n; k++) {
+            span_add(&xs, s->x[k]);
+            axis_span *a = s->axis2 ? &y2s : &ys;
+            span_add(a, s->y[k]);
+            if (s->lo) {
+                span_add(a, s->lo[k]);
+                span_add(a, s->hi[k]);
+            }
+        }
     }
+    span_add(&ys, p->hline);
     if (any2) {
         fputs("set y2tics\nset ytics nomirror\nset y2label ", fp);
         put_str(fp, p->y2label);
-        fputc('\n', fp);
+        fputs(" noenhanced\n", fp);
+        if (y2s.any && y2s.nonneg)
+            fputs("set y2range [0<*:*]\n", fp);
     }
     if (p->logx)
         fputs("set logscale x\n", fp);
@@ -229,17 +310,30 @@ static void write_panel(FILE *fp, const cz_gp_panel *p, const char *dat, int *bl
             fprintf(fp, " %zu", i);
         }
         fprintf(fp, ")\nset xrange [-0.6:%zu.6]\n", p->n_xtics - 1);
+    } else if (!p->logx && xs.any && xs.nonneg) {
+        /* non-negative data: the offsets may not carry the axis below 0 */
+        fputs("set xrange [0<*:*]\n", fp);
     }
-    if (bars)
+    if (bars) {
         fputs("set style fill solid 0.75 border -1\nset yrange [0:*]\n", fp);
-    if (!isnan(p->ymin) || !isnan(p->ymax)) {
-        fputs("set yrange [", fp);
-        if (!isnan(p->ymin))
-            put_num(fp, p->ymin);
-        fputc(':', fp);
-        if (!isnan(p->ymax))
-            put_num(fp, p->ymax);
-        fputs("]\n", fp);
+    } else {
+        /* an explicit bound, else a linear axis over non-negative data starts at 0 or above */
+        bool floor0 = isnan(p->ymin) && !p->logy && ys.any && ys.nonneg;
+        if (!isnan(p->ymin) || !isnan(p->ymax) || floor0) {
+            fputs("set yrange [", fp);
+            if (floor0)
+                fputs("0<*", fp);
+            else if (!isnan(p->ymin))
+                put_num(fp, p->ymin);
+            else
+                fputc('*', fp);
+            fputc(':', fp);
+            if (!isnan(p->ymax))
+                put_num(fp, p->ymax);
+            else
+                fputc('*', fp);
+            fputs("]\n", fp);
+        }
     }
     if (!isnan(p->hline)) {
         fputs("set arrow from graph 0, first ", fp);
@@ -252,9 +346,15 @@ static void write_panel(FILE *fp, const cz_gp_panel *p, const char *dat, int *bl
             put_str(fp, p->hline_label);
             fputs(" at graph 0.99, first ", fp);
             put_num(fp, p->hline);
-            fputs(" right offset 0,0.6 textcolor rgb '#aa0000' font ',9'\n", fp);
+            fputs(" right offset 0,0.6 textcolor rgb '#aa0000' font ',9' noenhanced\n", fp);
         }
     }
+    bool cut = lower_bound_cut(p);
+    if (cut)
+        fputs("set label 'an interval reaching 0 or below: its lower bound is not drawn "
+              "(log axis; the .dat holds it)' at graph 0.01, graph 0.03 left font ',8' "
+              "textcolor rgb '#555555' noenhanced\n",
+              fp);
     if (p->n_series == 0) {
         fputs("set label 'no data' at graph 0.5, graph 0.5 center\nunset key\n"
               "plot [0:1] [0:1] NaN notitle\n",
@@ -262,7 +362,7 @@ static void write_panel(FILE *fp, const cz_gp_panel *p, const char *dat, int *bl
         return;
     }
     fputs("plot ", fp);
-    size_t bar_j = 0;
+    size_t bar_j = 0, ours_j = 0, paper_j = 0;
     for (size_t j = 0; j < p->n_series; j++) {
         const cz_gp_series *s = &p->series[j];
         if (j)
@@ -271,14 +371,18 @@ static void write_panel(FILE *fp, const cz_gp_panel *p, const char *dat, int *bl
         fprintf(fp, " index %d", (*block)++);
         switch (s->style) {
         case CZ_GP_LINES: fputs(" using 1:2 with lines lw 2", fp); break;
-        case CZ_GP_LINESPOINTS: fputs(" using 1:2 with linespoints lw 2 pt 7 ps 0.8", fp); break;
+        case CZ_GP_LINESPOINTS: fputs(" using 1:2 with linespoints lw 2 ps 0.8", fp); break;
         case CZ_GP_STEPS: fputs(" using 1:2 with steps lw 2", fp); break;
-        case CZ_GP_POINTS: fputs(" using 1:2 with points pt 7 ps 0.5", fp); break;
+        case CZ_GP_POINTS: fputs(" using 1:2 with points ps 0.5", fp); break;
         case CZ_GP_ERRORLINES:
-            fputs(" using 1:2:3:4 with yerrorlines lw 2 pt 7 ps 0.8", fp);
+            /* a log axis cannot show a lower bound at or below 0: the whisker stops at the
+             * point */
+            fputs(cut ? " using 1:2:($3 > 0 ? $3 : $2):4" : " using 1:2:3:4", fp);
+            fputs(" with yerrorlines lw 2 ps 0.8", fp);
             break;
         case CZ_GP_PAPER:
-            fputs(" using 1:2 with points pt 6 ps 2.2 lw 2.5 lc rgb '#000000'", fp);
+            fprintf(fp, " using 1:2 with points pt %d ps 2.2 lw 2.5 lc rgb '#000000'",
+                    gp_paper_markers[paper_j++ % CZ_ARRAY_LEN(gp_paper_markers)]);
             break;
         case CZ_GP_BARS:
             fprintf(fp, " using ($1%+.4f):2:(%.4f) with boxes", bar_offset(bar_j, n_bars),
@@ -286,6 +390,10 @@ static void write_panel(FILE *fp, const cz_gp_panel *p, const char *dat, int *bl
             bar_j++;
             break;
         }
+        if (s->style != CZ_GP_PAPER)
+            put_series_style(fp, ours_j++,
+                             s->style == CZ_GP_LINESPOINTS || s->style == CZ_GP_POINTS ||
+                                 s->style == CZ_GP_ERRORLINES);
         if (s->axis2)
             fputs(" axes x1y2", fp);
         fputs(" title ", fp);
@@ -294,15 +402,38 @@ static void write_panel(FILE *fp, const cz_gp_panel *p, const char *dat, int *bl
     fputc('\n', fp);
 }
 
+/* The figure's size in pixels: one panel is drawn larger. */
+static int fig_width(const cz_gp_figure *f)
+{
+    return f->rows * f->cols == 1 ? 960 : GP_PANEL_W * f->cols;
+}
+
+static int fig_height(const cz_gp_figure *f)
+{
+    return f->rows * f->cols == 1 ? 680 : GP_PANEL_H * f->rows;
+}
+
 /* The drawing commands, written once per terminal. */
 static void write_body(FILE *fp, const cz_gp_figure *f, const char *dat)
 {
     int block = 0;
+    size_t key_rows = 0;
+    for (size_t i = 0; i < f->n_panels; i++) {
+        size_t k = key_entries(&f->panels[i]);
+        k = k < GP_KEY_ROWS ? k : GP_KEY_ROWS;
+        key_rows = k > key_rows ? k : key_rows;
+    }
     fprintf(fp, "set multiplot layout %d,%d title ", f->rows, f->cols);
-    put_str(fp, f->title);
+    if (f->subtitle[0]) { /* the title, and under it the subtitle */
+        char both[sizeof f->title + sizeof f->subtitle + 2];
+        snprintf(both, sizeof both, "%s\n%s", f->title, f->subtitle);
+        put_wrapped(fp, both, (size_t)fig_width(f) / 9); /* about 8 pixels a character */
+    } else {
+        put_str(fp, f->title);
+    }
     fputs(" noenhanced\n", fp);
     for (size_t i = 0; i < f->n_panels; i++)
-        write_panel(fp, &f->panels[i], dat, &block, f->n_panels == 1, f->note);
+        write_panel(fp, &f->panels[i], dat, &block, f->n_panels == 1, f->note, key_rows);
     fputs("unset multiplot\n", fp);
 }
 
@@ -310,8 +441,7 @@ static void write_script(FILE *fp, const cz_gp_figure *f, const char *name)
 {
     char dat[512];
     snprintf(dat, sizeof dat, "%s.dat", name);
-    bool single = f->rows * f->cols == 1;
-    int w = single ? 960 : GP_PANEL_W * f->cols, h = single ? 680 : GP_PANEL_H * f->rows;
+    int w = fig_width(f), h = fig_height(f);
     fprintf(fp, "# %s: drawn by `cadenza`; redraw with `gnuplot %s.gp` in this folder.\n",
             name, name);
     fputs("# The data are in ", fp);

@@ -49,7 +49,9 @@ typedef struct cz_gp_panel {
 
 typedef struct cz_gp_figure {
     char title[200];
-    char note[400];         /* a line under the panels (what the paper reports), or "" */
+    char subtitle[400];     /* a line under the title (what the run changed from its base
+                               config), or "" */
+    char note[800];         /* a line under the panels (what the paper reports), or "" */
     int rows, cols;         /* panel layout (1 x 1 for one panel) */
     cz_gp_panel *panels;
     size_t n_panels, cap_panels;
@@ -75,8 +77,18 @@ void cz_gp_panel_xtics(cz_gp_panel *p, const char *const *names, size_t n);
 void cz_gp_figure_free(cz_gp_figure *f);
 
 /* Writes DIR/NAME.{dat,gp} and has gnuplot draw DIR/NAME.{png,svg} (see above). `dir`
- * must exist. CZ_EIO naming the file or gnuplot's complaint (its last stderr line) on
- * failure (gnuplot missing included), with nothing of NAME left behind. */
+ * must exist. How every figure is drawn, whatever its data:
+ *   - the key sits below the plot, clear of the axis labels;
+ *   - series are told apart by colour (ten), then by dash type and marker, so no two of the
+ *     first fifty in a panel look alike; the papers' points are black open markers, each
+ *     series its own shape;
+ *   - text is literal: no gnuplot enhanced-text markup ('_' is an underscore);
+ *   - a linear axis whose data (values, intervals, reference line) are all >= 0 starts at 0
+ *     or above, never below;
+ *   - on a logarithmic y axis an interval's lower bound at or below 0 is not drawn (the
+ *     .dat keeps it) and a line in the panel says so.
+ * CZ_EIO naming the file or gnuplot's complaint (its last stderr line) on failure
+ * (gnuplot missing included), with nothing of NAME left behind. */
 cz_status cz_gp_render(const cz_gp_figure *f, const char *dir, const char *name, cz_err *err);
 
 /* Whether gnuplot can be run (for a command to fail before its work, not after). */

@@ -148,8 +148,8 @@ static cz_status table_read(const char *h5, const char *name, const char *const 
 /* latency_cdf: TTFT, TPOT, E2E of the first stage's completed turns (per class when both
  * classes ran), ITL per stage, audio TTFP. */
 static cz_status fig_latency(const char *h5, const char *dir, const char *title,
-                             char stages[PLOT_MAX_STAGES][64], size_t n_stages,
-                             cz_plot_list *out, cz_err *err)
+                             const char *subtitle, char stages[PLOT_MAX_STAGES][64],
+                             size_t n_stages, cz_plot_list *out, cz_err *err)
 {
     static const char *const rf[] = {"stage", "stream", "cls", "outcome", "ttft_s", "tpot_s",
                                      "e2el_s"};
@@ -183,6 +183,7 @@ static cz_status fig_latency(const char *h5, const char *dir, const char *title,
     cz_gp_figure f;
     bool audio = au.n > 0;
     cz_gp_figure_init(&f, title, 2, audio ? 3 : 2);
+    snprintf(f.subtitle, sizeof f.subtitle, "%s", subtitle);
     const char *const labels[3] = {"TTFT (ms)", "TPOT (ms)", "E2E latency (s)"};
     const double scale[3] = {1e3, 1e3, 1.0};
     const int col[3] = {4, 5, 6};
@@ -301,8 +302,8 @@ static void layout(size_t n, int *rows, int *cols)
 
 /* kv_blocks and load: per-stage timelines. */
 static cz_status fig_timelines(const char *h5, const char *dir, const char *title,
-                               char stages[PLOT_MAX_STAGES][64], size_t n_stages,
-                               cz_plot_list *out, cz_err *err)
+                               const char *subtitle, char stages[PLOT_MAX_STAGES][64],
+                               size_t n_stages, cz_plot_list *out, cz_err *err)
 {
     static const char *const tf[] = {"t_s",     "stage",   "replica",     "kv_blocks_used",
                                      "kv_blocks_idle", "host_kv_tokens", "running", "waiting",
@@ -323,6 +324,7 @@ static cz_status fig_timelines(const char *h5, const char *dir, const char *titl
                  which == 0 ? "KV cache per tier" : "requests and batch size");
         cz_gp_figure f;
         cz_gp_figure_init(&f, t, rows, cols);
+        snprintf(f.subtitle, sizeof f.subtitle, "%s", subtitle);
         for (size_t s = 0; s < n_stages; s++) {
             stage_series ss;
             if (which == 0) {
@@ -367,7 +369,7 @@ static cz_status fig_timelines(const char *h5, const char *dir, const char *titl
 /* frames: each frame's latency at its tick, empty frames apart; the gateway's cap and the
  * live sessions over time when the file has them (/gateway). */
 static cz_status fig_frames(const char *h5, const char *dir, const char *title,
-                            cz_plot_list *out, cz_err *err)
+                            const char *subtitle, cz_plot_list *out, cz_err *err)
 {
     static const char *const ff[] = {"tick_s", "latency_s", "empty"};
     table fr, gw;
@@ -398,6 +400,7 @@ static cz_status fig_frames(const char *h5, const char *dir, const char *title,
     snprintf(t, sizeof t, "%s: periodic streams", title);
     cz_gp_figure f;
     cz_gp_figure_init(&f, t, 1, 1);
+    snprintf(f.subtitle, sizeof f.subtitle, "%s", subtitle);
     cz_gp_panel *p = cz_gp_panel_add(&f, "frame latency at its tick", "time (s)",
                                      "frame latency (ms)");
     cz_gp_series_add(p, "served frames", CZ_GP_POINTS, m[0], x[0], y[0], NULL, NULL);
@@ -430,8 +433,8 @@ static cz_status fig_frames(const char *h5, const char *dir, const char *title,
 
 /* stage_tokens: generated against heard tokens per autoregressive stage. */
 static cz_status fig_stage_tokens(const char *h5, const char *dir, const char *title,
-                                  char stages[PLOT_MAX_STAGES][64], size_t n_stages,
-                                  cz_plot_list *out, cz_err *err)
+                                  const char *subtitle, char stages[PLOT_MAX_STAGES][64],
+                                  size_t n_stages, cz_plot_list *out, cz_err *err)
 {
     if (n_stages < 2)
         return CZ_OK;
@@ -457,6 +460,7 @@ static cz_status fig_stage_tokens(const char *h5, const char *dir, const char *t
     snprintf(t, sizeof t, "%s: tokens per stage", title);
     cz_gp_figure f;
     cz_gp_figure_init(&f, t, 1, 1);
+    snprintf(f.subtitle, sizeof f.subtitle, "%s", subtitle);
     cz_gp_panel *p = cz_gp_panel_add(&f, "generated and heard (the rest was cut by barge-in)",
                                      "stage", "tokens");
     cz_gp_panel_xtics(p, names, n_stages);
@@ -488,7 +492,114 @@ cz_status cz_plot_timeline(const char *h5, const char *column, uint32_t stage, d
     return CZ_OK;
 }
 
-cz_status cz_plot_results(const char *h5, const char *dir, cz_plot_list *out, cz_err *err)
+/* The differences cz_plot_overrides collects, each "K=V" or "K removed". */
+typedef struct diff_list {
+    char **items;
+    size_t n, cap;
+} diff_list;
+
+static void diff_push(diff_list *d, const char *path, const cJSON *v)
+{
+    if (d->n == d->cap) {
+        d->cap = d->cap ? 2 * d->cap : 8;
+        d->items = cz_xrealloc(d->items, d->cap, sizeof *d->items);
+    }
+    char *label = v ? cz_json_value_label(v) : NULL;
+    size_t len = strlen(path) + (label ? strlen(label) : 0) + 16;
+    char *item = cz_xmalloc(len);
+    /* a long value (a whole object or array) is cut: the title has room for names */
+    if (label)
+        snprintf(item, len, "%s=%.60s%s", path, label, strlen(label) > 60 ? "..." : "");
+    else
+        snprintf(item, len, "%s removed", path);
+    free(label);
+    d->items[d->n++] = item;
+}
+
+/* Whether `path` is a key of `skip` or under one. */
+static bool diff_skipped(const char *path, const cJSON *skip)
+{
+    const cJSON *w;
+    cJSON_ArrayForEach(w, skip)
+    {
+        size_t kl = strlen(w->string);
+        if (strncmp(path, w->string, kl) == 0 && (path[kl] == '\0' || path[kl] == '.'))
+            return true;
+    }
+    return false;
+}
+
+/* Collects where `run` (at the dotted key `path`, "" at the top) differs from `base` (NULL:
+ * absent there). */
+static void diff_walk(const cJSON *base, const cJSON *run, const char *path, const cJSON *skip,
+                      diff_list *d)
+{
+    if (path[0] && diff_skipped(path, skip))
+        return;
+    if (cJSON_IsObject(run) && (!base || cJSON_IsObject(base))) {
+        const cJSON *m;
+        cJSON_ArrayForEach(m, run)
+        {
+            size_t len = strlen(path) + strlen(m->string) + 2;
+            char *child = cz_xmalloc(len);
+            snprintf(child, len, "%s%s%s", path, path[0] ? "." : "", m->string);
+            diff_walk(base ? cJSON_GetObjectItemCaseSensitive(base, m->string) : NULL, m, child,
+                      skip, d);
+            free(child);
+        }
+        cJSON_ArrayForEach(m, base)
+        {
+            if (cJSON_HasObjectItem(run, m->string))
+                continue;
+            size_t len = strlen(path) + strlen(m->string) + 2;
+            char *child = cz_xmalloc(len);
+            snprintf(child, len, "%s%s%s", path, path[0] ? "." : "", m->string);
+            if (!diff_skipped(child, skip))
+                diff_push(d, child, NULL);
+            free(child);
+        }
+        return;
+    }
+    if (!base || !cJSON_Compare(base, run, true))
+        diff_push(d, path, run);
+}
+
+void cz_plot_overrides(const cJSON *run, const cJSON *base, const char *base_name,
+                       const cJSON *skip, char *buf, size_t n)
+{
+    CZ_ASSERT(n > 0);
+    buf[0] = '\0';
+    if (!base || !cJSON_IsObject(run))
+        return;
+    diff_list d = {0};
+    diff_walk(base, run, "", skip, &d);
+    if (d.n > 0) {
+        char tail[320];
+        snprintf(tail, sizeof tail, " (against %.280s)", base_name ? base_name : "its base");
+        size_t len = (size_t)snprintf(buf, n, "run with ");
+        size_t shown = 0;
+        /* room kept for the tail and "... and N more" */
+        size_t keep = strlen(tail) + 24;
+        for (size_t i = 0; i < d.n; i++) {
+            size_t need = strlen(d.items[i]) + (shown ? 2 : 0);
+            if (len + need + keep >= n)
+                break;
+            len += (size_t)snprintf(buf + len, n - len, "%s%s", shown ? ", " : "", d.items[i]);
+            shown++;
+        }
+        if (shown < d.n && len < n)
+            len += (size_t)snprintf(buf + len, n - len, "%s... and %zu more", shown ? ", " : "",
+                                    d.n - shown);
+        if (len < n)
+            snprintf(buf + len, n - len, "%s", tail);
+    }
+    for (size_t i = 0; i < d.n; i++)
+        free(d.items[i]);
+    free(d.items);
+}
+
+cz_status cz_plot_results(const char *h5, const cJSON *base, const char *base_name,
+                          const char *dir, cz_plot_list *out, cz_err *err)
 {
     char *text = NULL;
     cz_status st = cz_h5_read_str_attr(h5, "summary", &text, err);
@@ -508,13 +619,14 @@ cz_status cz_plot_results(const char *h5, const char *dir, cz_plot_list *out, cz
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(summary, "config");
     const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cfg, "name");
     const cJSON *drv = cJSON_GetObjectItemCaseSensitive(summary, "driver");
-    char title[160];
+    char title[160], sub[sizeof ((cz_gp_figure *)0)->subtitle];
     snprintf(title, sizeof title, "%s (%s)", cJSON_IsString(nm) ? nm->valuestring : h5,
              cJSON_IsString(drv) ? drv->valuestring : "sim");
-    if ((st = fig_latency(h5, dir, title, stages, n_stages, out, err)) == CZ_OK &&
-        (st = fig_timelines(h5, dir, title, stages, n_stages, out, err)) == CZ_OK &&
-        (st = fig_frames(h5, dir, title, out, err)) == CZ_OK)
-        st = fig_stage_tokens(h5, dir, title, stages, n_stages, out, err);
+    cz_plot_overrides(cfg, base, base_name, NULL, sub, sizeof sub);
+    if ((st = fig_latency(h5, dir, title, sub, stages, n_stages, out, err)) == CZ_OK &&
+        (st = fig_timelines(h5, dir, title, sub, stages, n_stages, out, err)) == CZ_OK &&
+        (st = fig_frames(h5, dir, title, sub, out, err)) == CZ_OK)
+        st = fig_stage_tokens(h5, dir, title, sub, stages, n_stages, out, err);
     cJSON_Delete(summary);
     return st;
 }
@@ -700,6 +812,21 @@ static cz_status one_metric(const cJSON *rows, const cz_plot_sweep_opts *o, cons
              o->title ? "" : ": ", o->title ? "" : metric);
     cz_gp_figure f;
     cz_gp_figure_init(&f, title, 1, 1);
+    if (o->base) {
+        /* what every run changed from the base beyond its point: the same in every row */
+        const cJSON *r0 = cJSON_GetArrayItem(rows, 0);
+        const cJSON *s0 = cJSON_GetObjectItemCaseSensitive(r0, "summary");
+        if (!s0)
+            s0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r0, "summaries"), 0);
+        cJSON *skip = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(r0, "point"), 1);
+        if (!skip)
+            skip = cJSON_CreateObject();
+        if (cJSON_HasObjectItem(r0, "seeds")) /* each run's seed is the sweep's */
+            cJSON_AddNullToObject(skip, "seed");
+        cz_plot_overrides(cJSON_GetObjectItemCaseSensitive(s0, "config"), o->base, o->base_name,
+                          skip, f.subtitle, sizeof f.subtitle);
+        cJSON_Delete(skip);
+    }
     if (o->note)
         snprintf(f.note, sizeof f.note, "%s", o->note);
     cz_gp_panel *p = cz_gp_panel_add(&f, "", o->xlabel ? o->xlabel : x, o->ylabel ? o->ylabel : metric);

@@ -32,11 +32,22 @@ typedef struct cz_plot_list {
     char names[CZ_PLOT_MAX_FIGS][128];
 } cz_plot_list;
 
+/* What a run changed from the config it started from: `buf` gets "run with K=V, K=V
+ * (against BASE_NAME)", every leaf of the run's config `run` (dotted keys, as --set names
+ * them) whose value differs from `base`'s, in the run's order ("K removed" for a key only
+ * the base has), or "" when nothing differs or `base` is NULL. Keys named by `skip` (an
+ * object whose member names are dotted keys, such as a sweep point; NULL: none) are left
+ * out with everything under them. What does not fit `n` ends in "... and N more". */
+void cz_plot_overrides(const cJSON *run, const cJSON *base, const char *base_name,
+                       const cJSON *skip, char *buf, size_t n);
+
 /* Draws the figures of the results file `h5` (written by `cadenza sim -o` or `replay -o`)
- * into the existing folder `dir`, appending their names to *out. CZ_EIO/CZ_EFORMAT naming
- * the file and table on a file that is not cadenza's results; gnuplot's failures as
- * cz_gp_render's. */
-cz_status cz_plot_results(const char *h5, const char *dir, cz_plot_list *out, cz_err *err);
+ * into the existing folder `dir`, appending their names to *out. With `base` (the config
+ * the run started from, named `base_name`; may be NULL) every title shows what the run's
+ * config changed from it (cz_plot_overrides). CZ_EIO/CZ_EFORMAT naming the file and table
+ * on a file that is not cadenza's results; gnuplot's failures as cz_gp_render's. */
+cz_status cz_plot_results(const char *h5, const cJSON *base, const char *base_name,
+                          const char *dir, cz_plot_list *out, cz_err *err);
 
 /* Reads a JSON Lines file of sweep rows (`cadenza sweep -o`) into a new array *rows (caller
  * deletes). CZ_EIO when it cannot be read; CZ_EFORMAT naming the line of a row that is not
@@ -57,6 +68,10 @@ typedef struct cz_plot_sweep_opts {
     const char *xlabel;          /* NULL: the x key */
     const char *ylabel;          /* NULL: the metric */
     const char *note;            /* a line under the figure, or NULL */
+    const cJSON *base;           /* the config the sweep's base started from, or NULL: the
+                                    title shows what the rows' runs changed from it other
+                                    than the grid's keys and the seed (cz_plot_overrides) */
+    const char *base_name;       /* how the title names `base` */
     double y_scale;              /* multiplies every y (0: 1) */
     bool logy;
     double hline;                /* a dashed reference line (NaN: none) */

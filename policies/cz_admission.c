@@ -1,7 +1,8 @@
-/* cz_admission.c - admission of full-duplex sessions: Metronome's AIMD gateway
- * (002_6a4d0efb28323924.txt, section 4.2, and the values of its gateway: tick = the frame
- * budget B, target 0.7 B, decrease to floor(0.9 x live), increase by one a tick while live
- * is within 2 of the cap, the cap unbounded until the first decrease) and a static cap. */
+/* cz_admission.c - admission of full-duplex sessions: Metronome's AIMD gateway (Metronome:
+ * Bound the Cache, Keep the Beat for Real-Time Interaction Model Serving, section 4.2, and
+ * the values of its gateway: tick = the frame budget B, target 0.7 B, decrease to
+ * floor(0.9 x live), increase by one a tick while live is within 2 of the cap, the cap
+ * unbounded until the first decrease) and a static cap. */
 #include <math.h>
 #include <string.h>
 

@@ -46,9 +46,10 @@ cz_status cz_policy_make(const char *name, const cJSON *params, const char *wher
     if (!out->ops)
         return cz_err_set(err, CZ_ENOTFOUND,
                           "%s: unknown scheduler '%s' (known: fcfs, fcfs_scan, liveserve, "
-                          "voxserve, bros, nova, pf_limit, chunked_prefill)",
+                          "voxserve, bros; for vision-language models nova, nova_pf_limit, "
+                          "nova_chunked_prefill)",
                           where, name);
-    /* 001_4ea5faaee5602c5d.txt section 3.2.2: VoxServe runs its LLM and detokenizer steps
+    /* VoxServe (section 3.2.2) runs its LLM and detokenizer steps
      * as distinct GPU tasks on device streams; the baselines it is compared with run one
      * step at a time (docs/policies.md) */
     out->params.async_pipeline = out->ops == &cz_sched_voxserve;

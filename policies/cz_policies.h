@@ -21,7 +21,7 @@ typedef struct cz_policy_params {
      * seconds that one token of this stage becomes; 0 when the stage produces no audio
      * (then interaction-aware orderings fall back to FCFS order). */
     double audio_s_per_token;
-    /* LiveServe (000_6fdb7821c3412586.txt, section 4.1, Eq. 1-3) */
+    /* LiveServe (section 4.1, Eq. 1-3) */
     double p_safe_s;          /* P_safe: the minimum safe playback buffer (2.0 s) */
     double alpha;             /* weight of the barge-in exposure cost (1.0) */
     double beta;              /* weight of the KV-pressure benefit (1.0) */
@@ -30,7 +30,7 @@ typedef struct cz_policy_params {
                                  Figure 15; on) */
     double pace_horizon_s;    /* ... and only above this buffer, so that a paced request
                                  keeps a margin over P_safe (docs/policies.md) */
-    /* VoxServe (001_4ea5faaee5602c5d.txt, section 3.2.1, and its OnlineScheduler) */
+    /* VoxServe (section 3.2.1, and its OnlineScheduler) */
     double urgent_window_s;   /* urgent within this of the playback deadline (1.0 s) */
     uint32_t max_new_prefills;/* new requests prefilled per step (1) */
     uint32_t prefill_step_cap;/* requests in a step that holds a prefill (8) */
@@ -42,7 +42,7 @@ typedef struct cz_policy_params {
     bool async_pipeline;
     double corun_slowdown;    /* co-running steps each take 1 + (k - 1)(c - 1) times their
                                  time alone with k in flight (sim/cz_streams.h; 2.0) */
-    /* BROS (003_4ea0224bc1b7e235.txt) */
+    /* BROS (Efficient LLM Serving on Hybrid Real-time and Best-effort Requests) */
     uint32_t base_batch;      /* base batch size (128) */
     double rt_ttft_s;         /* real-time SLOs: first token, and each later token */
     double rt_tpot_s;
@@ -68,19 +68,18 @@ extern const cz_sched_ops cz_sched_fcfs;
 /* The same FCFS order on the ordering path (O(n) per step): a cross-check of that path. */
 extern const cz_sched_ops cz_sched_fcfs_scan;
 
-/* LiveServe's urgency scheduler (000_6fdb7821c3412586.txt, sections 4.1-4.2, Eq. 1-3,
+/* LiveServe's urgency scheduler (LiveServe, sections 4.1-4.2, Eq. 1-3,
  * Algorithm 1). */
 extern const cz_sched_ops cz_sched_liveserve;
 
-/* VoxServe's streaming scheduler and its throughput mode (001_4ea5faaee5602c5d.txt,
+/* VoxServe's streaming scheduler and its throughput mode (VoxServe,
  * sections 3.2.1 and 4.3.3). */
 extern const cz_sched_ops cz_sched_voxserve;
 
-/* BROS's real-time / best-effort scheduler with adaptive batch size
- * (003_4ea0224bc1b7e235.txt). */
+/* BROS's real-time / best-effort scheduler with adaptive batch size (the BROS paper). */
 extern const cz_sched_ops cz_sched_bros;
 
-/* VoxServe's detokenizer rule (001_4ea5faaee5602c5d.txt, section 3.2.1, and its
+/* VoxServe's detokenizer rule (VoxServe, section 3.2.1, and its
  * OnlineScheduler): the detokenizer (a vocoder fed by an audio-producing stage) runs only
  * when a request with a full chunk waiting is urgent, and its batch serves urgent requests
  * first (startup, oldest first; then steady state, nearest deadline first), then the others
@@ -130,14 +129,14 @@ double cz_policy_client_buffer_s(const cz_seq *q, double now_s);
 /* True once the current turn of `q` has delivered audio to the client. */
 bool cz_policy_audio_started(const cz_seq *q);
 
-/* LiveServe's preload admission (000_6fdb7821c3412586.txt, section 5.2): a
+/* LiveServe's preload admission (LiveServe, section 5.2): a
  * speech-triggered reload of offloaded KV runs as background work only when it would land
  * (eta_s, behind the transfers already queued on the link) by the time the LLM stage needs
  * the KV (needed_at_s, the end of the user's speech); otherwise it is skipped and the turn
  * loads synchronously. */
 bool cz_preload_admit(double eta_s, double needed_at_s);
 
-/* ---- Admission of full-duplex sessions (Metronome, 002_6a4d0efb28323924.txt) ----
+/* ---- Admission of full-duplex sessions (Metronome) ----
  *
  * A gateway decides whether a new periodic session may start; live sessions are never
  * evicted. */
@@ -170,7 +169,7 @@ bool cz_admission_admit(const cz_admission *a, uint32_t live);
  * one. Other kinds: nothing. */
 void cz_admission_tick(cz_admission *a, double measured_s, double budget_s, uint32_t live);
 
-/* ---- Cross-stage schedulers (Nova, 004_f0fa8d0dbc8839e6.txt) ----
+/* ---- Cross-stage schedulers (Nova) ----
  *
  * One GPU serves a vision-language model as three workers: vision encode, LLM prefill and
  * LLM decode. These schedulers decide, from counts of what waits at each worker, what to

@@ -1,6 +1,6 @@
-/* cz_sched_bros.c - BROS's hybrid real-time / best-effort scheduler
- * (003_4ea0224bc1b7e235.txt, "SLO-Aware Preemptive Scheduling" and "Adaptive Batch
- * Sizing").
+/* cz_sched_bros.c - BROS's hybrid real-time / best-effort scheduler (Efficient LLM Serving
+ * on Hybrid Real-time and Best-effort Requests, "SLO-Aware Preemptive Scheduling" and
+ * "Adaptive Batch Sizing").
  *
  * Real-time requests (class rt) are sorted by residual time to their SLO deadline — the
  * first token's (ready + rt_ttft) until it comes, then the next token's (last token +

@@ -1,5 +1,6 @@
-/* cz_sched_liveserve.c - LiveServe's urgency-aware scheduler (000_6fdb7821c3412586.txt,
- * section 4.1, Eq. 1-3; section 4.2, Algorithm 1; fallbacks of section 6).
+/* cz_sched_liveserve.c - LiveServe's urgency-aware scheduler (LiveServe: Interaction-Aware
+ * Serving for Real-Time Omni-Modal LLMs, section 4.1, Eq. 1-3; section 4.2, Algorithm 1;
+ * fallbacks of section 6).
  *
  * Every ready request (running or waiting) gets an urgency class from its stage-aware
  * playback buffer P (cz_policy_buffer_s): U0 has started playback with P <= P_safe (sorted

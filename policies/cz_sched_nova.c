@@ -1,6 +1,7 @@
-/* cz_sched_nova.c - Nova's cross-stage pipeline scheduler and its two baselines
- * (004_f0fa8d0dbc8839e6.txt: section III-D and Algorithm 1; SM partition of section III-C2,
- * Eq. 5, with the values of section V-A5; PF-Limit and Chunk of section V-A7). */
+/* cz_sched_nova.c - Nova's cross-stage pipeline scheduler and its two baselines (Nova:
+ * Real-Time Agentic Vision-Language Model Serving with Adaptive Cross-Stage Parallelization,
+ * section III-D and Algorithm 1; SM partition of section III-C2, Eq. 5, with the values of
+ * section V-A5; PF-Limit and Chunk of section V-A7). */
 #include <math.h>
 #include <string.h>
 
@@ -13,9 +14,9 @@ cz_status cz_xs_policy_make(const char *name, const cJSON *params, const char *w
     memset(out, 0, sizeof *out);
     if (strcmp(name, "nova") == 0)
         out->kind = CZ_XS_NOVA;
-    else if (strcmp(name, "pf_limit") == 0)
-        out->kind = CZ_XS_PF_LIMIT;
-    else if (strcmp(name, "chunked_prefill") == 0)
+    else if (strcmp(name, "nova_pf_limit") == 0 || strcmp(name, "pf_limit") == 0)
+        out->kind = CZ_XS_PF_LIMIT; /* the short names are older spellings */
+    else if (strcmp(name, "nova_chunked_prefill") == 0 || strcmp(name, "chunked_prefill") == 0)
         out->kind = CZ_XS_CHUNKED;
     else
         return CZ_ENOTFOUND;

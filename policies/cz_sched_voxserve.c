@@ -1,6 +1,7 @@
-/* cz_sched_voxserve.c - VoxServe's streaming-centric scheduler (001_4ea5faaee5602c5d.txt,
- * section 3.2.1) with the rules of its OnlineScheduler, and its throughput-oriented mode
- * (section 4.3.3) with the rules of its OfflineScheduler.
+/* cz_sched_voxserve.c - VoxServe's streaming-centric scheduler (VoxServe: Streaming-Centric
+ * Serving System for Speech Language Models, section 3.2.1) with the rules of its
+ * OnlineScheduler, and its throughput-oriented mode (section 4.3.3) with the rules of its
+ * OfflineScheduler.
  *
  * A request is urgent from arrival until its first audio chunk reaches the client
  * (startup phase), and in steady state when the latest chunk it delivered is due to

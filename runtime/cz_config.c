@@ -232,6 +232,32 @@ static cz_status parse_placement(const cJSON *j, const char *where, cz_config *c
     return CZ_OK;
 }
 
+/* A card named in a config: a name stays; a path (holding a '/' or ending in .json) is
+ * resolved against the config's folder. Caller frees. */
+static char *card_ref(const char *base_dir, const char *ref)
+{
+    size_t n = strlen(ref);
+    bool path = strchr(ref, '/') || (n > 5 && strcmp(ref + n - 5, ".json") == 0);
+    return path ? cz_path_resolve(base_dir, ref) : cz_xstrdup(ref);
+}
+
+/* An autoregressive stage whose config sets no max_model_len (in "server" or its
+ * "pipeline" entry) gets its card's max_position_embeddings, as vLLM derives max_model_len
+ * from the model's config; an explicit 0 keeps it unbounded (only the pool bounds it). */
+static void default_max_model_len(const cJSON *cfg, cz_config *c)
+{
+    const cJSON *srv = cJSON_GetObjectItemCaseSensitive(cfg, "server");
+    const cJSON *pipe = cJSON_GetObjectItemCaseSensitive(cfg, "pipeline");
+    bool in_server = cJSON_GetObjectItemCaseSensitive(srv, "max_model_len") != NULL;
+    for (uint32_t p = 0; p < c->model.n_pipe; p++) {
+        const cz_stage_card *s = &c->model.stages[c->model.pipe[p].stage];
+        const cJSON *pl = cJSON_GetObjectItemCaseSensitive(pipe, s->name);
+        if (s->kind == CZ_STAGE_AR && s->max_position_embeddings && !in_server &&
+            !cJSON_GetObjectItemCaseSensitive(pl, "max_model_len"))
+            c->place[p].server.max_model_len = s->max_position_embeddings;
+    }
+}
+
 static cz_status parse_cost(const cJSON *j, const char *where, const char *base_dir,
                             cz_config *c, cz_err *err)
 {
@@ -270,10 +296,9 @@ static cz_status parse_cost(const cJSON *j, const char *where, const char *base_
             cJSON_Delete(rest);
             return st;
         }
-        int n = !file ? 0
-                : file[0] == '/' || !base_dir
-                    ? snprintf(c->cost_file, sizeof c->cost_file, "%s", file)
-                    : snprintf(c->cost_file, sizeof c->cost_file, "%s/%s", base_dir, file);
+        char *full = file ? cz_path_resolve(base_dir, file) : NULL;
+        int n = full ? snprintf(c->cost_file, sizeof c->cost_file, "%s", full) : 0;
+        free(full);
         if (!file)
             st = cz_err_set(err, CZ_EINVAL,
                             "%s: missing field 'file' (kind \"fitted\": the cost file "
@@ -308,6 +333,14 @@ static cz_status apply_cost_file(cz_config *c, const char *where, cz_err *err)
         return cz_err_set(err, CZ_EINVAL,
                           "%s: cost.file %s was fitted on model '%s', not this config's '%s'",
                           where, c->cost_file, f.model, c->model.name);
+    /* a fit times one machine's steps; the hardware card sizes the KV pool and the links */
+    if (f.hardware[0] && strcmp(f.hardware, c->hw.name) != 0)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: cost.file %s was measured on hardware '%s', not this config's "
+                          "'%s': set \"hardware\": \"%s\" (--set hardware=%s), or fit on "
+                          "this hardware",
+                          where, c->cost_file, f.hardware, c->hw.name, f.hardware,
+                          f.hardware);
     for (uint32_t i = 0; i < c->model.n_stages; i++) {
         const cz_cost_fit *fit = cz_cost_file_stage(&f, c->model.stages[i].name);
         bool used = false;
@@ -387,7 +420,7 @@ uint32_t cz_config_step_fit_shapes(cz_batch *out)
     return n;
 }
 
-/* BROS's iteration-latency model (003_4ea0224bc1b7e235.txt: a linear cost model over input
+/* BROS's iteration-latency model (the BROS paper: a linear cost model over input
  * and context lengths), fitted by least squares (GSL) to the stage's step times
  * (cz_config_roofline_step_s, inner stages included) on cz_config_step_fit_shapes. */
 static void fit_step_model(const cz_config *c, uint32_t p, cz_policy_params *out)
@@ -423,7 +456,19 @@ static void fit_step_model(const cz_config *c, uint32_t p, cz_policy_params *out
  * autoregressive stage without an inner stage, one replica each, all on GPU 0. */
 static cz_status check_cross_stage(const cz_config *c, const char *where, cz_err *err)
 {
-    uint32_t n_ar = 0;
+    uint32_t n_ar = 0, n_vision = 0;
+    for (uint32_t p = 0; p < c->model.n_pipe; p++)
+        n_vision += c->model.stages[c->model.pipe[p].stage].kind == CZ_STAGE_ENCODER &&
+                    c->model.pipe[p].io == CZ_IO_IMAGE;
+    if (n_vision == 0)
+        return cz_err_field(err, CZ_EINVAL, where, "scheduler",
+                          "'%s' is a cross-stage scheduler of Nova "
+                          "(Nova: Real-Time Agentic Vision-Language Model Serving with Adaptive "
+                          "Cross-Stage Parallelization) for a vision-language model, and model "
+                          "'%s' has no vision encoder stage; for it use fcfs (vLLM's, with "
+                          "chunked prefill on by default: server.chunked_prefill), fcfs_scan, "
+                          "liveserve, voxserve or bros",
+                          c->scheduler, c->model.name);
     for (uint32_t p = 0; p < c->model.n_pipe; p++) {
         const cz_pipe_stage *ps = &c->model.pipe[p];
         cz_stage_kind kind = c->model.stages[ps->stage].kind;
@@ -875,9 +920,9 @@ static cz_status parse_engine(const cJSON *j, const char *where, const char *bas
         if (!w[0])
             return cz_err_field(err, CZ_EINVAL, ctx, "weights",
                                 "expected \"random\" or a checkpoint folder, got \"\"");
-        int n = w[0] == '/' || !base_dir
-                    ? snprintf(e->weights, sizeof e->weights, "%s", w)
-                    : snprintf(e->weights, sizeof e->weights, "%s/%s", base_dir, w);
+        char *full = cz_path_resolve(base_dir, w);
+        int n = snprintf(e->weights, sizeof e->weights, "%s", full);
+        free(full);
         if (n < 0 || (size_t)n >= sizeof e->weights)
             return cz_err_field(err, CZ_EINVAL, ctx, "weights",
                                 "expected a path shorter than %zu bytes", sizeof e->weights);
@@ -898,13 +943,15 @@ static cz_status parse_metrics(const cJSON *j, const char *where, cz_pct_mode *m
         st = cz_json_str(j, ctx, "percentiles", false, &v, err);
     if (st != CZ_OK || !v)
         return st;
-    if (strcmp(v, "sketch") == 0)
+    if (strcmp(v, "auto") == 0)
+        *mode = CZ_PCT_AUTO;
+    else if (strcmp(v, "sketch") == 0)
         *mode = CZ_PCT_SKETCH;
     else if (strcmp(v, "exact") == 0)
         *mode = CZ_PCT_EXACT;
     else
         return cz_err_field(err, CZ_EINVAL, ctx, "percentiles",
-                            "expected \"sketch\" or \"exact\", got \"%s\"", v);
+                            "expected \"auto\", \"sketch\" or \"exact\", got \"%s\"", v);
     return CZ_OK;
 }
 
@@ -950,10 +997,20 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
         (st = cz_json_str(cfg, where, "hardware", false, &hw, err)) != CZ_OK ||
         (st = cz_json_str(cfg, where, "stage", false, &stage, err)) != CZ_OK)
         return st;
-    if ((st = cz_model_card_load(model, &c->model, err)) != CZ_OK)
-        return cz_err_prefix(err, "%s: model: ", where);
-    if ((st = cz_hw_card_load(hw, &c->hw, err)) != CZ_OK)
-        return cz_err_prefix(err, "%s: hardware: ", where);
+    /* a card file or checkpoint folder written in the config is relative to it */
+    char *model_path = card_ref(base_dir, model), *hw_path = card_ref(base_dir, hw);
+    st = cz_model_card_load(model_path, &c->model, err);
+    if (st == CZ_OK && (st = cz_hw_card_load(hw_path, &c->hw, err)) != CZ_OK) {
+        cz_err_prefix(err, "%s: hardware: ", where);
+        cz_err_locate(err, where, "hardware"); /* a --set of it is blamed */
+    } else if (st != CZ_OK) {
+        cz_err_prefix(err, "%s: model: ", where);
+        cz_err_locate(err, where, "model");
+    }
+    free(model_path);
+    free(hw_path);
+    if (st != CZ_OK)
+        return st;
     uint64_t wb = 0;
     if ((st = cz_json_u64(cfg, where, "weight_bytes", false, 1, 8, &wb, err)) != CZ_OK)
         return st;
@@ -994,6 +1051,7 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
         return st;
     if (obj && (st = parse_placement(obj, where, c, err)) != CZ_OK)
         return st;
+    default_max_model_len(cfg, c);
     for (uint32_t p = 0; p < c->model.n_pipe; p++)
         for (uint32_t r = 0; r < c->place[p].replicas; r++)
             if (c->place[p].gpus[r] + 1 > c->n_gpus)

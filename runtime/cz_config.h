@@ -137,7 +137,7 @@ double cz_config_roofline_step_s(const cz_config *cfg, uint32_t p, const cz_batc
 /* The cost model's time of one step of encoder or vocoder pipeline stage `p` over
  * jobs[0..n). A
  * vocoder conditioned on a reference clip re-reads its prompt_tokens in every call, beside
- * the job's own tokens (001_4ea5faaee5602c5d.txt, App. A: CosyVoice's detokenizer "at
+ * the job's own tokens (VoxServe, App. A: CosyVoice's detokenizer "at
  * each iteration receives both the reference audio tokens and the newly generated audio
  * tokens"). */
 double cz_config_jobs_step_s(const cz_config *cfg, uint32_t p, const cz_job *jobs, uint32_t n);

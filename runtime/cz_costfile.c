@@ -25,6 +25,10 @@ cz_status cz_cost_file_parse(const cJSON *j, const char *where, cz_cost_file *ou
         return cz_err_field(err, CZ_EINVAL, where, "kind", "expected \"fitted\", got '%s'",
                             kind);
     snprintf(out->model, sizeof out->model, "%s", model);
+    const char *hw = NULL;
+    if ((st = cz_json_str(j, where, "hardware", false, &hw, err)) != CZ_OK)
+        return st;
+    snprintf(out->hardware, sizeof out->hardware, "%s", hw ? hw : "");
     const cJSON *stages = NULL;
     if ((st = cz_json_obj(j, where, "stages", true, &stages, err)) != CZ_OK)
         return st;
@@ -100,6 +104,8 @@ cJSON *cz_cost_file_json(const cz_cost_file *f)
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "kind", "fitted");
     cJSON_AddStringToObject(j, "model", f->model);
+    if (f->hardware[0])
+        cJSON_AddStringToObject(j, "hardware", f->hardware);
     cJSON *stages = cJSON_AddObjectToObject(j, "stages");
     for (uint32_t i = 0; i < f->n_stages; i++) {
         cJSON *s = cJSON_AddObjectToObject(stages, f->stage[i]);

@@ -24,6 +24,8 @@
 
 typedef struct cz_cost_file {
     char model[128];                     /* the model card the fit is of */
+    char hardware[128];                  /* the hardware card it was measured on ("" when
+                                          * the file does not say) */
     uint32_t n_stages;
     char stage[CZ_MAX_STAGES][64];       /* stage names */
     cz_cost_fit fit[CZ_MAX_STAGES];

@@ -44,7 +44,7 @@ typedef struct rep_rt {
 } rep_rt;
 
 /* A device: synchronous, it runs one step at a time; asynchronous (a stage's policy asks
- * for VoxServe's pipeline, section 3.2.2 of 001_4ea5faaee5602c5d.txt), every replica may
+ * for VoxServe's pipeline, section 3.2.2 of the VoxServe paper), every replica may
  * have a step in flight. */
 typedef struct gpu_rt {
     uint32_t *reps;
@@ -1270,7 +1270,7 @@ static void live_account(cz_deploy *S, double now)
 
 /* When the worker returns frame f of stream j: at the tick after the one that fed its chunk.
  * Metronome's worker "returns the tokens produced since the last tick"
- * (002_6a4d0efb28323924.txt, section 4): the chunk fed at tick f is prefilled and its
+ * (Metronome, section 4): the chunk fed at tick f is prefilled and its
  * reply decoded during the period that follows (section 2: "at frame k the engine must
  * encode and prefill the new chunk, then decode up to tau output tokens", schedulable
  * iff that takes at most B), and the Step at tick f + 1 hands the reply back. */
@@ -1378,7 +1378,7 @@ static void on_tick(cz_deploy *S, uint32_t j, uint32_t f, double now)
 /* The gateway's tick: the batch time it measures is the slowest Step since the last
  * tick (a frame's wait at its return tick), or how long a Step has been waiting for a
  * reply still not out (at most the worker's wait) when the engine is behind; then AIMD
- * adjusts the cap (002_6a4d0efb28323924.txt, section 4.2). */
+ * adjusts the cap (Metronome, section 4.2). */
 static void on_admit_tick(cz_deploy *S, double now)
 {
     double period = S->wl->streams[0].frame_period_s;
@@ -1624,7 +1624,7 @@ static void build_replicas(cz_deploy *S, uint64_t expected)
             gpu_rt *g = &S->gpus[r->gpu];
             r->slot = g->n_reps;
             g->reps[g->n_reps++] = ri;
-            /* 001_4ea5faaee5602c5d.txt section 3.2.2: a stage run under VoxServe's
+            /* VoxServe, section 3.2.2: a stage run under VoxServe's
              * asynchronous pipeline lets its device's steps co-run */
             if (cfg->place[p].policy.params.async_pipeline)
                 g->async = true;

@@ -14,7 +14,7 @@
  *
  * A device runs its replicas' steps one at a time, asking its idle replicas for work in
  * turn (round robin); a device whose stage runs VoxServe's asynchronous pipeline
- * (001_4ea5faaee5602c5d.txt, section 3.2.2) lets every replica keep a step in flight.
+ * (VoxServe, section 3.2.2) lets every replica keep a step in flight.
  *
  * Deterministic: the runtime's own random choices (the random router) come from streams
  * seeded by the config's seed; everything else follows from the calls the driver makes

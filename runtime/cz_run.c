@@ -100,6 +100,7 @@ static void xstage_summary_json(const cz_config *cfg, const cz_run_stats *st, cJ
 void cz_run_summary_json(const cz_config *cfg, const cz_metrics *m, const cz_run_stats *st,
                          const cz_summary *sum, cJSON *summary)
 {
+    bool sketched = sum->pct_mode == CZ_PCT_SKETCH; /* any percentile from a sketch */
     if (m->n_audio) {
         /* the audio's sample rate: the (last) vocoder's */
         double rate_hz = 24000.0;
@@ -109,11 +110,14 @@ void cz_run_summary_json(const cz_config *cfg, const cz_metrics *m, const cz_run
         cz_audio_summary a;
         cz_audio_summarize(m, &cfg->slo, sum->duration_s, rate_hz, &a);
         cz_audio_summary_json(summary, &a);
+        sketched = sketched || a.ttfp_ms.sketched || a.rtf.sketched || a.duration_s.sketched ||
+                   a.underrun_s.sketched;
     }
     if (m->acct.streams) {
         cz_frame_summary f;
         cz_frame_summarize(m, &f);
         cz_frame_summary_json(summary, &f);
+        sketched = sketched || f.latency_ms.sketched;
     }
     if (m->acct.streams)
         cz_json_add_num(summary, "mean_stream_kv_blocks", st->stream_end_blocks);
@@ -155,6 +159,7 @@ void cz_run_summary_json(const cz_config *cfg, const cz_metrics *m, const cz_run
             continue;
         cz_stage_summary ss;
         cz_stage_summarize(m, ord++, &ss);
+        sketched = sketched || ss.kv_reload_ms.sketched || ss.itl_ms.sketched;
         gen += ss.generated_tokens;
         heard += ss.heard_tokens;
         cJSON_AddItemToArray(stages, cz_stage_summary_json(&ss, card->name));
@@ -173,9 +178,16 @@ void cz_run_summary_json(const cz_config *cfg, const cz_metrics *m, const cz_run
         for (uint32_t c = 0; c < 2; c++) {
             cz_summary cs;
             cz_metrics_summarize_class(m, &cfg->slo, c, &cs);
+            sketched = sketched || cs.pct_mode == CZ_PCT_SKETCH;
             cJSON_AddItemToObject(classes, names[c], cz_summary_json(&cs));
         }
     }
+    /* which percentiles the summary holds: every one exact, or some within the sketch's
+     * bound (docs/metrics.md) */
+    cJSON_DeleteItemFromObjectCaseSensitive(summary, "percentile_mode");
+    cJSON_DeleteItemFromObjectCaseSensitive(summary, "percentile_rel_error");
+    cJSON_AddStringToObject(summary, "percentile_mode", sketched ? "sketch" : "exact");
+    cJSON_AddNumberToObject(summary, "percentile_rel_error", sketched ? CZ_SKETCH_ALPHA : 0.0);
 }
 
 void cz_run_stages(const cz_config *cfg, cz_results_stages *out)

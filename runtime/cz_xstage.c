@@ -1,5 +1,5 @@
 /* cz_xstage.c - the cross-stage runtime (cz_xstage.h): Nova's three workers on one GPU
- * (004_f0fa8d0dbc8839e6.txt section III-D) and its baselines, their queues, SM partitions
+ * (Nova, section III-D) and its baselines, their queues, SM partitions
  * and predicted step times, driven by a driver's time and execution (docs/pipeline.md,
  * "Cross-stage execution"). Step times come from the roofline (cz_cost_step) scaled by the
  * share (cz_cost_share_s), through cz_config_stage_share_s. */

@@ -1,6 +1,6 @@
 /* cz_xstage.h - the cross-stage runtime: one GPU serving a vision-language model as three
  * workers (vision encode, LLM prefill, LLM decode) under a cross-stage scheduler
- * (cz_xs_policy: Nova, 004_f0fa8d0dbc8839e6.txt section III-D, and its baselines of section
+ * (cz_xs_policy: Nova, section III-D, and its baselines of section
  * V-A7), shared by every driver (docs/architecture.md, docs/pipeline.md "Cross-stage
  * execution").
  *

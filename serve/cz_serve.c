@@ -2118,8 +2118,9 @@ cz_status cz_serve_run(const cz_config *cfg, const cz_serve_opts *o,
              o->model_dir ? o->model_dir : cfg->model.name);
     const cz_server_config *sc = &cfg->place[0].server;
     uint64_t pool = (uint64_t)sc->kv_blocks * sc->block_tokens;
-    V->max_ctx = sc->max_model_len ? sc->max_model_len
-                                   : (uint32_t)(pool < UINT32_MAX ? pool : UINT32_MAX);
+    V->max_ctx = (uint32_t)(pool < UINT32_MAX ? pool : UINT32_MAX);
+    if (sc->max_model_len && sc->max_model_len < V->max_ctx)
+        V->max_ctx = sc->max_model_len; /* max_model_len within what the pool holds */
     V->created = (int64_t)time(NULL);
     pthread_mutex_init(&V->mu, NULL);
     cz_wall_cond_init(&V->cv);

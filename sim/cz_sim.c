@@ -231,7 +231,7 @@ static void build_gpus(cz_sim *S)
         g->reps[g->n_reps++] = ri;
         S->rep_gpu[ri] = r.gpu;
         S->rep_slot[ri] = r.slot;
-        /* 001_4ea5faaee5602c5d.txt section 3.2.2: steps on the streams of VoxServe's
+        /* VoxServe, section 3.2.2: steps on the streams of VoxServe's
          * asynchronous pipeline contend for the GPU */
         const cz_policy_params *pp = &cfg->place[r.p].policy.params;
         if (pp->async_pipeline && pp->corun_slowdown > corun[r.gpu])
@@ -389,9 +389,20 @@ cz_status cz_sim_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
                      cz_run_stats *stats, cz_run_progress_fn progress, void *progress_ctx,
                      cz_err *err)
 {
+    bool partial;
+    return cz_sim_run_stoppable(cfg, wl, m, NULL, &partial, stats, progress, progress_ctx,
+                                err);
+}
+
+cz_status cz_sim_run_stoppable(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
+                               volatile sig_atomic_t *stop, bool *partial,
+                               cz_run_stats *stats, cz_run_progress_fn progress,
+                               void *progress_ctx, cz_err *err)
+{
     memset(stats, 0, sizeof *stats);
+    *partial = false;
     if (cfg->cross_stage)
-        return cz__xstage_run(cfg, wl, m, stats, progress, progress_ctx, err);
+        return cz__xstage_run(cfg, wl, m, stop, partial, stats, progress, progress_ctx, err);
     cz_sim *S;
     cz_status st = cz_sim_open(cfg, wl, m, NULL, &S, err);
     if (st != CZ_OK)
@@ -399,6 +410,11 @@ cz_status cz_sim_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
     cz_sim_state how;
     uint64_t arrived, finished;
     while ((how = cz_sim_advance(S)) == CZ_SIM_RAN) {
+        if (stop && *stop && (S->events & 0x3FF) == 0) {
+            how = CZ_SIM_CUT; /* Ctrl-C: end here, as a max_time_s cut does */
+            *partial = true;
+            break;
+        }
         if (progress && (S->events & 0xFFFF) == 0) {
             cz_deploy_counts(S->d, &arrived, &finished);
             cz_run_progress pr = {S->now, S->events, arrived, finished, wl->n_turns, false};

@@ -12,6 +12,8 @@
 #define CZ_SIM_H
 
 #include "cz_config.h"
+#include <signal.h>
+
 #include "cz_deploy.h"
 #include "cz_run.h"
 
@@ -20,6 +22,14 @@
 cz_status cz_sim_run(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
                      cz_run_stats *stats, cz_run_progress_fn progress, void *progress_ctx,
                      cz_err *err);
+
+/* cz_sim_run that also stops when *stop (a flag set asynchronously: Ctrl-C) is set: the run
+ * ends at the simulated time it reached, as a sim.max_time_s cut does (turns still open
+ * end unfinished), and *partial says so. `stop` may be NULL. */
+cz_status cz_sim_run_stoppable(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
+                               volatile sig_atomic_t *stop, bool *partial,
+                               cz_run_stats *stats, cz_run_progress_fn progress,
+                               void *progress_ctx, cz_err *err);
 
 /* The simulation one event at a time, for a driver loop of its own (cz_sim_run is one;
  * `cadenza serve`'s modelled execution, which waits out each event's time on the wall

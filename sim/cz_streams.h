@@ -1,7 +1,7 @@
 /* cz_streams.h - steps sharing one GPU and its host thread on separate device streams, as
- * the simulator models VoxServe's asynchronous pipeline (001_4ea5faaee5602c5d.txt, section
+ * the simulator models VoxServe's asynchronous pipeline (VoxServe, section
  * 3.2.2 and Figure 5); the contention factor is the one of Nova's co-running steps
- * (004_f0fa8d0dbc8839e6.txt section III-B2, runtime/cz_xstage.c).
+ * (Nova, section III-B2; runtime/cz_xstage.c).
  *
  * Each stream has at most one step in flight. A step has a host phase (the per-step work
  * on the CPU: scheduling, launches, sampling; the cost model's step_overhead_s) and then a

@@ -22,8 +22,8 @@ static void drv_timer(void *ctx, double t)
 }
 
 cz_status cz__xstage_run(const cz_config *cfg, const cz_workload *wl, cz_metrics *m,
-                         cz_run_stats *stats, cz_run_progress_fn progress, void *progress_ctx,
-                         cz_err *err)
+                         volatile sig_atomic_t *stop, bool *partial, cz_run_stats *stats,
+                         cz_run_progress_fn progress, void *progress_ctx, cz_err *err)
 {
     cz_evq q;
     cz_xs_driver drv = {.ctx = &q, .start = drv_start, .timer = drv_timer};
@@ -40,7 +40,8 @@ cz_status cz__xstage_run(const cz_config *cfg, const cz_workload *wl, cz_metrics
     /* every event here is an arrival or a completed step, progress by itself: a stuck
      * request shows as a drained queue (cz_xstage_finish), and no watchdog is needed */
     while (cz_evq_pop(&q, &ev)) {
-        if (ev.t_s > cfg->max_time_s) {
+        if (ev.t_s > cfg->max_time_s || (stop && *stop)) {
+            *partial = stop && *stop;
             cut = true;
             break;
         }

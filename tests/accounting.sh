@@ -141,7 +141,7 @@ check "barged-in turns are aborted, once each" t_barged
 # 5. an offload store that landed after its session closed read the session from a
 #    streamed window that had moved past it (an assertion in the default experiment)
 t_offload_streamed() {
-    sim --set server.kv_idle=offload && expect balanced requests=9754 completed=9754 &&
+    sim --set server.kv_idle=offload && expect balanced requests=9754 completed=9753 rejected=1 &&
         cp "$tmp/s.json" "$tmp/streamed.json" &&
         timeout 300 "$cz" sim --set server.kv_idle=offload --whole-workload --quiet \
             --no-progress --summary "$tmp/s.json" && cmp -s "$tmp/s.json" "$tmp/streamed.json"
@@ -171,9 +171,9 @@ replay() {
     timeout 300 "$cz" replay "$@" --threads 1 --quiet --no-progress --summary "$tmp/s.json"
 }
 t_xs_blocks() {
-    replay experiments/engine/nova_cpu.json --set 'scheduler={"name":"chunked_prefill"}' \
+    replay experiments/engine/nova_cpu.json --set 'scheduler={"name":"nova_chunked_prefill"}' \
         --set server.kv_blocks=16 && expect balanced requests=60 completed=60 &&
-        replay experiments/engine/nova_cpu.json --set 'scheduler={"name":"pf_limit"}' \
+        replay experiments/engine/nova_cpu.json --set 'scheduler={"name":"nova_pf_limit"}' \
             --set server.kv_blocks=64 && expect balanced requests=60 completed=60
 }
 check "the cross-stage engine gives a request's blocks back before reusing them" t_xs_blocks

@@ -1,5 +1,5 @@
 /* bench_evict.c - the time of one eviction decision of LiveServe's next-use eviction
- * (000_6fdb7821c3412586.txt, section 5.1, Table 1) at 1,000, 10,000 and 100,000 resident
+ * (LiveServe, section 5.1, Table 1) at 1,000, 10,000 and 100,000 resident
  * sessions: the indexed heap (pick the farthest next use, then the session's key changes
  * as a playback report would) against the linear scan over the same candidates. Run by
  * `meson test -C build --benchmark -v`. */

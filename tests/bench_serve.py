@@ -103,7 +103,7 @@ async def hold_streams(port, n, pid):
             r, w = await asyncio.open_connection("127.0.0.1", port)
         except OSError as e:
             raise SystemExit("could not open stream %d of %d: %r" % (len(conns) + 1, n, e))
-        body = json.dumps({"prompt": "hold", "max_tokens": 100000, "stream": True}).encode()
+        body = json.dumps({"prompt": "hold", "max_tokens": 8000, "stream": True}).encode()
         w.write(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                  "Content-Length: %d\r\n\r\n" % len(body)).encode() + body)
         await w.drain()

@@ -3,8 +3,8 @@
 # exit codes, error messages that name the file and field, no partial output on error,
 # byte-identical summaries for the same seed, and a sweep. Prints "N passed, N failed".
 set -u
-cz=$1
-root=$2
+cz=$(realpath "$1") # some checks run from other folders
+root=$(realpath "$2")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/check.sh"
@@ -51,7 +51,7 @@ check "Nova's Table V setting prints the wait for the vision worker beside Eq. 6
     "'$cz' sim '$root/experiments/validation/nova_tableV.json' --no-progress \
         --set workload.synthetic.requests=60 2>/dev/null | grep -q 'vision worker: wait .* M/D/1 '"
 check "a bad cross-stage parameter exits 2 naming the field" bash -c \
-    "'$cz' sim '$vlm' --quiet --set 'scheduler={\"name\": \"pf_limit\", \"decode_threshold\": -1}' \
+    "'$cz' sim '$vlm' --quiet --set 'scheduler={\"name\": \"nova_pf_limit\", \"decode_threshold\": -1}' \
         2>&1 >/dev/null | grep -q 'decode_threshold'; [ \${PIPESTATUS[0]} -eq 2 ]"
 
 cat >"$tmp/sweep.json" <<JSON
@@ -96,7 +96,7 @@ check "--set: a top-level field and an unknown key name the --set" bash -c \
      { '$cz' sim '$cfg' --quiet --set server.max_num_seq=4 2>'$tmp/set.err'; [ \$? -eq 2 ]; } &&
      grep -q \"^cadenza: --set server.max_num_seq=4: unknown field 'max_num_seq'\" '$tmp/set.err'"
 check "--set: a value set as an object names the --set for a field inside it" bash -c \
-    "'$cz' sim '$vlm' --quiet --set 'scheduler={\"name\": \"pf_limit\", \"decode_threshold\": -1}' 2>'$tmp/set.err';
+    "'$cz' sim '$vlm' --quiet --set 'scheduler={\"name\": \"nova_pf_limit\", \"decode_threshold\": -1}' 2>'$tmp/set.err';
      [ \$? -eq 2 ] && grep -q \"^cadenza: --set scheduler={.*}: field 'decode_threshold'\" '$tmp/set.err'"
 check "--set: an error in the config file itself still names the file" bash -c \
     "'$cz' sim '$tmp/bad.json' --quiet --set seed=3 2>'$tmp/set.err'; [ \$? -eq 2 ] &&
@@ -142,7 +142,8 @@ check "out of memory exits 1 with a message and leaves no temporary" bash -c \
      ! grep -qi 'assert' '$tmp/oom.err' && [ -z \"\$(ls -A '$tmp/oom')\" ]"
 
 # Interrupted writes: SIGINT or SIGTERM at any point of `sim -o --summary` leaves no
-# temporary file, and the results and the summary exist both or neither.
+# temporary file, and the results and the summary exist both or neither; a SIGINT during
+# the run lands the partial run.
 sig_run() { # signal, when (seconds, or a file whose growth triggers the signal)
     local sig=$1 when=$2 dir="$tmp/sig" pid status
     rm -rf "$dir" && mkdir "$dir"
@@ -165,8 +166,12 @@ sig_run() { # signal, when (seconds, or a file whose growth triggers the signal)
     if [ -e "$dir/r.h5" ] || [ -e "$dir/s.json" ]; then
         [ -s "$dir/r.h5" ] && [ -s "$dir/s.json" ] || return 1
     fi
-    case $when in # these points come before the commit: the signal must end the run
-    [0-9]* | r.h5.tmp*) [ "$status" -ge 128 ] && [ ! -e "$dir/r.h5" ] ;;
+    case $sig:$when in
+    # the first SIGINT ends the run where it is and lands what it has, marked partial
+    INT:[0-9]*) [ "$status" -eq 0 ] && grep -q '"partial":[[:space:]]*true' "$dir/s.json" ;;
+    INT:r.h5.tmp*) [ "$status" -eq 0 ] && [ -s "$dir/r.h5" ] ;;
+    # SIGTERM before the commit ends the run with nothing written
+    TERM:[0-9]* | TERM:r.h5.tmp*) [ "$status" -ge 128 ] && [ ! -e "$dir/r.h5" ] ;;
     esac
 }
 check "SIGINT during the run" sig_run INT 0.3
@@ -276,11 +281,12 @@ for bad in 0 101 x '' 5,5 '50,' nan; do
     check "--percentiles '$bad' exits 2 naming the flag" bash -c \
         "'$cz' sim '$cfg' --quiet --percentiles '$bad' 2>'$tmp/p.err'; [ \$? -eq 2 ] && grep -q -- '--percentiles' '$tmp/p.err'"
 done
-# Percentiles: a sketch within 1 % of the exact values by default, exact on request
+# Percentiles: a sketch within 1 % of the exact values, exact on request and by default
+# while the samples fit their budget
 for e in default liveserve/sharegpt_audio metronome/aimd bros/mix; do
     n=$(echo "$e" | tr / _)
     check "$e: sketch percentiles within 1 % of the exact ones, every other key identical" bash -c \
-        "'$cz' sim '$root/experiments/$e.json' --quiet --percentiles 10,50,90,99,99.9 --summary '$tmp/pm_$n.s.json' &&
+        "'$cz' sim '$root/experiments/$e.json' --quiet --percentiles 10,50,90,99,99.9 --set metrics.percentiles=sketch --summary '$tmp/pm_$n.s.json' &&
          '$cz' sim '$root/experiments/$e.json' --quiet --percentiles 10,50,90,99,99.9 --exact-percentiles \
             --summary '$tmp/pm_$n.e.json' &&
          python3 '$root/tests/pct_modes.py' '$tmp/pm_$n.s.json' '$tmp/pm_$n.e.json'"
@@ -289,6 +295,11 @@ check "metrics.percentiles: \"exact\" is --exact-percentiles" bash -c \
     "'$cz' sim '$cfg' --quiet --set workload.max_requests=100 --set metrics.percentiles=exact --summary '$tmp/pm_a.json' &&
      '$cz' sim '$cfg' --quiet --set workload.max_requests=100 --exact-percentiles --summary '$tmp/pm_b.json' &&
      cmp '$tmp/pm_a.json' '$tmp/pm_b.json'"
+check "by default a run whose samples fit the budget reports exact percentiles" bash -c \
+    "'$cz' sim '$cfg' --quiet --set workload.max_requests=300 --set server.max_num_seqs=4 --summary '$tmp/pm_d.json' &&
+     '$cz' sim '$cfg' --quiet --set workload.max_requests=300 --set server.max_num_seqs=4 --exact-percentiles --summary '$tmp/pm_e.json' &&
+     grep -q '\"percentile_mode\":[[:space:]]*\"exact\"' '$tmp/pm_d.json' &&
+     python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); a.pop(\"config\"); b.pop(\"config\"); sys.exit(a!=b)' '$tmp/pm_d.json' '$tmp/pm_e.json'"
 check "a bad metrics.percentiles exits 2 naming the field" bash -c \
     "'$cz' sim '$cfg' --quiet --set metrics.percentiles=approx 2>'$tmp/pm.err'; [ \$? -eq 2 ] &&
      grep -q \"field 'percentiles'\" '$tmp/pm.err' && grep -q sketch '$tmp/pm.err'"
@@ -411,20 +422,20 @@ check "sim: a missing length trace names its field" \
     fails_naming "lengths.json: workload.synthetic.input_tokens.path: cannot open '$tmp/in/l.csv' $nofile" \
     "$cz" sim "$tmp/in/lengths.json"
 check "sim: an unknown model card names 'model' and where cards are looked up" \
-    fails_naming "default config: model: model card 'nope': cannot open '$root/models/cards/nope.json' $nofile; cards by name are looked up in the data folder" \
+    fails_naming "--set model=nope: model: model card 'nope': cannot open '$root/models/cards/nope.json' $nofile; cards by name are looked up in the data folder" \
     "$cz" sim --set model=nope
 mkdir -p "$tmp/in/cards" && cp "$root/models/cards/llama-3-8b.json" "$tmp/in/cards/"
 check "sim: an unknown hardware card names 'hardware' and \$CZ_CARDS_DIR" \
     fails_naming "hardware: hardware card 'nope': cannot open '$tmp/in/hw/nope.json' $nofile; cards by name are looked up in \$CZ_CARDS_DIR" \
     env CZ_CARDS_DIR="$tmp/in" "$cz" sim "$cfg" --set hardware=nope
 check "sim: a card path that does not exist names 'model'" \
-    fails_naming "default.json: model: cannot open '$tmp/in/m.json' $nofile" \
+    fails_naming "--set model=$tmp/in/m.json: model: cannot open '$tmp/in/m.json' $nofile" \
     "$cz" sim "$cfg" --set model="$tmp/in/m.json"
 check "sim --cost: a missing cost file names the flag" \
     fails_naming "--cost: cannot open '$tmp/in/c.json' $nofile" "$cz" sim "$cfg" --cost "$tmp/in/c.json"
-check "sim: a missing cost.file names the field" \
-    fails_naming "default.json: cost.file: cannot open '$root/experiments/c.json' $nofile" \
-    "$cz" sim "$cfg" --set 'cost={"kind": "fitted", "file": "c.json"}'
+check "sim: a missing cost.file names the field (a --set path: from the working directory)" \
+    fails_naming "default.json: cost.file: cannot open '$tmp/in/c.json' $nofile" \
+    bash -c "cd '$tmp/in' && exec '$cz' sim '$cfg' --set 'cost={\"kind\": \"fitted\", \"file\": \"c.json\"}'"
 check "sweep: a missing sweep file names the argument" \
     fails_naming "sweep argument: cannot open '$tmp/in/none.json' $nofile" "$cz" sweep "$tmp/in/none.json"
 printf '{"base": "nobase.json", "grid": {"seed": [1]}, "report": ["completed"]}\n' >"$tmp/in/sweep.json"
@@ -492,5 +503,112 @@ check "validate --summary" out_fails --summary "$nd/v.json" \
 check "trace convert -o" out_fails -o "$nd/t.jsonl" "$cz" trace convert "$azure" -o "$nd/t.jsonl"
 check "generate --logits" out_fails --logits "$nd/l.bin" \
     "$cz" generate --model tiny-llama --tokens 1 --max-tokens 500 --logits "$nd/l.bin"
+# Defaults and traps a new user meets
+mooncake=$root/traces/data/mooncake_conversation/conversation_trace_head.jsonl
+check "the card's context limit is max_model_len's default, as in vLLM (Mooncake on llama-3-8b)" bash -c \
+    "'$cz' sim --trace '$mooncake' --quiet --summary '$tmp/mc.json' &&
+     '$cz' sim --trace '$mooncake' --quiet --set server.max_model_len=0 --summary '$tmp/mc0.json' &&
+     python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); sys.exit(not (a[\"rejected\"]==1015 and b[\"rejected\"]==0 and a[\"requests\"]==2000))' '$tmp/mc.json' '$tmp/mc0.json'"
+check "a cross-stage scheduler on a text model exits 2 naming the field and the schedulers that fit" bash -c \
+    "'$cz' sim --quiet --set scheduler=nova_chunked_prefill 2>'$tmp/xs.err'; [ \$? -eq 2 ] &&
+     grep -q \"^cadenza: --set scheduler=nova_chunked_prefill: field 'scheduler'\" '$tmp/xs.err' &&
+     grep -q 'no vision encoder' '$tmp/xs.err' && grep -q 'fcfs' '$tmp/xs.err'"
+check "an unknown model from --set is blamed on the --set, listing the cards" bash -c \
+    "'$cz' sim --quiet --set model=nope 2>'$tmp/mn.err'; [ \$? -eq 2 ] &&
+     grep -q '^cadenza: --set model=nope: ' '$tmp/mn.err' && grep -q 'llama-3-8b' '$tmp/mn.err'"
+check "sim: Ctrl-C writes the partial summary, marked partial" python3 - "$cz" "$root" "$tmp" <<'PY'
+import json, signal, subprocess, sys, time
+cz, root, tmp = sys.argv[1:]
+p = subprocess.Popen([cz, 'sim', root + '/experiments/bench/sim_100k_1h.json', '--no-progress',
+                      '--set', 'workload.synthetic.requests=3000000', '--summary', tmp + '/int.json'],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+time.sleep(1.5)
+p.send_signal(signal.SIGINT)
+out, err = p.communicate(timeout=120)
+assert p.returncode == 0, (p.returncode, err)
+assert b'partial run: stopped at' in out, out
+s = json.load(open(tmp + '/int.json'))
+assert s['partial'] is True and s['unfinished'] > 0, s
+assert s['completed'] + s['unfinished'] + s['rejected'] + s['aborted'] + s['failed'] == s['requests']
+PY
+
+# Bringing one's own trace and model
+check "--trace on sim replaces the workload's trace (format detected)" bash -c \
+    "'$cz' sim --trace '$root/traces/data/burstgpt3/BurstGPT_3_head.csv' --quiet --summary '$tmp/tr.json' &&
+     grep -q 'BurstGPT_3_head.csv' '$tmp/tr.json'"
+check "--trace on sweep" bash -c \
+    "printf '{\"base\": \"%s\", \"grid\": {\"server.max_num_seqs\": [8]}, \"report\": [\"completed\"]}' '$cfg' >'$tmp/trs.json' &&
+     '$cz' sweep '$tmp/trs.json' --trace '$mooncake' --quiet -o '$tmp/trs.jsonl' && grep -q 'conversation_trace_head' '$tmp/trs.jsonl'"
+h5table=$(dirname "$cz")/../tests/h5table
+check "results rows join back to the trace: /sessions names each session by its trace id" bash -c \
+    "'$cz' sim --trace '$mooncake' --quiet -o '$tmp/ids.h5' &&
+     '$h5table' '$tmp/ids.h5' /sessions >'$tmp/ids.txt' &&
+     python3 -c 'import sys; rows=[l.split(\"\t\") for l in open(sys.argv[1]).read().split(\"\n\")[1:] if l]; sys.exit(not (len(rows)==2000 and rows[0][0]==\"0\" and rows[0][2]==\"req-1\" and rows[1999][2]==\"req-2000\"))' '$tmp/ids.txt'"
+check "replay --trace that does not exist exits 2 naming the flag" bash -c \
+    "'$cz' replay '$root/experiments/engine/cpu.json' --trace '$tmp/none.csv' --quiet 2>'$tmp/rtn.err'; [ \$? -eq 2 ] && grep -q -- '--trace' '$tmp/rtn.err'"
+check "--trace that does not exist exits 2 naming the flag" bash -c \
+    "'$cz' sim --trace '$tmp/none.csv' --quiet 2>'$tmp/tn.err'; [ \$? -eq 2 ] && grep -q -- '--trace' '$tmp/tn.err'"
+mkdir -p "$tmp/cwd"
+cp "$root/traces/data/burstgpt3/BurstGPT_3_head.csv" "$tmp/cwd/mine.csv"
+check "a relative path given with --set is relative to the working directory" bash -c \
+    "cd '$tmp/cwd' && '$cz' sim '$cfg' --quiet --set workload.trace.path=mine.csv --summary s.json &&
+     grep -q '\"path\":[[:space:]]*\"$tmp/cwd/mine.csv\"' s.json"
+check "paths join with one slash" bash -c \
+    "cd / && '$cz' sim '${cfg#/}' --quiet --set workload.trace.path=nowhere.csv 2>'$tmp/sl.err'; ! grep -q '//' '$tmp/sl.err' && grep -q '/nowhere.csv' '$tmp/sl.err'"
+mkdir -p "$tmp/my-llama"
+cat >"$tmp/my-llama/config.json" <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256,
+ "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+ "num_attention_heads": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-5,
+ "rope_theta": 500000.0, "max_position_embeddings": 8192, "tie_word_embeddings": false,
+ "hidden_act": "silu"}
+JSON
+check "cadenza card writes a card from a checkpoint's config.json (llama-3-8b's numbers)" bash -c \
+    "'$cz' card '$tmp/my-llama' -o '$tmp/my.json' 2>/dev/null &&
+     python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))[\"stages\"][0]; sys.exit(not (s[\"params\"]==8030261248 and s[\"max_position_embeddings\"]==8192))' '$tmp/my.json' &&
+     '$cz' sim --quiet --set model='$tmp/my.json' --set workload.max_requests=50"
+check "sim --model DIR takes a checkpoint folder" bash -c \
+    "cd '$tmp' && '$cz' sim --model my-llama --quiet --set workload.max_requests=200 --summary '$tmp/md.json' &&
+     '$cz' sim --quiet --set workload.max_requests=200 --summary '$tmp/md8.json' &&
+     python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); sys.exit(a[\"p90_ttft_ms\"]!=b[\"p90_ttft_ms\"])' '$tmp/md.json' '$tmp/md8.json'"
+check "cadenza cards lists the model and hardware cards" bash -c \
+    "'$cz' cards >'$tmp/cards.txt' && grep -q 'llama-3-8b .*8192' '$tmp/cards.txt' && grep -q h100-sxm '$tmp/cards.txt'"
+check "card and cards have --help" bash -c "'$cz' card --help >/dev/null && '$cz' cards --help >/dev/null"
+
+# A cost file records where it was measured
+python3 - "$tmp/cost_cpu.json" <<'PY'
+import json, sys
+json.dump({"kind": "fitted", "model": "tiny-llama", "hardware": "cpu-host", "stages": {"llm": {}}}, open(sys.argv[1], "w"))
+PY
+check "a cost file measured on other hardware is refused, naming both" bash -c \
+    "'$cz' sim --quiet --model tiny-llama --cost '$tmp/cost_cpu.json' 2>'$tmp/hw.err'; [ \$? -eq 2 ] &&
+     grep -q \"hardware 'cpu-host', not this config's 'h100-sxm'\" '$tmp/hw.err' &&
+     '$cz' sim --quiet --model tiny-llama --cost '$tmp/cost_cpu.json' --set hardware=cpu-host --set workload.max_requests=20"
+
+# Sweeps keep finished work
+cat >"$tmp/sw_late.json" <<JSON
+{"base": "$cfg", "grid": {"server.max_num_seqs": [8, 16, 0]}, "report": ["completed"]}
+JSON
+check "sweep: a bad value at the last point fails before the first runs" bash -c \
+    "'$cz' sweep '$tmp/sw_late.json' -o '$tmp/late.jsonl' 2>'$tmp/late.err'; [ \$? -eq 2 ] &&
+     grep -q 'point 3' '$tmp/late.err' && ! grep -q 'point 1/3 done' '$tmp/late.err' && [ ! -e '$tmp/late.jsonl.partial' ]"
+cat >"$tmp/sw_rep.json" <<JSON
+{"base": "$cfg", "grid": {"server.max_num_seqs": [8]}, "report": ["completed", "p90_ttft"]}
+JSON
+check "sweep: a report key that names nothing is an error" bash -c \
+    "'$cz' sweep '$tmp/sw_rep.json' --set workload.max_requests=50 --quiet 2>'$tmp/rep.err'; [ \$? -eq 2 ] &&
+     grep -q \"'p90_ttft' is not in point 1's summary\" '$tmp/rep.err' &&
+     grep -q \"'p90_ttft' is not a key of any point's summary\" '$tmp/rep.err' && grep -q 'p90_ttft_ms' '$tmp/rep.err'"
+cat >"$tmp/sw_keep.json" <<JSON
+{"base": "$root/experiments/validation/mm1_rho0.5.json", "report": ["completed"],
+ "grid": {"workload.arrivals.rate_rps": [1e-9], "workload.time_scale": [1, 1e9]}}
+JSON
+check "sweep: a report key some points lack is a column with nulls there" bash -c \
+    "printf '{\"base\": \"%s\", \"grid\": {\"server.kv_bidirectional\": [false, true]}, \"report\": [\"kv_overwrites\"]}' '$root/experiments/bros/mix.json' >'$tmp/sw_some.json' &&
+     '$cz' sweep '$tmp/sw_some.json' --set workload.max_requests=200 --quiet -o '$tmp/some.jsonl'"
+check "sweep: a run that fails keeps the finished rows in FILE.partial" bash -c \
+    "'$cz' sweep '$tmp/sw_keep.json' --set workload.synthetic.requests=3 -o '$tmp/keep.jsonl' 2>'$tmp/keep.err'; [ \$? -eq 2 ] &&
+     [ \$(wc -l <'$tmp/keep.jsonl.partial') -eq 1 ] && grep -q -- '--resume' '$tmp/keep.err'"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

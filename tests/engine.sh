@@ -91,7 +91,7 @@ nb='"sm_decode_vision":1,"sm_decode_prefill":1,"sm_floor":1,"sm_granularity":1'
 "$cz" sim "$nova" --set workload.synthetic.requests=24 --summary "$tmp/ns.json" --no-progress \
     >/dev/null 2>&1
 for sch in "{\"name\":\"nova\",$nb}" "{\"name\":\"nova\",$nb,\"multi_stream\":true}" \
-           '{"name":"pf_limit"}' '{"name":"chunked_prefill","token_budget":64}'; do
+           '{"name":"nova_pf_limit"}' '{"name":"nova_chunked_prefill","token_budget":64}'; do
     name=$(echo "$sch" | sed 's/.*"name":"\([a-z_]*\)".*/\1/')$(echo "$sch" | grep -q multi && echo " multi-stream")
     rm -f "$tmp/nr.json"
     check "cross-stage replay: $name" "$cz" replay "$nova" --set workload.synthetic.requests=24 \

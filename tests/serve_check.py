@@ -297,7 +297,7 @@ def c_held(n, seconds):
     def one(i):
         c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=120)
         c.request("POST", "/v1/completions",
-                  body=json.dumps({"prompt": "long %d" % i, "max_tokens": 20000,
+                  body=json.dumps({"prompt": "long %d" % i, "max_tokens": 8000,
                                    "stream": True}).encode(),
                   headers={"Content-Type": "application/json"})
         r = c.getresponse()

@@ -424,6 +424,9 @@ static cJSON *begin_config(rng *r, const char *kind, uint64_t seed, cJSON **w, c
     snprintf(name, sizeof name, "%s-%" PRIu64, kind, seed);
     cJSON_AddStringToObject(c, "name", name);
     cJSON_AddNumberToObject(c, "seed", (double)between(r, 1, 1000000));
+    if (chance(r, 0.3)) /* every percentile mode (auto, the default, switches past 2M) */
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(c, "metrics"), "percentiles",
+                                PICK(r, "auto", "sketch", "exact"));
     *w = cJSON_AddObjectToObject(c, "workload");
     *server = cJSON_AddObjectToObject(c, "server");
     return c;
@@ -567,7 +570,8 @@ static cJSON *generate(uint64_t seed)
         /* a vision-language model on one GPU under a cross-stage scheduler */
         cJSON_AddStringToObject(c, "model", "cogagent-9b");
         cJSON_AddStringToObject(c, "hardware", "rtx-a6000");
-        cJSON_AddStringToObject(c, "scheduler", PICK(&r, "nova", "pf_limit", "chunked_prefill"));
+        cJSON_AddStringToObject(c, "scheduler",
+                                PICK(&r, "nova", "nova_pf_limit", "nova_chunked_prefill"));
         cJSON *s = cJSON_AddObjectToObject(w, "synthetic");
         cJSON_AddNumberToObject(s, "requests", between(&r, 1, 48));
         cJSON_AddItemToObject(s, "input_tokens", dist(&r, 1, 500));
@@ -641,7 +645,8 @@ static cJSON *generate_replay(uint64_t seed)
         cJSON_AddStringToObject(c, "model", "tiny-vlm");
         cJSON_AddStringToObject(c, "hardware", "cpu-2core");
         cJSON *sc = cJSON_AddObjectToObject(c, "scheduler");
-        cJSON_AddStringToObject(sc, "name", PICK(&r, "nova", "pf_limit", "chunked_prefill"));
+        cJSON_AddStringToObject(sc, "name",
+                                PICK(&r, "nova", "nova_pf_limit", "nova_chunked_prefill"));
         /* the card's two "SMs" are the two cores (experiments/engine/nova_cpu.json) */
         cJSON_AddNumberToObject(sc, "sm_decode_vision", 1);
         cJSON_AddNumberToObject(sc, "sm_decode_prefill", 1);

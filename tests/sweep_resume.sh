@@ -50,18 +50,22 @@ check "--resume of a complete output runs nothing and keeps its bytes" bash -c \
     "$(declare -f sweep ran); cz='$cz' tmp='$tmp'; sweep -o '$tmp/d.jsonl' --resume >/dev/null 2>'$tmp/e.err' &&
      [ \$(ran '$tmp/e.err') -eq 0 ] && cmp '$tmp/a.jsonl' '$tmp/d.jsonl'"
 
-# a resumed run that fails at its last point: the partial file keeps the rows --resume
-# kept and the point that finished before the failure, appended as it finished
+# a run that fails at its last point (a clock past its limit: found only by running it)
+# keeps the rows finished before, as they finished; a resumed run that fails keeps the rows
+# it kept
 cat >"$tmp/sw3.json" <<JSON
-{"name": "mm1", "base": "$root/experiments/validation/mm1_rho0.5.json",
- "grid": {"workload.arrivals.rate_rps": [0.3], "server.max_num_seqs": [1, 2, "x"]},
+{"name": "mm1t", "base": "$root/experiments/validation/mm1_rho0.5.json",
+ "grid": {"workload.arrivals.rate_rps": [1e-9], "workload.time_scale": [1, 2, 1e9]},
  "report": ["completed", "mean_e2el_ms"]}
 JSON
-head -n 1 "$tmp/a.jsonl" >"$tmp/p.jsonl"
-check "rows reach the partial file as their points finish; a failure keeps kept rows" bash -c \
-    "'$cz' sweep '$tmp/sw3.json' --quiet --set workload.synthetic.requests=2000 -o '$tmp/p.jsonl' --resume 2>'$tmp/p.err';
-     [ \$? -eq 2 ] && grep -q 'sw3.json (point 3)' '$tmp/p.err' && cmp '$tmp/p.jsonl.partial' <(head -n 2 '$tmp/a.jsonl') &&
-     cmp '$tmp/p.jsonl' <(head -n 1 '$tmp/a.jsonl')"
+check "rows reach the partial file as their points finish; a failure keeps them" bash -c \
+    "'$cz' sweep '$tmp/sw3.json' --quiet --set workload.synthetic.requests=3 -o '$tmp/p.jsonl' 2>'$tmp/p.err';
+     [ \$? -eq 2 ] && grep -q 'would pass 1e+15 s' '$tmp/p.err' && [ ! -e '$tmp/p.jsonl' ] &&
+     [ \$(wc -l <'$tmp/p.jsonl.partial') -eq 2 ] && grep -q -- '--resume' '$tmp/p.err' &&
+     cp '$tmp/p.jsonl.partial' '$tmp/p.kept'"
+check "... and a resumed run that fails again keeps the rows it kept" bash -c \
+    "'$cz' sweep '$tmp/sw3.json' --quiet --set workload.synthetic.requests=3 -o '$tmp/p.jsonl' --resume 2>'$tmp/p2.err';
+     [ \$? -eq 2 ] && cmp '$tmp/p.jsonl.partial' '$tmp/p.kept' && [ ! -e '$tmp/p.jsonl' ]"
 
 sed 's/"mm1"/"other"/' "$tmp/a.jsonl" >"$tmp/f.jsonl"
 cp "$tmp/f.jsonl" "$tmp/f.orig"

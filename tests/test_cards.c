@@ -166,7 +166,7 @@ Test(cards, speech_and_vision_models)
     cr_assert(stage(&g, "vision_lowres")->params > 4.3e9);
     cr_assert_eq(stage(&g, "vision_lowres")->kind, CZ_STAGE_ENCODER);
 
-    /* the CogAgent Nova serves (004_f0fa8d0dbc8839e6.txt, section V-A2): a 4B ViT, a 9B
+    /* the CogAgent Nova serves (Nova, section V-A2): a 4B ViT, a 9B
      * 40-layer LLM, about 9 GB and 18 GB of bf16 weights, 70 MB of KV for a 1,700-token
      * request (2 x 40 layers x 2 KV groups x 128 x 2 bytes = 40,960 bytes a token) */
     cz_model_card n = load_model("cogagent-9b");
@@ -557,7 +557,7 @@ Test(cards, parse_rules)
     cr_assert(strstr(err.msg, "'stages'") != NULL, "%s", err.msg);
 }
 
-/* CosyVoice2 as VoxServe's App. A runs it (001_4ea5faaee5602c5d.txt): chunks of 15 new
+/* CosyVoice2 as App. A of the VoxServe paper runs it: chunks of 15 new
  * tokens with 3 of lookahead, every detokenizer call reading the 164-token reference
  * clip, the flow-matching ODE's 10 Euler steps as 10 passes; and the fields' rules. */
 Test(cards, detokenizer_passes_and_reference_prompt)
@@ -718,6 +718,10 @@ Test(cards, arch_fields_bad)
         {"\"kind\":\"encoder\",\"vocab\":0,\"rope_scaling\":{\"type\":\"linear\",\"factor\":2}",
          "'rope_scaling'"},
         {"\"kind\":\"vocoder\",\"vocab\":0,\"upsample_rates\":[2,0]", "'upsample_rates'"},
+        {"\"kind\":\"encoder\",\"vocab\":0,\"max_position_embeddings\":4096",
+         "'max_position_embeddings'"},
+        {"\"kind\":\"ar\",\"vocab\":10,\"max_position_embeddings\":-1",
+         "'max_position_embeddings'"},
         {"\"kind\":\"vocoder\",\"vocab\":0,\"upsample_rates\":[2,2,2,2,2,2,2,2,2]",
          "'upsample_rates'"},
         {"\"kind\":\"vocoder\",\"vocab\":0,\"upsample_rates\":[8,8],\"decoder_dim\":2",

@@ -75,6 +75,17 @@ Test(hfconfig, llama3_8b_matches_its_card, .init = make_dir, .fini = remove_dir)
     cz_model_card card;
     cr_assert_eq(cz_model_card_load("llama-3-8b", &card, &err), CZ_OK, "%s", err.msg);
     cr_assert_eq(card.stages[0].params, s->params);
+    /* the context limit, the shipped card's too */
+    cr_assert_eq(s->max_position_embeddings, 8192);
+    cr_assert_eq(card.stages[0].max_position_embeddings, 8192);
+    /* the folder and its config.json load as cards by path */
+    cz_model_card by_dir, by_file;
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    cr_assert_eq(cz_model_card_load(dir, &by_dir, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(cz_model_card_load(path, &by_file, &err), CZ_OK, "%s", err.msg);
+    cr_assert(by_dir.stages[0].params == s->params && by_file.stages[0].params == s->params);
+    cr_assert_str_eq(by_file.name, m.name);
 }
 
 Test(hfconfig, llama31_rope_scaling, .init = make_dir, .fini = remove_dir)

@@ -190,7 +190,7 @@ Test(pipeline, audio_lengths_follow_the_card)
     free(card);
 }
 
-/* Metronome §3.1 (002_6a4d0efb28323924.txt, Eq. 1): with unbounded resident KV the pool
+/* Metronome §3.1 (Eq. 1): with unbounded resident KV the pool
  * fills linearly, rho(t) = rho0 + N r t, and saturates at t_sat = (1 - rho0) / (N r).
  * Here rho0 = 0 and each stream adds 25 + 50 tokens every 2 s to a 20,000-block pool of
  * 16-token blocks: r = 37.5 / 320,000 per second. */
@@ -201,7 +201,7 @@ Test(pipeline, metronome_saturation_first_order_model)
         char json[1024];
         snprintf(json, sizeof json,
                  "{\"model\": \"llama-3-8b\", \"hardware\": \"h100-sxm\","
-                 " \"server\": {\"kv_blocks\": 20000},"
+                 " \"server\": {\"kv_blocks\": 20000, \"max_model_len\": 0},"
                  " \"workload\": {\"streams\": {\"count\": %u, \"frame_period_s\": 2,"
                  "   \"tokens_in_per_frame\": 25, \"tokens_out_per_frame\": 50,"
                  "   \"duration_s\": 300, \"stagger\": true}}}",
@@ -274,7 +274,7 @@ Test(pipeline, gateway_and_window)
  * On tiny-omni's thinker alone every step costs the 10 ms overhead, so a frame of 4 input
  * tokens and 3 output tokens is a prefill step that samples token 1 and two decode steps:
  * its reply is out 30 ms after its chunk arrives. The worker returns it at the next tick,
- * one period later (002_6a4d0efb28323924.txt, section 4: "returns the tokens produced since
+ * one period later (Metronome, section 4: "returns the tokens produced since
  * the last tick"), waiting at most frame_wait_fraction x B for it (section 3). */
 static const char *tiny_streams(const char *server, const char *admission,
                                 const char *streams, double wait_fraction)
@@ -451,7 +451,7 @@ static const char *tts_cfg(const char *card_file, const char *scheduler)
     return buf;
 }
 
-/* VoxServe's asynchronous pipeline (001_4ea5faaee5602c5d.txt section 3.2.2, Figure 5) on
+/* VoxServe's asynchronous pipeline (VoxServe, section 3.2.2, Figure 5) on
  * one GPU, by hand (tests/data/pipeline/tiny-tts.json): an LLM step is 10 ms on the host
  * and 10 ms of kernels, a detokenizer call 10 ms on the host and 20 ms of kernels; one
  * turn of 6 audio tokens in chunks of 2.

@@ -388,7 +388,7 @@ Test(policies, candidate_sort_orders_totally)
     }
 }
 
-/* ---- cross-stage schedulers (004_f0fa8d0dbc8839e6.txt, sections III-C2, III-D, V-A7) ---- */
+/* ---- cross-stage schedulers (Nova, sections III-C2, III-D, V-A7) ---- */
 
 static cz_xs_policy xs_make(const char *name, const char *params)
 {
@@ -721,7 +721,7 @@ Test(policies, nova_queueing_md1_table_v)
     }
 }
 
-/* Metronome's AIMD gateway (002_6a4d0efb28323924.txt, section 4.2) on a scripted series of
+/* Metronome's AIMD gateway (Metronome, section 4.2) on a scripted series of
  * tick measurements, B = 2 s, target 0.7 B = 1.4 s. */
 Test(policies, aimd_cap_trajectory)
 {

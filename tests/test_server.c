@@ -562,7 +562,7 @@ Test(server, windowed_kv_with_sinks)
     cz_metrics_free(&m);
 }
 
-/* LiveServe's next-use eviction (000_6fdb7821c3412586.txt, section 5.1) on a hand-built
+/* LiveServe's next-use eviction (LiveServe, section 5.1) on a hand-built
  * state: three idle sessions of 8 tokens (2 blocks of 4) in a 12-block pool; A's reply
  * plays until t = 11, B's until t = 2, C's until t = 101 but C's user started speaking
  * (immediate reuse). With the 2 s reply prior their next uses are 13, 4 and (protected)

@@ -1,6 +1,7 @@
 /* test_stats.c - percentiles and std as numpy computes them; weighted = expanded. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cz_stats.h"
@@ -146,4 +147,43 @@ Test(stats, distacc_mean_keeps_small_values_beside_a_large_one)
     cr_assert_float_eq(d.std, sqrt(var), sqrt(var) * 1e-9, "std %.17g, expected %.17g", d.std,
                        sqrt(var));
     cz_distacc_free(&a);
+}
+
+/* Auto mode: exact (bit for bit) while the samples fit the budget; one more sample moves
+ * them into the sketch, and the percentiles are then within alpha of the exact ones. */
+Test(stats, distacc_auto_is_exact_within_its_budget_then_a_sketch)
+{
+    size_t n = CZ_PCT_EXACT_MAX;
+    double *v = malloc((n + 1000) * sizeof *v);
+    cr_assert_not_null(v);
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < n + 1000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+        v[i] = (double)(x >> 11) / 9007199254740992.0 * 1000.0;
+    }
+    cz_distacc a, e;
+    cz_distacc_init(&a, CZ_PCT_AUTO, false);
+    cz_distacc_init(&e, CZ_PCT_EXACT, false);
+    feed(&a, v, n);
+    feed(&e, v, n);
+    cz_dist da, de;
+    cz_distacc_summary(&a, NULL, &da);
+    cz_distacc_summary(&e, NULL, &de);
+    cr_assert(!da.sketched && !de.sketched);
+    cr_assert_eq(da.p99, de.p99);
+    cr_assert_eq(da.median, de.median);
+    feed(&a, v + n, 1000);
+    feed(&e, v + n, 1000);
+    cz_distacc_summary(&a, NULL, &da);
+    cz_distacc_summary(&e, NULL, &de);
+    cr_assert(da.sketched && !de.sketched);
+    cr_assert_eq(da.n, de.n);
+    cr_assert_eq(a.n_s, 0); /* the samples went into the sketch */
+    double q[] = {da.median, da.p90, da.p95, da.p99}, r[] = {de.median, de.p90, de.p95, de.p99};
+    for (int i = 0; i < 4; i++)
+        cr_assert_leq(fabs(q[i] - r[i]), CZ_SKETCH_ALPHA * r[i] * (1 + 1e-12), "%g vs %g", q[i],
+                      r[i]);
+    cz_distacc_free(&a);
+    cz_distacc_free(&e);
+    free(v);
 }

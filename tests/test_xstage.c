@@ -2,7 +2,7 @@
  * discrete-event driver (sim/cz_xstage.c) on hand-timed cases: one CogAgent-9B request on
  * an RTX A6000 under each cross-stage scheduler, cross-checked against the pipeline
  * runtime; two requests whose timelines follow Nova's stage order and SM partition
- * (004_f0fa8d0dbc8839e6.txt, section III-D) step by step, against PF-Limit's; and the
+ * (Nova, section III-D) step by step, against PF-Limit's; and the
  * runtime driven from a script with no event queue, step by step (the steps it describes,
  * the token counts a driver builds batches from, the outcomes at the end). Expected step
  * times come from cz_cost_step and cz_cost_share_s, which test_cost checks against hand
@@ -204,7 +204,7 @@ Test(xstage, config_and_workload_errors)
         {"{\"model\": \"qwen3-omni\", \"scheduler\": \"nova\","
          " \"workload\": {\"synthetic\": {\"requests\": 1, \"input_tokens\": 8,"
          " \"output_tokens\": 8}, \"arrivals\": {\"process\": \"poisson\", \"rate_rps\": 1}}}",
-         "encoders followed by one autoregressive stage"},
+         "model 'qwen3-omni' has no vision encoder stage"},
         {"{\"model\": \"cogagent-9b\", \"scheduler\": {\"name\": \"nova\", \"sm_flor\": 2},"
          " \"workload\": {\"synthetic\": {\"requests\": 1, \"input_tokens\": 8,"
          " \"output_tokens\": 8}, \"arrivals\": {\"process\": \"poisson\", \"rate_rps\": 1}}}",

@@ -249,6 +249,31 @@ void cz_workload_stream(cz_workload *w, const cz_wlgen_ops *ops, void *gen)
     w->ses_base = w->ses_end = w->turn_base = w->turn_end = 0;
 }
 
+void cz_workload_each_session(cz_workload *w,
+                              void (*fn)(void *ctx, uint32_t si, const char *name,
+                                         uint32_t n_turns),
+                              void *ctx)
+{
+    CZ_ASSERT(!w->live);
+    if (!w->gen) {
+        for (uint32_t si = 0; si < w->n_sessions; si++)
+            fn(ctx, si, cz_workload_session_name(w, &w->sessions[si]), w->sessions[si].n_turns);
+        return;
+    }
+    w->gen_ops->rewind(w->gen);
+    cz_workload one;
+    cz_workload_init(&one);
+    for (uint32_t si = 0;; si++) {
+        cz__workload_clear_sessions(&one);
+        if (!w->gen_ops->next(w->gen, &one))
+            break;
+        CZ_ASSERT(one.n_sessions == 1 && si < w->n_sessions);
+        fn(ctx, si, cz_workload_session_name(&one, &one.sessions[0]), one.sessions[0].n_turns);
+    }
+    cz_workload_free(&one);
+    w->gen_ops->rewind(w->gen);
+}
+
 /* Appends the one session of `s` to the window of `w`. */
 static void window_append(cz_workload *w, const cz_workload *s)
 {

@@ -51,7 +51,7 @@ typedef struct cz_session {
     cz_timing timing;
 } cz_session;
 
-/* A periodic real-time stream (Metronome §2, 002_*.txt): every frame_period_s the
+/* A periodic real-time stream (Metronome §2): every frame_period_s the
  * session appends tokens_in_per_frame tokens and decodes tokens_out_per_frame. */
 typedef struct cz_stream {
     double start_s;
@@ -155,6 +155,14 @@ void cz_workload_live(cz_workload *w);
 /* Appends the one session of `one` (built with the builders below, its turns with it) to
  * live workload `w`; returns its index. Pointers into the window are invalidated. */
 uint32_t cz_workload_live_push(cz_workload *w, const cz_workload *one);
+
+/* Calls fn(ctx, si, name, n_turns) for every session of `w` in order: a whole workload's
+ * from memory; a streamed one's by a second pass over its producer (rewound after), so the
+ * run must be over. Not for live workloads. */
+void cz_workload_each_session(cz_workload *w,
+                              void (*fn)(void *ctx, uint32_t si, const char *name,
+                                         uint32_t n_turns),
+                              void *ctx);
 
 /* The fewest text input tokens of any turn (UINT32_MAX with none). */
 uint32_t cz_workload_min_text_in(const cz_workload *w);

@@ -748,7 +748,7 @@ fail:
 
 /* ---- transforms, audio, barge-in, streams ------------------------------------------------ */
 
-/* Barge-in (LiveServe §7.1, 000_*.txt): each turn independently with probability p; the
+/* Barge-in (LiveServe §7.1): each turn independently with probability p; the
  * cut offset after the first audio is drawn from the workload's own distribution of
  * output audio durations (uniform over the turns that have audio). */
 static cz_status apply_barge_in(const cJSON *bi, const char *where, uint64_t seed,
@@ -806,7 +806,7 @@ static cz_status parse_stagger(const cJSON *so, const char *where, bool *stagger
     return cz_err_field(err, CZ_EINVAL, where, "stagger", "expected true, false or \"random\"");
 }
 
-/* Periodic streams (Metronome §2, 002_*.txt): N sessions that each ingest and decode a
+/* Periodic streams (Metronome §2): N sessions that each ingest and decode a
  * few tokens every frame period; staggered starts spread them over one period. */
 static cz_status add_streams(const cJSON *so, const char *where, uint64_t seed, cz_workload *w,
                              cz_err *err)
