@@ -74,30 +74,31 @@ static void add_row(inputs *in, const cz_calib_row *r)
     in->rows[in->n_rows++] = *r;
 }
 
-static cz_status set_hardware(inputs *in, const char *path, const char *hw, cz_err *err)
+/* The first input sets what the inputs measured (`slot`: the model card or the hardware
+ * card, `what` naming it in messages); every later one must agree: one fit is of one model
+ * on one machine. */
+static cz_status set_same(char *slot, size_t n, const char *what, const char *path,
+                          const char *value, cz_err *err)
 {
-    if (!in->hardware[0]) {
-        snprintf(in->hardware, sizeof in->hardware, "%s", hw);
+    if (!slot[0]) {
+        snprintf(slot, n, "%s", value);
         return CZ_OK;
     }
-    if (strcmp(in->hardware, hw) != 0)
-        return cz_err_set(err, CZ_EINVAL, "%s: measured on hardware '%s', but the inputs "
-                                          "before it on '%s': fit one machine at a time",
-                          path, hw, in->hardware);
+    if (strcmp(slot, value) != 0)
+        return cz_err_set(err, CZ_EINVAL, "%s: measured %s '%s', but the inputs before it "
+                                          "measured '%s': fit one %s at a time",
+                          path, what, value, slot, what);
     return CZ_OK;
 }
 
 static cz_status set_model(inputs *in, const char *path, const char *model, cz_err *err)
 {
-    if (!in->model[0]) {
-        snprintf(in->model, sizeof in->model, "%s", model);
-        return CZ_OK;
-    }
-    if (strcmp(in->model, model) != 0)
-        return cz_err_set(err, CZ_EINVAL, "%s: measured model '%s', but the inputs before it "
-                                          "measured '%s': fit one model at a time",
-                          path, model, in->model);
-    return CZ_OK;
+    return set_same(in->model, sizeof in->model, "model", path, model, err);
+}
+
+static cz_status set_hardware(inputs *in, const char *path, const char *hw, cz_err *err)
+{
+    return set_same(in->hardware, sizeof in->hardware, "hardware", path, hw, err);
 }
 
 /* A profile's /shapes and /transfers. */

@@ -142,21 +142,9 @@ int cz_cmd_card(int argc, char **argv)
     if (st == CZ_OK && cz_file_check_input(path, &err) != CZ_OK)
         st = cz_err_prefix(&err, "config argument: ");
     /* the card's name: --name, else the checkpoint folder's */
-    char folder[256] = "checkpoint";
+    char folder[CZ_NAME_MAX];
     if (!name) {
-        char tmpd[4096];
-        snprintf(tmpd, sizeof tmpd, "%s", path);
-        char *slash = strrchr(tmpd, '/');
-        if (slash) {
-            *slash = '\0';
-            char *base = strrchr(tmpd, '/');
-            const char *b = base ? base + 1 : tmpd;
-            size_t n = strlen(b) < sizeof folder ? strlen(b) : sizeof folder - 1;
-            if (b[0] && strcmp(b, ".") != 0 && strcmp(b, "..") != 0) {
-                memcpy(folder, b, n); /* cut to fit */
-                folder[n] = '\0';
-            }
-        }
+        cz_hf_card_name(path, folder);
         name = folder;
     }
     cJSON *j = NULL, *card = NULL;

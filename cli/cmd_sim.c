@@ -359,9 +359,6 @@ static void add_arrival_keys(const cJSON *cfg_json, const cz_workload *wl, cJSON
 
 /* Parses the config and runs it on the simulator or the engine (`eng`: the engine's
  * options; NULL: the simulator). */
-/* `keep`: the recorder keeps every record (validate compares them); otherwise it streams
- * (docs/metrics.md, "Streaming"), handing its rows to a results file opened at `h5_path`
- * (*writer; NULL: rows dropped), which the caller closes or discards. */
 /* /sessions of a results file: every session's id in its trace, in batches. */
 typedef struct sessions_ctx {
     cz_results_writer *w;
@@ -401,6 +398,9 @@ static cz_status write_sessions(cz_results_writer *w, cz_workload *wl, cz_err *e
     return st;
 }
 
+/* `keep`: the recorder keeps every record (validate compares them); otherwise it streams
+ * (docs/metrics.md, "Streaming"), handing its rows to a results file opened at `h5_path`
+ * (*writer; NULL: rows dropped), which the caller closes or discards. */
 static cz_status run_config(const cJSON *cfg_json, const char *where, const char *base_dir,
                             bool progress, volatile sig_atomic_t *stop,
                             const cz_engine_opts *eng,
@@ -642,15 +642,25 @@ int cz_cli_parse_percentiles(const char *cmd, const char *value, cz_pctset *out)
     }
 }
 
-cz_status cz_cli_use_cost_file(cJSON *cfg_json, const char *path, cz_err *err)
+/* The input file a flag names, checked and made absolute (*abs: caller frees); errors
+ * carry the flag. */
+static cz_status flag_input(const char *flag, const char *path, char **abs, cz_err *err)
 {
     if (cz_file_check_input(path, err) != CZ_OK)
-        return cz_err_prefix(err, "--cost: ");
-    char *abs = realpath(path, NULL);
-    if (!abs) {
+        return cz_err_prefix(err, "%s: ", flag);
+    *abs = realpath(path, NULL);
+    if (!*abs) {
         cz_err_open(err, path, errno);
-        return cz_err_prefix(err, "--cost: ");
+        return cz_err_prefix(err, "%s: ", flag);
     }
+    return CZ_OK;
+}
+
+cz_status cz_cli_use_cost_file(cJSON *cfg_json, const char *path, cz_err *err)
+{
+    char *abs = NULL;
+    if (flag_input("--cost", path, &abs, err) != CZ_OK)
+        return err->status;
     cJSON *old = cJSON_GetObjectItemCaseSensitive(cfg_json, "cost");
     cJSON *cost = cJSON_CreateObject();
     static const char *const keep[] = {"tp", "bw_sat_sm_fraction"};
@@ -673,18 +683,10 @@ cz_status cz_cli_use_cost_file(cJSON *cfg_json, const char *path, cz_err *err)
  * string (caller frees) or NULL when it stays. */
 static char *abs_path(const char *v)
 {
-    if (!v[0] || v[0] == '/')
-        return NULL;
     char cwd[4096];
-    if (!getcwd(cwd, sizeof cwd))
+    if (!v[0] || v[0] == '/' || !getcwd(cwd, sizeof cwd))
         return NULL;
-    const char *rel = v;
-    while (rel[0] == '.' && rel[1] == '/')
-        rel += 2;
-    size_t n = strlen(cwd) + strlen(rel) + 2;
-    char *out = cz_xmalloc(n);
-    snprintf(out, n, "%s%s%s", cwd, strcmp(cwd, "/") == 0 ? "" : "/", rel);
-    return out;
+    return cz_path_resolve(cwd, v);
 }
 
 /* Whether a string under key `key` is a path the working directory resolves. */
@@ -694,10 +696,8 @@ static bool path_key(const char *key, const char *v)
         return true;
     if (strcmp(key, "weights") == 0)
         return strcmp(v, "random") != 0;
-    if (strcmp(key, "model") == 0 || strcmp(key, "hardware") == 0) {
-        size_t n = strlen(v);
-        return strchr(v, '/') || (n > 5 && strcmp(v + n - 5, ".json") == 0);
-    }
+    if (strcmp(key, "model") == 0 || strcmp(key, "hardware") == 0)
+        return cz_card_ref_is_path(v);
     return false;
 }
 
@@ -724,34 +724,22 @@ cz_status cz_cli_set(cJSON *cfg_json, const char *assignment, cz_err *err)
     cz_status st = cz_json_set_path(cfg_json, assignment, err);
     if (st != CZ_OK)
         return st;
-    /* the node just set: walk the key path */
-    const char *eq = strchr(assignment, '=');
-    char key[512];
-    size_t klen = (size_t)(eq - assignment);
-    if (klen >= sizeof key)
-        return CZ_OK;
+    /* the node just set, named by the key path's last key */
+    size_t klen = (size_t)(strchr(assignment, '=') - assignment);
+    char *key = cz_xmalloc(klen + 1);
     memcpy(key, assignment, klen);
     key[klen] = '\0';
-    cJSON *node = cfg_json;
-    char *k = key, *dot;
-    while ((dot = strchr(k, '.')) != NULL) {
-        *dot = '\0';
-        node = cJSON_GetObjectItemCaseSensitive(node, k);
-        k = dot + 1;
-    }
-    abs_paths(cJSON_GetObjectItemCaseSensitive(node, k), k);
+    const char *last = strrchr(key, '.');
+    abs_paths((cJSON *)cz_json_get_path(cfg_json, key), last ? last + 1 : key);
+    free(key);
     return CZ_OK;
 }
 
 cz_status cz_cli_use_trace(cJSON *cfg_json, const char *path, cz_err *err)
 {
-    if (cz_file_check_input(path, err) != CZ_OK)
-        return cz_err_prefix(err, "--trace: ");
-    char *abs = realpath(path, NULL);
-    if (!abs) {
-        cz_err_open(err, path, errno);
-        return cz_err_prefix(err, "--trace: ");
-    }
+    char *abs = NULL;
+    if (flag_input("--trace", path, &abs, err) != CZ_OK)
+        return err->status;
     cJSON *wl = cJSON_GetObjectItemCaseSensitive(cfg_json, "workload");
     if (!cJSON_IsObject(wl)) {
         cJSON_DeleteItemFromObjectCaseSensitive(cfg_json, "workload");
@@ -765,16 +753,14 @@ cz_status cz_cli_use_trace(cJSON *cfg_json, const char *path, cz_err *err)
     return CZ_OK;
 }
 
-cz_status cz_cli_use_model(cJSON *cfg_json, const char *model, cz_err *err)
+void cz_cli_use_model(cJSON *cfg_json, const char *model)
 {
-    (void)err;
     struct stat sb;
     bool dir = stat(model, &sb) == 0 && S_ISDIR(sb.st_mode);
     char *a = path_key("model", model) || dir ? abs_path(model) : NULL;
     cJSON_DeleteItemFromObjectCaseSensitive(cfg_json, "model");
     cJSON_AddStringToObject(cfg_json, "model", a ? a : model);
     free(a);
-    return CZ_OK;
 }
 
 cz_status cz_cli_load_config(const char *path, const char *const *sets, int n_sets,
@@ -950,7 +936,7 @@ static int run_command(int argc, char **argv, bool engine)
     if (st == CZ_OK && trace_path)
         st = cz_cli_use_trace(cfg_json, trace_path, &err);
     if (st == CZ_OK && model_ref)
-        st = cz_cli_use_model(cfg_json, model_ref, &err);
+        cz_cli_use_model(cfg_json, model_ref);
     if (st == CZ_OK && cost_path)
         st = cz_cli_use_cost_file(cfg_json, cost_path, &err);
     /* every output gets its temporary now, so an unwritable one fails before the run */

@@ -108,7 +108,7 @@ cz_status cz_cli_use_trace(cJSON *cfg_json, const char *path, cz_err *err);
 
 /* `--model NAME|PATH`: the config's model: a card name, a card file, or a Hugging Face
  * checkpoint folder or its config.json (docs/models.md), a path made absolute. */
-cz_status cz_cli_use_model(cJSON *cfg_json, const char *model, cz_err *err);
+void cz_cli_use_model(cJSON *cfg_json, const char *model);
 
 /* Loads the experiment config at `path` (NULL: the built-in default) and applies the
  * --set assignments sets[0..n_sets) in order. On success *cfg_json (caller deletes) and

@@ -820,6 +820,11 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+bool cz_card_ref_is_path(const char *ref)
+{
+    return strchr(ref, '/') || ends_with(ref, ".json");
+}
+
 /* Resolves `name_or_path` to a file: a path ending in ".json" is used as given; a name is
  * looked up as <cards folder>/<sub>/<name>.json. *by_name tells which. */
 static int cmp_str(const void *a, const void *b)
@@ -999,14 +1004,9 @@ cz_status cz_model_card_load(const char *name_or_path, cz_model_card *out, cz_er
         return st;
     if (!by_name && is_hf_config(j)) {
         /* a config.json named directly: the card is named after its folder */
-        char *dir = cz_xstrdup(path);
-        char *slash = strrchr(dir, '/');
-        if (slash)
-            *slash = '\0';
-        const char *base = slash ? strrchr(dir, '/') : NULL;
-        const char *name = slash ? (base ? base + 1 : dir) : "checkpoint";
-        st = cz_hf_config_parse(j, path, name[0] ? name : "checkpoint", out, &arch, err);
-        free(dir);
+        char name[CZ_NAME_MAX];
+        cz_hf_card_name(path, name);
+        st = cz_hf_config_parse(j, path, name, out, &arch, err);
         cJSON_Delete(j);
         return st;
     }

@@ -352,6 +352,23 @@ cz_status cz_hf_config_parse(const cJSON *j, const char *where, const char *name
     return s;
 }
 
+void cz_hf_card_name(const char *config_path, char name[CZ_NAME_MAX])
+{
+    /* the folder: everything before the last '/', its trailing slashes dropped */
+    const char *slash = strrchr(config_path, '/');
+    size_t len = slash ? (size_t)(slash - config_path) : 0;
+    while (len > 1 && config_path[len - 1] == '/')
+        len--;
+    size_t start = len;
+    while (start > 0 && config_path[start - 1] != '/')
+        start--;
+    size_t n = len - start < CZ_NAME_MAX - 1 ? len - start : CZ_NAME_MAX - 1;
+    memcpy(name, config_path + start, n); /* cut to fit */
+    name[n] = '\0';
+    if (n == 0 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || strcmp(name, "/") == 0)
+        snprintf(name, CZ_NAME_MAX, "checkpoint");
+}
+
 cz_status cz_hf_config_load(const char *dir, cz_model_card *out, cz_hf_arch *arch, cz_err *err)
 {
     CZ_ASSERT(dir != NULL && out != NULL && arch != NULL);
@@ -369,19 +386,8 @@ cz_status cz_hf_config_load(const char *dir, cz_model_card *out, cz_hf_arch *arc
     cz_status s = cz_json_load(path, &j, err);
     if (s != CZ_OK)
         return s;
-    /* the card's name: the folder's last component, cut to fit */
-    size_t len = strlen(dir);
-    while (len > 1 && dir[len - 1] == '/')
-        len--;
-    size_t start = len;
-    while (start > 0 && dir[start - 1] != '/')
-        start--;
     char name[CZ_NAME_MAX];
-    size_t n = len - start < CZ_NAME_MAX - 1 ? len - start : CZ_NAME_MAX - 1;
-    memcpy(name, dir + start, n);
-    name[n] = '\0';
-    if (n == 0 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || strcmp(name, "/") == 0)
-        snprintf(name, sizeof name, "checkpoint");
+    cz_hf_card_name(path, name);
     s = cz_hf_config_parse(j, path, name, out, arch, err);
     cJSON_Delete(j);
     return s;

@@ -43,6 +43,10 @@ cz_status cz_hf_config_parse(const cJSON *j, const char *where, const char *name
 cz_status cz_hf_config_card(const cJSON *j, const char *where, const char *name,
                             cJSON **card_out, cz_hf_arch *arch, cz_err *err);
 
+/* The name of the card of the config.json at `config_path`: its folder's last component,
+ * cut to fit; "checkpoint" when the path names no folder ("config.json", "./x.json"). */
+void cz_hf_card_name(const char *config_path, char name[CZ_NAME_MAX]);
+
 /* Reads DIR/config.json (cz_hf_config_parse, the card named after DIR's last component).
  * CZ_ENOTFOUND when the folder has no config.json, CZ_EIO / CZ_EFORMAT when it cannot be
  * read or parsed. */

@@ -186,6 +186,11 @@ typedef struct cz_hw_card {
  * *out is fully written on success and unspecified on failure. */
 cz_status cz_model_card_load(const char *name_or_path, cz_model_card *out, cz_err *err);
 cz_status cz_hw_card_load(const char *name_or_path, cz_hw_card *out, cz_err *err);
+/* Whether a card reference names a file or folder (it holds a '/' or ends in ".json")
+ * rather than a built-in card: paths resolve against a config's folder or the working
+ * directory, names against the card folder. */
+bool cz_card_ref_is_path(const char *ref);
+
 /* The names of the built-in model cards (hardware false) or hardware cards, sorted
  * (*names: an array of *n strings; the caller frees each and the array), and the folder
  * they are in (into dir). CZ_EIO / CZ_ENOTFOUND naming the folder when it cannot be read. */

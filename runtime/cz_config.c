@@ -236,9 +236,7 @@ static cz_status parse_placement(const cJSON *j, const char *where, cz_config *c
  * resolved against the config's folder. Caller frees. */
 static char *card_ref(const char *base_dir, const char *ref)
 {
-    size_t n = strlen(ref);
-    bool path = strchr(ref, '/') || (n > 5 && strcmp(ref + n - 5, ".json") == 0);
-    return path ? cz_path_resolve(base_dir, ref) : cz_xstrdup(ref);
+    return cz_card_ref_is_path(ref) ? cz_path_resolve(base_dir, ref) : cz_xstrdup(ref);
 }
 
 /* An autoregressive stage whose config sets no max_model_len (in "server" or its

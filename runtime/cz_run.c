@@ -184,8 +184,6 @@ void cz_run_summary_json(const cz_config *cfg, const cz_metrics *m, const cz_run
     }
     /* which percentiles the summary holds: every one exact, or some within the sketch's
      * bound (docs/metrics.md) */
-    cJSON_DeleteItemFromObjectCaseSensitive(summary, "percentile_mode");
-    cJSON_DeleteItemFromObjectCaseSensitive(summary, "percentile_rel_error");
     cJSON_AddStringToObject(summary, "percentile_mode", sketched ? "sketch" : "exact");
     cJSON_AddNumberToObject(summary, "percentile_rel_error", sketched ? CZ_SKETCH_ALPHA : 0.0);
 }

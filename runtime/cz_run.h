@@ -93,7 +93,9 @@ void cz_watchdog_report(const cz_watchdog *w, double now, const char *clock, cz_
 
 /* Adds the pipeline-level keys of a run to its summary object: audio and frame metrics
  * when the run had them, per-stage waste and KV reload ("stages"), generated and heard
- * tokens and the waste ratio over all autoregressive stages, and kv_pool_saturated_at_s. */
+ * tokens and the waste ratio over all autoregressive stages, kv_pool_saturated_at_s, and
+ * percentile_mode / percentile_rel_error: "exact" and 0 when every distribution of the
+ * summary was exact, else "sketch" and the sketch's bound. */
 void cz_run_summary_json(const cz_config *cfg, const cz_metrics *m, const cz_run_stats *st,
                          const cz_summary *sum, cJSON *summary);
 

@@ -410,7 +410,7 @@ cz_status cz_sim_run_stoppable(const cz_config *cfg, cz_workload *wl, cz_metrics
     cz_sim_state how;
     uint64_t arrived, finished;
     while ((how = cz_sim_advance(S)) == CZ_SIM_RAN) {
-        if (stop && *stop && (S->events & 0x3FF) == 0) {
+        if (stop && (S->events & 0x3FF) == 0 && *stop) {
             how = CZ_SIM_CUT; /* Ctrl-C: end here, as a max_time_s cut does */
             *partial = true;
             break;
