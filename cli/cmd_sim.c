@@ -721,6 +721,13 @@ static void abs_paths(cJSON *node, const char *key)
 
 cz_status cz_cli_set(cJSON *cfg_json, const char *assignment, cz_err *err)
 {
+    /* "router": "NAME" is the object {"policy": "NAME"}: a field of it can be set */
+    const cJSON *router = cJSON_GetObjectItemCaseSensitive(cfg_json, "router");
+    if (strncmp(assignment, "router.", 7) == 0 && cJSON_IsString(router)) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "policy", router->valuestring);
+        cJSON_ReplaceItemInObjectCaseSensitive(cfg_json, "router", o);
+    }
     cz_status st = cz_json_set_path(cfg_json, assignment, err);
     if (st != CZ_OK)
         return st;

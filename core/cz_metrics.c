@@ -264,6 +264,25 @@ static cz_stage_acc *stage_acc(cz_metrics *m, uint32_t stage)
     return &m->stage_acc[stage];
 }
 
+void cz_metrics_prefix_caching(cz_metrics *m, uint32_t stage)
+{
+    stage_acc(m, stage)->prefix_caching = true;
+}
+
+void cz_metrics_prefix_lookup(cz_metrics *m, uint32_t stage, uint64_t queries, uint64_t hits,
+                              bool preempted)
+{
+    cz_stage_acc *sa = stage_acc(m, stage);
+    CZ_ASSERT(sa->prefix_caching && hits <= queries);
+    if (preempted) {
+        sa->pc_preempted_queries += queries;
+        sa->pc_preempted_hits += hits;
+    } else {
+        sa->pc_queries += queries;
+        sa->pc_hits += hits;
+    }
+}
+
 /* A record leaves the recorder: what the stage summaries, the queue wait and the
  * duration take from it (in request id order, as the summaries always read them). */
 static void summarize_record(cz_metrics *m, const cz_req_record *r)
@@ -961,6 +980,11 @@ void cz_stage_summarize(const cz_metrics *m, uint32_t stage, cz_stage_summary *o
         o->heard_tokens = sa->heard_tokens;
         o->kv_reload_total_s = sa->kv_reload_total_s;
         cz_distacc_summary(&sa->kv_reload_ms, &m->pct, &o->kv_reload_ms);
+        o->prefix_caching = sa->prefix_caching;
+        o->pc_queries = sa->pc_queries;
+        o->pc_hits = sa->pc_hits;
+        o->pc_preempted_queries = sa->pc_preempted_queries;
+        o->pc_preempted_hits = sa->pc_preempted_hits;
     } else {
         cz_distacc none;
         cz_distacc_init(&none, m->pct_mode, false);
@@ -969,6 +993,8 @@ void cz_stage_summarize(const cz_metrics *m, uint32_t stage, cz_stage_summary *o
     }
     o->waste_ratio =
         o->generated_tokens ? 1.0 - (double)o->heard_tokens / (double)o->generated_tokens : 0.0;
+    o->pc_hit_rate = o->pc_queries ? (double)o->pc_hits / (double)o->pc_queries : NAN;
+    o->prefill_tokens_saved = o->pc_hits + o->pc_preempted_hits;
     itl_dist(m, stage, &o->itl_ms);
 }
 
@@ -1047,5 +1073,15 @@ cJSON *cz_stage_summary_json(const cz_stage_summary *st, const char *name)
     cz_json_add_num(j, "total_kv_reload_s", st->kv_reload_total_s);
     add_dist_unit(j, "kv_reload", "_ms", &st->kv_reload_ms);
     add_dist_unit(j, "itl", "_ms", &st->itl_ms);
+    if (st->prefix_caching) {
+        /* vLLM's prefix cache metrics (vllm:prefix_cache_queries and _hits, in tokens) */
+        cJSON_AddNumberToObject(j, "prefix_cache_queries", (double)st->pc_queries);
+        cJSON_AddNumberToObject(j, "prefix_cache_hits", (double)st->pc_hits);
+        cz_json_add_num(j, "prefix_cache_hit_rate", st->pc_hit_rate);
+        cJSON_AddNumberToObject(j, "prefix_cache_preempted_queries",
+                                (double)st->pc_preempted_queries);
+        cJSON_AddNumberToObject(j, "prefix_cache_preempted_hits", (double)st->pc_preempted_hits);
+        cJSON_AddNumberToObject(j, "prefill_tokens_saved", (double)st->prefill_tokens_saved);
+    }
     return j;
 }

@@ -47,6 +47,8 @@ typedef struct cz_req_record {
     uint32_t preemptions;
     uint32_t outcome;        /* cz_req_outcome */
     uint32_t heard_tokens;   /* output tokens the user heard (= output_tokens unless cut) */
+    uint32_t cached_tokens;  /* prompt tokens its first admission found in the prefix cache
+                                (automatic prefix caching; vLLM's num_cached_tokens) */
     double kv_load_s;        /* time the turn waited for its KV to come back from host memory */
     double arrival_s;
     double first_sched_s;    /* first time the request was scheduled (NaN if never) */
@@ -226,6 +228,9 @@ typedef struct cz_stage_acc {
     uint64_t turns, generated_tokens, heard_tokens;
     double kv_reload_total_s;
     cz_distacc kv_reload_ms;
+    bool prefix_caching;      /* a replica of the stage caches prefixes */
+    uint64_t pc_queries, pc_hits; /* its lookups, in tokens (cz_metrics_prefix_lookup) */
+    uint64_t pc_preempted_queries, pc_preempted_hits;
 } cz_stage_acc;
 
 typedef struct cz_metrics {
@@ -399,6 +404,16 @@ void cz_metrics_peaks(const cz_metrics *m, uint64_t *max_concurrent_requests,
  * every turn's span at the end: same peaks, memory per simulated second. */
 void cz_metrics_settled(cz_metrics *m, double t_s);
 
+/* Autoregressive stage `stage` caches prefixes (automatic prefix caching): its summary
+ * reports the cache's keys (docs/metrics.md). A server with prefix caching calls it once. */
+void cz_metrics_prefix_caching(cz_metrics *m, uint32_t stage);
+
+/* A prefix-cache lookup at stage `stage`: `queries` prompt tokens looked up, `hits` found
+ * (vLLM's PrefixCacheStats.record); `preempted`: the turn was preempted before, counted
+ * apart as vLLM counts it. O(1). */
+void cz_metrics_prefix_lookup(cz_metrics *m, uint32_t stage, uint64_t queries, uint64_t hits,
+                              bool preempted);
+
 /* Appends a step record (grows by doubling). */
 void cz_metrics_add_step(cz_metrics *m, const cz_step_record *r);
 
@@ -461,6 +476,13 @@ typedef struct cz_stage_summary {
     double kv_reload_total_s;
     cz_dist kv_reload_ms;
     cz_dist itl_ms;         /* every gap recorded at the stage (stage 0's: cz_summary's) */
+    /* automatic prefix caching (when the stage has it): vLLM's queries and hits in
+     * tokens, the hit rate hits / queries (NaN with no query), lookups of preempted turns
+     * apart, and the prefill tokens every hit saved */
+    bool prefix_caching;
+    uint64_t pc_queries, pc_hits, pc_preempted_queries, pc_preempted_hits;
+    double pc_hit_rate;
+    uint64_t prefill_tokens_saved;
 } cz_stage_summary;
 
 /* `duration_s` is the run's duration (cz_summary.duration_s); `sample_rate_hz` the audio's

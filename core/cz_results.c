@@ -15,7 +15,7 @@
 typedef struct h5_req_row {
     uint64_t session;
     uint32_t turn, stage, stream, cls, input_tokens, output_tokens, heard_tokens, preemptions,
-        outcome;
+        outcome, cached_tokens;
     double arrival_s, sent_s, first_sched_s, first_token_s, finish_s, kv_load_s;
     double queue_wait_s, ttft_s, tpot_s, e2el_s;
 } h5_req_row;
@@ -38,6 +38,7 @@ static const cz_h5_col req_cols[] = {
     COL(h5_req_row, heard_tokens, CZ_H5_U32, "tokens"),
     COL(h5_req_row, preemptions, CZ_H5_U32, "count"),
     CODE(h5_req_row, outcome, E_OUTCOME),
+    COL(h5_req_row, cached_tokens, CZ_H5_U32, "tokens"),
     COL(h5_req_row, arrival_s, CZ_H5_F64, "s"),
     COL(h5_req_row, sent_s, CZ_H5_F64, "s"),
     COL(h5_req_row, first_sched_s, CZ_H5_F64, "s"),
@@ -244,6 +245,7 @@ static void req_row(const cz_req_record *r, h5_req_row *w)
     w->output_tokens = r->output_tokens;
     w->preemptions = r->preemptions;
     w->outcome = r->outcome;
+    w->cached_tokens = r->cached_tokens;
     w->arrival_s = r->arrival_s;
     w->sent_s = r->arrival_s + r->send_lag_s;
     w->first_sched_s = r->first_sched_s;

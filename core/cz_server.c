@@ -3,6 +3,7 @@
  * preemption); docs/serving-core.md spells out each rule. */
 #include "cz_server.h"
 #include "cz_evidx.h"
+#include "cz_pcache.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -42,6 +43,21 @@ typedef struct snode {
     uint64_t run_stamp;  /* when it last joined the running list (admitted, or resumed) */
     uint8_t reusable;    /* closed, and its id is on the free list */
 } snode;
+
+/* Automatic prefix caching: a sequence's block hashes and the cached blocks it holds
+ * (vLLM's "Automatic Prefix Caching" design, docs.vllm.ai; docs/serving-core.md). Both
+ * arrays hold `cap` blocks, reserved when a turn or a feed sets how far the context can
+ * grow, so scheduling never allocates. */
+typedef struct pc_seq {
+    uint64_t *hash;  /* hash of each full block of the context, [0, n_hash) known */
+    uint32_t *ent;   /* the cache entry of each of its first n_reg blocks (NONE: its own
+                        block, uncached: another block had its hash when it was filled) */
+    uint32_t n_hash, n_reg, cap;
+    uint64_t salt;   /* its lineage: blocks past the trace's hashes chain it with their
+                        position; renewed when the context is cut */
+    uint8_t looked;  /* the lookup of this admission was made (cleared per turn and at a
+                        preemption) */
+} pc_seq;
 
 /* A decode member's place in the finish heap, its keys beside it (the heap is walked
  * without touching the members' nodes). */
@@ -128,6 +144,16 @@ struct cz_server {
     uint32_t *pl_ids;     /* preloads in flight, not cancelled, in start order */
     size_t n_pl, cap_pl;
     uint64_t overwrites, overwrite_tokens;
+
+    /* automatic prefix caching (cfg.prefix_caching): the pool's cached blocks, and each
+     * sequence's hashes and cached blocks (pcs, beside seqs). kv_used counts every block
+     * in use once: the sequences' own blocks plus the cached blocks some sequence holds;
+     * cached blocks no sequence holds wait in the cache's free queue and count as free */
+    bool apc;
+    cz_pcache pc;
+    pc_seq *pcs;
+    uint64_t pc_lineage;
+    cz_prefix_stats pcst;
 };
 
 cz_server_config cz_server_config_default(void)
@@ -192,6 +218,16 @@ cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sch
     s->wake_s = INFINITY;
     s->ordered = sched->select != NULL;
     cz_evidx_init(&s->evx);
+    s->apc = cfg->prefix_caching;
+    if (s->apc) {
+        /* the pool's blocks bound the cached ones: the table is sized once */
+        cz_pcache_init(&s->pc, cfg->kv_blocks);
+        s->pcs = cz_xcalloc(s->cap_seqs, sizeof *s->pcs);
+        cz_metrics_prefix_caching(metrics, cfg->timeline_stage);
+        /* a window frees the blocks behind it: no prefix to share (vLLM keeps a sliding
+         * window's cache apart) */
+        CZ_ASSERT(cfg->kv_window_tokens == 0);
+    }
     CZ_ASSERT(cfg->kv_evict <= CZ_EVICT_NEXT_USE_SCAN && cfg->kv_evict_unit <= CZ_EVICT_UNIT_BLOCK);
     /* partial (suffix) eviction keeps a prefix; a window keeps no prefix */
     CZ_ASSERT(s->cfg.kv_evict_unit == CZ_EVICT_UNIT_SESSION || cfg->kv_window_tokens == 0);
@@ -206,6 +242,14 @@ void cz_server_free(cz_server *s)
     if (!s)
         return;
     cz_evidx_free(&s->evx);
+    if (s->apc) {
+        for (size_t i = 0; i < s->n_seqs; i++) {
+            free(s->pcs[i].hash);
+            free(s->pcs[i].ent);
+        }
+        free(s->pcs);
+        cz_pcache_free(&s->pc);
+    }
     free(s->pl_ids);
     free(s->seqs);
     free(s->sn);
@@ -332,31 +376,281 @@ static uint32_t blocks_for(const cz_server *s, uint64_t tokens)
                              s->cfg.kv_window_tokens);
 }
 
-/* Blocks a sequence must add to hold `n` more tokens. The free slots of its last block
- * absorb small steps (decodes) with no division. A windowed sequence may hold more than it
- * needs (the window slid); it adds none then, and gives them back when its step ends. */
-static uint32_t extra_blocks(const cz_server *s, const cz_seq *q, uint32_t n)
+/* Blocks a sequence holding `blocks` blocks and `computed` tokens must add to hold `n`
+ * more tokens. The free slots of its last block absorb small steps (decodes) with no
+ * division. A windowed sequence may hold more than it needs (the window slid); it adds
+ * none then, and gives them back when its step ends. */
+static uint32_t extra_blocks_at(const cz_server *s, uint32_t blocks, uint32_t computed,
+                                uint32_t n)
 {
     if (s->cfg.kv_window_tokens) {
-        uint32_t need = blocks_for(s, (uint64_t)q->computed + n);
-        return need > q->blocks ? need - q->blocks : 0;
+        uint32_t need = blocks_for(s, (uint64_t)computed + n);
+        return need > blocks ? need - blocks : 0;
     }
-    uint64_t slack = (uint64_t)q->blocks * s->cfg.block_tokens - q->computed;
+    uint64_t slack = (uint64_t)blocks * s->cfg.block_tokens - computed;
     if (n <= slack)
         return 0;
     return blocks_for(s, n - slack);
 }
 
-static void kv_release(cz_server *s, cz_seq *q)
+static uint32_t extra_blocks(const cz_server *s, const cz_seq *q, uint32_t n)
 {
-    CZ_ASSERT(s->kv_used >= q->blocks);
-    s->kv_used -= q->blocks;
-    q->blocks = 0;
+    return extra_blocks_at(s, q->blocks, q->computed, n);
 }
 
+/* Free blocks: never used, or cached with no holder (automatic prefix caching counts
+ * those as free, as vLLM's block pool does). */
 static uint32_t kv_free(const cz_server *s)
 {
     return s->cfg.kv_blocks - s->kv_used;
+}
+
+/* `n` more blocks go into use (n <= kv_free). With prefix caching they come from the
+ * never-used blocks first, then from the cache's free queue, least recently freed first:
+ * each such block's hash is forgotten (vLLM's BlockPool.get_new_blocks evicts the cached
+ * block it pops). */
+static void kv_take(cz_server *s, uint32_t n)
+{
+    CZ_ASSERT(n <= kv_free(s));
+    s->kv_used += n;
+    while (s->apc && s->kv_used + s->pc.n_free > s->cfg.kv_blocks) {
+        cz_pcache_evict(&s->pc);
+        s->pcst.evictions++;
+    }
+}
+
+/* ---- automatic prefix caching (vLLM's APC; docs/serving-core.md) ---- */
+
+#define PC_SEED_TRACE 0x6a09e667f3bcc909ull   /* chain start of blocks a trace names */
+#define PC_SEED_SEQ 0xbb67ae8584caa73bull     /* chain start of a lineage's own blocks */
+#define PC_GOLDEN 0x9e3779b97f4a7c15ull
+
+static uint64_t pc_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* A fresh lineage for a sequence's own blocks (unique within the server). */
+static uint64_t pc_new_salt(cz_server *s)
+{
+    return pc_mix(++s->pc_lineage * PC_GOLDEN);
+}
+
+/* Makes room in `id`'s hash and entry arrays for a context of `tokens` tokens. Called when
+ * a turn or a feed sets how far the context can grow (never while scheduling). */
+static void pc_reserve(cz_server *s, uint32_t id, uint64_t tokens)
+{
+    pc_seq *p = &s->pcs[id];
+    uint64_t need = blocks_for(s, tokens) + 1;
+    if (need <= p->cap)
+        return;
+    uint64_t cap = p->cap ? p->cap : 16;
+    while (cap < need)
+        cap *= 2;
+    CZ_ASSERT(cap <= UINT32_MAX);
+    p->hash = cz_xrealloc(p->hash, cap, sizeof *p->hash);
+    p->ent = cz_xrealloc(p->ent, cap, sizeof *p->ent);
+    p->cap = (uint32_t)cap;
+}
+
+/* The hash of full block j of `id`'s context: known, or chained now from the block before
+ * it, the sequence's lineage and the position (j < cap). */
+static uint64_t pc_hash(cz_server *s, uint32_t id, uint32_t j)
+{
+    pc_seq *p = &s->pcs[id];
+    CZ_ASSERT(j < p->cap);
+    while (p->n_hash <= j) {
+        uint32_t k = p->n_hash;
+        uint64_t prev = k ? p->hash[k - 1] : PC_SEED_SEQ;
+        p->hash[k] = pc_mix(prev ^ pc_mix(p->salt + PC_GOLDEN * ((uint64_t)k + 1)));
+        p->n_hash++;
+    }
+    return p->hash[j];
+}
+
+/* The blocks of an empty context named by a trace's hashes (cz_server_turn_hashed): each
+ * full block inside the first min(in_tokens, n * hb) tokens chains the ids up to the one
+ * holding its last token, then its position. */
+static void pc_trace_hashes(cz_server *s, uint32_t id, uint32_t in_tokens,
+                            const cz_turn_hashes *h)
+{
+    pc_seq *p = &s->pcs[id];
+    p->n_hash = 0;
+    if (!h || !h->ids || h->n == 0 || h->block_tokens == 0)
+        return;
+    uint64_t covered = (uint64_t)h->n * h->block_tokens;
+    if (covered > in_tokens)
+        covered = in_tokens;
+    uint64_t nb = covered / s->cfg.block_tokens, next = 0;
+    uint64_t chain = PC_SEED_TRACE;
+    for (uint64_t j = 0; j < nb; j++) {
+        uint64_t last = ((j + 1) * s->cfg.block_tokens - 1) / h->block_tokens;
+        for (; next <= last; next++)
+            chain = pc_mix(chain ^ pc_mix((uint64_t)h->ids[next] + PC_GOLDEN));
+        chain = pc_mix(chain + PC_GOLDEN * (j + 1));
+        CZ_ASSERT(j < p->cap);
+        p->hash[j] = chain;
+    }
+    p->n_hash = (uint32_t)nb;
+}
+
+/* Registers the full blocks of `id` that lie within its first `tokens` tokens and are not
+ * yet (as vLLM's cache_full_blocks): a block whose hash no cached block has becomes a
+ * cached block the sequence holds; one whose hash another block already has stays the
+ * sequence's own (vLLM keeps such duplicates apart too). The pool's use is unchanged. */
+static void pc_register(cz_server *s, uint32_t id, uint64_t tokens)
+{
+    pc_seq *p = &s->pcs[id];
+    uint64_t full = tokens / s->cfg.block_tokens;
+    if (full > s->seqs[id].blocks)
+        full = s->seqs[id].blocks;
+    for (uint32_t j = p->n_reg; j < full; j++) {
+        uint64_t h = pc_hash(s, id, j);
+        p->ent[j] = cz_pcache_find(&s->pc, h) == CZ_PCACHE_NONE ? cz_pcache_insert(&s->pc, h)
+                                                                : CZ_PCACHE_NONE;
+    }
+    if (full > p->n_reg)
+        p->n_reg = (uint32_t)full;
+}
+
+/* Sequence `id` keeps its first `keep` blocks and gives back the rest, tail first: its own
+ * blocks become free, cached ones lose a holder and, with none left, go to the cache's free
+ * queue still cached (vLLM frees a request's blocks in reverse, so its tail is evicted
+ * first). Its full computed blocks are registered before, so what it computed stays
+ * cached. Returns the blocks that became free. */
+static uint32_t blocks_trim(cz_server *s, uint32_t id, uint32_t keep)
+{
+    cz_seq *q = &s->seqs[id];
+    CZ_ASSERT(keep <= q->blocks);
+    uint32_t freed = q->blocks - keep;
+    if (s->apc) {
+        pc_seq *p = &s->pcs[id];
+        pc_register(s, id, q->computed);
+        freed = 0;
+        for (uint32_t j = q->blocks; j-- > keep;) {
+            if (j < p->n_reg && p->ent[j] != CZ_PCACHE_NONE)
+                freed += cz_pcache_release(&s->pc, p->ent[j]);
+            else
+                freed++;
+        }
+        if (p->n_reg > keep)
+            p->n_reg = keep;
+    }
+    CZ_ASSERT(s->kv_used >= freed);
+    s->kv_used -= freed;
+    q->blocks = keep;
+    return freed;
+}
+
+static void kv_release(cz_server *s, uint32_t id)
+{
+    blocks_trim(s, id, 0);
+}
+
+/* The context of `id` was cut to `ctx` tokens (a barge-in, a truncation), after its blocks
+ * were trimmed: a cached block it holds that now reaches past the cut would take new
+ * tokens under its old hash, so it stops being cached (held by this sequence alone) or is
+ * given back (shared: its KV below the cut is recomputed); hashes past the cut are dropped
+ * and the lineage renewed, so the new tokens never match what was cut. */
+static void pc_cut(cz_server *s, uint32_t id, uint32_t ctx)
+{
+    cz_seq *q = &s->seqs[id];
+    pc_seq *p = &s->pcs[id];
+    uint32_t bt = s->cfg.block_tokens;
+    for (uint32_t j = p->n_reg; j-- > 0 && (uint64_t)(j + 1) * bt > ctx;) {
+        uint32_t e = p->ent[j];
+        if (e == CZ_PCACHE_NONE)
+            continue;
+        if (s->pc.blk[e].ref == 1) {
+            cz_pcache_forget(&s->pc, e);
+            p->ent[j] = CZ_PCACHE_NONE;
+        } else {
+            CZ_ASSERT(q->blocks == j + 1);
+            blocks_trim(s, id, j);
+            if (q->computed > j * bt)
+                q->computed = j * bt;
+        }
+    }
+    if (p->n_hash > ctx / bt) {
+        p->n_hash = ctx / bt;
+        p->salt = pc_new_salt(s);
+    }
+}
+
+/* The cache's hit for waiting sequence `id`: the longest run of consecutive cached blocks
+ * after its resident prefix (which must end on a block boundary), within its first
+ * ctx - 1 tokens (vLLM's max_cache_hit_length = num_tokens - 1: at least one token is
+ * computed, so a context that is all cached full blocks recomputes its last block). In
+ * blocks; *queued: how many of them wait in the free queue. Takes nothing. */
+static uint32_t pc_peek(cz_server *s, uint32_t id, uint32_t *queued)
+{
+    const cz_seq *q = &s->seqs[id];
+    uint32_t bt = s->cfg.block_tokens;
+    *queued = 0;
+    if (!s->apc || s->pcs[id].looked || q->computed % bt != 0 || q->blocks != q->computed / bt)
+        return 0;
+    uint32_t ctx = q->tokens_in + q->generated;
+    uint32_t max = ctx ? (ctx - 1) / bt : 0, n = 0;
+    for (uint32_t j = q->blocks; j < max; j++) {
+        uint32_t e = cz_pcache_find(&s->pc, pc_hash(s, id, j));
+        if (e == CZ_PCACHE_NONE)
+            break;
+        *queued += s->pc.blk[e].ref == 0;
+        n++;
+    }
+    return n;
+}
+
+/* Takes the `hit` blocks pc_peek found for `id`: each gains a holder (leaving the free
+ * queue if it was there) and counts as computed. */
+static void pc_take(cz_server *s, uint32_t id, uint32_t hit)
+{
+    cz_seq *q = &s->seqs[id];
+    pc_seq *p = &s->pcs[id];
+    pc_register(s, id, q->computed);
+    CZ_ASSERT(p->n_reg == q->blocks);
+    for (uint32_t k = 0; k < hit; k++) {
+        uint32_t j = q->blocks, e = cz_pcache_find(&s->pc, pc_hash(s, id, j));
+        CZ_ASSERT(e != CZ_PCACHE_NONE);
+        s->kv_used += cz_pcache_hold(&s->pc, e);
+        p->ent[j] = e;
+        p->n_reg = ++q->blocks;
+        q->computed += s->cfg.block_tokens;
+    }
+}
+
+/* Counts the lookup of an admission of `id` whose resident prefix was `resident` tokens
+ * and whose hit was `hit` blocks (vLLM's PrefixCacheStats: queries and hits in tokens, a
+ * preempted request's apart); a turn's first sets its record's cached_tokens (vLLM's
+ * num_cached_tokens). */
+static void pc_record(cz_server *s, uint32_t id, uint32_t resident, uint32_t hit)
+{
+    const cz_seq *q = &s->seqs[id];
+    s->pcs[id].looked = 1;
+    cz_req_record *rec = cz_metrics_req(s->metrics, q->turn_rec);
+    uint64_t queries = (uint64_t)q->tokens_in + q->generated - resident;
+    uint64_t hits = (uint64_t)hit * s->cfg.block_tokens;
+    bool preempted = rec->preemptions > 0;
+    if (preempted) {
+        s->pcst.preempted_lookups++;
+        s->pcst.preempted_queries += queries;
+        s->pcst.preempted_hits += hits;
+    } else {
+        s->pcst.lookups++;
+        s->pcst.queries += queries;
+        s->pcst.hits += hits;
+        rec->cached_tokens = (uint32_t)hits;
+    }
+    cz_metrics_prefix_lookup(s->metrics, s->cfg.timeline_stage, queries, hits, preempted);
+}
+
+void cz_server_prefix_stats(const cz_server *s, cz_prefix_stats *out)
+{
+    *out = s->pcst;
+    out->cached_blocks = s->apc ? s->pc.n_live : 0;
+    out->free_cached_blocks = s->apc ? s->pc.n_free : 0;
 }
 
 /* ---- transfers ---- */
@@ -491,8 +785,9 @@ static bool evict_one(cz_server *s, uint32_t need, bool spare_waiting)
                          ? need
                          : q->blocks;
         CZ_ASSERT(k > 0 && s->sn[v].in_idle && s->kv_idle_blocks >= k && s->kv_used >= k);
-        q->blocks -= k;
-        s->kv_used -= k;
+        /* with prefix caching, its cached blocks stay cached (hittable) in the free
+         * queue, and a block another sequence shares frees nothing */
+        blocks_trim(s, v, q->blocks - k);
         s->kv_idle_blocks -= k;
         s->lru_blocks -= k;
         uint64_t keep = (uint64_t)q->blocks * s->cfg.block_tokens;
@@ -540,7 +835,15 @@ static bool make_room(cz_server *s, uint32_t need, double t_s)
     while (need > kv_free(s)) {
         /* idle KV first, then background preloads in flight (LiveServe section 5.2) */
         bool freed = evict_one(s, need - kv_free(s), false) || cancel_preload(s);
-        CZ_ASSERT(freed);
+        /* the check above is exact unless prefix caching shares blocks between idle KV
+         * and running work (evicting such KV frees nothing); the idle KV's cached blocks
+         * stay in the free queue then, hittable, so little is lost */
+        CZ_ASSERT(freed || s->apc);
+        if (!freed) {
+            if (isnan(s->saturated_at_s))
+                s->saturated_at_s = t_s;
+            return false;
+        }
     }
     return true;
 }
@@ -779,9 +1082,16 @@ uint32_t cz_server_seq_open(cz_server *s, uint64_t session, uint32_t cls, bool p
             cz_grow((void **)&s->seqs, &cap, s->n_seqs + 1, sizeof *s->seqs);
             cap = s->cap_seqs;
             cz_grow((void **)&s->sn, &cap, s->n_seqs + 1, sizeof *s->sn);
+            if (s->apc) {
+                size_t pcap = s->cap_seqs;
+                cz_grow((void **)&s->pcs, &pcap, s->n_seqs + 1, sizeof *s->pcs);
+                CZ_ASSERT(pcap == cap);
+            }
             s->cap_seqs = cap;
         }
         id = (uint32_t)s->n_seqs++;
+        if (s->apc)
+            s->pcs[id] = (pc_seq){0};
     }
     s->seqs[id] = (cz_seq){
         .session = session,
@@ -798,6 +1108,13 @@ uint32_t cz_server_seq_open(cz_server *s, uint64_t session, uint32_t cls, bool p
     memset(&s->sn[id], 0, sizeof s->sn[id]);
     s->sn[id].prev = s->sn[id].next = NIL;
     s->sn[id].play_end_s = s->sn[id].reply_ema_s = s->sn[id].speech_ema_s = NAN;
+    if (s->apc) {
+        /* a reused slot keeps its arrays (no allocation per session) */
+        pc_seq *p = &s->pcs[id];
+        p->n_hash = p->n_reg = 0;
+        p->looked = 0;
+        p->salt = pc_new_salt(s);
+    }
     return id;
 }
 
@@ -824,10 +1141,13 @@ static void idle_enter(cz_server *s, uint32_t id)
     idle_settle(s, id);
 }
 
-/* The open turn ends: the sequence idles on its KV. */
+/* The open turn ends: the sequence idles on its KV (with prefix caching, its full blocks,
+ * the reply's included, are cached from now on). */
 static void go_idle(cz_server *s, uint32_t id)
 {
     s->seqs[id].state = CZ_SEQ_IDLE;
+    if (s->apc)
+        pc_register(s, id, s->seqs[id].computed);
     idle_enter(s, id);
 }
 
@@ -864,6 +1184,15 @@ static bool never_fits(const cz_server *s, uint64_t ctx)
 uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, uint32_t stage,
                         uint32_t in_tokens, uint32_t out_tokens, uint32_t out_total,
                         bool input_final)
+{
+    return cz_server_turn_hashed(s, t_s, id, turn, stage, in_tokens, out_tokens, out_total,
+                                 input_final, NULL);
+}
+
+uint64_t cz_server_turn_hashed(cz_server *s, double t_s, uint32_t id, uint32_t turn,
+                               uint32_t stage, uint32_t in_tokens, uint32_t out_tokens,
+                               uint32_t out_total, bool input_final,
+                               const cz_turn_hashes *hashes)
 {
     CZ_ASSERT(id < s->n_seqs);
     cz_seq *q = &s->seqs[id];
@@ -921,6 +1250,14 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, ui
      * still changes it) */
     if (q->turn_rec != NO_REC)
         cz_metrics_release(s->metrics, q->turn_rec);
+    if (s->apc) {
+        /* room for the hashes of every block the turn can reach, and, on an empty context,
+         * the blocks the trace names */
+        pc_reserve(s, id, ctx);
+        if (q->tokens_in + q->generated == 0)
+            pc_trace_hashes(s, id, in_tokens, hashes);
+        s->pcs[id].looked = 0;
+    }
     /* a waiting turn's resident prefix stays cached (evictable) until it is admitted */
     q->turn_rec = r;
     q->turn_open = true;
@@ -965,7 +1302,7 @@ cz_feed_result cz_server_feed(cz_server *s, double t_s, uint32_t id, uint32_t in
         rec->heard_tokens = rec->output_tokens;
         if (q->state == CZ_SEQ_IDLE) {
             idle_leave(s, id);
-            kv_release(s, q);
+            kv_release(s, id);
             q->computed = 0;
             s->host_tokens -= q->host_tokens;
             q->host_tokens = 0;
@@ -976,6 +1313,8 @@ cz_feed_result cz_server_feed(cz_server *s, double t_s, uint32_t id, uint32_t in
     bool was_decoding = d->in_decode;
     if (was_decoding)
         d_leave(s, id);
+    if (s->apc)
+        pc_reserve(s, id, (uint64_t)q->tokens_in + in_tokens + q->budget + out_tokens);
     q->tokens_in += in_tokens;
     q->budget += out_tokens;
     q->input_final = input_final;
@@ -1009,6 +1348,11 @@ static void add_item(cz_server *s, cz_batch *b, uint32_t id, uint32_t n)
     s->items[s->n_items++] = (cz_batch_item){id, n, q->computed};
     q->sched_tokens = n;
     b->total_tokens += n;
+    /* the blocks this step fills are cached now, as vLLM's allocate_slots caches them:
+     * a sequence admitted later in the same step hits them (each layer writes the step's
+     * KV before its attention reads it) */
+    if (s->apc)
+        pc_register(s, id, (uint64_t)q->computed + n);
     if (n == 1 && q->computed + 1 == q->tokens_in + q->generated && q->computed >= q->tokens_in) {
         /* a one-token step past the input is a decode (listed one by one when the policy
          * orders every step, or when it resumes) */
@@ -1048,12 +1392,14 @@ static void preempt(cz_server *s, uint32_t id)
         d_leave(s, id);
     }
     cz_seq *q = &s->seqs[id];
-    kv_release(s, q);
+    kv_release(s, id);
     q->computed = 0;
     q->state = CZ_SEQ_WAITING;
     wq_push_front(s, id);
     cz_metrics_req(s->metrics, q->turn_rec)->preemptions++;
     s->metrics->preemptions++;
+    if (s->apc)
+        s->pcs[id].looked = 0; /* readmitted with a new lookup: its blocks may still be cached */
 }
 
 static uint32_t pick_victim(cz_server *s)
@@ -1066,12 +1412,58 @@ static uint32_t pick_victim(cz_server *s)
 
 /* Tokens of KV a waiting sequence can bring back from host memory instead of
  * recomputing. */
-static uint32_t loadable(const cz_server *s, const cz_seq *q)
+static uint32_t loadable_at(const cz_server *s, const cz_seq *q, uint32_t computed)
 {
     if ((s->cfg.kv_idle != CZ_KV_IDLE_OFFLOAD && !s->cfg.kv_bidirectional) ||
-        q->host_tokens <= q->computed)
+        q->host_tokens <= computed)
         return 0;
     return q->host_tokens;
+}
+
+static uint32_t loadable(const cz_server *s, const cz_seq *q)
+{
+    return loadable_at(s, q, q->computed);
+}
+
+/* Gives back the prefix cache's hit taken for `id` (pc_take) when its admission fails:
+ * it holds `blocks` blocks and `computed` tokens again. */
+static void pc_untake(cz_server *s, uint32_t id, uint32_t blocks, uint32_t computed)
+{
+    blocks_trim(s, id, blocks);
+    s->seqs[id].computed = computed;
+}
+
+/* Admission room on the FCFS path: takes `id`'s cache hit of `hit` blocks (`queued` of
+ * them in the free queue, which the hit takes out of the free count) and makes `extra`
+ * more blocks free, all or nothing as make_room (vLLM's allocate_slots counts the hit's
+ * evictable blocks against the free ones before touching them). False, with nothing
+ * taken, when the blocks cannot be found. */
+/* Whether `need` blocks could be made free (free, evictable idle KV, preloads in flight),
+ * make_room's check, taking nothing; marks the pool saturated at t_s when not. */
+static bool room_possible(cz_server *s, uint64_t need, double t_s)
+{
+    if (need <= kv_free(s) ||
+        need <= kv_free(s) + s->lru_blocks + (s->n_pl ? preload_blocks(s) : 0))
+        return true;
+    if (isnan(s->saturated_at_s))
+        s->saturated_at_s = t_s;
+    return false;
+}
+
+static bool admit_room(cz_server *s, uint32_t id, uint32_t hit, uint32_t queued,
+                       uint32_t extra, double t_s)
+{
+    if (hit == 0)
+        return make_room(s, extra, t_s);
+    if (!room_possible(s, (uint64_t)queued + extra, t_s))
+        return false;
+    cz_seq *q = &s->seqs[id];
+    uint32_t b0 = q->blocks, c0 = q->computed;
+    pc_take(s, id, hit);
+    if (make_room(s, extra, t_s))
+        return true;
+    pc_untake(s, id, b0, c0);
+    return false;
 }
 
 /* A host copy of only a tail (BROS's checkpoint) cannot be loaded once the resident
@@ -1099,8 +1491,9 @@ static void overwrite_tail(cz_server *s, uint32_t id, uint32_t need)
     cz_seq *q = &s->seqs[id];
     uint32_t k = need < q->blocks ? need : q->blocks;
     uint32_t c = q->computed;
-    q->blocks -= k;
-    s->kv_used -= k;
+    blocks_trim(s, id, q->blocks - k);
+    if (s->apc)
+        s->pcs[id].looked = 0;
     uint64_t keep = (uint64_t)q->blocks * s->cfg.block_tokens;
     if (q->computed > keep)
         q->computed = (uint32_t)keep;
@@ -1148,12 +1541,14 @@ static void preempt_any(cz_server *s, uint32_t id)
 {
     pf_remove(s, id);
     cz_seq *q = &s->seqs[id];
-    kv_release(s, q);
+    kv_release(s, id);
     q->computed = 0;
     q->state = CZ_SEQ_WAITING;
     wq_push_front(s, id);
     cz_metrics_req(s->metrics, q->turn_rec)->preemptions++;
     s->metrics->preemptions++;
+    if (s->apc)
+        s->pcs[id].looked = 0; /* readmitted with a new lookup: its blocks may still be cached */
 }
 
 /* The lowest-priority running best-effort candidate after position k not yet given work
@@ -1210,23 +1605,35 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
          i++) {
         uint32_t id = s->wq[(s->wq_head + i) & (s->wq_cap - 1)];
         cz_seq *q = &s->seqs[id];
-        uint32_t load = loadable(s, q);
-        if (!load || n_running(s) >= s->cfg.max_num_seqs || s->sn[id].preloading ||
+        /* the prefix cache's hit first, then the host copy for what it leaves (vLLM asks
+         * its connector only past the local hit) */
+        if (!loadable(s, q) || n_running(s) >= s->cfg.max_num_seqs || s->sn[id].preloading ||
             s->sn[id].ckpt)
             continue;
+        uint32_t queued, hit = pc_peek(s, id, &queued);
+        uint32_t b0 = q->blocks, c0 = q->computed;
+        uint32_t load = loadable_at(s, q, c0 + hit * s->cfg.block_tokens);
+        if (!load)
+            continue; /* the cache holds all of it: admitted as a prefill */
         bool was_cached = s->sn[id].in_idle;
         idle_leave(s, id);
+        if (hit)
+            pc_take(s, id, hit);
         uint32_t extra = blocks_for(s, load) - q->blocks;
         bool room = true;
         while (room && extra > kv_free(s))
             room = evict_one(s, extra - kv_free(s), true);
         if (!room) {
+            if (hit)
+                pc_untake(s, id, b0, c0);
             if (was_cached)
                 idle_enter(s, id);
             break;
         }
         q->blocks += extra;
-        s->kv_used += extra;
+        kv_take(s, extra);
+        if (s->apc)
+            pc_record(s, id, c0, hit);
         q->state = CZ_SEQ_LOADING;
         q->load_start_s = t_s;
         s->sn[id].load_tokens = load;
@@ -1297,7 +1704,9 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
         if (s->sn[id].preloading || s->sn[id].ckpt)
             continue; /* admitted once its preload, or its checkpoint, lands */
         const cz_seq *q = &s->seqs[id];
-        uint32_t need = q->tokens_in + q->generated - q->computed;
+        /* what the prefix cache holds needs no computing (its lookup, taking nothing) */
+        uint32_t queued, hit = pc_peek(s, id, &queued);
+        uint32_t need = q->tokens_in + q->generated - q->computed - hit * s->cfg.block_tokens;
         s->cands[nc] = (cz_cand){.seq = id, .need = need, .pos = nc, .wake_s = INFINITY};
         nc++;
     }
@@ -1354,7 +1763,34 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
         bool was_cached = s->sn[c->seq].in_idle;
         if (waiting)
             idle_leave(s, c->seq);
-        uint32_t extra = extra_blocks(s, q, c->take);
+        uint32_t take = c->take, hit = 0, b0 = q->blocks, c0 = q->computed;
+        if (waiting && s->apc) {
+            /* the cache's hit now: blocks registered or evicted earlier in this step may
+             * have changed it since the policy saw its need */
+            uint32_t queued;
+            hit = pc_peek(s, c->seq, &queued);
+            uint32_t bt = s->cfg.block_tokens;
+            uint32_t need = q->tokens_in + q->generated - c0 - hit * bt;
+            if (take > need || !s->cfg.chunked_prefill)
+                take = need;
+            /* as on the FCFS path, nothing is taken when the room cannot be found, unless
+             * the sequence may preempt others for it */
+            bool may_preempt =
+                q->cls == 0 && (s->sched.class_priority || s->cfg.kv_bidirectional);
+            if (take > budget ||
+                (hit && !may_preempt &&
+                 !room_possible(s, (uint64_t)queued + extra_blocks_at(s, b0 + hit, c0 + hit * bt,
+                                                                      take),
+                                t_s))) {
+                if (was_cached)
+                    idle_enter(s, c->seq);
+                closed = true;
+                continue;
+            }
+            if (hit)
+                pc_take(s, c->seq, hit);
+        }
+        uint32_t extra = extra_blocks(s, q, take);
         bool blocked = false;
         while (!make_room(s, extra, t_s)) {
             /* V1's fallback: preempt the lowest-priority running candidate not yet given
@@ -1406,13 +1842,15 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
         if (blocked) {
             /* admission stops there; running sequences after it keep their step (they
              * hold the KV it waits for, and only their progress frees it) */
+            if (hit)
+                pc_untake(s, c->seq, b0, c0);
             if (waiting && was_cached)
                 idle_enter(s, c->seq);
             closed = closed || waiting;
             continue;
         }
         q->blocks += extra;
-        s->kv_used += extra;
+        kv_take(s, extra);
         if (waiting) {
             q->state = CZ_SEQ_RUNNING;
             pf_push(s, c->seq);
@@ -1420,9 +1858,11 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
             cz_req_record *rec = cz_metrics_req(s->metrics, q->turn_rec);
             if (isnan(rec->first_sched_s))
                 rec->first_sched_s = t_s;
+            if (s->apc)
+                pc_record(s, c->seq, c0, hit);
         }
-        add_item(s, out, c->seq, c->take);
-        budget -= c->take;
+        add_item(s, out, c->seq, take);
+        budget -= take;
     }
     if (admitted || preempted)
         wq_compact(s);
@@ -1454,7 +1894,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         preempt(s, pick_victim(s));
         preempted = true;
     }
-    s->kv_used += s->phase_cnt[phase];
+    kv_take(s, s->phase_cnt[phase]);
     s->batch_decode = s->n_decode;
     out->decode_seqs = s->n_decode;
     out->decode_ctx_tokens = s->d_sum_computed + s->n_decode;
@@ -1482,7 +1922,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         if (self_preempted)
             break;
         q->blocks += extra;
-        s->kv_used += extra;
+        kv_take(s, extra);
         add_item(s, out, id, n);
         budget -= n;
         i++;
@@ -1504,17 +1944,25 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         cz_seq *q = &s->seqs[id];
         bool was_cached = s->sn[id].in_idle;
         idle_leave(s, id);
-        uint32_t load = loadable(s, q);
+        /* automatic prefix caching: the longest cached run after its resident prefix
+         * needs no computing (vLLM's get_computed_blocks); hb and hc are its blocks and
+         * computed tokens once that hit is taken */
+        uint32_t queued, hit = pc_peek(s, id, &queued);
+        uint32_t c0 = q->computed, hb = q->blocks + hit;
+        uint32_t hc = c0 + hit * s->cfg.block_tokens;
+        uint32_t load = loadable_at(s, q, hc);
         if (load) {
-            uint32_t extra = blocks_for(s, load) - q->blocks;
-            if (!make_room(s, extra, t_s)) {
+            uint32_t extra = blocks_for(s, load) - hb;
+            if (!admit_room(s, id, hit, queued, extra, t_s)) {
                 if (was_cached)
                     idle_enter(s, id);
                 break;
             }
             wq_pop_front(s);
             q->blocks += extra;
-            s->kv_used += extra;
+            kv_take(s, extra);
+            if (s->apc)
+                pc_record(s, id, c0, hit);
             q->state = CZ_SEQ_LOADING;
             q->load_start_s = t_s;
             s->sn[id].load_tokens = load;
@@ -1522,10 +1970,11 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
             xfer_request(s, id, q->computed, load - q->computed, false); /* the part not resident */
             continue;
         }
-        uint32_t need = q->tokens_in + q->generated - q->computed;
+        uint32_t need = q->tokens_in + q->generated - hc;
         uint32_t n = need < budget ? need : budget;
-        uint32_t extra = extra_blocks(s, q, n);
-        if ((!s->cfg.chunked_prefill && need > budget) || !make_room(s, extra, t_s)) {
+        uint32_t extra = extra_blocks_at(s, hb, hc, n);
+        if ((!s->cfg.chunked_prefill && need > budget) ||
+            !admit_room(s, id, hit, queued, extra, t_s)) {
             if (was_cached)
                 idle_enter(s, id);
             break;
@@ -1534,7 +1983,9 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         q->state = CZ_SEQ_RUNNING;
         pf_push(s, id);
         q->blocks += extra;
-        s->kv_used += extra;
+        kv_take(s, extra);
+        if (s->apc)
+            pc_record(s, id, c0, hit);
         add_item(s, out, id, n);
         budget -= n;
     }
@@ -1823,7 +2274,7 @@ cz_preload_outcome cz_server_preload(cz_server *s, double t_s, uint32_t id, bool
         return CZ_PRELOAD_SKIPPED;
     }
     q->blocks += extra;
-    s->kv_used += extra;
+    kv_take(s, extra);
     d->preloading = 1;
     d->load_tokens = q->host_tokens;
     cz_grow((void **)&s->pl_ids, &s->cap_pl, s->n_pl + 1, sizeof *s->pl_ids);
@@ -1862,10 +2313,9 @@ static bool cancel_preload(cz_server *s)
     snode *d = &s->sn[id];
     uint32_t keep = blocks_for(s, q->computed);
     uint32_t freed = q->blocks - keep;
-    s->kv_used -= freed;
+    blocks_trim(s, id, keep);
     if (d->in_idle)
         s->kv_idle_blocks -= freed;
-    q->blocks = keep;
     d->pl_cancelled = 1;
     d->pl_fell = 1;
     s->pl.cancels++;
@@ -1970,10 +2420,10 @@ void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)
         }
         if (q->computed > ctx) {
             q->computed = ctx;
-            uint32_t keep = blocks_for(s, ctx);
-            s->kv_used -= q->blocks - keep;
-            q->blocks = keep;
+            blocks_trim(s, id, blocks_for(s, ctx));
         }
+        if (s->apc)
+            pc_cut(s, id, ctx);
         go_idle(s, id);
         return;
     }
@@ -2039,10 +2489,10 @@ uint32_t cz_server_abort(cz_server *s, double t_s, uint32_t id, uint32_t keep_ge
             keep_tokens = d->load_tokens;
     }
     uint32_t keep_blocks = blocks_for(s, keep_tokens);
-    if (q->blocks > keep_blocks) {
-        s->kv_used -= q->blocks - keep_blocks;
-        q->blocks = keep_blocks;
-    }
+    if (q->blocks > keep_blocks)
+        blocks_trim(s, id, keep_blocks);
+    if (s->apc)
+        pc_cut(s, id, ctx);
     q->sched_tokens = 0;
     go_idle(s, id);
     return made;
@@ -2100,10 +2550,10 @@ void cz_server_seq_truncate(cz_server *s, uint32_t id, uint32_t tokens)
         q->host_tokens = tokens;
     }
     uint32_t keep = blocks_for(s, q->computed);
-    if (q->blocks > keep) {
-        s->kv_used -= q->blocks - keep;
-        q->blocks = keep;
-    }
+    if (q->blocks > keep)
+        blocks_trim(s, id, keep);
+    if (s->apc)
+        pc_cut(s, id, tokens);
     if (s->sn[id].pl_prot > q->blocks) {
         s->pl_protected -= s->sn[id].pl_prot - q->blocks;
         s->sn[id].pl_prot = q->blocks;
@@ -2120,7 +2570,7 @@ void cz_server_seq_close(cz_server *s, uint32_t id)
     idle_leave(s, id);
     s->pl_protected -= s->sn[id].pl_prot;
     s->sn[id].pl_prot = 0;
-    kv_release(s, q);
+    kv_release(s, id);
     s->host_tokens -= q->host_tokens;
     q->host_tokens = 0;
     q->computed = 0;
@@ -2177,6 +2627,7 @@ bool cz_server_check(const cz_server *s, cz_err *err)
     uint64_t blocks = 0, idle_blocks = 0, lru_blocks = 0, host = 0, in_decode = 0, sum_c = 0;
     uint64_t n_wait = 0, n_run = 0, n_stall = 0, n_load = 0, n_pf = 0;
     uint32_t *phase = cz_xcalloc(s->cfg.block_tokens, sizeof *phase);
+    uint32_t *refs = s->apc ? cz_xcalloc(s->cfg.kv_blocks, sizeof *refs) : NULL;
     bool ok = false;
     for (uint32_t id = s->d_head; id != NIL; id = s->sn[id].next) {
         const snode *d = &s->sn[id];
@@ -2236,6 +2687,48 @@ bool cz_server_check(const cz_server *s, cz_err *err)
             cz_err_set(err, CZ_EINVAL, "sequence %zu is evictable in state %u", i, q->state);
             goto out;
         }
+        if (s->apc) {
+            /* its cached blocks: within what it holds, under the hashes of its blocks */
+            const pc_seq *p = &s->pcs[i];
+            if (p->n_reg > held || p->n_hash > p->cap) {
+                cz_err_set(err, CZ_EINVAL, "sequence %zu registers %u of its %u blocks", i,
+                           p->n_reg, held);
+                goto out;
+            }
+            for (uint32_t j = 0; j < p->n_reg; j++) {
+                uint32_t e = p->ent[j];
+                if (e == CZ_PCACHE_NONE)
+                    continue;
+                if (e >= s->cfg.kv_blocks || j >= p->n_hash || s->pc.blk[e].ref == 0 ||
+                    s->pc.blk[e].hash != p->hash[j]) {
+                    cz_err_set(err, CZ_EINVAL,
+                               "sequence %zu: its block %u names cached block %u, which is "
+                               "not held under its hash",
+                               i, j, e);
+                    goto out;
+                }
+                refs[e]++;
+            }
+        }
+    }
+    if (s->apc) {
+        /* each cached block's holders counted once; a shared block is one block in use */
+        for (uint32_t e = 0; e < s->cfg.kv_blocks; e++) {
+            if (refs[e] != s->pc.blk[e].ref) {
+                cz_err_set(err, CZ_EINVAL, "cached block %u: %u holders, counted %u", e,
+                           refs[e], s->pc.blk[e].ref);
+                goto out;
+            }
+            if (refs[e] > 1)
+                blocks -= refs[e] - 1;
+        }
+        if (!cz_pcache_check(&s->pc, err))
+            goto out;
+        if ((uint64_t)s->kv_used + s->pc.n_free > s->cfg.kv_blocks) {
+            cz_err_set(err, CZ_EINVAL, "pool: %u used and %u cached free of %u", s->kv_used,
+                       s->pc.n_free, s->cfg.kv_blocks);
+            goto out;
+        }
     }
     if (in_decode != s->n_decode || in_decode != s->n_heap || sum_c != s->d_sum_computed) {
         cz_err_set(err, CZ_EINVAL, "decode set: %llu listed, %u counted, %u in the heap",
@@ -2278,5 +2771,6 @@ bool cz_server_check(const cz_server *s, cz_err *err)
     ok = true;
 out:
     free(phase);
+    free(refs);
     return ok;
 }

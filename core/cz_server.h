@@ -29,8 +29,15 @@
  * requires) and decoding sequences precede prefilling ones in the running order
  * (docs/serving-core.md).
  *
- * Memory: arrays are sized at creation or grow by doubling when sequences open;
- * scheduling and completing a step allocate nothing. */
+ * Automatic prefix caching (cfg.prefix_caching; vLLM's "Automatic Prefix Caching" design,
+ * docs.vllm.ai): full blocks are keyed by chained hashes (cz_server_turn_hashed), shared by
+ * every sequence whose prefix has them (counted once in the pool) and kept cached when
+ * freed, in a free queue evicted least recently freed first; an admitted sequence's
+ * longest run of cached blocks needs no prefill (docs/serving-core.md).
+ *
+ * Memory: arrays are sized at creation or grow by doubling when sequences open (or, with
+ * prefix caching, when a turn or a feed lengthens a context); scheduling and completing a
+ * step allocate nothing. */
 #ifndef CZ_SERVER_H
 #define CZ_SERVER_H
 
@@ -76,6 +83,10 @@ typedef struct cz_server_config {
     uint32_t kv_window_tokens;       /* sequence keeps [0, sinks) and the last `window`
                                         tokens, at block granularity; 0: keep everything.
                                         Needs an ordering scheduler (select) */
+    bool prefix_caching;             /* automatic prefix caching (vLLM's APC): full blocks
+                                        keyed by chained hashes are shared across
+                                        sequences and kept cached when freed
+                                        (cz_server_turn_hashed; docs/serving-core.md) */
     uint32_t timeline_stage;         /* its autoregressive stage ordinal: labels its timeline
                                         rows and its inter-token gaps */
     uint32_t timeline_replica;
@@ -307,6 +318,42 @@ uint32_t cz_server_seq_open(cz_server *s, uint64_t session, uint32_t cls, bool p
 uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t seq, uint32_t turn, uint32_t stage,
                         uint32_t in_tokens, uint32_t out_tokens, uint32_t out_total,
                         bool input_final);
+
+/* The prefix-block hashes of a turn's input as a trace gives them (Mooncake's hash_ids):
+ * ids[i] names the content of input tokens [i * block_tokens, (i + 1) * block_tokens), the
+ * last block possibly partial, equal ids at equal positions meaning an equal prefix. */
+typedef struct cz_turn_hashes {
+    const uint32_t *ids;
+    uint32_t n;
+    uint32_t block_tokens; /* tokens per hashed block (Mooncake: 512); 0: no hashes */
+} cz_turn_hashes;
+
+/* cz_server_turn, with the turn's prefix-block hashes for automatic prefix caching
+ * (cfg.prefix_caching; ignored when it is off). `hashes` (NULL: none) is read during the
+ * call only. They name the blocks of a sequence whose context is empty when the turn
+ * arrives (its first turn): each of the server's full blocks inside the hashed input takes
+ * the chain of the trace's ids up to the one holding its last token, so two turns whose
+ * ids agree up to there share the block. Every other block (a later turn's history and
+ * input, the output, a turn without hashes) is named by the sequence and its position:
+ * the session can hit its own blocks again after its KV was dropped, no other can. */
+uint64_t cz_server_turn_hashed(cz_server *s, double t_s, uint32_t seq, uint32_t turn,
+                               uint32_t stage, uint32_t in_tokens, uint32_t out_tokens,
+                               uint32_t out_total, bool input_final,
+                               const cz_turn_hashes *hashes);
+
+/* Automatic prefix caching's counters, in tokens (vLLM's PrefixCacheStats): a lookup is
+ * made when a waiting turn is admitted, for the tokens it does not hold resident; lookups
+ * of turns preempted before are counted apart, as vLLM counts them. */
+typedef struct cz_prefix_stats {
+    uint64_t lookups, queries, hits;       /* first lookups of a turn */
+    uint64_t preempted_lookups, preempted_queries, preempted_hits;
+    uint64_t evictions;                    /* cached blocks evicted (hashes forgotten) */
+    uint32_t cached_blocks;                /* blocks with a hash now, held or free */
+    uint32_t free_cached_blocks;           /* ... of them in the free queue */
+} cz_prefix_stats;
+
+/* The counters above (all zero when prefix caching is off). */
+void cz_server_prefix_stats(const cz_server *s, cz_prefix_stats *out);
 
 /* What a feed did to the open turn. */
 typedef enum cz_feed_result {

@@ -1142,6 +1142,17 @@ cz_status cz_engine_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
     if (cfg->cross_stage)
         return cz_err_set(err, CZ_EINVAL, "engine: a cross-stage scheduler runs whole "
                           "workloads only (cadenza replay)");
+    /* the block map gives each sequence blocks of its own (engine/cz_kvmap.h); the core's
+     * shared prefix blocks would have no physical twin, so the engine refuses them rather
+     * than run KV that diverges from the core's accounting */
+    for (uint32_t p = 0; p < cfg->model.n_pipe; p++)
+        if (cfg->place[p].server.prefix_caching)
+            return cz_err_set(err, CZ_EINVAL,
+                              "engine: server.prefix_caching: the engine's KV block map "
+                              "(engine/cz_kvmap.h) gives every sequence blocks of its own and "
+                              "cannot share the prefix blocks automatic prefix caching "
+                              "shares; run it in the simulator (cadenza sim) or set "
+                              "server.prefix_caching to false");
     eng *E = cz_xcalloc(1, sizeof *E);
     E->cfg = cfg;
     E->wl = wl;

@@ -38,6 +38,7 @@ cz_gp_panel *cz_gp_panel_add(cz_gp_figure *f, const char *title, const char *xla
     snprintf(p->title, sizeof p->title, "%s", title ? title : "");
     snprintf(p->xlabel, sizeof p->xlabel, "%s", xlabel ? xlabel : "");
     snprintf(p->ylabel, sizeof p->ylabel, "%s", ylabel ? ylabel : "");
+    p->xmin = p->xmax = NAN;
     p->ymin = p->ymax = NAN;
     p->hline = NAN;
     return p;
@@ -57,7 +58,7 @@ cz_gp_series *cz_gp_series_add(cz_gp_panel *p, const char *label, cz_gp_style st
                                const double *x, const double *y, const double *lo,
                                const double *hi)
 {
-    CZ_ASSERT(style != CZ_GP_ERRORLINES || (lo && hi));
+    CZ_ASSERT((style != CZ_GP_ERRORLINES && style != CZ_GP_BAND) || (lo && hi));
     if (p->n_series == p->cap_series) {
         p->cap_series = p->cap_series ? 2 * p->cap_series : 4;
         p->series = cz_xrealloc(p->series, p->cap_series, sizeof *p->series);
@@ -310,6 +311,19 @@ static void write_panel(FILE *fp, const cz_gp_panel *p, const char *dat, int *bl
             fprintf(fp, " %zu", i);
         }
         fprintf(fp, ")\nset xrange [-0.6:%zu.6]\n", p->n_xtics - 1);
+    } else if (!isnan(p->xmin) || !isnan(p->xmax)) {
+        /* an explicit bound (the offsets apply to autoscaled ends only) */
+        fputs("set xrange [", fp);
+        if (!isnan(p->xmin))
+            put_num(fp, p->xmin);
+        else
+            fputs(!p->logx && xs.any && xs.nonneg ? "0<*" : "*", fp);
+        fputc(':', fp);
+        if (!isnan(p->xmax))
+            put_num(fp, p->xmax);
+        else
+            fputc('*', fp);
+        fputs("]\n", fp);
     } else if (!p->logx && xs.any && xs.nonneg) {
         /* non-negative data: the offsets may not carry the axis below 0 */
         fputs("set xrange [0<*:*]\n", fp);
@@ -340,13 +354,14 @@ static void write_panel(FILE *fp, const cz_gp_panel *p, const char *dat, int *bl
         put_num(fp, p->hline);
         fputs(" to graph 1, first ", fp);
         put_num(fp, p->hline);
-        fputs(" nohead dashtype 2 lw 1.5 lc rgb '#aa0000'\n", fp);
+        fputs(" nohead dashtype 2 lw 1.5 lc rgb '#aa0000' front\n", fp);
         if (p->hline_label[0]) {
             fputs("set label ", fp);
             put_str(fp, p->hline_label);
-            fputs(" at graph 0.99, first ", fp);
+            fputs(p->hline_label_left ? " at graph 0.01, first " : " at graph 0.99, first ", fp);
             put_num(fp, p->hline);
-            fputs(" right offset 0,0.6 textcolor rgb '#aa0000' font ',9' noenhanced\n", fp);
+            fprintf(fp, " %s offset 0,0.6 textcolor rgb '#aa0000' font ',9' noenhanced front\n",
+                    p->hline_label_left ? "left" : "right");
         }
     }
     bool cut = lower_bound_cut(p);
@@ -389,8 +404,24 @@ static void write_panel(FILE *fp, const cz_gp_panel *p, const char *dat, int *bl
                     0.8 / (double)n_bars);
             bar_j++;
             break;
+        case CZ_GP_BAND:
+            /* the next series' colour: a band does not take a colour of its own */
+            fprintf(fp, " using 1:3:4 with filledcurves fs transparent solid 0.22 noborder"
+                        " lc rgb '%s'",
+                    gp_colours[ours_j % CZ_ARRAY_LEN(gp_colours)]);
+            break;
+        case CZ_GP_FILLSTEPS:
+            /* the fill without borders (a thousand steps would be striped), outlined by
+             * the same steps drawn as a line */
+            fprintf(fp,
+                    " using 1:2 with fillsteps fs solid 0.35 noborder fc rgb '%s' notitle, \\\n"
+                    "     ",
+                    gp_colours[ours_j % CZ_ARRAY_LEN(gp_colours)]);
+            put_str(fp, dat);
+            fprintf(fp, " index %d using 1:2 with steps lw 1.5", *block - 1);
+            break;
         }
-        if (s->style != CZ_GP_PAPER)
+        if (s->style != CZ_GP_PAPER && s->style != CZ_GP_BAND)
             put_series_style(fp, ours_j++,
                              s->style == CZ_GP_LINESPOINTS || s->style == CZ_GP_POINTS ||
                                  s->style == CZ_GP_ERRORLINES);

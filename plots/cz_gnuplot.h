@@ -23,6 +23,10 @@ typedef enum cz_gp_style {
     CZ_GP_ERRORLINES,  /* lines with markers and the interval [lo, hi] as error bars */
     CZ_GP_PAPER,       /* a paper's value: a large open marker, labelled */
     CZ_GP_BARS,        /* clustered bars: x is the bar group's index (0, 1, ...) */
+    CZ_GP_BAND,        /* the interval [lo, hi] as a translucent filled band (y, kept in the
+                          .dat, is not drawn); it takes the colour of the series after it,
+                          so a band and its centre line read as one */
+    CZ_GP_FILLSTEPS,   /* a step function filled down to 0 (sorted values read as bars) */
 } cz_gp_style;
 
 typedef struct cz_gp_series {
@@ -31,16 +35,18 @@ typedef struct cz_gp_series {
     bool axis2;        /* plotted against the right-hand y axis */
     size_t n;
     double *x, *y;     /* n each; NaN y leaves a gap */
-    double *lo, *hi;   /* CZ_GP_ERRORLINES only: the interval per point */
+    double *lo, *hi;   /* CZ_GP_ERRORLINES and CZ_GP_BAND only: the interval per point */
 } cz_gp_series;
 
 typedef struct cz_gp_panel {
     char title[160];
     char xlabel[96], ylabel[96], y2label[96];
     bool logx, logy;
+    double xmin, xmax;      /* the x range; NaN: autoscaled */
     double ymin, ymax;      /* the y range; NaN: autoscaled */
     double hline;           /* a dashed horizontal reference line (an SLO); NaN: none */
-    char hline_label[64];
+    char hline_label[128];
+    bool hline_label_left;  /* the line's label at the left end (default: the right) */
     char **xtics;           /* CZ_GP_BARS / categorical x: n_xtics names at x = 0, 1, ... */
     size_t n_xtics;
     cz_gp_series *series;
@@ -60,8 +66,8 @@ typedef struct cz_gp_figure {
 /* An empty figure titled `title`, laid out as rows x cols panels. */
 void cz_gp_figure_init(cz_gp_figure *f, const char *title, int rows, int cols);
 
-/* Adds a panel (autoscaled, its hline NaN, no log axes) and returns it; valid until the
- * next add. */
+/* Adds a panel (autoscaled: its ranges and hline NaN, no log axes) and returns it; valid
+ * until the next add. */
 cz_gp_panel *cz_gp_panel_add(cz_gp_figure *f, const char *title, const char *xlabel,
                              const char *ylabel);
 

@@ -7,13 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cz_fleet.h"
 #include "cz_gnuplot.h"
 #include "cz_h5read.h"
+#include "cz_h5stream.h"
 #include "cz_json.h"
 #include "cz_metrics.h"
 
 /* Most autoregressive stages drawn as panels. */
 #define PLOT_MAX_STAGES 8
+_Static_assert(PLOT_MAX_STAGES == CZ_FLEET_MAX_STAGES, "one stage limit");
 
 static void list_add(cz_plot_list *out, const char *name)
 {
@@ -247,122 +250,327 @@ static cz_status fig_latency(const char *h5, const char *dir, const char *title,
     return st;
 }
 
-/* Per-stage sums over replicas of timeline columns: each row updates its replica's latest
- * values, and the stage's total is emitted at that row's time. */
-typedef struct stage_series {
-    size_t n;
-    double *t;
-    double *v[4];
-} stage_series;
-
-static void stage_series_build(const table *tl, uint32_t stage, const int *cols, int nc,
-                               stage_series *s)
-{
-    CZ_ASSERT(nc <= 4);
-    memset(s, 0, sizeof *s);
-    size_t n_rep = 0;
-    for (size_t i = 0; i < tl->n; i++)
-        if (tl->col[1][i] == stage && tl->col[2][i] + 1 > (double)n_rep)
-            n_rep = (size_t)tl->col[2][i] + 1;
-    double *last = cz_xcalloc((n_rep ? n_rep : 1) * 4, sizeof *last);
-    s->t = cz_xmalloc((tl->n ? tl->n : 1) * sizeof *s->t);
-    for (int c = 0; c < nc; c++)
-        s->v[c] = cz_xmalloc((tl->n ? tl->n : 1) * sizeof *s->v[c]);
-    for (size_t i = 0; i < tl->n; i++) {
-        if (tl->col[1][i] != stage)
-            continue;
-        size_t r = (size_t)tl->col[2][i];
-        for (int c = 0; c < nc; c++)
-            last[r * 4 + (size_t)c] = tl->col[cols[c]][i];
-        s->t[s->n] = tl->col[0][i];
-        for (int c = 0; c < nc; c++) {
-            double sum = 0;
-            for (size_t q = 0; q < n_rep; q++)
-                sum += last[q * 4 + (size_t)c];
-            s->v[c][s->n] = sum;
-        }
-        s->n++;
-    }
-    free(last);
-}
-
-static void stage_series_free(stage_series *s)
-{
-    free(s->t);
-    for (int c = 0; c < 4; c++)
-        free(s->v[c]);
-    memset(s, 0, sizeof *s);
-}
-
 static void layout(size_t n, int *rows, int *cols)
 {
     *cols = n <= 1 ? 1 : 2;
     *rows = (int)((n + (size_t)*cols - 1) / (size_t)*cols);
 }
 
-/* kv_blocks and load: per-stage timelines. */
-static cz_status fig_timelines(const char *h5, const char *dir, const char *title,
-                               const char *subtitle, char stages[PLOT_MAX_STAGES][64],
-                               size_t n_stages, cz_plot_list *out, cz_err *err)
+/* What a results file's config (as run) says of the timeline: each autoregressive stage's
+ * replicas (`pipeline.<stage>.replicas`, else 1; 0 without a config: the rows tell) and KV
+ * pool per replica (`pipeline.<stage>.kv_blocks`, else `server.kv_blocks`; 0: derived from
+ * memory, not recorded), and the sampling interval (`sim.timeline_interval_s`, else 0.1). */
+typedef struct timeline_config {
+    uint32_t replicas[PLOT_MAX_STAGES];
+    double pool[PLOT_MAX_STAGES];
+    double interval_s;
+    char router[64];
+} timeline_config;
+
+static double positive_num(const cJSON *j)
 {
-    static const char *const tf[] = {"t_s",     "stage",   "replica",     "kv_blocks_used",
-                                     "kv_blocks_idle", "host_kv_tokens", "running", "waiting",
-                                     "batch_tokens"};
-    table tl;
-    cz_status st = table_read(h5, "timeline", tf, CZ_ARRAY_LEN(tf), &tl, err);
+    return cJSON_IsNumber(j) && j->valuedouble > 0 ? j->valuedouble : 0;
+}
+
+static void timeline_config_read(const cJSON *cfg, char stages[PLOT_MAX_STAGES][64],
+                                 size_t n_stages, timeline_config *tc)
+{
+    memset(tc, 0, sizeof *tc);
+    const cJSON *iv = cz_json_get_path(cfg, "sim.timeline_interval_s");
+    tc->interval_s = cJSON_IsNumber(iv) && iv->valuedouble >= 0 ? iv->valuedouble : 0.1;
+    const cJSON *pipe = cJSON_GetObjectItemCaseSensitive(cfg, "pipeline");
+    double pool = positive_num(cz_json_get_path(cfg, "server.kv_blocks"));
+    for (size_t s = 0; s < n_stages; s++) {
+        const cJSON *pl = cJSON_GetObjectItemCaseSensitive(pipe, stages[s]);
+        double r = positive_num(cJSON_GetObjectItemCaseSensitive(pl, "replicas"));
+        if (r == 0 && cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(pl, "gpus")))
+            r = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(pl, "gpus"));
+        tc->replicas[s] = !cfg ? 0 : r >= 1 && r < UINT32_MAX ? (uint32_t)r : 1;
+        double own = positive_num(cJSON_GetObjectItemCaseSensitive(pl, "kv_blocks"));
+        tc->pool[s] = own > 0 ? own : pool;
+    }
+    const cJSON *rt = cJSON_GetObjectItemCaseSensitive(cfg, "router");
+    if (cJSON_IsObject(rt))
+        rt = cJSON_GetObjectItemCaseSensitive(rt, "policy");
+    snprintf(tc->router, sizeof tc->router, "%s", cJSON_IsString(rt) ? rt->valuestring : "");
+}
+
+/* A stage's replicas drawn as distributions, under the panel title `what`: the 10-90 %
+ * band, the median and the maximum over replicas of column `col` at each sample, times
+ * `scale`. */
+static cz_gp_panel *add_dist_panel(cz_gp_figure *f, const cz_fleet *fl, size_t s,
+                                   const char *stage, const char *what, const char *ylabel,
+                                   int col, double scale, double *t, double *y, double *lo,
+                                   double *hi)
+{
+    char title[160];
+    snprintf(title, sizeof title, "%.60s, %u replicas: %s", stage, fl->st[s].n_rep, what);
+    cz_gp_panel *p = cz_gp_panel_add(f, title, "time (s)", ylabel);
+    for (size_t k = 0; k < fl->n_bins; k++) {
+        t[k] = (double)k * fl->bin_s;
+        y[k] = cz_fleet_q(fl, s, k, col, CZ_FL_P50) * scale;
+        lo[k] = cz_fleet_q(fl, s, k, col, CZ_FL_P10) * scale;
+        hi[k] = cz_fleet_q(fl, s, k, col, CZ_FL_P90) * scale;
+    }
+    cz_gp_series_add(p, "10-90 % of replicas", CZ_GP_BAND, fl->n_bins, t, y, lo, hi);
+    cz_gp_series_add(p, "median replica", CZ_GP_LINES, fl->n_bins, t, y, NULL, NULL);
+    for (size_t k = 0; k < fl->n_bins; k++)
+        y[k] = cz_fleet_q(fl, s, k, col, CZ_FL_MAX) * scale;
+    cz_gp_series_add(p, "busiest replica (max)", CZ_GP_LINES, fl->n_bins, t, y, NULL, NULL);
+    p->ymin = 0;
+    return p;
+}
+
+/* The fleet's totals of columns cols[0..nc) at each sample, as lines (axis2[c]: right). */
+static void add_totals(cz_gp_panel *p, const cz_fleet *fl, size_t s, const int *cols,
+                       const char *const *labels, const bool *axis2, int nc, double *t,
+                       double *y)
+{
+    for (int c = 0; c < nc; c++) {
+        for (size_t k = 0; k < fl->n_bins; k++) {
+            t[k] = (double)k * fl->bin_s;
+            y[k] = fl->st[s].bsum[k * CZ_FL_NQ + (size_t)cols[c]];
+        }
+        cz_gp_series_add(p, labels[c], CZ_GP_LINES, fl->n_bins, t, y, NULL, NULL)->axis2 =
+            axis2[c];
+    }
+    p->ymin = 0;
+}
+
+/* A small stage's totals at each of its rows, as steps (the form before fleets). */
+static void add_row_totals(cz_gp_panel *p, const cz_fleet_stage *st, int col, const char *label,
+                           bool axis2, double *y)
+{
+    for (size_t i = 0; i < st->n_rows; i++)
+        y[i] = st->rsum[i * CZ_FL_NQ + (size_t)col];
+    cz_gp_series_add(p, label, CZ_GP_STEPS, st->n_rows, st->rt, y, NULL, NULL)->axis2 = axis2;
+}
+
+/* kv_blocks and load: per-stage timelines; a stage of more than CZ_FLEET_MAX_LINES replicas
+ * as distributions over its replicas and its totals, sampled every fl->bin_s. */
+static void fig_timeline(cz_gp_figure *f, int which, const cz_fleet *fl,
+                         const timeline_config *tc, char stages[PLOT_MAX_STAGES][64],
+                         size_t n_stages)
+{
+    size_t n_max = fl->n_bins;
+    for (size_t s = 0; s < n_stages; s++)
+        if (fl->st[s].n_rows > n_max)
+            n_max = fl->st[s].n_rows;
+    n_max = n_max ? n_max : 1;
+    double *t = cz_xmalloc(n_max * sizeof *t), *y = cz_xmalloc(n_max * sizeof *y);
+    double *lo = cz_xmalloc(n_max * sizeof *lo), *hi = cz_xmalloc(n_max * sizeof *hi);
+    for (size_t s = 0; s < n_stages; s++) {
+        const cz_fleet_stage *st = &fl->st[s];
+        if (which == 0 && st->fleet) {
+            double pool = tc->pool[s];
+            char what[96];
+            if (pool > 0)
+                snprintf(what, sizeof what, "GPU KV blocks used, %% of its pool of %.0f", pool);
+            else
+                snprintf(what, sizeof what, "GPU KV blocks used per replica");
+            cz_gp_panel *p = add_dist_panel(f, fl, s, stages[s], what,
+                                            pool > 0 ? "GPU KV blocks used (% of the pool)"
+                                                     : "GPU KV blocks used",
+                                            CZ_FL_KV_USED, pool > 0 ? 100.0 / pool : 1.0, t, y,
+                                            lo, hi);
+            if (pool > 0) {
+                p->ymin = 0;
+                p->ymax = 100;
+            }
+            char title[160];
+            snprintf(title, sizeof title, "%.60s, %u replicas: fleet total", stages[s],
+                     st->n_rep);
+            p = cz_gp_panel_add(f, title, "time (s)", "GPU KV blocks");
+            snprintf(p->y2label, sizeof p->y2label, "host-memory KV (tokens)");
+            bool host = false;
+            for (size_t k = 0; k < fl->n_bins; k++)
+                host |= st->bsum[k * CZ_FL_NQ + CZ_FL_HOST] > 0;
+            static const int kc[3] = {CZ_FL_KV_USED, CZ_FL_KV_IDLE, CZ_FL_HOST};
+            static const char *const kl[3] = {"GPU: in use", "GPU: idle sessions' (of in use)",
+                                              "host memory (tokens, right axis)"};
+            static const bool k2[3] = {false, false, true};
+            add_totals(p, fl, s, kc, kl, k2, host ? 3 : 2, t, y);
+        } else if (which == 0) {
+            cz_gp_panel *p = cz_gp_panel_add(f, stages[s], "time (s)", "GPU KV blocks");
+            snprintf(p->y2label, sizeof p->y2label, "host-memory KV (tokens)");
+            add_row_totals(p, st, CZ_FL_KV_USED, "GPU: in use", false, y);
+            add_row_totals(p, st, CZ_FL_KV_IDLE, "GPU: idle sessions' (of in use)", false, y);
+            bool host = false;
+            for (size_t i = 0; i < st->n_rows; i++)
+                host |= st->rsum[i * CZ_FL_NQ + CZ_FL_HOST] > 0;
+            if (host)
+                add_row_totals(p, st, CZ_FL_HOST, "host memory (tokens, right axis)", true, y);
+        } else if (st->fleet) {
+            add_dist_panel(f, fl, s, stages[s], "running requests per replica",
+                           "running requests", CZ_FL_RUNNING, 1.0, t, y, lo, hi);
+            add_dist_panel(f, fl, s, stages[s], "waiting requests per replica",
+                           "waiting requests", CZ_FL_WAITING, 1.0, t, y, lo, hi);
+            add_dist_panel(f, fl, s, stages[s], "batch tokens per replica", "batch tokens",
+                           CZ_FL_BATCH, 1.0, t, y, lo, hi);
+            char title[160];
+            snprintf(title, sizeof title, "%.60s, %u replicas: fleet total", stages[s],
+                     st->n_rep);
+            cz_gp_panel *p = cz_gp_panel_add(f, title, "time (s)", "requests");
+            snprintf(p->y2label, sizeof p->y2label, "batch tokens");
+            static const int lc[3] = {CZ_FL_RUNNING, CZ_FL_WAITING, CZ_FL_BATCH};
+            static const char *const ll[3] = {"running", "waiting",
+                                              "batch tokens (right axis)"};
+            static const bool l2[3] = {false, false, true};
+            add_totals(p, fl, s, lc, ll, l2, 3, t, y);
+        } else {
+            cz_gp_panel *p = cz_gp_panel_add(f, stages[s], "time (s)", "requests");
+            snprintf(p->y2label, sizeof p->y2label, "batch tokens");
+            add_row_totals(p, st, CZ_FL_RUNNING, "running", false, y);
+            add_row_totals(p, st, CZ_FL_WAITING, "waiting", false, y);
+            add_row_totals(p, st, CZ_FL_BATCH, "batch tokens (right axis)", true, y);
+        }
+    }
+    free(t);
+    free(y);
+    free(lo);
+    free(hi);
+}
+
+typedef struct ranked {
+    double v;
+    uint32_t replica;
+} ranked;
+
+static int cmp_ranked(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    if (x->v != y->v)
+        return (x->v > y->v) - (x->v < y->v);
+    return (x->replica > y->replica) - (x->replica < y->replica);
+}
+
+/* One replica_balance panel: the per-replica values v[0..n) sorted, as filled steps over
+ * the replicas' ranks, with the fleet's mean as a dashed line. */
+static void add_balance_panel(cz_gp_figure *f, const char *stage, const double *v, uint32_t n,
+                              double scale, const char *what, const char *ylabel)
+{
+    char title[160];
+    snprintf(title, sizeof title, "%.60s, %u replicas: %s", stage, n, what);
+    cz_gp_panel *p = cz_gp_panel_add(f, title, "replicas, least to most loaded", ylabel);
+    ranked *rk = cz_xmalloc((n ? n : 1) * sizeof *rk);
+    double *x = cz_xmalloc(((size_t)n + 1) * sizeof *x), *y = cz_xmalloc(((size_t)n + 1) * sizeof *y);
+    double mean = 0;
+    for (uint32_t r = 0; r < n; r++) {
+        rk[r].v = v[r] * scale;
+        rk[r].replica = r;
+        mean += rk[r].v;
+    }
+    mean = n ? mean / n : 0;
+    qsort(rk, n, sizeof *rk, cmp_ranked);
+    for (uint32_t i = 0; i < n; i++) {
+        x[i] = i;
+        y[i] = rk[i].v;
+    }
+    /* the last replica's step ends at n */
+    x[n] = n;
+    y[n] = n ? rk[n - 1].v : 0;
+    char label[128] = "replicas";
+    if (n)
+        snprintf(label, sizeof label, "replicas (max: replica %u, min: replica %u)",
+                 rk[n - 1].replica, rk[0].replica);
+    cz_gp_series_add(p, label, CZ_GP_FILLSTEPS, (size_t)n + 1, x, y, NULL, NULL);
+    /* bars from 0 over exactly the replicas; the mean's label on the left, where the
+     * least loaded replicas leave room above the line */
+    p->xmin = 0;
+    p->xmax = n;
+    p->ymin = 0;
+    p->hline = mean;
+    p->hline_label_left = true;
+    char m[32];
+    /* three significant digits, without an exponent under a billion */
+    snprintf(m, sizeof m, mean >= 1000 && mean < 1e9 ? "%.0f" : "%.3g", mean);
+    if (n && mean > 0)
+        snprintf(p->hline_label, sizeof p->hline_label, "fleet mean %s; max %.3gx, min %.3gx", m,
+                 rk[n - 1].v / mean, rk[0].v / mean);
+    else
+        snprintf(p->hline_label, sizeof p->hline_label, "fleet mean %s", m);
+    free(rk);
+    free(x);
+    free(y);
+}
+
+/* replica_balance: per fleet stage, each replica's time-averaged running requests and KV
+ * use, sorted, against the fleet's mean. */
+static cz_status fig_balance(const cz_fleet *fl, const timeline_config *tc,
+                             char stages[PLOT_MAX_STAGES][64], size_t n_stages,
+                             const char *dir, const char *title, const char *subtitle,
+                             cz_plot_list *out, cz_err *err)
+{
+    size_t n_fleet = 0;
+    char t[256];
+    size_t len = (size_t)snprintf(t, sizeof t, "%s: replica balance,", title);
+    for (size_t s = 0; s < n_stages; s++)
+        if (fl->st[s].fleet && len < sizeof t)
+            len += (size_t)snprintf(t + len, sizeof t - len, "%s %s (%u replicas)",
+                                    n_fleet++ ? "," : "", stages[s], fl->st[s].n_rep);
+    if (n_fleet == 0)
+        return CZ_OK;
+    if (tc->router[0] && len < sizeof t)
+        snprintf(t + len, sizeof t - len, ", router %s", tc->router);
+    cz_gp_figure f;
+    cz_gp_figure_init(&f, t, (int)n_fleet, 2);
+    snprintf(f.subtitle, sizeof f.subtitle, "%s", subtitle);
+    for (size_t s = 0; s < n_stages; s++) {
+        const cz_fleet_stage *st = &fl->st[s];
+        if (!st->fleet)
+            continue;
+        add_balance_panel(&f, stages[s], st->mean_running, st->n_rep, 1.0,
+                          "running requests, time-averaged", "mean running requests");
+        double pool = tc->pool[s];
+        add_balance_panel(&f, stages[s], st->mean_kv, st->n_rep, pool > 0 ? 100.0 / pool : 1.0,
+                          "GPU KV blocks used, time-averaged",
+                          pool > 0 ? "mean KV blocks used (% of the pool)" : "mean KV blocks used");
+    }
+    cz_status st = cz_gp_render(&f, dir, "replica_balance", err);
+    if (st == CZ_OK)
+        list_add(out, "replica_balance");
+    cz_gp_figure_free(&f);
+    return st;
+}
+
+/* kv_blocks, load and (fleets) replica_balance, from one pass over /timeline. */
+static cz_status fig_timelines(const char *h5, const cJSON *cfg, const char *dir,
+                               const char *title, const char *subtitle,
+                               char stages[PLOT_MAX_STAGES][64], size_t n_stages,
+                               cz_plot_list *out, cz_err *err)
+{
+    timeline_config tc;
+    timeline_config_read(cfg, stages, n_stages, &tc);
+    cz_fleet fl;
+    cz_status st = cz_fleet_read(h5, n_stages, tc.replicas, tc.interval_s, &fl, err);
     if (st != CZ_OK)
         return st;
-    if (tl.n == 0) {
-        table_free(&tl);
+    if (fl.rows == 0) {
+        cz_fleet_free(&fl);
         return CZ_OK;
     }
-    int rows, cols;
-    layout(n_stages, &rows, &cols);
-    for (int which = 0; which < 2; which++) {
+    for (int which = 0; which < 2 && st == CZ_OK; which++) {
+        size_t n_panels = 0;
+        for (size_t s = 0; s < n_stages; s++)
+            n_panels += !fl.st[s].fleet ? 1 : which == 0 ? 2 : 4;
+        int rows, cols;
+        layout(n_panels, &rows, &cols);
         char t[256];
         snprintf(t, sizeof t, "%s: %s", title,
                  which == 0 ? "KV cache per tier" : "requests and batch size");
         cz_gp_figure f;
         cz_gp_figure_init(&f, t, rows, cols);
         snprintf(f.subtitle, sizeof f.subtitle, "%s", subtitle);
-        for (size_t s = 0; s < n_stages; s++) {
-            stage_series ss;
-            if (which == 0) {
-                static const int kc[3] = {3, 4, 5};
-                stage_series_build(&tl, (uint32_t)s, kc, 3, &ss);
-                cz_gp_panel *p = cz_gp_panel_add(&f, stages[s], "time (s)", "GPU KV blocks");
-                snprintf(p->y2label, sizeof p->y2label, "host-memory KV (tokens)");
-                cz_gp_series_add(p, "GPU: in use", CZ_GP_STEPS, ss.n, ss.t, ss.v[0], NULL, NULL);
-                cz_gp_series_add(p, "GPU: idle sessions' (of in use)", CZ_GP_STEPS, ss.n, ss.t,
-                                 ss.v[1], NULL, NULL);
-                bool host = false;
-                for (size_t i = 0; i < ss.n; i++)
-                    host |= ss.v[2][i] > 0;
-                if (host)
-                    cz_gp_series_add(p, "host memory (tokens, right axis)", CZ_GP_STEPS, ss.n,
-                                     ss.t, ss.v[2], NULL, NULL)
-                        ->axis2 = true;
-            } else {
-                static const int lc[3] = {6, 7, 8};
-                stage_series_build(&tl, (uint32_t)s, lc, 3, &ss);
-                cz_gp_panel *p = cz_gp_panel_add(&f, stages[s], "time (s)", "requests");
-                snprintf(p->y2label, sizeof p->y2label, "batch tokens");
-                cz_gp_series_add(p, "running", CZ_GP_STEPS, ss.n, ss.t, ss.v[0], NULL, NULL);
-                cz_gp_series_add(p, "waiting", CZ_GP_STEPS, ss.n, ss.t, ss.v[1], NULL, NULL);
-                cz_gp_series_add(p, "batch tokens (right axis)", CZ_GP_STEPS, ss.n, ss.t,
-                                 ss.v[2], NULL, NULL)
-                    ->axis2 = true;
-            }
-            stage_series_free(&ss);
-        }
+        fig_timeline(&f, which, &fl, &tc, stages, n_stages);
         const char *name = which == 0 ? "kv_blocks" : "load";
         st = cz_gp_render(&f, dir, name, err);
         cz_gp_figure_free(&f);
-        if (st != CZ_OK)
-            break;
-        list_add(out, name);
+        if (st == CZ_OK)
+            list_add(out, name);
     }
-    table_free(&tl);
+    if (st == CZ_OK)
+        st = fig_balance(&fl, &tc, stages, n_stages, dir, title, subtitle, out, err);
+    cz_fleet_free(&fl);
     return st;
 }
 
@@ -477,18 +685,51 @@ static cz_status fig_stage_tokens(const char *h5, const char *dir, const char *t
 cz_status cz_plot_timeline(const char *h5, const char *column, uint32_t stage, double **t,
                            double **v, size_t *n, cz_err *err)
 {
+    *t = *v = NULL;
+    *n = 0;
     const char *const tf[] = {"t_s", "stage", "replica", column};
-    table tl;
-    cz_status st = table_read(h5, "timeline", tf, 4, &tl, err);
-    if (st != CZ_OK)
+    cz_h5_stream in;
+    cz_status st = CZ_OK;
+    size_t m = 0, cap = 0, n_rep = 0, got;
+    double *tt = NULL, *vv = NULL, *last = NULL, sum = 0;
+    /* an absent table reads as zero rows */
+    if (cz_h5_has_table(h5, "timeline") &&
+        (st = cz_h5_stream_open(h5, "timeline", tf, 4, 0, &in, err)) == CZ_OK) {
+        /* one pass: each row replaces its replica's latest value in the running total */
+        while ((st = cz_h5_stream_next(&in, &got, err)) == CZ_OK && got > 0) {
+            for (size_t i = 0; i < got; i++) {
+                double rd = in.col[2][i];
+                if (in.col[1][i] != stage || !(rd >= 0 && rd < (double)UINT32_MAX))
+                    continue;
+                size_t r = (size_t)rd;
+                if (r >= n_rep) {
+                    size_t nr = r + 1 > 2 * n_rep ? r + 1 : 2 * n_rep;
+                    last = cz_xrealloc(last, nr, sizeof *last);
+                    memset(last + n_rep, 0, (nr - n_rep) * sizeof *last);
+                    n_rep = nr;
+                }
+                sum += in.col[3][i] - last[r];
+                last[r] = in.col[3][i];
+                if (m == cap) {
+                    cap = cap ? 2 * cap : 256;
+                    tt = cz_xrealloc(tt, cap, sizeof *tt);
+                    vv = cz_xrealloc(vv, cap, sizeof *vv);
+                }
+                tt[m] = in.col[0][i];
+                vv[m++] = sum;
+            }
+        }
+        cz_h5_stream_close(&in);
+    }
+    free(last);
+    if (st != CZ_OK) {
+        free(tt);
+        free(vv);
         return st;
-    static const int c[1] = {3};
-    stage_series ss;
-    stage_series_build(&tl, stage, c, 1, &ss);
-    *t = ss.t;
-    *v = ss.v[0];
-    *n = ss.n;
-    table_free(&tl);
+    }
+    *t = tt ? tt : cz_xmalloc(sizeof **t);
+    *v = vv ? vv : cz_xmalloc(sizeof **v);
+    *n = m;
     return CZ_OK;
 }
 
@@ -624,7 +865,7 @@ cz_status cz_plot_results(const char *h5, const cJSON *base, const char *base_na
              cJSON_IsString(drv) ? drv->valuestring : "sim");
     cz_plot_overrides(cfg, base, base_name, NULL, sub, sizeof sub);
     if ((st = fig_latency(h5, dir, title, sub, stages, n_stages, out, err)) == CZ_OK &&
-        (st = fig_timelines(h5, dir, title, sub, stages, n_stages, out, err)) == CZ_OK &&
+        (st = fig_timelines(h5, cfg, dir, title, sub, stages, n_stages, out, err)) == CZ_OK &&
         (st = fig_frames(h5, dir, title, sub, out, err)) == CZ_OK)
         st = fig_stage_tokens(h5, dir, title, sub, stages, n_stages, out, err);
     cJSON_Delete(summary);

@@ -6,6 +6,11 @@
  *   kv_blocks     KV blocks on the GPU (in use, of which idle) and in host memory over time,
  *                 one panel per autoregressive stage
  *   load          running and waiting requests and batch tokens over time, per stage
+ *                 (both summed over a stage's replicas; a stage of more than 8 replicas, a
+ *                 fleet, is drawn per time bin as the distribution over its replicas: the
+ *                 10-90 % band, the median and the max, beside the fleet's totals)
+ *   replica_balance  fleets: each replica's time-averaged running requests and KV blocks
+ *                 used, sorted, against the fleet's mean
  *   frames        periodic streams: each frame's latency over time, empty frames marked,
  *                 with the gateway's admission cap and the live sessions (when streams ran)
  *   stage_tokens  pipelines: tokens each stage generated and the user heard (two or more
@@ -93,9 +98,9 @@ bool cz_plot_point_matches(const cJSON *point, const cJSON *where);
 double cz_plot_row_value(const cJSON *row, const char *metric, double *lo, double *hi);
 
 /* The sum over replicas of the /timeline column `column` of autoregressive stage `stage`,
- * as a step series: at each of that stage's rows, the sum of every replica's latest value.
- * *t and *v (caller frees, *n entries each) are set on success; CZ_EFORMAT naming the
- * file when it has no such column. */
+ * as a step series: at each of that stage's rows, the sum of every replica's latest value
+ * (one pass over the table, read in blocks). *t and *v (caller frees, *n entries each) are
+ * set on success; CZ_EFORMAT naming the file when it has no such column. */
 cz_status cz_plot_timeline(const char *h5, const char *column, uint32_t stage, double **t,
                            double **v, size_t *n, cz_err *err);
 

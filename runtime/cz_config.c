@@ -44,7 +44,8 @@ static cz_status parse_server_fields(const cJSON *j, const char *ctx, cz_server_
 #undef U32
     if ((st = cz_json_bool(j, ctx, "kv_preload", false, &srv->kv_preload, err)) != CZ_OK ||
         (st = cz_json_bool(j, ctx, "kv_bidirectional", false, &srv->kv_bidirectional, err)) !=
-            CZ_OK)
+            CZ_OK ||
+        (st = cz_json_bool(j, ctx, "prefix_caching", false, &srv->prefix_caching, err)) != CZ_OK)
         return st;
     const char *evict = NULL, *unit = NULL;
     if ((st = cz_json_str(j, ctx, "kv_evict", false, &evict, err)) != CZ_OK ||
@@ -122,6 +123,11 @@ static cz_status parse_server_fields(const cJSON *j, const char *ctx, cz_server_
                           "%s: field 'kv_bidirectional': a windowed KV has no tail to share; "
                           "drop kv_window_tokens or kv_bidirectional",
                           ctx);
+    if (srv->prefix_caching && srv->kv_window_tokens > 0)
+        return cz_err_field(err, CZ_EINVAL, ctx, "prefix_caching",
+                            "a windowed KV (kv_window_tokens) frees the blocks behind its "
+                            "window, so it keeps no prefix to share; drop kv_window_tokens or "
+                            "prefix_caching");
     if (srv->kv_preload && srv->kv_idle != CZ_KV_IDLE_OFFLOAD)
         return cz_err_set(err, CZ_EINVAL,
                           "%s: field 'kv_preload': preloads bring offloaded KV back; set "
@@ -147,7 +153,7 @@ static cz_status parse_server(const cJSON *j, const char *where, cz_config *c,
                                        "reply_prior_s",
                                        "kv_preload",      "kv_bidirectional",
                                        "preload_protect_fraction", "speech_prior_s",
-                                       "preload_speech_end"};
+                                       "preload_speech_end", "prefix_caching"};
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s: server", where);
     cz_status st = cz_json_check_keys(j, ctx, keys, (int)CZ_ARRAY_LEN(keys), err);
@@ -164,14 +170,15 @@ static cz_status parse_server(const cJSON *j, const char *where, cz_config *c,
 static cz_status parse_placement(const cJSON *j, const char *where, cz_config *c,
                                  cz_err *err)
 {
-    static const char *const keys[] = {"replicas",     "gpus",         "max_num_seqs",
+    static const char *const keys[] = {"replicas",     "gpus",         "first_gpu",
+                                       "max_num_seqs",
                                        "max_num_batched_tokens", "chunked_prefill",
                                        "block_tokens", "kv_blocks",    "max_model_len",
                                        "kv_idle",      "max_batch",    "max_tokens",
                                        "kv_sink_tokens", "kv_window_tokens", "kv_evict",
                                        "kv_evict_unit",
                                        "reply_prior_s", "kv_preload", "kv_bidirectional",
-                                       "preload_protect_fraction"};
+                                       "preload_protect_fraction", "prefix_caching"};
     const cJSON *it;
     cz_status st;
     cJSON_ArrayForEach(it, j)
@@ -192,31 +199,44 @@ static cz_status parse_placement(const cJSON *j, const char *where, cz_config *c
             return st;
         cz_stage_place *pl = &c->place[p];
         uint64_t v = pl->replicas;
-        if ((st = cz_json_u64(it, ctx, "replicas", false, 1, CZ_MAX_REPLICAS, &v, err)) != CZ_OK)
+        if ((st = cz_json_u64(it, ctx, "replicas", false, 1, CZ_MAX_STAGE_REPLICAS, &v,
+                              err)) != CZ_OK)
             return st;
         pl->replicas = (uint32_t)v;
         const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(it, "gpus");
+        if (gpus && cJSON_GetObjectItemCaseSensitive(it, "first_gpu"))
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: fields 'gpus' and 'first_gpu': expected one of them (a "
+                              "list of GPUs, or consecutive GPUs from the first)",
+                              ctx);
         if (gpus) {
-            if (!cJSON_IsArray(gpus) || cJSON_GetArraySize(gpus) != (int)pl->replicas)
+            if (!cJSON_IsArray(gpus) || cJSON_GetArraySize(gpus) != (int)pl->replicas ||
+                pl->replicas > CZ_MAX_GPU_LIST)
                 return cz_err_set(err, CZ_EINVAL,
                                   "%s: field 'gpus': expected an array of %u GPU indices (one "
-                                  "per replica)",
-                                  ctx, pl->replicas);
+                                  "per replica; at most %u, 'first_gpu' places more)",
+                                  ctx, pl->replicas, CZ_MAX_GPU_LIST);
             uint32_t r = 0;
             const cJSON *g;
             cJSON_ArrayForEach(g, gpus)
             {
-                if (!cJSON_IsNumber(g) || g->valuedouble < 0 || g->valuedouble >= 1024 ||
+                if (!cJSON_IsNumber(g) || g->valuedouble < 0 ||
+                    g->valuedouble >= CZ_MAX_STAGE_REPLICAS ||
                     g->valuedouble != floor(g->valuedouble))
                     return cz_err_set(err, CZ_EINVAL,
                                       "%s: field 'gpus': entry %u: expected a GPU index in "
-                                      "[0, 1023]",
-                                      ctx, r);
+                                      "[0, %u]",
+                                      ctx, r, CZ_MAX_STAGE_REPLICAS - 1);
                 pl->gpus[r++] = (uint32_t)g->valuedouble;
             }
+            pl->gpu_list = true;
         } else {
-            for (uint32_t r = 0; r < pl->replicas; r++)
-                pl->gpus[r] = r;
+            v = pl->first_gpu;
+            if ((st = cz_json_u64(it, ctx, "first_gpu", false, 0, CZ_MAX_STAGE_REPLICAS, &v,
+                                  err)) != CZ_OK)
+                return st;
+            pl->first_gpu = (uint32_t)v;
+            pl->gpu_list = false;
         }
         if ((st = parse_server_fields(it, ctx, &pl->server, err)) != CZ_OK)
             return st;
@@ -481,7 +501,13 @@ static cz_status check_cross_stage(const cz_config *c, const char *where, cz_err
                               where, c->scheduler, sname, c->model.name);
         if (kind == CZ_STAGE_AR)
             n_ar++;
-        if (c->place[p].replicas != 1 || c->place[p].gpus[0] != 0)
+        if (c->place[p].server.prefix_caching)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'server.prefix_caching': scheduler '%s' runs the "
+                              "cross-stage runtime, whose KV reservation has no prefix cache; "
+                              "use a serving-core scheduler (fcfs) or drop prefix_caching",
+                              where, c->scheduler);
+        if (c->place[p].replicas != 1 || cz_stage_place_gpu(&c->place[p], 0) != 0)
             return cz_err_set(err, CZ_EINVAL,
                               "%s: field 'pipeline.%s': scheduler '%s' runs every stage on one "
                               "GPU: expected one replica on GPU 0",
@@ -807,6 +833,51 @@ static cz_status check_tp_divides_heads(const cz_config *c, const char *where, c
     return CZ_OK;
 }
 
+/* The routers by name (docs/policies.md, "Routers"); least_outstanding is
+ * least_loaded's other name. */
+static const struct {
+    const char *name;
+    cz_router policy;
+} routers[] = {{"session", CZ_ROUTER_SESSION},          {"least_loaded", CZ_ROUTER_LEAST_LOADED},
+               {"least_outstanding", CZ_ROUTER_LEAST_LOADED}, {"random", CZ_ROUTER_RANDOM},
+               {"round_robin", CZ_ROUTER_ROUND_ROBIN},  {"power_of_two", CZ_ROUTER_POWER_OF_TWO},
+               {"vllm_dp", CZ_ROUTER_VLLM_DP}};
+
+/* The "router": a policy name, or an object {"policy", "signal_delay_s",
+ * "affinity_max_load"}. */
+static cz_status parse_router(const cJSON *cfg, const char *where, cz_config *c, cz_err *err)
+{
+    c->router = (cz_router_config){.policy = CZ_ROUTER_SESSION};
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(cfg, "router");
+    const char *name = "session";
+    cz_status st;
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "%s: router", where);
+    if (cJSON_IsObject(j)) {
+        static const char *const keys[] = {"policy", "signal_delay_s", "affinity_max_load"};
+        uint64_t v = 0;
+        if ((st = cz_json_check_keys(j, ctx, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK ||
+            (st = cz_json_str(j, ctx, "policy", false, &name, err)) != CZ_OK ||
+            (st = cz_json_num(j, ctx, "signal_delay_s", false, 0, 3600,
+                              &c->router.signal_delay_s, err)) != CZ_OK ||
+            (st = cz_json_u64(j, ctx, "affinity_max_load", false, 0, UINT32_MAX, &v, err)) !=
+                CZ_OK)
+            return st;
+        c->router.affinity_max_load = (uint32_t)v;
+    } else if (j && (st = cz_json_str(cfg, where, "router", false, &name, err)) != CZ_OK) {
+        return st;
+    }
+    for (size_t i = 0; i < CZ_ARRAY_LEN(routers); i++)
+        if (strcmp(name, routers[i].name) == 0) {
+            c->router.policy = routers[i].policy;
+            return CZ_OK;
+        }
+    return cz_err_set(err, CZ_EINVAL,
+                      "%s: field '%s': expected session, least_loaded (least_outstanding), "
+                      "vllm_dp, round_robin, power_of_two or random, got '%s'",
+                      where, cJSON_IsObject(j) ? "router.policy" : "router", name);
+}
+
 /* Sizes the KV pool of every autoregressive replica left unsized: each GPU's memory
  * (hbm_bytes x gpu_memory_utilization) less the weights of every replica placed on it
  * (inner stages included; tensor parallelism divides them) is shared equally by the
@@ -814,42 +885,48 @@ static cz_status check_tp_divides_heads(const cz_config *c, const char *where, c
 static cz_status derive_kv_blocks(cz_config *c, const char *where, cz_err *err)
 {
     double tp = c->cost.tp ? c->cost.tp : 1;
-    for (uint32_t gpu = 0; gpu < c->n_gpus; gpu++) {
-        double weights = 0;
-        uint32_t n_ar = 0;
-        for (uint32_t p = 0; p < c->model.n_pipe; p++) {
-            const cz_pipe_stage *ps = &c->model.pipe[p];
-            for (uint32_t r = 0; r < c->place[p].replicas; r++) {
-                if (c->place[p].gpus[r] != gpu)
-                    continue;
-                weights += cz_stage_weight_bytes(&c->model.stages[ps->stage]) / tp;
-                if (ps->inner >= 0)
-                    weights += cz_stage_weight_bytes(&c->model.stages[ps->inner]) / tp;
-                n_ar += c->model.stages[ps->stage].kind == CZ_STAGE_AR;
-            }
-        }
-        double free_bytes = c->hw.hbm_bytes * c->gpu_memory_utilization - weights;
-        for (uint32_t p = 0; p < c->model.n_pipe; p++) {
-            const cz_stage_card *s = &c->model.stages[c->model.pipe[p].stage];
-            cz_server_config *srv = &c->place[p].server;
-            bool here = false;
-            for (uint32_t r = 0; r < c->place[p].replicas; r++)
-                here |= c->place[p].gpus[r] == gpu;
-            if (s->kind != CZ_STAGE_AR || !here || srv->kv_blocks != 0)
-                continue;
-            double block_bytes = cz_stage_kv_bytes_per_token_gpu(s, (uint32_t)tp) * srv->block_tokens;
-            double blocks = floor(free_bytes / n_ar / block_bytes);
-            if (!(blocks >= 1))
-                return cz_err_set(err, CZ_EINVAL,
-                                  "%s: model '%s' does not fit on GPU %u (%s) at tp %u: the "
-                                  "weights placed there (%.1f GB) leave no room for the KV of "
-                                  "stage '%s' (set server.kv_blocks, cost.tp or the placement)",
-                                  where, c->model.name, gpu, c->hw.name, (unsigned)tp,
-                                  weights / 1e9, s->name);
-            srv->kv_blocks = blocks > UINT32_MAX ? UINT32_MAX : (uint32_t)blocks;
+    /* per GPU: the weights placed on it and its autoregressive replicas, in one pass */
+    double *weights = cz_xcalloc(c->n_gpus, sizeof *weights);
+    uint32_t *n_ar = cz_xcalloc(c->n_gpus, sizeof *n_ar);
+    for (uint32_t p = 0; p < c->model.n_pipe; p++) {
+        const cz_pipe_stage *ps = &c->model.pipe[p];
+        double w = cz_stage_weight_bytes(&c->model.stages[ps->stage]) / tp;
+        if (ps->inner >= 0)
+            w += cz_stage_weight_bytes(&c->model.stages[ps->inner]) / tp;
+        bool ar = c->model.stages[ps->stage].kind == CZ_STAGE_AR;
+        for (uint32_t r = 0; r < c->place[p].replicas; r++) {
+            uint32_t gpu = cz_stage_place_gpu(&c->place[p], r);
+            weights[gpu] += w;
+            n_ar[gpu] += ar;
         }
     }
-    return CZ_OK;
+    /* a stage left unsized takes the share of the lowest GPU it is placed on */
+    cz_status st = CZ_OK;
+    for (uint32_t p = 0; p < c->model.n_pipe && st == CZ_OK; p++) {
+        const cz_stage_card *s = &c->model.stages[c->model.pipe[p].stage];
+        cz_server_config *srv = &c->place[p].server;
+        if (s->kind != CZ_STAGE_AR || srv->kv_blocks != 0)
+            continue;
+        uint32_t gpu = UINT32_MAX;
+        for (uint32_t r = 0; r < c->place[p].replicas; r++)
+            if (cz_stage_place_gpu(&c->place[p], r) < gpu)
+                gpu = cz_stage_place_gpu(&c->place[p], r);
+        double free_bytes = c->hw.hbm_bytes * c->gpu_memory_utilization - weights[gpu];
+        double block_bytes = cz_stage_kv_bytes_per_token_gpu(s, (uint32_t)tp) * srv->block_tokens;
+        double blocks = floor(free_bytes / n_ar[gpu] / block_bytes);
+        if (!(blocks >= 1))
+            st = cz_err_set(err, CZ_EINVAL,
+                            "%s: model '%s' does not fit on GPU %u (%s) at tp %u: the "
+                            "weights placed there (%.1f GB) leave no room for the KV of "
+                            "stage '%s' (set server.kv_blocks, cost.tp or the placement)",
+                            where, c->model.name, gpu, c->hw.name, (unsigned)tp,
+                            weights[gpu] / 1e9, s->name);
+        else
+            srv->kv_blocks = blocks > UINT32_MAX ? UINT32_MAX : (uint32_t)blocks;
+    }
+    free(weights);
+    free(n_ar);
+    return st;
 }
 
 double cz_config_jobs_step_s(const cz_config *cfg, uint32_t p, const cz_job *jobs, uint32_t n)
@@ -1052,23 +1129,12 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
     default_max_model_len(cfg, c);
     for (uint32_t p = 0; p < c->model.n_pipe; p++)
         for (uint32_t r = 0; r < c->place[p].replicas; r++)
-            if (c->place[p].gpus[r] + 1 > c->n_gpus)
-                c->n_gpus = c->place[p].gpus[r] + 1;
+            if (cz_stage_place_gpu(&c->place[p], r) + 1 > c->n_gpus)
+                c->n_gpus = cz_stage_place_gpu(&c->place[p], r) + 1;
     if ((st = parse_scheduler(cfg, where, c, err)) != CZ_OK)
         return st;
-    const char *router = "session";
-    if ((st = cz_json_str(cfg, where, "router", false, &router, err)) != CZ_OK)
+    if ((st = parse_router(cfg, where, c, err)) != CZ_OK)
         return st;
-    if (strcmp(router, "session") == 0)
-        c->router = CZ_ROUTER_SESSION;
-    else if (strcmp(router, "least_loaded") == 0)
-        c->router = CZ_ROUTER_LEAST_LOADED;
-    else if (strcmp(router, "random") == 0)
-        c->router = CZ_ROUTER_RANDOM;
-    else
-        return cz_err_set(err, CZ_EINVAL,
-                          "%s: field 'router': expected session, least_loaded or random, got '%s'",
-                          where, router);
     if ((st = cz_json_obj(cfg, where, "client", false, &obj, err)) != CZ_OK)
         return st;
     if (obj) {

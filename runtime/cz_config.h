@@ -19,10 +19,15 @@
 #include "cz_metrics.h"
 #include "cz_models.h"
 #include "cz_policies.h"
+#include "cz_router.h"
 #include "cz_server.h"
 #include "cz_workload.h"
 
-#define CZ_MAX_REPLICAS 64
+/* Replicas of a stage: bounded only by memory (about 10 KB each for a text model's idle
+ * replica); an explicit `gpus` list names at most CZ_MAX_GPU_LIST of them, a larger
+ * stage takes consecutive GPUs from `first_gpu`. */
+#define CZ_MAX_STAGE_REPLICAS (1u << 24)
+#define CZ_MAX_GPU_LIST 64
 
 typedef enum cz_cost_kind {
     CZ_COST_ROOFLINE = 0, /* step time from the roofline of the model stage on the hardware */
@@ -33,19 +38,13 @@ typedef enum cz_cost_kind {
                              (cadenza calibrate: a cost file, cz_costfile.h) */
 } cz_cost_kind;
 
-/* How a session's turns are spread over a stage's data-parallel replicas. */
-typedef enum cz_router {
-    CZ_ROUTER_SESSION = 0, /* least loaded at the session's first turn, then sticky (its
-                              multi-turn KV stays where it was) */
-    CZ_ROUTER_LEAST_LOADED,/* the replica with the fewest open turns, at every turn */
-    CZ_ROUTER_RANDOM       /* uniformly at random, at every turn */
-} cz_router;
-
 /* Placement of one pipeline stage. */
 typedef struct cz_stage_place {
     cz_policy policy;               /* its scheduler (autoregressive stages) */
     uint32_t replicas;
-    uint32_t gpus[CZ_MAX_REPLICAS]; /* GPU of each replica; stages on one GPU time-share it */
+    uint32_t first_gpu;             /* without a gpus list: replica r on GPU first_gpu + r */
+    bool gpu_list;                  /* gpus[0 .. replicas) places them */
+    uint32_t gpus[CZ_MAX_GPU_LIST]; /* GPU of each replica; stages on one GPU time-share it */
     cz_server_config server;        /* autoregressive stages */
     uint32_t max_batch, max_tokens; /* encoders and vocoders: jobs and tokens per step */
 } cz_stage_place;
@@ -95,7 +94,7 @@ typedef struct cz_config {
     cz_distspec service;      /* CZ_COST_SERVICE */
     cz_stage_place place[CZ_MAX_STAGES]; /* per pipeline stage */
     uint32_t n_gpus;
-    uint32_t router;          /* cz_router */
+    cz_router_config router;
     double gpu_memory_utilization;
     char scheduler[32];       /* the scheduler's name (every stage runs the same one) */
     cz_admission admission;   /* the gateway for periodic sessions (streams) */
@@ -116,6 +115,12 @@ typedef struct cz_config {
     cz_pct_mode pct_mode;     /* metrics.percentiles: the summary's percentiles */
     cz_engine_config engine;  /* the real engine's settings */
 } cz_config;
+
+/* The GPU of replica r of a stage placed by `pl` (r < pl->replicas). */
+static inline uint32_t cz_stage_place_gpu(const cz_stage_place *pl, uint32_t r)
+{
+    return pl->gpu_list ? pl->gpus[r] : pl->first_gpu + r;
+}
 
 /* Parses an experiment config. `where` names it in messages (the file name),
  * `base_dir` resolves the workload's relative paths. The workload is built into *wl

@@ -10,6 +10,7 @@
 
 #include <gsl/gsl_rng.h>
 
+#include "cz_evidx.h"
 #include "cz_jobq.h"
 #include "cz_playback.h"
 #include "cz_rng.h"
@@ -32,7 +33,14 @@ typedef struct rep_rt {
     uint32_t slot;       /* its position among its device's replicas */
     cz_server *srv;      /* autoregressive stages */
     cz_jobq jq;          /* encoders and vocoders */
-    uint32_t open_turns; /* router load */
+    uint32_t outstanding;/* turns (an AR stage) or jobs (an encoder or vocoder) routed to it
+                            and not yet done */
+    uint32_t load;       /* its router load: outstanding, or under vllm_dp its serving
+                            core's 4 x waiting + running */
+    uint32_t pub, since; /* router.signal_delay_s: the load it last published, and the
+                            turns routed to it since */
+    bool sig_dirty;      /* its load changed since it last published */
+    uint64_t turns;      /* turns started on it (AR stages) */
     bool busy;           /* its batch is in flight */
     deferred_op *ops;
     uint32_t n_ops, cap_ops;
@@ -50,6 +58,9 @@ typedef struct gpu_rt {
     uint32_t *reps;
     uint32_t n_reps, rr;
     bool async;       /* replicas' steps co-run */
+    bool dirty;       /* a replica on it changed since it was last dispatched */
+    bool always;      /* dispatched on every event: a vocoder under VoxServe's rule reads
+                         its upstream stage's progress and the clock */
     uint32_t inflight;/* steps in flight */
     double wake_s;    /* the pending CZ_TIMER_WAKE, INFINITY when none */
 } gpu_rt;
@@ -110,6 +121,20 @@ typedef struct cz_deploy {
     uint32_t n_reps;
     uint32_t rep_off[CZ_MAX_STAGES]; /* first replica of each stage */
     gpu_rt *gpus;
+    /* devices to dispatch: those whose replicas changed since their last dispatch, so an
+     * event costs what it touches, not the fleet (dirty[0 .. n_dirty)) */
+    uint32_t *dirty, *dirty_next;
+    uint32_t n_dirty;
+    uint32_t *always;      /* devices with gpu_rt.always */
+    uint32_t n_always;
+    /* routers (docs/policies.md, "Routers"): per stage, its replicas by the load the
+     * router sees (least first, ties to the lowest index), and round robin's next */
+    cz_evidx by_load[CZ_MAX_STAGES];
+    uint32_t rr_next[CZ_MAX_STAGES];
+    uint32_t route_stage;  /* the stage route() is routing (its view's) */
+    uint32_t *sig_changed; /* replicas whose load changed since the last publication */
+    uint32_t n_sig_changed;
+    bool sig_pending;      /* a CZ_TIMER_SIGNAL is set */
     double kv_bytes_per_token[CZ_MAX_STAGES];
     /* per-session and per-turn arrays cover sessions [ses0, ...) and turns [turn0, ...):
      * the whole workload, or a streamed workload's window (they move with it) */
@@ -175,6 +200,25 @@ static inline const cz_turn *WT(const cz_deploy *S, uint32_t g)
 }
 
 /* The per-session and per-turn arrays' entries (sessions below ses0 are closed). */
+/* Device gi is dispatched at the end of the event. */
+static inline void gpu_mark(cz_deploy *S, uint32_t gi)
+{
+    gpu_rt *g = &S->gpus[gi];
+    if (!g->dirty) {
+        g->dirty = true;
+        S->dirty[S->n_dirty++] = gi;
+    }
+}
+
+/* Replica ri, whose state the caller may change: its device is dispatched at the end of
+ * the event (a device no event touched has nothing new to start). */
+static inline rep_rt *REP(cz_deploy *S, uint32_t ri)
+{
+    rep_rt *r = &S->reps[ri];
+    gpu_mark(S, r->gpu);
+    return r;
+}
+
 static inline uint32_t *SLOT_OF(cz_deploy *S, uint32_t si)
 {
     CZ_ASSERT(si >= S->ses0 && si < S->wl->n_sessions);
@@ -445,6 +489,128 @@ void cz_sort_by_time(uint32_t *ids, const double *times, uint32_t n)
     free(k);
 }
 
+/* ---- routing ---- */
+
+/* The load the router sees on replica ri (cz_router_config.signal_delay_s). */
+static inline uint32_t seen_load(const cz_deploy *S, const rep_rt *r)
+{
+    return S->cfg->router.signal_delay_s > 0 ? r->pub + r->since : r->load;
+}
+
+/* Replica ri's place in its stage's load order follows the load the router sees. */
+static void load_order(cz_deploy *S, uint32_t ri)
+{
+    const rep_rt *r = &S->reps[ri];
+    if (S->cfg->place[r->p].replicas > 1)
+        cz_evidx_set(&S->by_load[r->p], ri - S->rep_off[r->p], -(double)seen_load(S, r));
+}
+
+/* Replica ri's router load is now `load`; with delayed signals, the router learns it at
+ * the next publication (every signal_delay_s). */
+static void load_set(cz_deploy *S, uint32_t ri, uint32_t load, double now)
+{
+    rep_rt *r = &S->reps[ri];
+    if (load == r->load)
+        return;
+    r->load = load;
+    double dt = S->cfg->router.signal_delay_s;
+    if (!(dt > 0)) {
+        load_order(S, ri);
+        return;
+    }
+    if (!r->sig_dirty) {
+        r->sig_dirty = true;
+        S->sig_changed[S->n_sig_changed++] = ri;
+    }
+    if (!S->sig_pending) {
+        S->sig_pending = true;
+        double next = (floor(now / dt) + 1) * dt;
+        if (!(next > now))
+            next = nextafter(now, INFINITY);
+        S->drv.timer(S->drv.ctx, next, CZ_TIMER_SIGNAL, 0, 0);
+    }
+}
+
+/* Whether replica ri's router load is its serving core's queues (vLLM's data-parallel
+ * rule) rather than its outstanding turns. */
+static inline bool load_from_queues(const cz_deploy *S, const rep_rt *r)
+{
+    return S->cfg->router.policy == CZ_ROUTER_VLLM_DP && r->srv;
+}
+
+/* Replica ri's outstanding turns or jobs change by `delta`. */
+static void load_add(cz_deploy *S, uint32_t ri, int32_t delta, double now)
+{
+    rep_rt *r = &S->reps[ri];
+    CZ_ASSERT(delta >= 0 || r->outstanding >= (uint32_t)-delta);
+    r->outstanding = (uint32_t)((int64_t)r->outstanding + delta);
+    if (!load_from_queues(S, r))
+        load_set(S, ri, r->outstanding, now);
+}
+
+/* vllm_dp: replica ri's load after its serving core's queues changed (it was dispatched:
+ * every change to a replica marks its device). */
+static void load_refresh(cz_deploy *S, uint32_t ri, double now)
+{
+    const rep_rt *r = &S->reps[ri];
+    if (load_from_queues(S, r))
+        load_set(S, ri, 4 * cz_server_waiting(r->srv) + cz_server_running(r->srv), now);
+}
+
+/* The replicas publish their loads: the router now sees them as they are. */
+static void on_signal(cz_deploy *S)
+{
+    S->sig_pending = false;
+    for (uint32_t i = 0; i < S->n_sig_changed; i++) {
+        uint32_t ri = S->sig_changed[i];
+        rep_rt *r = &S->reps[ri];
+        r->pub = r->load;
+        r->since = 0;
+        r->sig_dirty = false;
+        load_order(S, ri);
+    }
+    S->n_sig_changed = 0;
+}
+
+/* The router's view of the stage being routed (cz_deploy.route_stage). */
+static uint32_t route_load(const void *ctx, uint32_t r)
+{
+    const cz_deploy *S = ctx;
+    return seen_load(S, &S->reps[S->rep_off[S->route_stage] + r]);
+}
+
+static uint32_t route_least(const void *ctx)
+{
+    const cz_deploy *S = ctx;
+    return cz_evidx_top(&S->by_load[S->route_stage]);
+}
+
+/* The replica of stage p that serves turn g of session si (cz_route). */
+static uint32_t route(cz_deploy *S, uint32_t si, uint32_t p, uint32_t g)
+{
+    uint32_t base = S->rep_off[p], n = S->cfg->place[p].replicas;
+    if (n == 1)
+        return base;
+    const cz_router_config *rc = &S->cfg->router;
+    ses_stage *st = SP(S, si, p);
+    if (rc->policy == CZ_ROUTER_RANDOM || rc->policy == CZ_ROUTER_POWER_OF_TWO)
+        cz_rng_reseed(S->rng, S->cfg->seed, CZ_RNG_ROUTER, (uint64_t)g * CZ_MAX_STAGES + p);
+    S->route_stage = p;
+    cz_router_view v = {.n = n, .sticky = st->rep != NONE ? st->rep - base : UINT32_MAX,
+                        .rr_next = S->rr_next[p], .rng = S->rng, .ctx = S,
+                        .load = route_load, .least = route_least};
+    uint32_t ri = base + cz_route(rc, &v);
+    if (rc->policy == CZ_ROUTER_ROUND_ROBIN)
+        S->rr_next[p] = S->rr_next[p] + 1 == n ? 0 : S->rr_next[p] + 1;
+    if (rc->signal_delay_s > 0) {
+        /* the router counts what it sends until the replica's next publication (vLLM's
+         * data-parallel client: as waiting, weighed 4) */
+        S->reps[ri].since += load_from_queues(S, &S->reps[ri]) ? 4 : 1;
+        load_order(S, ri);
+    }
+    return ri;
+}
+
 /* ---- dispatch ---- */
 
 /* Hands the transfers replica `ri` asked for to the driver, over its device's host link. */
@@ -490,7 +656,7 @@ static void gpu_wake(cz_deploy *S, uint32_t gi, double wake, double now)
 static bool stage_idle(const cz_deploy *S, uint32_t p)
 {
     for (uint32_t k = 0; k < S->cfg->place[p].replicas; k++)
-        if (S->reps[S->rep_off[p] + k].open_turns > 0)
+        if (S->reps[S->rep_off[p] + k].outstanding > 0)
             return false;
     return true;
 }
@@ -537,7 +703,7 @@ static uint32_t detok_schedule(cz_deploy *S, uint32_t gi, rep_rt *r, double now,
 /* A device asks its idle replicas for work in turn, starting after the last one served:
  * synchronous, only when no step is in flight, and the first that has work runs;
  * asynchronous, every idle replica that has work starts a step. */
-static void dispatch(cz_deploy *S, uint32_t gi, double now)
+static void dispatch_run(cz_deploy *S, uint32_t gi, double now)
 {
     gpu_rt *g = &S->gpus[gi];
     if (!g->async && g->inflight > 0)
@@ -589,32 +755,49 @@ static void dispatch(cz_deploy *S, uint32_t gi, double now)
         gpu_wake(S, gi, wake, now);
 }
 
-static void dispatch_all(cz_deploy *S, double now)
+/* dispatch_run; under vllm_dp, the device's replicas' loads then follow their queues */
+static void dispatch(cz_deploy *S, uint32_t gi, double now)
 {
-    for (uint32_t gi = 0; gi < S->cfg->n_gpus; gi++)
-        dispatch(S, gi, now);
+    dispatch_run(S, gi, now);
+    if (S->cfg->router.policy == CZ_ROUTER_VLLM_DP) {
+        const gpu_rt *g = &S->gpus[gi];
+        for (uint32_t i = 0; i < g->n_reps; i++)
+            load_refresh(S, g->reps[i], now);
+    }
 }
 
-/* ---- routing ---- */
-
-static uint32_t route(cz_deploy *S, uint32_t si, uint32_t p, uint32_t g)
+static int cmp_u32(const void *a, const void *b)
 {
-    const cz_stage_place *pl = &S->cfg->place[p];
-    uint32_t base = S->rep_off[p];
-    ses_stage *st = SP(S, si, p);
-    if (pl->replicas == 1)
-        return base;
-    if (S->cfg->router == CZ_ROUTER_SESSION && st->rep != NONE)
-        return st->rep;
-    if (S->cfg->router == CZ_ROUTER_RANDOM) {
-        cz_rng_reseed(S->rng, S->cfg->seed, CZ_RNG_ROUTER, (uint64_t)g * CZ_MAX_STAGES + p);
-        return base + (uint32_t)gsl_rng_uniform_int(S->rng, pl->replicas);
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Dispatches the devices the event touched (and those dispatched on every event), in
+ * device order. A device marked while they are dispatched waits for the next event. */
+static void dispatch_all(cz_deploy *S, double now)
+{
+    for (uint32_t i = 0; i < S->n_always; i++)
+        gpu_mark(S, S->always[i]);
+    uint32_t n = S->n_dirty, *list = S->dirty;
+    if (n > 1) {
+        if (n <= 16) {
+            for (uint32_t i = 1; i < n; i++)
+                for (uint32_t k = i; k > 0 && list[k - 1] > list[k]; k--) {
+                    uint32_t t = list[k];
+                    list[k] = list[k - 1];
+                    list[k - 1] = t;
+                }
+        } else {
+            qsort(list, n, sizeof *list, cmp_u32);
+        }
     }
-    uint32_t best = base;
-    for (uint32_t r = 1; r < pl->replicas; r++)
-        if (S->reps[base + r].open_turns < S->reps[best].open_turns)
-            best = base + r;
-    return best;
+    S->dirty = S->dirty_next;
+    S->dirty_next = list;
+    S->n_dirty = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        S->gpus[list[i]].dirty = false;
+        dispatch(S, list[i], now);
+    }
 }
 
 /* The sequence of session `si` at AR stage `p` on the replica the router picks; a
@@ -624,12 +807,12 @@ static uint32_t stage_seq(cz_deploy *S, uint32_t si, uint32_t p, uint32_t g)
     ses_stage *st = SP(S, si, p);
     uint32_t ri = route(S, si, p, g);
     if (st->rep != ri && st->seq != NONE) {
-        cz_server_seq_close(S->reps[st->rep].srv, st->seq);
+        cz_server_seq_close(REP(S, st->rep)->srv, st->seq);
         st->seq = NONE;
     }
     st->rep = ri;
     if (st->seq == NONE)
-        st->seq = cz_server_seq_open(S->reps[ri].srv, si, (uint32_t)WS(S, si)->cls, false);
+        st->seq = cz_server_seq_open(REP(S, ri)->srv, si, (uint32_t)WS(S, si)->cls, false);
     return st->seq;
 }
 
@@ -639,7 +822,7 @@ static void op_apply(cz_deploy *S, rep_rt *r, const deferred_op *op, double now)
 
 static void op_submit(cz_deploy *S, uint32_t ri, deferred_op op, double now)
 {
-    rep_rt *r = &S->reps[ri];
+    rep_rt *r = REP(S, ri);
     if (!r->busy) {
         op_apply(S, r, &op, now);
         run_xfers(S, ri, now);
@@ -698,7 +881,7 @@ static void ask_next_report(cz_deploy *S, uint32_t si, uint32_t p)
         next = st->gen + 1; /* every token reaches the client's player */
     if (next == NONE || next >= st->target)
         return;
-    rep_rt *r = &S->reps[st->rep];
+    rep_rt *r = REP(S, st->rep);
     const cz_seq *q = cz_server_seq(r->srv, st->seq);
     cz_server_notify_at(r->srv, st->seq, q->turn_generated_base + next);
 }
@@ -712,11 +895,15 @@ static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, boo
     const cz_turn *t = WT(S, ss->g);
     ses_stage *st = SP(S, si, p);
     uint32_t seq = st->seq;
-    rep_rt *r = &S->reps[st->rep];
+    rep_rt *r = REP(S, st->rep);
     uint32_t k = ss->g - WS(S, si)->turn_off;
     uint32_t in = turn_in_tokens(t);
-    uint64_t rec =
-        cz_server_turn(r->srv, ss->ready_s, seq, k, S->ar_ord[p], in, out, st->target, final);
+    /* the trace's prefix-block hashes name the prompt the first AR stage reads (automatic
+     * prefix caching; ignored by a server without it) */
+    const cz_turn_hashes th = {cz_workload_turn_hashes(S->wl, t), t->hash_len,
+                               S->wl->hash_block_tokens};
+    uint64_t rec = cz_server_turn_hashed(r->srv, ss->ready_s, seq, k, S->ar_ord[p], in, out,
+                                         st->target, final, p == S->first_ar ? &th : NULL);
     st->open = true;
     st->gen = 0;
     st->fed = out;
@@ -740,7 +927,8 @@ static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, boo
     }
     if (p == S->first_ar)
         ss->rec0 = rec;
-    r->open_turns++;
+    r->turns++;
+    load_add(S, st->rep, 1, now);
     ss->outstanding++;
     run_xfers(S, st->rep, now);
     ask_next_report(S, si, p);
@@ -774,7 +962,7 @@ static void client_audio(cz_deploy *S, uint32_t si, double audio_s, double now)
     for (uint32_t q = 0; q < S->n_pipe; q++) {
         ses_stage *st = SP(S, si, q);
         if (st->seq != NONE)
-            cz_server_on_playback(S->reps[st->rep].srv, now, st->seq,
+            cz_server_on_playback(REP(S, st->rep)->srv, now, st->seq,
                                   cz_player_heard_s(pl, now), pl->audio_s, audio_s);
     }
     if (first) {
@@ -793,7 +981,7 @@ static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bo
     ses_stage *st = SP(S, si, p);
     const cz_turn *t = WT(S, ss->g);
     if (stage_is_ar(S, p) && st->seq != NONE && st->open) {
-        rep_rt *r = &S->reps[st->rep];
+        rep_rt *r = REP(S, st->rep);
         const cz_seq *q = cz_server_seq(r->srv, st->seq);
         st->gen = q->generated - q->turn_generated_base;
     }
@@ -824,7 +1012,7 @@ static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bo
             }
         } else {
             /* a vocoder: every chunk_tokens tokens (the rest at the end) become audio */
-            rep_rt *vr = &S->reps[dst->rep];
+            rep_rt *vr = REP(S, dst->rep);
             while (st->gen >= dst->handed + ds->chunk_tokens ||
                    (done && st->gen > dst->handed)) {
                 uint32_t n = st->gen - dst->handed;
@@ -833,6 +1021,7 @@ static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bo
                 uint32_t ctx = dst->handed < ds->overlap_tokens ? dst->handed : ds->overlap_tokens;
                 cz_job job = {si, n + ctx, ss->g, n * ds->audio_s_per_token};
                 cz_jobq_push(&vr->jq, &job);
+                load_add(S, dst->rep, 1, now);
                 dst->handed += n;
                 ss->outstanding++;
             }
@@ -842,7 +1031,7 @@ static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bo
         if (st->open) {
             st->open = false;
             st->done = true;
-            S->reps[st->rep].open_turns--;
+            load_add(S, st->rep, -1, now);
             ss->outstanding--;
         }
     } else if (stage_is_ar(S, p)) {
@@ -874,7 +1063,7 @@ static void submit_next(cz_deploy *S, uint32_t si, double now)
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         ses_stage *st = SP(S, si, p);
         if (st->seq != NONE &&
-            cz_server_seq(S->reps[st->rep].srv, st->seq)->state != CZ_SEQ_IDLE)
+            cz_server_seq(REP(S, st->rep)->srv, st->seq)->state != CZ_SEQ_IDLE)
             return; /* a KV load still landing after a barge-in */
     }
     uint32_t k = ss->submitted++;
@@ -920,7 +1109,8 @@ static void submit_next(cz_deploy *S, uint32_t si, double now)
         if (ps->input_tokens)
             tokens = ps->input_tokens;
         cz_job job = {si, tokens, g, 0};
-        cz_jobq_push(&S->reps[SP(S, si, p)->rep].jq, &job);
+        cz_jobq_push(&REP(S, SP(S, si, p)->rep)->jq, &job);
+        load_add(S, SP(S, si, p)->rep, 1, now);
         ss->outstanding++;
         ss->enc_pending++;
     }
@@ -965,7 +1155,7 @@ static cz_preload_outcome speech_start(cz_deploy *S, uint32_t si, double oracle_
         ses_stage *st = SP(S, si, p);
         if (!stage_is_ar(S, p) || st->seq == NONE)
             continue;
-        rep_rt *r = &S->reps[st->rep];
+        rep_rt *r = REP(S, st->rep);
         uint32_t tokens = cz_server_preload_tokens(r->srv, st->seq);
         cz_server_on_speech_start(r->srv, now, st->seq);
         if (tokens == 0)
@@ -1013,14 +1203,14 @@ static void maybe_close(cz_deploy *S, uint32_t si)
         ses_stage *st = SP(S, si, p);
         if (st->seq == NONE)
             continue;
-        cz_server *srv = S->reps[st->rep].srv;
+        cz_server *srv = REP(S, st->rep)->srv;
         if (cz_server_seq(srv, st->seq)->state != CZ_SEQ_IDLE)
             return; /* closed when its KV load lands */
     }
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         ses_stage *st = SP(S, si, p);
         if (st->seq != NONE) {
-            cz_server_seq_close(S->reps[st->rep].srv, st->seq);
+            cz_server_seq_close(REP(S, st->rep)->srv, st->seq);
             st->seq = NONE;
         }
     }
@@ -1137,13 +1327,13 @@ static void stop_stages(cz_deploy *S, uint32_t si, const uint32_t *heard, double
                 continue;
             if (st->open) {
                 st->open = false;
-                S->reps[st->rep].open_turns--;
+                load_add(S, st->rep, -1, now);
             }
             deferred_op op = {1, st->seq, si, 0, heard[q], false};
             ss->blocked++;
             op_submit(S, st->rep, op, now);
         } else if (st->rep != NONE) {
-            cz_jobq_cancel(&S->reps[st->rep].jq, si);
+            load_add(S, st->rep, -(int32_t)cz_jobq_cancel(&REP(S, st->rep)->jq, si), now);
         }
     }
     turn_ended(S, si, now, true);
@@ -1191,6 +1381,7 @@ static void on_jobs_done(cz_deploy *S, rep_rt *r, double now)
 {
     uint32_t n;
     const cz_job *jobs = cz_jobq_done(&r->jq, &n);
+    load_add(S, (uint32_t)(r - S->reps), -(int32_t)n, now);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t si = jobs[i].owner;
         ses_rt *ss = SES(S, si);
@@ -1213,7 +1404,7 @@ static void frame_done(cz_deploy *S, uint32_t j, double now);
 
 static void on_ar_done(cz_deploy *S, uint32_t ri, double now)
 {
-    rep_rt *r = &S->reps[ri];
+    rep_rt *r = REP(S, ri);
     cz_step_events ev;
     cz_server_on_batch_done(r->srv, now, &ev);
     /* copy: handling the events can call back into this server */
@@ -1318,13 +1509,13 @@ static void frame_done(cz_deploy *S, uint32_t j, double now)
         sr->live = false;
         S->live_streams--;
         cz_metrics_gateway(S->m, now, S->adm.cap, S->live_streams);
-        S->end_blocks_sum += cz_server_seq(S->reps[sr->rep].srv, sr->seq)->blocks;
+        S->end_blocks_sum += cz_server_seq(REP(S, sr->rep)->srv, sr->seq)->blocks;
         S->n_ended++;
-        cz_server_seq_close(S->reps[sr->rep].srv, sr->seq);
+        cz_server_seq_close(REP(S, sr->rep)->srv, sr->seq);
         return;
     }
     if (sr->done < sr->ticked && !sr->failed)
-        cz_server_notify_at(S->reps[sr->rep].srv, sr->seq,
+        cz_server_notify_at(REP(S, sr->rep)->srv, sr->seq,
                             (sr->done + 1) * sm->tokens_out_per_frame);
 }
 
@@ -1332,7 +1523,7 @@ static void on_tick(cz_deploy *S, uint32_t j, uint32_t f, double now)
 {
     stream_rt *sr = &S->streams[j];
     const cz_stream *sm = &S->wl->streams[j];
-    rep_rt *r = &S->reps[sr->rep];
+    rep_rt *r = REP(S, sr->rep);
     bool last = f + 1 == sr->frames;
     if (f == 0) {
         /* a new session at the gateway: refused ones never start, live ones stay */
@@ -1444,14 +1635,14 @@ static void describe_stuck(cz_deploy *S, uint32_t si, uint32_t g, char *buf, siz
         if (!stage_is_ar(S, p)) {
             if (st->rep != NONE)
                 ADD(" %s: replica %u, %u jobs queued;", name, st->rep - S->rep_off[p],
-                    cz_jobq_len(&S->reps[st->rep].jq));
+                    cz_jobq_len(&REP(S, st->rep)->jq));
             continue;
         }
         if (st->seq == NONE) {
             ADD(" %s: not started;", name);
             continue;
         }
-        cz_server *srv = S->reps[st->rep].srv;
+        cz_server *srv = REP(S, st->rep)->srv;
         const cz_seq *q = cz_server_seq(srv, st->seq);
         ADD(" %s: replica %u, sequence %s%s, generated %u of %u (fed %u), %u KV blocks, pool "
             "%u used (%u idle), %u running, %u waiting;",
@@ -1555,6 +1746,12 @@ void cz_deploy_free(cz_deploy *S)
         free(S->gpus[g].reps);
     free(S->reps);
     free(S->gpus);
+    free(S->dirty);
+    free(S->dirty_next);
+    free(S->always);
+    free(S->sig_changed);
+    for (uint32_t p = 0; p < S->n_pipe; p++)
+        cz_evidx_free(&S->by_load[p]);
     free(S->turn_session);
     for (size_t c = 0; c < S->n_chunks; c++) {
         free(S->ses_chunk[c]);
@@ -1585,10 +1782,19 @@ static void build_replicas(cz_deploy *S, uint64_t expected)
     }
     S->reps = cz_xcalloc(S->n_reps, sizeof *S->reps);
     S->gpus = cz_xcalloc(cfg->n_gpus, sizeof *S->gpus);
+    S->dirty = cz_xmalloc(cfg->n_gpus * sizeof *S->dirty);
+    S->dirty_next = cz_xmalloc(cfg->n_gpus * sizeof *S->dirty_next);
+    S->sig_changed = cz_xmalloc(S->n_reps * sizeof *S->sig_changed);
+    /* each device's replica list holds what is placed on it */
+    uint32_t *on_gpu = cz_xcalloc(cfg->n_gpus, sizeof *on_gpu);
+    for (uint32_t p = 0; p < S->n_pipe; p++)
+        for (uint32_t k = 0; k < cfg->place[p].replicas; k++)
+            on_gpu[cz_stage_place_gpu(&cfg->place[p], k)]++;
     for (uint32_t g = 0; g < cfg->n_gpus; g++) {
-        S->gpus[g].reps = cz_xmalloc(S->n_reps * sizeof(uint32_t));
+        S->gpus[g].reps = cz_xmalloc((on_gpu[g] ? on_gpu[g] : 1) * sizeof(uint32_t));
         S->gpus[g].wake_s = INFINITY;
     }
+    free(on_gpu);
     uint32_t ord = 0;
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         const cz_pipe_stage *ps = &cfg->model.pipe[p];
@@ -1602,7 +1808,7 @@ static void build_replicas(cz_deploy *S, uint64_t expected)
             uint32_t ri = S->rep_off[p] + k;
             rep_rt *r = &S->reps[ri];
             r->p = p;
-            r->gpu = cfg->place[p].gpus[k];
+            r->gpu = cz_stage_place_gpu(&cfg->place[p], k);
             if (card->kind == CZ_STAGE_AR) {
                 cz_server_config sc = cfg->place[p].server;
                 sc.timeline_stage = S->ar_ord[p];
@@ -1628,8 +1834,21 @@ static void build_replicas(cz_deploy *S, uint64_t expected)
              * asynchronous pipeline lets its device's steps co-run */
             if (cfg->place[p].policy.params.async_pipeline)
                 g->async = true;
+            if (r->detok_rule && !g->always) {
+                g->always = true;
+                S->n_always++;
+            }
         }
+        cz_evidx_init(&S->by_load[p]);
+        if (cfg->place[p].replicas > 1) /* in index order: ties go to the lowest */
+            for (uint32_t k = 0; k < cfg->place[p].replicas; k++)
+                cz_evidx_set(&S->by_load[p], k, 0.0);
     }
+    S->always = cz_xmalloc((S->n_always ? S->n_always : 1) * sizeof *S->always);
+    S->n_always = 0;
+    for (uint32_t g = 0; g < cfg->n_gpus; g++)
+        if (S->gpus[g].always)
+            S->always[S->n_always++] = g;
 }
 
 /* A whole workload: the per-session and per-turn arrays, and the pre-timed arrivals and
@@ -1731,7 +1950,7 @@ cz_status cz_deploy_create(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
         stream_rt *sr = &S->streams[j];
         uint32_t base = S->rep_off[S->first_ar], n = cfg->place[S->first_ar].replicas;
         sr->rep = base + j % n;
-        sr->seq = cz_server_seq_open(S->reps[sr->rep].srv, (uint64_t)wl->n_sessions + j,
+        sr->seq = cz_server_seq_open(REP(S, sr->rep)->srv, (uint64_t)wl->n_sessions + j,
                                      (uint32_t)sm->cls, true);
         sr->frames = (uint32_t)floor(sm->duration_s / sm->frame_period_s + 1e-9);
         m->acct.frames += sr->frames;
@@ -1790,9 +2009,11 @@ void cz_deploy_timer(cz_deploy *S, double now, uint32_t kind, uint32_t a, uint32
     case CZ_TIMER_TICK: on_tick(S, a, b, now); break;
     case CZ_TIMER_SPEECH: on_speech(S, a, now); break;
     case CZ_TIMER_ADMIT: on_admit_tick(S, now); break;
+    case CZ_TIMER_SIGNAL: on_signal(S); break;
     case CZ_TIMER_WAKE:
         if (S->gpus[a].wake_s <= now)
             S->gpus[a].wake_s = INFINITY;
+        gpu_mark(S, a);
         break;
     default: CZ_ASSERT(0 && "unknown timer");
     }
@@ -1801,7 +2022,7 @@ void cz_deploy_timer(cz_deploy *S, double now, uint32_t kind, uint32_t a, uint32
 
 void cz_deploy_step_done(cz_deploy *S, uint32_t ri, double now)
 {
-    rep_rt *r = &S->reps[ri];
+    rep_rt *r = REP(S, ri);
     CZ_ASSERT(r->busy && S->gpus[r->gpu].inflight > 0);
     r->busy = false;
     S->progress++;
@@ -1821,7 +2042,7 @@ void cz_deploy_step_done(cz_deploy *S, uint32_t ri, double now)
 
 void cz_deploy_xfer_done(cz_deploy *S, uint32_t ri, uint32_t seq, bool to_host, double now)
 {
-    rep_rt *r = &S->reps[ri];
+    rep_rt *r = REP(S, ri);
     cz_server_on_xfer_done(r->srv, now, seq, to_host);
     uint64_t who = cz_server_seq(r->srv, seq)->session;
     /* a store that outlived its session's close ends here: the session (perhaps gone
@@ -1859,6 +2080,22 @@ cz_status cz_deploy_finish(cz_deploy *S, bool cut, double now, cz_run_stats *sta
         if (!isnan(t) && !(t >= stats->kv_saturated_at_s))
             stats->kv_saturated_at_s = t;
     }
+    /* the router's balance over the first autoregressive stage */
+    uint32_t n = S->cfg->place[S->first_ar].replicas;
+    stats->replicas = n;
+    double sum = 0, sq = 0, lo = INFINITY, hi = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        double t = (double)S->reps[S->rep_off[S->first_ar] + k].turns;
+        sum += t;
+        sq += t * t;
+        lo = fmin(lo, t);
+        hi = fmax(hi, t);
+    }
+    double mean = sum / n;
+    stats->replica_turns_min = lo;
+    stats->replica_turns_mean = mean;
+    stats->replica_turns_max = hi;
+    stats->replica_turns_cv = mean > 0 ? sqrt(fmax(sq / n - mean * mean, 0)) / mean : 0;
     cz_status st = account_end(S, cut, now, err);
     stats->arrivals = S->arrived;
     live_account(S, now);
@@ -1909,7 +2146,7 @@ static void hand_over(cz_deploy *S, uint32_t a, uint32_t b)
         ses_stage *st = &sp[p];
         *st = (ses_stage){.rep = st->rep, .seq = st->seq};
         if (st->seq != NONE)
-            cz_server_seq_rebind(S->reps[st->rep].srv, st->seq, b);
+            cz_server_seq_rebind(REP(S, st->rep)->srv, st->seq, b);
     }
     memset(&S->pl_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK], 0, sizeof(cz_player));
     advance_low(S);
@@ -1929,7 +2166,7 @@ static bool can_hand_over(cz_deploy *S, uint32_t si, uint32_t keep_tokens)
         const ses_stage *st = SP(S, si, p);
         if (st->seq == NONE)
             continue;
-        cz_server *srv = S->reps[st->rep].srv;
+        cz_server *srv = REP(S, st->rep)->srv;
         const cz_seq *q = cz_server_seq(srv, st->seq);
         if (q->state != CZ_SEQ_IDLE)
             return false;
@@ -1963,7 +2200,7 @@ uint32_t cz_deploy_submit(cz_deploy *S, const cz_workload *one, uint32_t follows
             took = true;
             ses_stage *st = SP(S, si, S->first_ar);
             if (keep_tokens != UINT32_MAX && st->seq != NONE)
-                cz_server_seq_truncate(S->reps[st->rep].srv, st->seq, keep_tokens);
+                cz_server_seq_truncate(REP(S, st->rep)->srv, st->seq, keep_tokens);
         } else {
             cz_deploy_release(S, follows, now);
         }
@@ -1992,7 +2229,7 @@ uint32_t cz_deploy_kv_tokens(cz_deploy *S, uint32_t si)
     const ses_stage *st = SP(S, si, S->first_ar);
     if (st->seq == NONE)
         return 0;
-    const cz_seq *q = cz_server_seq(S->reps[st->rep].srv, st->seq);
+    const cz_seq *q = cz_server_seq(REP(S, st->rep)->srv, st->seq);
     return q->host_tokens > q->computed ? q->host_tokens : q->computed;
 }
 
@@ -2057,7 +2294,7 @@ void cz_deploy_playback(cz_deploy *S, uint32_t si, double played_s, double recei
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         ses_stage *st = SP(S, si, p);
         if (stage_is_ar(S, p) && st->seq != NONE)
-            cz_server_on_playback(S->reps[st->rep].srv, now, st->seq, played_s, received_s,
+            cz_server_on_playback(REP(S, st->rep)->srv, now, st->seq, played_s, received_s,
                                   last_chunk_s);
     }
     dispatch_all(S, now); /* the scheduler's urgencies changed */
@@ -2086,7 +2323,7 @@ bool cz_deploy_settling(cz_deploy *S, uint32_t si)
         return true;
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         const ses_stage *st = SP(S, si, p);
-        if (st->seq != NONE && cz_server_seq_moving(S->reps[st->rep].srv, st->seq))
+        if (st->seq != NONE && cz_server_seq_moving(REP(S, st->rep)->srv, st->seq))
             return true;
     }
     return false;

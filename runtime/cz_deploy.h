@@ -39,7 +39,8 @@ typedef enum cz_timer_kind {
     CZ_TIMER_TICK,        /* a: stream, b: frame */
     CZ_TIMER_SPEECH,      /* a: global turn index: the user starts speaking it */
     CZ_TIMER_WAKE,        /* a: device: deferred work becomes due */
-    CZ_TIMER_ADMIT        /* the session gateway's tick (Metronome's AIMD) */
+    CZ_TIMER_ADMIT,       /* the session gateway's tick (Metronome's AIMD) */
+    CZ_TIMER_SIGNAL       /* the replicas publish their loads to the routers */
 } cz_timer_kind;
 
 /* A step the runtime starts on one replica. For an autoregressive replica `srv` holds the

@@ -121,6 +121,15 @@ void cz_run_summary_json(const cz_config *cfg, const cz_metrics *m, const cz_run
     }
     if (m->acct.streams)
         cz_json_add_num(summary, "mean_stream_kv_blocks", st->stream_end_blocks);
+    if (st->replicas > 1) {
+        /* how evenly the router spread the turns (docs/metrics.md) */
+        cJSON *rt = cJSON_AddObjectToObject(summary, "replica_turns");
+        cJSON_AddNumberToObject(rt, "replicas", st->replicas);
+        cJSON_AddNumberToObject(rt, "min", st->replica_turns_min);
+        cJSON_AddNumberToObject(rt, "mean", st->replica_turns_mean);
+        cJSON_AddNumberToObject(rt, "max", st->replica_turns_max);
+        cJSON_AddNumberToObject(rt, "cv", st->replica_turns_cv);
+    }
     bool preload = false, bidi = false;
     for (uint32_t p = 0; p < cfg->model.n_pipe; p++) {
         preload = preload || cfg->place[p].server.kv_preload;

@@ -44,6 +44,10 @@ typedef struct cz_run_stats {
     double stream_end_blocks; /* mean KV blocks a stream held when it ended (NaN: none) */
     cz_preload_stats preload; /* speech-triggered preloads, over every replica */
     uint64_t overwrites, overwrite_tokens; /* BROS's bidirectional blocks */
+    /* the first autoregressive stage's replicas (more than one: the router's balance):
+     * turns each started, least, mean and most, and their coefficient of variation */
+    uint32_t replicas;
+    double replica_turns_min, replica_turns_mean, replica_turns_max, replica_turns_cv;
 } cz_run_stats;
 
 /* Called every few thousand events and once at the end (`done` set): lets a front end

@@ -217,13 +217,17 @@ static void build_gpus(cz_sim *S)
     S->rep_slot = cz_xmalloc(S->n_reps * sizeof *S->rep_slot);
     S->busy = cz_xcalloc(S->n_reps, sizeof *S->busy);
     double *corun = cz_xmalloc(cfg->n_gpus * sizeof *corun);
+    uint32_t *on_gpu = cz_xcalloc(cfg->n_gpus, sizeof *on_gpu);
+    for (uint32_t ri = 0; ri < S->n_reps; ri++)
+        on_gpu[cz_deploy_replica_at(S->d, ri).gpu]++;
     for (uint32_t g = 0; g < cfg->n_gpus; g++) {
         corun[g] = 1.0;
-        S->gpus[g].reps = cz_xmalloc(S->n_reps * sizeof(uint32_t));
+        S->gpus[g].reps = cz_xmalloc((on_gpu[g] ? on_gpu[g] : 1) * sizeof(uint32_t));
         S->gpus[g].async = cz_deploy_gpu_async(S->d, g);
         cz_link_init(&S->gpus[g].link, cfg->hw.host_link_Bps, cfg->hw.host_link_latency_s,
                      cfg->hw.host_link_full_duplex);
     }
+    free(on_gpu);
     for (uint32_t ri = 0; ri < S->n_reps; ri++) {
         cz_deploy_replica r = cz_deploy_replica_at(S->d, ri);
         sim_gpu *g = &S->gpus[r.gpu];

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # tests/bench_sim.sh CADENZA SOURCE_ROOT [--runs N] [--against OTHER_CADENZA] - the
 # simulator's speed on experiments/bench/sim_100k_1h.json (target: 3 M events/s on one
-# core) and experiments/bench/vidur_readme.json. A run lasts tens of milliseconds, so each
-# workload runs N times (default 15) and the median, best and worst events per second are
-# printed, with wall time and peak memory. With --against, each run of CADENZA is paired
-# with one of OTHER_CADENZA (another build, run in turn so both see the machine alike) and
-# the median of the pairs' ratios is printed too: the way to compare two builds on a
-# machine whose speed drifts. Run by `meson test -C build --benchmark -v sim`.
+# core) and experiments/bench/vidur_readme_10k.json (Vidur's README workload with 10,000
+# requests; the README's 512 take a few milliseconds). A run lasts tens of milliseconds, so
+# each workload runs N times (default 15) and the median, best and worst events per second
+# are printed, with wall time and peak memory. With --against, each run of CADENZA is
+# paired with one of OTHER_CADENZA (another build, run in turn so both see the machine
+# alike) and the median of the pairs' ratios is printed too: the way to compare two builds
+# on a machine whose speed drifts. Run by `meson test -C build --benchmark -v sim`.
 set -u
 usage() {
     echo "usage: $0 CADENZA SOURCE_ROOT [--runs N] [--against OTHER_CADENZA]" >&2
@@ -23,7 +24,7 @@ while [ $# -gt 0 ]; do
         runs=$2; shift 2 ;;
     --against) [ $# -ge 2 ] && [ -x "$2" ] || { echo "$0: --against: expected an executable cadenza" >&2; exit 2; }
         other=$(realpath "$2"); shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) usage ;;
     esac
 done
@@ -46,7 +47,7 @@ stats() { sort -g | awk -v hi="${1:-best}" -v lo="${2:-worst}" '{ a[NR] = $1 }
     END { printf "median %s, %s %s, %s %s", a[int((NR + 1) / 2)], hi, a[NR], lo, a[1] }'; }
 
 st=0
-for cfg in experiments/bench/sim_100k_1h.json experiments/bench/vidur_readme.json; do
+for cfg in experiments/bench/sim_100k_1h.json experiments/bench/vidur_readme_10k.json; do
     rates=() walls=() peaks=() ratios=() orates=() events=
     for ((i = 1; i <= runs; i++)); do
         read -r ev r w p < <(one "$cz" "$cfg") || { echo "$cfg: run $i failed"; st=1; continue 2; }

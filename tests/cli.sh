@@ -610,5 +610,15 @@ check "sweep: a report key some points lack is a column with nulls there" bash -
 check "sweep: a run that fails keeps the finished rows in FILE.partial" bash -c \
     "'$cz' sweep '$tmp/sw_keep.json' --set workload.synthetic.requests=3 -o '$tmp/keep.jsonl' 2>'$tmp/keep.err'; [ \$? -eq 2 ] &&
      [ \$(wc -l <'$tmp/keep.jsonl.partial') -eq 1 ] && grep -q -- '--resume' '$tmp/keep.err'"
+# routers: a field of a router given by name can be set; a bad policy names the field
+check "--set router.signal_delay_s on a router given by name" "$cz" sim "$root/experiments/default.json" \
+    --set workload.max_requests=20 --set router.signal_delay_s=0.1 --set router.policy=power_of_two \
+    --set pipeline.llm.replicas=40 --quiet
+check "an unknown router is an input error" expect_exit 2 "$cz" sim "$root/experiments/default.json" \
+    --set router.policy=nearest
+check "... naming the field" grep -q "router.policy" "$tmp/cmd.err"
+check "a fleet on consecutive GPUs" "$cz" sim "$root/experiments/default.json" \
+    --set workload.max_requests=50 --set pipeline.llm.replicas=100 --set pipeline.llm.first_gpu=3 \
+    --set router=round_robin --quiet
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,7 +1,8 @@
 /* stress.c - the randomized stress suite: experiment configs generated from a seed across
  * what the simulator serves (text, omni and TTS pipelines, a text model whose replies the
  * client speaks, full-duplex streams, a vision-language model on one GPU; every scheduler; idle KV dropped or offloaded; LRU and
- * next-use eviction; preload; bidirectional blocks; windows and sinks; gateways; barge-in;
+ * next-use eviction; preload; bidirectional blocks; windows and sinks; automatic prefix
+ * caching; gateways; barge-in;
  * pools from a few blocks to the whole GPU; routers and replicas; open and closed loops;
  * synthetic conversations of several turns;
  * clocks that stop mid-run; workloads of thousands of requests, so that streamed windows
@@ -321,6 +322,10 @@ static void add_server(rng *r, cJSON *s, bool allow_window)
         cJSON_AddNumberToObject(s, "reply_prior_s", log_between(r, 0.01, 20));
     if (chance(r, 0.1))
         cJSON_AddNumberToObject(s, "max_model_len", between(r, 16, 8192));
+    /* automatic prefix caching (vLLM's APC), with every idle-KV and eviction setting above
+     * but a window (which the loader refuses with it) */
+    if (!window && chance(r, 0.3))
+        cJSON_AddBoolToObject(s, "prefix_caching", true);
 }
 
 /* Server fields picked with no regard for what goes together (windows with next-use
@@ -352,6 +357,8 @@ static void add_free_server(rng *r, cJSON *s)
         cJSON_AddBoolToObject(s, "chunked_prefill", chance(r, 0.5));
     if (chance(r, 0.3))
         cJSON_AddNumberToObject(s, "max_model_len", between(r, 0, 64));
+    if (chance(r, 0.3))
+        cJSON_AddBoolToObject(s, "prefix_caching", chance(r, 0.5));
 }
 
 static cJSON *scheduler(rng *r)
@@ -393,6 +400,39 @@ static void add_pipeline_placement(rng *r, cJSON *c, const char *const *stages, 
             cJSON_AddItemToArray(g, cJSON_CreateNumber(below(r, gpus)));
         if (chance(r, 0.3))
             add_server(r, st, false);
+    }
+}
+
+/* The router: any policy by name, or as an object with late load signals and a bound on
+ * session affinity. */
+static void add_router(rng *r, cJSON *c)
+{
+    const char *policy = PICK(r, "session", "least_loaded", "random", "round_robin",
+                              "power_of_two", "least_outstanding");
+    if (!chance(r, 0.4)) {
+        cJSON_AddStringToObject(c, "router", policy);
+        return;
+    }
+    cJSON *o = cJSON_AddObjectToObject(c, "router");
+    cJSON_AddStringToObject(o, "policy", policy);
+    if (chance(r, 0.6))
+        cJSON_AddNumberToObject(o, "signal_delay_s", chance(r, 0.2) ? 0 : log_between(r, 1e-3, 5));
+    if (chance(r, 0.5))
+        cJSON_AddNumberToObject(o, "affinity_max_load", below(r, 40));
+}
+
+/* A text model's fleet: from two replicas to a few hundred, on consecutive GPUs or a list. */
+static void add_fleet(rng *r, cJSON *c)
+{
+    cJSON *llm = cJSON_AddObjectToObject(cJSON_AddObjectToObject(c, "pipeline"), "llm");
+    uint32_t reps = chance(r, 0.7) ? between(r, 2, 8) : between(r, 9, 300);
+    cJSON_AddNumberToObject(llm, "replicas", reps);
+    if (reps <= 8 && chance(r, 0.5)) {
+        cJSON *g = cJSON_AddArrayToObject(llm, "gpus");
+        for (uint32_t k = 0; k < reps; k++)
+            cJSON_AddItemToArray(g, cJSON_CreateNumber(below(r, reps)));
+    } else if (chance(r, 0.5)) {
+        cJSON_AddNumberToObject(llm, "first_gpu", below(r, 4));
     }
 }
 
@@ -478,6 +518,10 @@ static cJSON *generate(uint64_t seed)
         }
         cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
         add_server(&r, server, true);
+        if (chance(&r, 0.35)) {
+            add_fleet(&r, c);
+            add_router(&r, c);
+        }
         bool timed = add_source(&r, w, true, 4000, 800, seed, true, false);
         add_arrivals(&r, w, timed, true);
         if (chance(&r, 0.2))
@@ -500,7 +544,7 @@ static cJSON *generate(uint64_t seed)
         add_server(&r, server, false);
         if (gpus < 4 && !cJSON_GetObjectItemCaseSensitive(server, "kv_blocks"))
             cJSON_AddNumberToObject(server, "kv_blocks", between(&r, 1, 4096));
-        cJSON_AddStringToObject(c, "router", PICK(&r, "session", "least_loaded", "random"));
+        add_router(&r, c);
         bool timed = add_source(&r, w, true, 600, 300, seed, true, false);
         add_arrivals(&r, w, timed, true);
         add_audio(&r, w, true, true);
@@ -679,6 +723,8 @@ static cJSON *generate_replay(uint64_t seed)
         cJSON_AddNumberToObject(w, "max_requests", between(&r, 1, 6));
     cJSON_DeleteItemFromObject(w, "time_scale");
     cJSON_AddNumberToObject(w, "time_scale", log_between(&r, 1e-6, 0.01));
+    /* the engine refuses prefix caching (docs/engine.md): only simulated runs draw it */
+    cJSON_DeleteItemFromObject(server, "prefix_caching");
     cJSON *arr = cJSON_GetObjectItemCaseSensitive(w, "arrivals");
     cJSON *think = cJSON_GetObjectItemCaseSensitive(arr, "think_s");
     if (think)

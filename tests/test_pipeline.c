@@ -600,3 +600,122 @@ Test(pipeline, itl_per_stage)
     free(path);
     free(dir);
 }
+
+/* ---- routers in the runtime (docs/policies.md, "Routers") ---- */
+
+typedef struct route_log {
+    uint32_t rep_of[4096]; /* per session: the replica whose step first ran it, +1 */
+} route_log;
+
+static void log_step(void *ctx, uint32_t rep, cz_server *srv, const uint32_t *seqs, uint32_t n,
+                     double now)
+{
+    (void)now;
+    route_log *l = ctx;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t s = cz_server_seq(srv, seqs[i])->session;
+        if (s < 4096 && l->rep_of[s] == 0)
+            l->rep_of[s] = rep + 1;
+    }
+}
+
+/* Runs `json` with the step observer filling `l`. */
+static void run_routed(run *r, const char *json, route_log *l)
+{
+    cJSON *j = cJSON_Parse(json);
+    cr_assert(j != NULL);
+    cz_err err;
+    cz_err_clear(&err);
+    cz_workload_init(&r->wl);
+    cr_assert_eq(cz_config_parse(j, "test", ".", &r->cfg, &r->wl, &err), CZ_OK, "%s", err.msg);
+    cz_metrics_init(&r->m, 0.0, 0);
+    cz_sim_observer obs = {.ctx = l, .step_ended = log_step};
+    cz_sim *s;
+    cr_assert_eq(cz_sim_open(&r->cfg, &r->wl, &r->m, &obs, &s, &err), CZ_OK, "%s", err.msg);
+    cz_sim_state st;
+    while ((st = cz_sim_advance(s)) == CZ_SIM_RAN)
+        ;
+    cr_assert_eq(cz_sim_close(s, st, &r->st, &err), CZ_OK, "%s", err.msg);
+    cz_metrics_summarize(&r->m, &r->cfg.slo, &r->sum);
+    r->summary = cz_summary_json(&r->sum);
+    cJSON_Delete(j);
+}
+
+/* A fleet past the old 64-replica limit: round robin gives each of 300 replicas
+ * exactly two of 600 requests, and every request completes. */
+Test(pipeline, round_robin_over_300_replicas)
+{
+    const char *cfg =
+        "{\"model\": \"llama-3-8b\", \"hardware\": \"h100-sxm\", \"router\": \"round_robin\","
+        " \"pipeline\": {\"llm\": {\"replicas\": 300}}, \"sim\": {\"timeline_interval_s\": 0},"
+        " \"workload\": {\"synthetic\": {\"requests\": 600, \"input_tokens\": 100, \"output_tokens\": 20},"
+        "   \"arrivals\": {\"process\": \"poisson\", \"rate_rps\": 100}}}";
+    static route_log l;
+    memset(&l, 0, sizeof l);
+    run r;
+    run_routed(&r, cfg, &l);
+    cr_assert_eq(r.cfg.n_gpus, 300);
+    uint32_t per[300] = {0};
+    for (uint32_t s = 0; s < 600; s++) {
+        cr_assert(l.rep_of[s] > 0, "session %u ran", s);
+        per[l.rep_of[s] - 1]++;
+        cr_assert_eq(l.rep_of[s] - 1, s % 300, "session %u in arrival order", s);
+    }
+    for (uint32_t k = 0; k < 300; k++)
+        cr_assert_eq(per[k], 2);
+    cr_assert_float_eq(cJSON_GetObjectItem(r.summary, "completed")->valuedouble, 600, 0);
+    run_free(&r);
+}
+
+/* Late load signals: requests 2 s apart each finish long before the next arrives. Seeing
+ * the truth, least-outstanding finds every replica idle and takes replica 0 each time;
+ * with loads published every 100 s it sees only its own routing since the last
+ * publication, and spreads them 0, 1, 2, 0, 1, 2. vLLM's rule (its queues) does the same. */
+Test(pipeline, least_outstanding_with_late_signals)
+{
+    for (int late = 0; late < 4; late++) {
+        char cfg[1024];
+        snprintf(cfg, sizeof cfg,
+                 "{\"model\": \"llama-3-8b\", \"hardware\": \"h100-sxm\","
+                 " \"router\": {\"policy\": \"%s\", \"signal_delay_s\": %s},"
+                 " \"pipeline\": {\"llm\": {\"replicas\": 3}}, \"sim\": {\"timeline_interval_s\": 0},"
+                 " \"workload\": {\"synthetic\": {\"requests\": 6, \"input_tokens\": 100,"
+                 "   \"output_tokens\": 5}, \"arrivals\": {\"process\": \"gamma\", \"rate_rps\": 0.5,"
+                 "   \"burstiness\": 1e6}}}",
+                 late < 2 ? "least_outstanding" : "vllm_dp", late % 2 ? "100" : "0");
+        static route_log l;
+        memset(&l, 0, sizeof l);
+        run r;
+        run_routed(&r, cfg, &l);
+        for (uint32_t s = 0; s < 6; s++)
+            cr_assert_eq(l.rep_of[s] - 1, late % 2 ? s % 3 : 0, "case %d: session %u on %u", late,
+                         s, l.rep_of[s] - 1);
+        run_free(&r);
+    }
+}
+
+/* A router or a placement the parser cannot take is an error naming the file. */
+Test(pipeline, config_rejects_bad_routers)
+{
+    const char *bad[] = {
+        "{\"model\": \"llama-3-8b\", \"router\": \"nearest\"}",
+        "{\"model\": \"llama-3-8b\", \"router\": {\"policy\": \"random\", \"delay\": 1}}",
+        "{\"model\": \"llama-3-8b\", \"router\": {\"signal_delay_s\": -1}}",
+        "{\"model\": \"llama-3-8b\", \"pipeline\": {\"llm\": {\"replicas\": 2, \"gpus\": [0, 1],"
+        " \"first_gpu\": 3}}}",
+        "{\"model\": \"llama-3-8b\", \"pipeline\": {\"llm\": {\"replicas\": 65, \"gpus\": [0]}}}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cJSON *j = cJSON_Parse(bad[i]);
+        cr_assert(j != NULL);
+        cz_config c;
+        cz_workload wl;
+        cz_workload_init(&wl);
+        cz_err err;
+        cz_err_clear(&err);
+        cr_assert_eq(cz_config_parse(j, "t.json", ".", &c, &wl, &err), CZ_EINVAL, "%s", bad[i]);
+        cr_assert(strstr(err.msg, "t.json") != NULL, "%s", err.msg);
+        cz_workload_free(&wl);
+        cJSON_Delete(j);
+    }
+}

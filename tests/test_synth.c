@@ -230,6 +230,63 @@ Test(synth, lengths_sampled_as_pairs_from_a_trace)
     cz_workload_free(&w);
 }
 
+/* Vidur's cap on a request's input + output (trace_request_length_generator.py): the excess
+ * comes off both in proportion to their shares, each cut rounded up, each length kept >= 1.
+ * tests/data/traces/azure_total_cap.csv holds four rows; with a cap of 100 tokens:
+ * (30, 20) fits; (150, 50) loses 100 as 75 + 25; (101, 100) loses ceil(50.75) + ceil(50.25)
+ * = 102, one more than the excess, as Vidur's does; (1, 199) loses ceil(0.5) = 1 of its 1
+ * input token, raised back to 1, and ceil(99.5) = 100 output tokens. */
+Test(synth, max_total_tokens_caps_a_pair_as_vidur_does)
+{
+    static const uint32_t want[4][2] = {{30, 20}, {75, 25}, {50, 49}, {1, 99}};
+    static const uint32_t raw[4][2] = {{30, 20}, {150, 50}, {101, 100}, {1, 199}};
+    const char *fmt = "{\"synthetic\": {\"requests\": 400,%s"
+                      " \"input_tokens\": {\"dist\": \"trace\", \"path\":"
+                      " \"tests/data/traces/azure_total_cap.csv\", \"max_tokens\": 1000},"
+                      " \"output_tokens\": {\"dist\": \"trace\", \"path\":"
+                      " \"tests/data/traces/azure_total_cap.csv\", \"max_tokens\": 1000}},"
+                      " \"arrivals\": {\"process\": \"poisson\", \"rate_rps\": 1}}";
+    for (int capped = 0; capped < 2; capped++) {
+        char json[1024];
+        snprintf(json, sizeof json, fmt, capped ? " \"max_total_tokens\": 100," : "");
+        cz_workload w;
+        build_ok(json, 2, &w);
+        const uint32_t(*rows)[2] = capped ? want : raw;
+        uint32_t seen[4] = {0};
+        for (uint32_t i = 0; i < w.n_turns; i++) {
+            uint32_t in = w.turns[i].in_text_tokens, out = w.turns[i].out_text_tokens;
+            int k = 0;
+            while (k < 4 && !(rows[k][0] == in && rows[k][1] == out))
+                k++;
+            cr_assert(k < 4, "cap %s: request %u has (%u, %u), not a row's pair",
+                      capped ? "100" : "off", i, in, out);
+            seen[k]++;
+        }
+        for (int k = 0; k < 4; k++)
+            cr_assert(seen[k] > 0, "cap %s: row %d never drawn", capped ? "100" : "off", k);
+        cz_workload_free(&w);
+    }
+    /* the cap applies to any length distribution: 300 + 100 in 200 is 150 + 50 */
+    cz_workload w;
+    build_ok("{\"synthetic\": {\"requests\": 3, \"input_tokens\": 300, \"output_tokens\": 100,"
+             " \"max_total_tokens\": 200}, \"arrivals\": {\"process\": \"poisson\","
+             " \"rate_rps\": 1}}",
+             1, &w);
+    for (uint32_t i = 0; i < w.n_turns; i++) {
+        cr_assert_eq(w.turns[i].in_text_tokens, 150);
+        cr_assert_eq(w.turns[i].out_text_tokens, 50);
+    }
+    cz_workload_free(&w);
+    build_fails("{\"synthetic\": {\"requests\": 3, \"input_tokens\": 3, \"output_tokens\": 1,"
+                " \"max_total_tokens\": 1}, \"arrivals\": {\"process\": \"poisson\","
+                " \"rate_rps\": 1}}",
+                CZ_EINVAL, "workload.synthetic: field 'max_total_tokens'", "at least 2");
+    build_fails("{\"synthetic\": {\"requests\": 3, \"input_tokens\": 3, \"output_tokens\": 1,"
+                " \"max_total_tokens\": 2.5}, \"arrivals\": {\"process\": \"poisson\","
+                " \"rate_rps\": 1}}",
+                CZ_EINVAL, "workload.synthetic: field 'max_total_tokens'", "integer");
+}
+
 /* ---- closed loop and think times ------------------------------------------------------- */
 
 Test(synth, closed_loop_sets_concurrency_and_timing)

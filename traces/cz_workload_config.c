@@ -124,6 +124,26 @@ static void trace_draw(const length_spec *d, gsl_rng *r, uint32_t *in_tokens,
     *out_tokens = out < 1 ? 1 : out > d->max_tokens ? d->max_tokens : out;
 }
 
+/* Vidur's total-length cap (trace_request_length_generator.py, TraceRequestLengthGenerator.
+ * __init__): a request whose input + output tokens exceed `cap` loses the excess from both,
+ * in proportion to each one's share of the total, each share rounded up, then each length is
+ * raised back to at least 1. The arithmetic is Vidur's, in doubles as pandas does it, so the
+ * same pair gives the same lengths. With cap >= 2 the result fits the cap. */
+static void cap_total(uint32_t cap, uint32_t *in_tokens, uint32_t *out_tokens)
+{
+    uint64_t in = *in_tokens, out = *out_tokens, total = in + out;
+    if (total <= cap)
+        return;
+    double diff = (double)(total - cap);
+    double in_cut = ceil(diff * ((double)in / (double)total));
+    double out_cut = ceil(diff * ((double)out / (double)total));
+    /* each cut is at most its length: diff < total, so diff * share < the length */
+    uint64_t in_left = in - (uint64_t)in_cut, out_left = out - (uint64_t)out_cut;
+    *in_tokens = in_left < 1 ? 1 : (uint32_t)in_left;
+    *out_tokens = out_left < 1 ? 1 : (uint32_t)out_left;
+    CZ_ASSERT((uint64_t)*in_tokens + *out_tokens <= cap);
+}
+
 /* Appends the (input, output) lengths of every turn of `w` to d->lens. */
 static void add_lengths(length_spec *d, const cz_workload *w, size_t *cap)
 {
@@ -616,6 +636,7 @@ typedef struct synth_gen {
     length_spec in, out;
     bool pairs;
     uint64_t requests, image;
+    uint32_t max_total;  /* `max_total_tokens`, Vidur's cap on input + output (0: none) */
     cz_distspec turns;   /* turns per session */
     bool multi;          /* `turns` given */
     uint64_t ses;        /* next session index */
@@ -687,6 +708,8 @@ static bool synth_next(void *gp, cz_workload *w)
                 trace_draw(&g->out, g->r, &unused, &out_tokens);
             else if (!g->pairs)
                 out_tokens = to_tokens(cz_distspec_draw(&g->out.dist, g->r));
+            if (g->max_total > 0)
+                cap_total(g->max_total, &in_tokens, &out_tokens);
             cz_turn *t = cz_workload_add_turn(w);
             t->in_text_tokens = in_tokens;
             t->in_image_tokens = (uint32_t)g->image;
@@ -707,8 +730,9 @@ static const cz_wlgen_ops synth_ops = {synth_next, synth_rewind, synth_free};
 static cz_status synth_parse(const cJSON *s, const char *where, const char *base_dir,
                              uint64_t seed, synth_gen **out, cz_err *err)
 {
-    static const char *const keys[] = {"requests", "input_tokens", "output_tokens", "class",
-                                       "image_tokens", "turns"};
+    static const char *const keys[] = {"requests",     "input_tokens", "output_tokens",
+                                       "class",        "image_tokens", "turns",
+                                       "max_total_tokens"};
     synth_gen *g = cz_xcalloc(1, sizeof *g);
     g->cls = CZ_CLASS_RT;
     g->seed = seed;
@@ -720,6 +744,17 @@ static cz_status synth_parse(const cJSON *s, const char *where, const char *base
         (st = parse_length(s, where, "output_tokens", base_dir, &g->out, err)) != CZ_OK ||
         (st = parse_class(s, where, &g->cls, err)) != CZ_OK)
         goto fail;
+    uint64_t max_total = 0;
+    if ((st = cz_json_u64(s, where, "max_total_tokens", false, 0, UINT32_MAX, &max_total,
+                          err)) != CZ_OK)
+        goto fail;
+    if (cJSON_GetObjectItemCaseSensitive(s, "max_total_tokens") && max_total < 2) {
+        st = cz_err_field(err, CZ_EINVAL, where, "max_total_tokens",
+                          "expected at least 2 (a request keeps 1 input and 1 output token), "
+                          "got %llu", (unsigned long long)max_total);
+        goto fail;
+    }
+    g->max_total = (uint32_t)max_total;
     const cJSON *turns = cJSON_GetObjectItemCaseSensitive(s, "turns");
     if (turns) {
         if ((st = cz_distspec_parse(turns, where, "turns", &g->turns, err)) != CZ_OK)
