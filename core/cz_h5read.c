@@ -28,6 +28,34 @@ static cz_status open_file(const char *path, hid_t *f, cz_err *err)
 /* The enum codes of column `field` of dataset `d` (file type `ft`; the member is an enum)
  * as doubles into out[0..n): HDF5 converts no enum to a number, so each code is read as
  * the enum's native type, whose bytes are its base integer's, and widened here. */
+void cz_h5_widen_code(double *d, size_t size, bool sgn)
+{
+    const unsigned char *b = (const unsigned char *)d;
+    double v;
+    switch (size) {
+    case 1: v = sgn ? (double)*(const int8_t *)b : (double)*(const uint8_t *)b; break;
+    case 2: {
+        uint16_t u;
+        memcpy(&u, b, 2);
+        v = sgn ? (double)(int16_t)u : (double)u;
+        break;
+    }
+    case 4: {
+        uint32_t u;
+        memcpy(&u, b, 4);
+        v = sgn ? (double)(int32_t)u : (double)u;
+        break;
+    }
+    default: {
+        uint64_t u;
+        memcpy(&u, b, 8);
+        v = sgn ? (double)(int64_t)u : (double)u;
+        break;
+    }
+    }
+    *d = v;
+}
+
 static herr_t read_enum_column(hid_t d, hid_t et, const char *field, size_t n, double *out)
 {
     herr_t rc = -1;
@@ -43,32 +71,8 @@ static herr_t read_enum_column(hid_t d, hid_t et, const char *field, size_t n, d
         goto out;
     if (n && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
         goto out;
-    for (size_t r = 0; r < n; r++) {
-        const unsigned char *b = (const unsigned char *)&out[r];
-        double v;
-        switch (size) {
-        case 1: v = sgn ? (double)*(const int8_t *)b : (double)*(const uint8_t *)b; break;
-        case 2: {
-            uint16_t u;
-            memcpy(&u, b, 2);
-            v = sgn ? (double)(int16_t)u : (double)u;
-            break;
-        }
-        case 4: {
-            uint32_t u;
-            memcpy(&u, b, 4);
-            v = sgn ? (double)(int32_t)u : (double)u;
-            break;
-        }
-        default: {
-            uint64_t u;
-            memcpy(&u, b, 8);
-            v = sgn ? (double)(int64_t)u : (double)u;
-            break;
-        }
-        }
-        out[r] = v;
-    }
+    for (size_t r = 0; r < n; r++)
+        cz_h5_widen_code(&out[r], size, sgn);
     rc = 0;
 out:
     if (mt >= 0)

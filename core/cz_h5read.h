@@ -5,6 +5,7 @@
 #ifndef CZ_H5READ_H
 #define CZ_H5READ_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "cz_base.h"
@@ -18,6 +19,11 @@
  * failure. */
 cz_status cz_h5_read_columns(const char *path, const char *table, const char *const *fields,
                              size_t nf, double **cols, size_t *n, cz_err *err);
+
+/* Widens, in place, an enum member's integer code of `size` bytes (1, 2, 4 or 8; signed
+ * when `sgn`) read into the first bytes of the double at *d (HDF5 converts no enum to a
+ * number: a reader reads the enum's native type there) into that double. */
+void cz_h5_widen_code(double *d, size_t size, bool sgn);
 
 /* Whether the file at `path` has a dataset named `table` (false when it cannot be read). */
 int cz_h5_has_table(const char *path, const char *table);

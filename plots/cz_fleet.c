@@ -168,10 +168,9 @@ void cz_fleet_free(cz_fleet *fl)
 static void row_totals(cz_fleet_stage *s, double t)
 {
     if (s->n_rows == s->cap_rows) {
-        size_t cap = s->cap_rows ? 2 * s->cap_rows : 256;
-        s->rt = cz_xrealloc(s->rt, cap, sizeof *s->rt);
-        s->rsum = cz_xrealloc(s->rsum, cap * CZ_FL_NQ, sizeof *s->rsum);
-        s->cap_rows = cap;
+        size_t cap = s->cap_rows;
+        cz_grow((void **)&s->rt, &cap, s->n_rows + 1, sizeof *s->rt);
+        cz_grow((void **)&s->rsum, &s->cap_rows, s->n_rows + 1, CZ_FL_NQ * sizeof *s->rsum);
     }
     s->rt[s->n_rows] = t;
     memcpy(&s->rsum[s->n_rows * CZ_FL_NQ], s->sum, sizeof s->sum);

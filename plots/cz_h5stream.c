@@ -9,6 +9,8 @@
 
 #include <hdf5.h>
 
+#include "cz_h5read.h"
+
 /* rows a block: a few of the writer's chunks (cz_h5.h, 4,096 rows), small enough that HDF5
  * converts a block in its own buffer (1 MiB) at once; larger blocks read slower */
 #define DEFAULT_BLOCK 16384
@@ -76,36 +78,6 @@ cz_status cz_h5_stream_open(const char *path, const char *table, const char *con
     return CZ_OK;
 }
 
-/* Widens an enum code of `size` bytes (signed or not), at the start of the double's 8
- * bytes, into the double itself. */
-static void widen_code(double *d, size_t size, bool sgn)
-{
-    const unsigned char *b = (const unsigned char *)d;
-    double v;
-    switch (size) {
-    case 1: v = sgn ? (double)*(const int8_t *)b : (double)*(const uint8_t *)b; break;
-    case 2: {
-        uint16_t u;
-        memcpy(&u, b, 2);
-        v = sgn ? (double)(int16_t)u : (double)u;
-        break;
-    }
-    case 4: {
-        uint32_t u;
-        memcpy(&u, b, 4);
-        v = sgn ? (double)(int32_t)u : (double)u;
-        break;
-    }
-    default: {
-        uint64_t u;
-        memcpy(&u, b, 8);
-        v = sgn ? (double)(int64_t)u : (double)u;
-        break;
-    }
-    }
-    *d = v;
-}
-
 /* The memory type of a block: field f as a double at offset 8 f, or, for an enum member
  * (HDF5 converts no enum to a number), as the enum's native type, whose bytes are its base
  * integer's, at the start of its 8 bytes, widened after the read (as cz_h5read.c does). */
@@ -161,7 +133,7 @@ static herr_t read_block(const cz_h5_stream *s, size_t start, size_t n, double *
         if (!code_size[f])
             continue;
         for (size_t r = 0; r < n; r++)
-            widen_code(&buf[r * s->nf + f], code_size[f], code_signed[f]);
+            cz_h5_widen_code(&buf[r * s->nf + f], code_size[f], code_signed[f]);
     }
     rc = 0;
 out:

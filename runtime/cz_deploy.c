@@ -132,6 +132,8 @@ typedef struct cz_deploy {
     cz_evidx by_load[CZ_MAX_STAGES];
     uint32_t rr_next[CZ_MAX_STAGES];
     uint32_t route_stage;  /* the stage route() is routing (its view's) */
+    bool by_load_used;     /* the router asks for the least loaded (session, least_loaded,
+                              vllm_dp): by_load is kept */
     uint32_t *sig_changed; /* replicas whose load changed since the last publication */
     uint32_t n_sig_changed;
     bool sig_pending;      /* a CZ_TIMER_SIGNAL is set */
@@ -501,7 +503,7 @@ static inline uint32_t seen_load(const cz_deploy *S, const rep_rt *r)
 static void load_order(cz_deploy *S, uint32_t ri)
 {
     const rep_rt *r = &S->reps[ri];
-    if (S->cfg->place[r->p].replicas > 1)
+    if (S->by_load_used && S->cfg->place[r->p].replicas > 1)
         cz_evidx_set(&S->by_load[r->p], ri - S->rep_off[r->p], -(double)seen_load(S, r));
 }
 
@@ -1781,6 +1783,9 @@ static void build_replicas(cz_deploy *S, uint64_t expected)
         S->n_reps += cfg->place[p].replicas;
     }
     S->reps = cz_xcalloc(S->n_reps, sizeof *S->reps);
+    S->by_load_used = cfg->router.policy == CZ_ROUTER_SESSION ||
+                      cfg->router.policy == CZ_ROUTER_LEAST_LOADED ||
+                      cfg->router.policy == CZ_ROUTER_VLLM_DP;
     S->gpus = cz_xcalloc(cfg->n_gpus, sizeof *S->gpus);
     S->dirty = cz_xmalloc(cfg->n_gpus * sizeof *S->dirty);
     S->dirty_next = cz_xmalloc(cfg->n_gpus * sizeof *S->dirty_next);
@@ -1840,7 +1845,8 @@ static void build_replicas(cz_deploy *S, uint64_t expected)
             }
         }
         cz_evidx_init(&S->by_load[p]);
-        if (cfg->place[p].replicas > 1) /* in index order: ties go to the lowest */
+        /* in index order: ties go to the lowest */
+        if (S->by_load_used && cfg->place[p].replicas > 1)
             for (uint32_t k = 0; k < cfg->place[p].replicas; k++)
                 cz_evidx_set(&S->by_load[p], k, 0.0);
     }
