@@ -71,6 +71,8 @@ typedef struct sweep {
     const cJSON *report;
     uint32_t n_seeds;       /* 0: no seeds (one run per point, the config's seed) */
     uint64_t *seeds;
+    const char *goodput_rate; /* "goodput": the grid key of the rate (NULL: none) */
+    double goodput_attainment;
 } sweep;
 
 /* The file's "seeds": a non-empty array of distinct integers in [0, 2^53]. */
@@ -139,8 +141,9 @@ static cz_status check_paper_values(const cJSON *json, const char *path, cz_err 
 
 static cz_status sweep_load(const char *path, sweep *sw, cz_err *err)
 {
-    static const char *const keys[] = {"name", "description", "base",  "grid",
-                                       "report", "paper", "paper_values", "seeds"};
+    static const char *const keys[] = {"name",   "description", "base",         "grid",
+                                       "report", "paper",       "paper_values", "seeds",
+                                       "goodput"};
     memset(sw, 0, sizeof *sw);
     cz_status st = cz_file_check_input(path, err);
     if (st != CZ_OK)
@@ -172,6 +175,27 @@ static cz_status sweep_load(const char *path, sweep *sw, cz_err *err)
     const cJSON *seeds = cJSON_GetObjectItemCaseSensitive(sw->json, "seeds");
     if (seeds && (st = parse_seeds(seeds, path, sw, err)) != CZ_OK)
         return st;
+    const cJSON *gp = NULL;
+    if ((st = cz_json_obj(sw->json, path, "goodput", false, &gp, err)) != CZ_OK)
+        return st;
+    if (gp) {
+        static const char *const gk[] = {"rate", "attainment"};
+        char ctx[1100];
+        snprintf(ctx, sizeof ctx, "%s: goodput", path);
+        const char *rate = NULL;
+        sw->goodput_attainment = 0.9;
+        if ((st = cz_json_check_keys(gp, ctx, gk, 2, err)) != CZ_OK ||
+            (st = cz_json_str(gp, ctx, "rate", true, &rate, err)) != CZ_OK ||
+            (st = cz_json_num(gp, ctx, "attainment", false, 1e-9, 1.0, &sw->goodput_attainment,
+                              err)) != CZ_OK)
+            return st;
+        if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(sw->grid, rate)))
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'rate': '%s' is not a key of the grid; expected the "
+                              "grid key that sets the arrival rate (workload.arrivals.rate_rps)",
+                              ctx, rate);
+        sw->goodput_rate = rate;
+    }
     cJSON_ArrayForEach(it, sw->grid)
     {
         if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) < 1)
@@ -856,6 +880,72 @@ static int parse_args(int argc, char **argv, sweep_args *a, bool *done)
     return CZ_EXIT_OK;
 }
 
+/* The sweep's "goodput" (DistServe's goodput: the highest rate at which the SLO attainment
+ * reaches a target, per GPU): for every combination of the grid's other keys, the highest
+ * rate of the grid whose slo_attainment (a seeded sweep: its mean) reaches the target, and
+ * that rate over the GPUs the point runs on (the summary's gpus); then the combination with
+ * the most per GPU. */
+static void print_goodput(const sweep *sw, const cJSON *rows)
+{
+    uint64_t n = (uint64_t)cJSON_GetArraySize(rows);
+    char **group = cz_xcalloc(n ? n : 1, sizeof *group);
+    double *best = cz_xcalloc(n ? n : 1, sizeof *best), *gpus = cz_xcalloc(n ? n : 1, sizeof *gpus);
+    uint64_t n_groups = 0, i = 0;
+    const cJSON *row;
+    cJSON_ArrayForEach(row, rows)
+    {
+        cJSON *point = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(row, "point"), 1);
+        CZ_ASSERT(point != NULL);
+        const cJSON *rv = cJSON_GetObjectItemCaseSensitive(point, sw->goodput_rate);
+        double rate = cJSON_IsNumber(rv) ? rv->valuedouble : NAN;
+        cJSON_DeleteItemFromObjectCaseSensitive(point, sw->goodput_rate);
+        char *key = cJSON_PrintUnformatted(point);
+        CZ_ASSERT(key != NULL);
+        cJSON_Delete(point);
+        const cJSON *sum = cJSON_GetObjectItemCaseSensitive(row, sw->n_seeds ? "mean" : "summary");
+        if (!sw->n_seeds && !sum)
+            sum = row;
+        const cJSON *att = cJSON_GetObjectItemCaseSensitive(sum, "slo_attainment");
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(
+            sw->n_seeds ? cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(row, "summaries"), 0)
+                        : sum,
+            "gpus");
+        uint64_t k = 0;
+        while (k < n_groups && strcmp(group[k], key) != 0)
+            k++;
+        if (k == n_groups) {
+            group[n_groups] = key;
+            best[n_groups] = NAN;
+            gpus[n_groups++] = cJSON_IsNumber(g) ? g->valuedouble : NAN;
+        } else {
+            free(key);
+        }
+        if (cJSON_IsNumber(att) && att->valuedouble >= sw->goodput_attainment &&
+            !(rate <= best[k]))
+            best[k] = rate;
+        i++;
+    }
+    printf("goodput: the highest %s with slo_attainment >= %g, per GPU\n", sw->goodput_rate,
+           sw->goodput_attainment);
+    uint64_t top = UINT64_MAX;
+    for (uint64_t k = 0; k < n_groups; k++) {
+        double per = best[k] / gpus[k];
+        if (isnan(best[k]))
+            printf("  %s: none of the rates meets it\n", group[k]);
+        else
+            printf("  %s: %g on %g GPUs = %.3g per GPU\n", group[k], best[k], gpus[k], per);
+        if (!isnan(per) && (top == UINT64_MAX || per > best[top] / gpus[top]))
+            top = k;
+    }
+    if (top != UINT64_MAX)
+        printf("goodput: best per GPU: %s\n", group[top]);
+    for (uint64_t k = 0; k < n_groups; k++)
+        free(group[k]);
+    free(group);
+    free(best);
+    free(gpus);
+}
+
 /* The root's prints once every row is in: the table, then what the paper reports. */
 static void print_result(const sweep *sw, const cz_sweep_rows *rows)
 {
@@ -866,6 +956,8 @@ static void print_result(const sweep *sw, const cz_sweep_rows *rows)
         cJSON_AddItemToArray(arr, row);
     }
     print_sweep_table(sw, arr, rows->n);
+    if (sw->goodput_rate)
+        print_goodput(sw, arr);
     cJSON_Delete(arr);
     /* what the paper reports for the same setting, printed beside our rows */
     const cJSON *paper = cJSON_GetObjectItemCaseSensitive(sw->json, "paper");

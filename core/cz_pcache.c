@@ -20,7 +20,8 @@ void cz_pcache_init(cz_pcache *c, uint32_t blocks)
     for (uint64_t i = 0; i < slots; i++)
         c->slot[i] = NONE;
     for (uint32_t e = 0; e < blocks; e++)
-        c->blk[e] = (cz_pcache_blk){.prev = NONE, .next = e + 1 < blocks ? e + 1 : NONE};
+        c->blk[e] = (cz_pcache_blk){
+            .prev = NONE, .next = e + 1 < blocks ? e + 1 : NONE, .tag = NONE};
     c->spare = 0;
     c->fq_head = c->fq_tail = NONE;
 }
@@ -58,16 +59,19 @@ uint32_t cz_pcache_insert(cz_pcache *c, uint64_t hash)
     CZ_ASSERT(c->slot[i] == NONE && c->spare != NONE);
     uint32_t e = c->spare;
     c->spare = c->blk[e].next;
-    c->blk[e] = (cz_pcache_blk){.hash = hash, .ref = 1, .prev = NONE, .next = NONE};
+    c->blk[e] = (cz_pcache_blk){.hash = hash, .ref = 1, .prev = NONE, .next = NONE, .tag = NONE};
     c->slot[i] = e;
     c->n_live++;
     return e;
 }
 
 /* Removes entry e's hash from the table (backward-shift deletion: the entries after it in
- * its probe run move up, so no tombstone is left) and puts e on the spare list. */
+ * its probe run move up, so no tombstone is left) and puts e on the spare list; a
+ * published entry's watcher hears of it. */
 static void unlink_hash(cz_pcache *c, uint32_t e)
 {
+    if (c->blk[e].tag != NONE)
+        c->watch.forgotten(c->watch.ctx, c->blk[e].hash, c->blk[e].tag);
     uint32_t i = probe(c, c->blk[e].hash);
     CZ_ASSERT(c->slot[i] == e);
     for (uint32_t j = (i + 1) & c->mask; c->slot[j] != NONE; j = (j + 1) & c->mask) {
@@ -79,7 +83,7 @@ static void unlink_hash(cz_pcache *c, uint32_t e)
         }
     }
     c->slot[i] = NONE;
-    c->blk[e] = (cz_pcache_blk){.prev = NONE, .next = c->spare};
+    c->blk[e] = (cz_pcache_blk){.prev = NONE, .next = c->spare, .tag = NONE};
     c->spare = e;
     c->n_live--;
 }
@@ -139,6 +143,26 @@ void cz_pcache_forget(cz_pcache *c, uint32_t e)
 {
     CZ_ASSERT(e < c->cap && c->blk[e].ref == 1);
     unlink_hash(c, e);
+}
+
+void cz_pcache_set_watch(cz_pcache *c, const cz_pcache_watch *w)
+{
+    if (w) {
+        CZ_ASSERT(w->cached && w->forgotten);
+        c->watch = *w;
+    } else {
+        c->watch = (cz_pcache_watch){0};
+    }
+}
+
+void cz_pcache_publish(cz_pcache *c, uint32_t e)
+{
+    CZ_ASSERT(e < c->cap);
+    cz_pcache_blk *b = &c->blk[e];
+    if (!c->watch.cached || b->tag != NONE)
+        return;
+    b->tag = c->watch.cached(c->watch.ctx, b->hash);
+    CZ_ASSERT(b->tag != NONE);
 }
 
 bool cz_pcache_check(const cz_pcache *c, cz_err *err)

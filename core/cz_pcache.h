@@ -12,7 +12,11 @@
  * `blocks` cached ones, so nothing here allocates after cz_pcache_init.
  *
  * The module names cached blocks only; the serving core (cz_server.c) counts every other
- * block, and decides when a block is registered, hit, released or evicted. */
+ * block, and decides when a block is registered, hit, released or evicted.
+ *
+ * A watcher (cz_pcache_watch) hears of the blocks the caller publishes: when one is
+ * published, and when its hash is forgotten (a router's index of the fleet's caches, as
+ * the KV events of vLLM and Dynamo announce stored and removed blocks). */
 #ifndef CZ_PCACHE_H
 #define CZ_PCACHE_H
 
@@ -27,7 +31,18 @@ typedef struct cz_pcache_blk {
     uint64_t hash;
     uint32_t ref;        /* sequences holding it; 0: in the free queue */
     uint32_t prev, next; /* free-queue links (ref 0), or the spare list (unused entry) */
+    uint32_t tag;        /* published: the watcher's tag for it; CZ_PCACHE_NONE: not */
 } cz_pcache_blk;
+
+/* Who hears of published blocks: `cached` when a block is published (it returns a tag,
+ * not CZ_PCACHE_NONE, kept with the block), `forgotten` with that tag when the block's
+ * hash is forgotten (evicted, or forgotten by its holder). Both run inside the cache's
+ * calls and must not call back into it. */
+typedef struct cz_pcache_watch {
+    void *ctx;
+    uint32_t (*cached)(void *ctx, uint64_t hash);
+    void (*forgotten)(void *ctx, uint64_t hash, uint32_t tag);
+} cz_pcache_watch;
 
 typedef struct cz_pcache {
     cz_pcache_blk *blk;  /* `cap` entries */
@@ -37,6 +52,7 @@ typedef struct cz_pcache {
     uint32_t n_live;     /* entries with a hash (held or in the free queue) */
     uint32_t spare;      /* unused entries, linked through next */
     uint32_t fq_head, fq_tail, n_free; /* the free queue, least recently freed first */
+    cz_pcache_watch watch;               /* cached NULL: none */
 } cz_pcache;
 
 /* An empty cache for a pool of `blocks` (> 0) blocks; cz_pcache_free releases it. */
@@ -66,6 +82,15 @@ uint32_t cz_pcache_evict(cz_pcache *c);
 /* Held entry `e` (reference count 1) stops being cached: its hash is forgotten, and its
  * block becomes its holder's own (an uncached block). */
 void cz_pcache_forget(cz_pcache *c, uint32_t e);
+
+/* From now on `w` (copied; NULL: none) hears of published blocks. Blocks published before
+ * are not announced again: set it before the first publication. */
+void cz_pcache_set_watch(cz_pcache *c, const cz_pcache_watch *w);
+
+/* Entry `e` (cached) is published: the watcher hears of it now, unless it was published
+ * already, and again when its hash is forgotten. Without a watcher, nothing. O(1) plus
+ * the watcher's call. */
+void cz_pcache_publish(cz_pcache *c, uint32_t e);
 
 /* Checks the table, the free queue and the spare list against each other; false with the
  * first violation in err. For tests; O(blocks). */

@@ -22,6 +22,7 @@ typedef struct snode {
     uint32_t c0, g0;     /* computed and generated when it joined */
     uint32_t store_to;   /* context length covered by the store in flight */
     uint32_t load_tokens; /* tokens the load in flight brings back */
+    uint32_t remote;     /* the open turn's context prefix a peer computed (cz_server_import) */
     uint8_t in_decode, in_lru, in_pf;
     uint8_t protect;     /* next-use eviction: speech started, the KV is about to be reused */
     uint8_t preloading;  /* a speech-triggered load is in flight (blocks already held) */
@@ -53,6 +54,8 @@ typedef struct pc_seq {
     uint32_t *ent;   /* the cache entry of each of its first n_reg blocks (NONE: its own
                         block, uncached: another block had its hash when it was filled) */
     uint32_t n_hash, n_reg, cap;
+    uint32_t n_trace; /* its first n_trace hashes are a trace's (published to a cache
+                         watcher, as other sequences can share them) */
     uint64_t salt;   /* its lineage: blocks past the trace's hashes chain it with their
                         position; renewed when the context is cut */
     uint8_t looked;  /* the lookup of this admission was made (cleared per turn and at a
@@ -129,6 +132,7 @@ struct cz_server {
     uint32_t n_stalled_ev;
     double saturated_at_s;
     double tl_next_s;
+    bool tl_idle;        /* the last step looked at found the replica idle */
     cz_xfer *xfers;        /* requested transfers not yet taken */
     size_t n_xfers, cap_xfers;
     cz_xfer *xfers_out;    /* handed to the driver */
@@ -470,30 +474,44 @@ static uint64_t pc_hash(cz_server *s, uint32_t id, uint32_t j)
     return p->hash[j];
 }
 
-/* The blocks of an empty context named by a trace's hashes (cz_server_turn_hashed): each
- * full block inside the first min(in_tokens, n * hb) tokens chains the ids up to the one
- * holding its last token, then its position. */
+uint32_t cz_turn_block_count(uint32_t block_tokens, uint32_t in_tokens,
+                             const cz_turn_hashes *h)
+{
+    CZ_ASSERT(block_tokens > 0);
+    if (!h || !h->ids || h->n == 0 || h->block_tokens == 0)
+        return 0;
+    uint64_t covered = (uint64_t)h->n * h->block_tokens;
+    if (covered > in_tokens)
+        covered = in_tokens;
+    return (uint32_t)(covered / block_tokens);
+}
+
+uint32_t cz_turn_block_hashes(uint32_t block_tokens, uint32_t in_tokens,
+                              const cz_turn_hashes *h, uint64_t *out, uint32_t cap)
+{
+    uint32_t nb = cz_turn_block_count(block_tokens, in_tokens, h);
+    if (nb > cap)
+        nb = cap;
+    uint64_t chain = PC_SEED_TRACE, next = 0;
+    for (uint64_t j = 0; j < nb; j++) {
+        uint64_t last = ((j + 1) * block_tokens - 1) / h->block_tokens;
+        for (; next <= last; next++)
+            chain = pc_mix(chain ^ pc_mix((uint64_t)h->ids[next] + PC_GOLDEN));
+        chain = pc_mix(chain + PC_GOLDEN * (j + 1));
+        out[j] = chain;
+    }
+    return nb;
+}
+
+/* The blocks of an empty context named by a trace's hashes (cz_server_turn_hashed,
+ * cz_turn_block_hashes). */
 static void pc_trace_hashes(cz_server *s, uint32_t id, uint32_t in_tokens,
                             const cz_turn_hashes *h)
 {
     pc_seq *p = &s->pcs[id];
-    p->n_hash = 0;
-    if (!h || !h->ids || h->n == 0 || h->block_tokens == 0)
-        return;
-    uint64_t covered = (uint64_t)h->n * h->block_tokens;
-    if (covered > in_tokens)
-        covered = in_tokens;
-    uint64_t nb = covered / s->cfg.block_tokens, next = 0;
-    uint64_t chain = PC_SEED_TRACE;
-    for (uint64_t j = 0; j < nb; j++) {
-        uint64_t last = ((j + 1) * s->cfg.block_tokens - 1) / h->block_tokens;
-        for (; next <= last; next++)
-            chain = pc_mix(chain ^ pc_mix((uint64_t)h->ids[next] + PC_GOLDEN));
-        chain = pc_mix(chain + PC_GOLDEN * (j + 1));
-        CZ_ASSERT(j < p->cap);
-        p->hash[j] = chain;
-    }
-    p->n_hash = (uint32_t)nb;
+    CZ_ASSERT(cz_turn_block_count(s->cfg.block_tokens, in_tokens, h) <= p->cap);
+    p->n_hash = cz_turn_block_hashes(s->cfg.block_tokens, in_tokens, h, p->hash, p->cap);
+    p->n_trace = p->n_hash;
 }
 
 /* Registers the full blocks of `id` that lie within its first `tokens` tokens and are not
@@ -510,6 +528,9 @@ static void pc_register(cz_server *s, uint32_t id, uint64_t tokens)
         uint64_t h = pc_hash(s, id, j);
         p->ent[j] = cz_pcache_find(&s->pc, h) == CZ_PCACHE_NONE ? cz_pcache_insert(&s->pc, h)
                                                                 : CZ_PCACHE_NONE;
+        /* a trace's block can be another sequence's too: the watcher hears of it */
+        if (p->ent[j] != CZ_PCACHE_NONE && j < p->n_trace)
+            cz_pcache_publish(&s->pc, p->ent[j]);
     }
     if (full > p->n_reg)
         p->n_reg = (uint32_t)full;
@@ -577,6 +598,8 @@ static void pc_cut(cz_server *s, uint32_t id, uint32_t ctx)
         p->n_hash = ctx / bt;
         p->salt = pc_new_salt(s);
     }
+    if (p->n_trace > p->n_hash)
+        p->n_trace = p->n_hash;
 }
 
 /* The cache's hit for waiting sequence `id`: the longest run of consecutive cached blocks
@@ -653,13 +676,101 @@ void cz_server_prefix_stats(const cz_server *s, cz_prefix_stats *out)
     out->free_cached_blocks = s->apc ? s->pc.n_free : 0;
 }
 
+void cz_server_watch_cache(cz_server *s, const cz_pcache_watch *w)
+{
+    if (s->apc)
+        cz_pcache_set_watch(&s->pc, w);
+}
+
+uint32_t cz_server_seq_cached_blocks(const cz_server *s, uint32_t id, uint32_t *held)
+{
+    CZ_ASSERT(id < s->n_seqs);
+    *held = 0;
+    if (!s->apc)
+        return 0;
+    const cz_seq *q = &s->seqs[id];
+    const pc_seq *p = &s->pcs[id];
+    uint32_t n = q->computed / s->cfg.block_tokens;
+    if (n > q->blocks)
+        n = q->blocks;
+    bool in_use = true; /* its own blocks are in use; then while the cached ones are held */
+    *held = n;
+    for (uint32_t e; n < p->n_hash && (e = cz_pcache_find(&s->pc, p->hash[n])) != CZ_PCACHE_NONE;
+         n++) {
+        in_use = in_use && s->pc.blk[e].ref > 0;
+        *held += in_use;
+    }
+    return n;
+}
+
+uint32_t cz_server_held_prefix(const cz_server *s, const uint64_t *hash, uint32_t n)
+{
+    if (!s->apc)
+        return 0;
+    uint32_t k = 0, e;
+    while (k < n && (e = cz_pcache_find(&s->pc, hash[k])) != CZ_PCACHE_NONE &&
+           s->pc.blk[e].ref > 0)
+        k++;
+    return k;
+}
+
+bool cz_server_check_published(const cz_server *s, bool (*has)(void *ctx, uint64_t hash),
+                               void *ctx, uint32_t *n_published, cz_err *err)
+{
+    *n_published = 0;
+    if (!s->apc)
+        return true;
+    for (uint32_t e = 0; e < s->pc.cap; e++) {
+        const cz_pcache_blk *b = &s->pc.blk[e];
+        bool live = cz_pcache_find(&s->pc, b->hash) == e;
+        if (!live || b->tag == CZ_PCACHE_NONE)
+            continue;
+        (*n_published)++;
+        if (!has(ctx, b->hash)) {
+            cz_err_set(err, CZ_EINVAL, "cached block %u (hash %016llx) is published but the "
+                       "watcher does not hold it", e, (unsigned long long)b->hash);
+            return false;
+        }
+    }
+    /* every trace block a sequence holds under its hash is published */
+    for (size_t i = 0; i < s->n_seqs; i++) {
+        const pc_seq *p = &s->pcs[i];
+        for (uint32_t j = 0; j < p->n_reg && j < p->n_trace; j++) {
+            uint32_t e = p->ent[j];
+            if (e != CZ_PCACHE_NONE && s->pc.watch.cached && s->pc.blk[e].tag == CZ_PCACHE_NONE) {
+                cz_err_set(err, CZ_EINVAL, "sequence %zu's trace block %u (entry %u) is cached "
+                           "but not published", i, j, e);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 /* ---- transfers ---- */
 
 static void xfer_request(cz_server *s, uint32_t id, uint32_t first, uint32_t tokens,
                          bool to_host)
 {
     cz_grow((void **)&s->xfers, &s->cap_xfers, s->n_xfers + 1, sizeof *s->xfers);
-    s->xfers[s->n_xfers++] = (cz_xfer){id, tokens, to_host, first};
+    s->xfers[s->n_xfers++] = (cz_xfer){id, tokens, to_host, first, false};
+}
+
+/* The load of admitted sequence `id`'s context up to `load` tokens, the part not resident:
+ * from a peer when the turn imports it (loadable_at), else from host memory. */
+static void load_request(cz_server *s, uint32_t id, uint32_t load)
+{
+    const cz_seq *q = &s->seqs[id];
+    xfer_request(s, id, q->computed, load - q->computed, false);
+    s->xfers[s->n_xfers - 1].remote = s->sn[id].remote == load; /* loadable_at's choice */
+}
+
+void cz_server_import(cz_server *s, uint32_t id, uint32_t tokens)
+{
+    CZ_ASSERT(id < s->n_seqs && s->cfg.kv_import);
+    const cz_seq *q = &s->seqs[id];
+    CZ_ASSERT(q->turn_open && q->state == CZ_SEQ_WAITING && tokens < q->tokens_in + q->generated);
+    s->sn[id].remote = tokens;
 }
 
 const cz_xfer *cz_server_take_xfers(cz_server *s, uint32_t *n)
@@ -1111,7 +1222,7 @@ uint32_t cz_server_seq_open(cz_server *s, uint64_t session, uint32_t cls, bool p
     if (s->apc) {
         /* a reused slot keeps its arrays (no allocation per session) */
         pc_seq *p = &s->pcs[id];
-        p->n_hash = p->n_reg = 0;
+        p->n_hash = p->n_reg = p->n_trace = 0;
         p->looked = 0;
         p->salt = pc_new_salt(s);
     }
@@ -1216,6 +1327,7 @@ uint64_t cz_server_turn_hashed(cz_server *s, double t_s, uint32_t id, uint32_t t
     }
     dn->speech_open = 0;
     dn->protect = 0;
+    dn->remote = 0;
     s->pl_protected -= dn->pl_prot;
     dn->pl_prot = 0;
     if (dn->preloaded && q->host_tokens > q->computed)
@@ -1414,6 +1526,9 @@ static uint32_t pick_victim(cz_server *s)
  * recomputing. */
 static uint32_t loadable_at(const cz_server *s, const cz_seq *q, uint32_t computed)
 {
+    uint32_t rem = s->sn[q - s->seqs].remote;
+    if (rem > computed)
+        return rem; /* a peer's KV (cz_server_import): all of it comes from there */
     if ((s->cfg.kv_idle != CZ_KV_IDLE_OFFLOAD && !s->cfg.kv_bidirectional) ||
         q->host_tokens <= computed)
         return 0;
@@ -1601,7 +1716,8 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
     /* KV loads first, in queue order, as the FCFS path admits them */
     bool loads = false;
     for (size_t i = 0;
-         (s->cfg.kv_idle == CZ_KV_IDLE_OFFLOAD || s->cfg.kv_bidirectional) && i < s->wq_len;
+         (s->cfg.kv_idle == CZ_KV_IDLE_OFFLOAD || s->cfg.kv_bidirectional ||
+          s->cfg.kv_import) && i < s->wq_len;
          i++) {
         uint32_t id = s->wq[(s->wq_head + i) & (s->wq_cap - 1)];
         cz_seq *q = &s->seqs[id];
@@ -1638,7 +1754,7 @@ static bool schedule_ordered(cz_server *s, double t_s, cz_batch *out)
         q->load_start_s = t_s;
         s->sn[id].load_tokens = load;
         s->n_loading++;
-        xfer_request(s, id, q->computed, load - q->computed, false); /* the part not resident */
+        load_request(s, id, load); /* the part not resident */
         loads = true;
     }
     if (loads)
@@ -1853,6 +1969,7 @@ static bool ordered_pass(cz_server *s, double t_s, cz_batch *out, bool admit, bo
         kv_take(s, extra);
         if (waiting) {
             q->state = CZ_SEQ_RUNNING;
+            s->sn[c->seq].remote = 0; /* computed here rather than pulled */
             pf_push(s, c->seq);
             admitted = true;
             cz_req_record *rec = cz_metrics_req(s->metrics, q->turn_rec);
@@ -1967,7 +2084,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
             q->load_start_s = t_s;
             s->sn[id].load_tokens = load;
             s->n_loading++;
-            xfer_request(s, id, q->computed, load - q->computed, false); /* the part not resident */
+            load_request(s, id, load); /* the part not resident */
             continue;
         }
         uint32_t need = q->tokens_in + q->generated - hc;
@@ -1981,6 +2098,7 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
         }
         wq_pop_front(s);
         q->state = CZ_SEQ_RUNNING;
+        s->sn[id].remote = 0; /* its cache held what a peer would have sent */
         pf_push(s, id);
         q->blocks += extra;
         kv_take(s, extra);
@@ -2003,10 +2121,15 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
     return s->in_flight;
 }
 
-/* A timeline row at the start of a step, at most every timeline_interval_s. */
+/* A timeline row at the start of a step, at most every timeline_interval_s; and one when
+ * the replica falls idle (nothing running, waiting or scheduled), whenever that is, so a
+ * replica that goes quiet does not keep its last busy row until its next step. */
 static void timeline_sample(cz_server *s, double t_s, const cz_batch *out)
 {
-    if (t_s >= s->tl_next_s) {
+    bool idle = out->total_tokens == 0 && n_running(s) == 0 && s->wq_len == 0;
+    bool fell_idle = idle && !s->tl_idle;
+    s->tl_idle = idle;
+    if (t_s >= s->tl_next_s || fell_idle) {
         cz_timeline_row row = {
             .t_s = t_s,
             .stage = s->cfg.timeline_stage,
@@ -2408,6 +2531,7 @@ void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)
     CZ_ASSERT(q->state == CZ_SEQ_LOADING);
     s->n_loading--;
     q->computed = s->sn[id].load_tokens;
+    s->sn[id].remote = 0;
     CZ_ASSERT(q->blocks == blocks_for(s, q->computed));
     cz_req_record *rec = cz_metrics_req(s->metrics, q->turn_rec);
     rec->kv_load_s += t_s - q->load_start_s;
@@ -2441,6 +2565,7 @@ uint32_t cz_server_abort(cz_server *s, double t_s, uint32_t id, uint32_t keep_ge
     cz_seq *q = &s->seqs[id];
     CZ_ASSERT(q->turn_rec != NO_REC && (q->turn_open || q->state == CZ_SEQ_IDLE));
     snode *d = &s->sn[id];
+    d->remote = 0; /* a peer's KV not loaded yet is not needed any more */
     if (d->in_decode)
         d_leave(s, id);
     uint32_t made = q->generated - q->turn_generated_base;

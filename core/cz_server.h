@@ -46,6 +46,7 @@
 
 #include "cz_base.h"
 #include "cz_metrics.h"
+#include "cz_pcache.h"
 
 /* What happens to an idle sequence's KV when the pool needs its blocks. */
 typedef enum cz_kv_idle {
@@ -87,6 +88,8 @@ typedef struct cz_server_config {
                                         keyed by chained hashes are shared across
                                         sequences and kept cached when freed
                                         (cz_server_turn_hashed; docs/serving-core.md) */
+    bool kv_import;                  /* disaggregated decode: turns may find their KV in a
+                                        peer's pool (cz_server_import) */
     uint32_t timeline_stage;         /* its autoregressive stage ordinal: labels its timeline
                                         rows and its inter-token gaps */
     uint32_t timeline_replica;
@@ -278,6 +281,8 @@ typedef struct cz_xfer {
     uint32_t tokens;  /* tokens of KV moved */
     bool to_host;     /* store (device to host) or load (host to device) */
     uint32_t first;   /* the first position moved: positions [first, first + tokens) */
+    bool remote;      /* a load of KV a peer computed (cz_server_import): it comes over
+                         the network from the peer's pool, not from host memory */
 } cz_xfer;
 
 /* What a batch completion changed, for the driver. Server-owned, valid until the next
@@ -340,6 +345,54 @@ uint64_t cz_server_turn_hashed(cz_server *s, double t_s, uint32_t seq, uint32_t 
                                uint32_t stage, uint32_t in_tokens, uint32_t out_tokens,
                                uint32_t out_total, bool input_final,
                                const cz_turn_hashes *hashes);
+
+/* The blocks of `block_tokens` tokens (> 0) of an empty context of `in_tokens` input
+ * tokens that trace hashes `h` name (NULL or none: 0): its full blocks inside the first
+ * min(in_tokens, h->n * h->block_tokens) tokens. */
+uint32_t cz_turn_block_count(uint32_t block_tokens, uint32_t in_tokens,
+                             const cz_turn_hashes *h);
+
+/* The hashes a server of `block_tokens`-token blocks gives those blocks
+ * (cz_server_turn_hashed): out[j] for block j < min(count, cap); returns how many were
+ * written. Two servers, or a router, computing them agree: block j of two turns is the same
+ * hash exactly when their trace ids agree up to the one holding the block's last token.
+ * Allocates nothing. */
+uint32_t cz_turn_block_hashes(uint32_t block_tokens, uint32_t in_tokens,
+                              const cz_turn_hashes *h, uint64_t *out, uint32_t cap);
+
+/* With prefix caching, `w` (NULL: none) hears of every cached block whose hash a trace
+ * names (cz_turn_block_hashes: the blocks other sequences can share) when it is cached and
+ * when its hash is forgotten (cz_pcache_watch); a sequence's own blocks (its lineage) are
+ * not announced: no other sequence can hit them. Set before the first turn. Without
+ * prefix caching, nothing. */
+void cz_server_watch_cache(cz_server *s, const cz_pcache_watch *w);
+
+/* The leading full blocks of sequence `seq`'s context that a turn would not compute: those
+ * it holds computed, then those still cached under its hashes, in order, up to the first
+ * that is neither; *held: how many of them lead in use (its own, then cached ones some
+ * sequence holds). 0 without prefix caching (its resident KV is not a cache). O(blocks
+ * found). */
+uint32_t cz_server_seq_cached_blocks(const cz_server *s, uint32_t seq, uint32_t *held);
+
+/* The leading blocks of hashes hash[0 .. n) that are cached here and held by some sequence
+ * (in use, not waiting in the free queue). 0 without prefix caching. O(blocks found). */
+uint32_t cz_server_held_prefix(const cz_server *s, const uint64_t *hash, uint32_t n);
+
+/* For tests: every cached block the watcher heard of (published, hash live) is one the
+ * watcher holds (`has`, with `ctx`), and every trace block a sequence holds cached was
+ * published (when a watcher is set); *n_published counts the published blocks. False
+ * with the first violation in err. O(blocks + sequences' blocks). */
+bool cz_server_check_published(const cz_server *s, bool (*has)(void *ctx, uint64_t hash),
+                               void *ctx, uint32_t *n_published, cz_err *err);
+
+/* Disaggregated prefill and decode (DistServe, Splitwise): the open turn of waiting sequence
+ * `seq` finds positions [0, tokens) of its context computed in a peer's pool (a prefill
+ * replica's); tokens must be less than its context (the last token is computed here, and
+ * samples the turn's first output, as vLLM's disaggregated decode does). When the turn is
+ * admitted, the part not resident (nor hit in the prefix cache) is loaded rather than
+ * computed: a cz_xfer with `remote` set, on the turn's critical path (its record's
+ * kv_load_s). Needs cfg.kv_import. O(1). */
+void cz_server_import(cz_server *s, uint32_t seq, uint32_t tokens);
 
 /* Automatic prefix caching's counters, in tokens (vLLM's PrefixCacheStats): a lookup is
  * made when a waiting turn is admitted, for the tokens it does not hold resident; lookups

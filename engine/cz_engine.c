@@ -1142,6 +1142,9 @@ cz_status cz_engine_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
     if (cfg->cross_stage)
         return cz_err_set(err, CZ_EINVAL, "engine: a cross-stage scheduler runs whole "
                           "workloads only (cadenza replay)");
+    if (cfg->pd)
+        return cz_err_set(err, CZ_EINVAL, "engine: field 'disaggregation': the engine runs "
+                          "colocated replicas; a disaggregated config runs in `cadenza sim`");
     /* the block map gives each sequence blocks of its own (engine/cz_kvmap.h); the core's
      * shared prefix blocks would have no physical twin, so the engine refuses them rather
      * than run KV that diverges from the core's accounting */

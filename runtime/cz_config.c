@@ -167,20 +167,13 @@ static cz_status parse_server(const cJSON *j, const char *where, cz_config *c,
 
 /* The "pipeline" object: per stage name, its replicas, their GPUs, and serving settings
  * that differ from "server". */
+static cz_status parse_place_entry(const cJSON *it, const char *ctx, cz_stage_place *pl,
+                                   cz_err *err);
+
 static cz_status parse_placement(const cJSON *j, const char *where, cz_config *c,
                                  cz_err *err)
 {
-    static const char *const keys[] = {"replicas",     "gpus",         "first_gpu",
-                                       "max_num_seqs",
-                                       "max_num_batched_tokens", "chunked_prefill",
-                                       "block_tokens", "kv_blocks",    "max_model_len",
-                                       "kv_idle",      "max_batch",    "max_tokens",
-                                       "kv_sink_tokens", "kv_window_tokens", "kv_evict",
-                                       "kv_evict_unit",
-                                       "reply_prior_s", "kv_preload", "kv_bidirectional",
-                                       "preload_protect_fraction", "prefix_caching"};
     const cJSON *it;
-    cz_status st;
     cJSON_ArrayForEach(it, j)
     {
         char ctx[256];
@@ -193,11 +186,33 @@ static cz_status parse_placement(const cJSON *j, const char *where, cz_config *c
             return cz_err_set(err, CZ_EINVAL,
                               "%s: model '%s' has no pipeline stage named '%s'", where,
                               c->model.name, it->string);
+        cz_status st = parse_place_entry(it, ctx, &c->place[p], err);
+        if (st != CZ_OK)
+            return st;
+    }
+    return CZ_OK;
+}
+
+/* One stage's placement (a "pipeline" entry, or a pool of "disaggregation") into *pl. */
+static cz_status parse_place_entry(const cJSON *it, const char *ctx, cz_stage_place *pl,
+                                   cz_err *err)
+{
+    static const char *const keys[] = {"replicas",     "gpus",         "first_gpu",
+                                       "tp",
+                                       "max_num_seqs",
+                                       "max_num_batched_tokens", "chunked_prefill",
+                                       "block_tokens", "kv_blocks",    "max_model_len",
+                                       "kv_idle",      "max_batch",    "max_tokens",
+                                       "kv_sink_tokens", "kv_window_tokens", "kv_evict",
+                                       "kv_evict_unit",
+                                       "reply_prior_s", "kv_preload", "kv_bidirectional",
+                                       "preload_protect_fraction", "prefix_caching"};
+    cz_status st;
+    {
         if (!cJSON_IsObject(it))
             return cz_err_set(err, CZ_EINVAL, "%s: expected an object", ctx);
         if ((st = cz_json_check_keys(it, ctx, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK)
             return st;
-        cz_stage_place *pl = &c->place[p];
         uint64_t v = pl->replicas;
         if ((st = cz_json_u64(it, ctx, "replicas", false, 1, CZ_MAX_STAGE_REPLICAS, &v,
                               err)) != CZ_OK)
@@ -248,6 +263,10 @@ static cz_status parse_placement(const cJSON *j, const char *where, cz_config *c
         if ((st = cz_json_u64(it, ctx, "max_tokens", false, 1, UINT32_MAX, &v, err)) != CZ_OK)
             return st;
         pl->max_tokens = (uint32_t)v;
+        v = pl->tp;
+        if ((st = cz_json_u64(it, ctx, "tp", false, 1, 1024, &v, err)) != CZ_OK)
+            return st;
+        pl->tp = (uint32_t)v;
     }
     return CZ_OK;
 }
@@ -267,9 +286,12 @@ static void default_max_model_len(const cJSON *cfg, cz_config *c)
     const cJSON *srv = cJSON_GetObjectItemCaseSensitive(cfg, "server");
     const cJSON *pipe = cJSON_GetObjectItemCaseSensitive(cfg, "pipeline");
     bool in_server = cJSON_GetObjectItemCaseSensitive(srv, "max_model_len") != NULL;
+    const cJSON *pd = cJSON_GetObjectItemCaseSensitive(cfg, "disaggregation");
     for (uint32_t p = 0; p < c->model.n_pipe; p++) {
         const cz_stage_card *s = &c->model.stages[c->model.pipe[p].stage];
-        const cJSON *pl = cJSON_GetObjectItemCaseSensitive(pipe, s->name);
+        const cJSON *pl = c->pd ? cJSON_GetObjectItemCaseSensitive(
+                                      pd, p == CZ_PD_PREFILL ? "prefill" : "decode")
+                                : cJSON_GetObjectItemCaseSensitive(pipe, s->name);
         if (s->kind == CZ_STAGE_AR && s->max_position_embeddings && !in_server &&
             !cJSON_GetObjectItemCaseSensitive(pl, "max_model_len"))
             c->place[p].server.max_model_len = s->max_position_embeddings;
@@ -537,25 +559,34 @@ static cz_status check_cross_stage(const cz_config *c, const char *where, cz_err
     return CZ_OK;
 }
 
-/* The cost model's time of a step of card stage `stage` on `share` of the SMs. */
-static double stage_cost_s(const cz_config *c, uint32_t stage, const cz_batch_shape *b,
-                           double share)
+/* The cost model's time of a step of card stage `stage` on `share` of the SMs, run by
+ * pipeline stage p (its tensor parallelism: cz_config_tp). */
+static double stage_cost_s(const cz_config *c, uint32_t p, uint32_t stage,
+                           const cz_batch_shape *b, double share)
 {
     const cz_stage_card *s = &c->model.stages[stage];
+    cz_cost_params own;
+    const cz_cost_params *cp = &c->cost;
+    uint32_t tp = cz_config_tp(c, p);
+    if (tp != (c->cost.tp ? c->cost.tp : 1)) {
+        own = c->cost;
+        own.tp = tp;
+        cp = &own;
+    }
     if (c->cost_kind == CZ_COST_FITTED) {
         double x[CZ_CF_N];
-        cz_cost_features(s, &c->cost, b, x);
-        return cz_cost_fit_s(&c->fit[stage], &c->cost, x, share);
+        cz_cost_features(s, cp, b, x);
+        return cz_cost_fit_s(&c->fit[stage], cp, x, share);
     }
     cz_step_cost cost;
-    cz_cost_step(s, &c->hw, &c->cost, b, &cost);
-    return share < 1.0 ? cz_cost_share_s(&cost, &c->cost, share) : cost.total_s;
+    cz_cost_step(s, &c->hw, cp, b, &cost);
+    return share < 1.0 ? cz_cost_share_s(&cost, cp, share) : cost.total_s;
 }
 
 double cz_config_stage_share_s(const cz_config *c, uint32_t p, const cz_batch_shape *b,
                          double share)
 {
-    return stage_cost_s(c, c->model.pipe[p].stage, b, share);
+    return stage_cost_s(c, p, c->model.pipe[p].stage, b, share);
 }
 
 double cz_config_step_overhead_s(const cz_config *c, uint32_t p)
@@ -807,10 +838,14 @@ static cz_status check_pool_holds_a_request(const cz_config *c, const cz_workloa
  * tp / kv_heads GPUs. */
 static cz_status check_tp_divides_heads(const cz_config *c, const char *where, cz_err *err)
 {
-    uint32_t tp = c->cost.tp ? c->cost.tp : 1;
-    if (tp == 1)
-        return CZ_OK;
     for (uint32_t p = 0; p < c->model.n_pipe; p++) {
+        uint32_t tp = cz_config_tp(c, p);
+        if (tp == 1)
+            continue;
+        char field[96] = "cost.tp";
+        if (c->place[p].tp)
+            snprintf(field, sizeof field, "%s%s.tp", c->pd ? "disaggregation." : "pipeline.",
+                     cz_config_stage_name(c, p));
         int32_t idx[2] = {(int32_t)c->model.pipe[p].stage, c->model.pipe[p].inner};
         for (int k = 0; k < 2; k++) {
             if (idx[k] < 0)
@@ -818,16 +853,16 @@ static cz_status check_tp_divides_heads(const cz_config *c, const char *where, c
             const cz_stage_card *s = &c->model.stages[idx[k]];
             if (s->heads && s->heads % tp)
                 return cz_err_set(err, CZ_EINVAL,
-                                  "%s: field 'cost.tp': %u does not divide the %u attention "
+                                  "%s: field '%s': %u does not divide the %u attention "
                                   "heads of stage '%s' (model '%s'); expected a divisor of %u",
-                                  where, tp, s->heads, s->name, c->model.name, s->heads);
+                                  where, field, tp, s->heads, s->name, c->model.name, s->heads);
             uint32_t kv = s->kv_heads ? s->kv_heads : s->heads;
             if (kv && (kv >= tp ? kv % tp : tp % kv))
                 return cz_err_set(err, CZ_EINVAL,
-                                  "%s: field 'cost.tp': %u GPUs cannot share the %u KV heads of "
+                                  "%s: field '%s': %u GPUs cannot share the %u KV heads of "
                                   "stage '%s' (model '%s'); expected a divisor or a multiple "
                                   "of %u",
-                                  where, tp, kv, s->name, c->model.name, kv);
+                                  where, field, tp, kv, s->name, c->model.name, kv);
         }
     }
     return CZ_OK;
@@ -841,27 +876,40 @@ static const struct {
 } routers[] = {{"session", CZ_ROUTER_SESSION},          {"least_loaded", CZ_ROUTER_LEAST_LOADED},
                {"least_outstanding", CZ_ROUTER_LEAST_LOADED}, {"random", CZ_ROUTER_RANDOM},
                {"round_robin", CZ_ROUTER_ROUND_ROBIN},  {"power_of_two", CZ_ROUTER_POWER_OF_TWO},
-               {"vllm_dp", CZ_ROUTER_VLLM_DP}};
+               {"vllm_dp", CZ_ROUTER_VLLM_DP},          {"llm_d", CZ_ROUTER_LLM_D},
+               {"kv_router", CZ_ROUTER_KV}};
 
 /* The "router": a policy name, or an object {"policy", "signal_delay_s",
- * "affinity_max_load"}. */
+ * "affinity_max_load", "prefix_weight", "queue_weight", "kv_weight",
+ * "overlap_score_weight"}. */
 static cz_status parse_router(const cJSON *cfg, const char *where, cz_config *c, cz_err *err)
 {
-    c->router = (cz_router_config){.policy = CZ_ROUTER_SESSION};
+    c->router = cz_router_config_default(CZ_ROUTER_SESSION);
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(cfg, "router");
     const char *name = "session";
     cz_status st;
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s: router", where);
     if (cJSON_IsObject(j)) {
-        static const char *const keys[] = {"policy", "signal_delay_s", "affinity_max_load"};
+        static const char *const keys[] = {"policy",        "signal_delay_s",
+                                           "affinity_max_load", "prefix_weight",
+                                           "queue_weight",  "kv_weight",
+                                           "overlap_score_weight"};
         uint64_t v = 0;
         if ((st = cz_json_check_keys(j, ctx, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK ||
             (st = cz_json_str(j, ctx, "policy", false, &name, err)) != CZ_OK ||
             (st = cz_json_num(j, ctx, "signal_delay_s", false, 0, 3600,
                               &c->router.signal_delay_s, err)) != CZ_OK ||
             (st = cz_json_u64(j, ctx, "affinity_max_load", false, 0, UINT32_MAX, &v, err)) !=
-                CZ_OK)
+                CZ_OK ||
+            (st = cz_json_num(j, ctx, "prefix_weight", false, 0, 1000, &c->router.prefix_weight,
+                              err)) != CZ_OK ||
+            (st = cz_json_num(j, ctx, "queue_weight", false, 0, 1000, &c->router.queue_weight,
+                              err)) != CZ_OK ||
+            (st = cz_json_num(j, ctx, "kv_weight", false, 0, 1000, &c->router.kv_weight,
+                              err)) != CZ_OK ||
+            (st = cz_json_num(j, ctx, "overlap_score_weight", false, 0, 1000,
+                              &c->router.overlap_score_weight, err)) != CZ_OK)
             return st;
         c->router.affinity_max_load = (uint32_t)v;
     } else if (j && (st = cz_json_str(cfg, where, "router", false, &name, err)) != CZ_OK) {
@@ -874,7 +922,8 @@ static cz_status parse_router(const cJSON *cfg, const char *where, cz_config *c,
         }
     return cz_err_set(err, CZ_EINVAL,
                       "%s: field '%s': expected session, least_loaded (least_outstanding), "
-                      "vllm_dp, round_robin, power_of_two or random, got '%s'",
+                      "vllm_dp, round_robin, power_of_two, random, llm_d or kv_router, got "
+                      "'%s'",
                       where, cJSON_IsObject(j) ? "router.policy" : "router", name);
 }
 
@@ -884,12 +933,12 @@ static cz_status parse_router(const cJSON *cfg, const char *where, cz_config *c,
  * autoregressive replicas on that GPU. */
 static cz_status derive_kv_blocks(cz_config *c, const char *where, cz_err *err)
 {
-    double tp = c->cost.tp ? c->cost.tp : 1;
     /* per GPU: the weights placed on it and its autoregressive replicas, in one pass */
     double *weights = cz_xcalloc(c->n_gpus, sizeof *weights);
     uint32_t *n_ar = cz_xcalloc(c->n_gpus, sizeof *n_ar);
     for (uint32_t p = 0; p < c->model.n_pipe; p++) {
         const cz_pipe_stage *ps = &c->model.pipe[p];
+        double tp = cz_config_tp(c, p);
         double w = cz_stage_weight_bytes(&c->model.stages[ps->stage]) / tp;
         if (ps->inner >= 0)
             w += cz_stage_weight_bytes(&c->model.stages[ps->inner]) / tp;
@@ -907,19 +956,20 @@ static cz_status derive_kv_blocks(cz_config *c, const char *where, cz_err *err)
         cz_server_config *srv = &c->place[p].server;
         if (s->kind != CZ_STAGE_AR || srv->kv_blocks != 0)
             continue;
+        uint32_t tp = cz_config_tp(c, p);
         uint32_t gpu = UINT32_MAX;
         for (uint32_t r = 0; r < c->place[p].replicas; r++)
             if (cz_stage_place_gpu(&c->place[p], r) < gpu)
                 gpu = cz_stage_place_gpu(&c->place[p], r);
         double free_bytes = c->hw.hbm_bytes * c->gpu_memory_utilization - weights[gpu];
-        double block_bytes = cz_stage_kv_bytes_per_token_gpu(s, (uint32_t)tp) * srv->block_tokens;
+        double block_bytes = cz_stage_kv_bytes_per_token_gpu(s, tp) * srv->block_tokens;
         double blocks = floor(free_bytes / n_ar[gpu] / block_bytes);
         if (!(blocks >= 1))
             st = cz_err_set(err, CZ_EINVAL,
                             "%s: model '%s' does not fit on GPU %u (%s) at tp %u: the "
                             "weights placed there (%.1f GB) leave no room for the KV of "
                             "stage '%s' (set server.kv_blocks, cost.tp or the placement)",
-                            where, c->model.name, gpu, c->hw.name, (unsigned)tp,
+                            where, c->model.name, gpu, c->hw.name, tp,
                             weights[gpu] / 1e9, s->name);
         else
             srv->kv_blocks = blocks > UINT32_MAX ? UINT32_MAX : (uint32_t)blocks;
@@ -938,7 +988,7 @@ double cz_config_jobs_step_s(const cz_config *cfg, uint32_t p, const cz_job *job
         shape.prefill_tokens += t;
         shape.prefill_attn_ctx += t * (t + 1) / 2;
     }
-    return stage_cost_s(cfg, cfg->model.pipe[p].stage, &shape, 1.0);
+    return stage_cost_s(cfg, p, cfg->model.pipe[p].stage, &shape, 1.0);
 }
 
 static cz_status parse_dtype(const cJSON *j, const char *ctx, const char *key, uint32_t *out,
@@ -1030,6 +1080,86 @@ static cz_status parse_metrics(const cJSON *j, const char *where, cz_pct_mode *m
     return CZ_OK;
 }
 
+/* The "disaggregation" object (docs/pipeline.md, "Disaggregated prefill and decode"): the
+ * card's one autoregressive stage becomes a prefill pool (pipeline stage 0) and a decode
+ * pool (1) of the same model, each placed as a "pipeline" entry is, and the KV link. */
+static cz_status parse_disaggregation(const cJSON *j, bool pipeline, const char *where,
+                                      cz_config *c, cz_err *err)
+{
+    static const char *const keys[] = {"prefill", "decode", "link_GBps", "link_latency_s"};
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "%s: disaggregation", where);
+    cz_status st = cz_json_check_keys(j, ctx, keys, (int)CZ_ARRAY_LEN(keys), err);
+    if (st != CZ_OK)
+        return st;
+    if (c->model.n_pipe != 1 ||
+        c->model.stages[c->model.pipe[0].stage].kind != CZ_STAGE_AR)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: model '%s' runs a pipeline of %u stages; expected a model of "
+                          "one autoregressive stage (a text model, or \"stage\" naming one "
+                          "of the card's)",
+                          ctx, c->model.name, c->model.n_pipe);
+    if (pipeline)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: and field 'pipeline': expected one of them (the pools are "
+                          "placed by disaggregation.prefill and disaggregation.decode)",
+                          ctx);
+    c->pd = true;
+    c->model.pipe[1] = c->model.pipe[0];
+    c->model.pipe[1].from = 0;
+    c->model.n_pipe = 2;
+    c->place[1] = c->place[0];
+    c->place[1].server.kv_import = true;
+    static const char *const pools[2] = {"prefill", "decode"};
+    for (uint32_t p = 0; p < 2; p++) {
+        const cJSON *o = NULL;
+        if ((st = cz_json_obj(j, ctx, pools[p], false, &o, err)) != CZ_OK)
+            return st;
+        if (p == CZ_PD_DECODE && !(o && (cJSON_GetObjectItemCaseSensitive(o, "gpus") ||
+                                         cJSON_GetObjectItemCaseSensitive(o, "first_gpu"))))
+            /* the decode pool's GPUs follow the prefill pool's */
+            c->place[1].first_gpu = cz_stage_place_gpu(&c->place[0], c->place[0].replicas - 1) + 1;
+        char pctx[300];
+        snprintf(pctx, sizeof pctx, "%s.%s", ctx, pools[p]);
+        if (o && (st = parse_place_entry(o, pctx, &c->place[p], err)) != CZ_OK)
+            return st;
+    }
+    for (uint32_t p = 0; p < 2; p++)
+        if (c->place[p].server.kv_window_tokens > 0)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s.%s: field 'kv_window_tokens': a windowed KV keeps only its "
+                              "window, which the decode pool could not pull whole; expected 0 "
+                              "with disaggregation",
+                              ctx, pools[p]);
+    double gbps = 50.0;
+    c->pd_link_latency_s = 1e-5;
+    if ((st = cz_json_num(j, ctx, "link_GBps", false, 1e-6, 1e9, &gbps, err)) != CZ_OK ||
+        (st = cz_json_num(j, ctx, "link_latency_s", false, 0, 1e3, &c->pd_link_latency_s,
+                          err)) != CZ_OK)
+        return st;
+    c->pd_link_Bps = gbps * 1e9;
+    return CZ_OK;
+}
+
+uint32_t cz_config_ar_ord(const cz_config *c, uint32_t p)
+{
+    if (c->model.stages[c->model.pipe[p].stage].kind != CZ_STAGE_AR)
+        return UINT32_MAX;
+    if (c->pd)
+        return p == CZ_PD_DECODE ? 0 : 1;
+    uint32_t ord = 0;
+    for (uint32_t q = 0; q < p; q++)
+        ord += c->model.stages[c->model.pipe[q].stage].kind == CZ_STAGE_AR;
+    return ord;
+}
+
+const char *cz_config_stage_name(const cz_config *c, uint32_t p)
+{
+    if (c->pd)
+        return p == CZ_PD_PREFILL ? "prefill" : "decode";
+    return c->model.stages[c->model.pipe[p].stage].name;
+}
+
 cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_dir,
                               cz_config *c, cz_workload *wl, cz_err *err)
 {
@@ -1037,7 +1167,8 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
                                        "model",    "stage",       "hardware",  "cost",
                                        "server",   "scheduler",   "slo",       "sim",
                                        "pipeline", "router",      "client",    "weight_bytes",
-                                       "admission", "engine",     "metrics"};
+                                       "admission", "engine",     "metrics",
+                                       "disaggregation"};
     memset(c, 0, sizeof *c);
     c->seed = 1;
     cz_server_config server = cz_server_config_default();
@@ -1109,9 +1240,6 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
     }
     if (c->cost_kind == CZ_COST_FITTED && (st = apply_cost_file(c, where, err)) != CZ_OK)
         return st;
-    if ((st = check_tp_divides_heads(c, where, err)) != CZ_OK)
-        return st;
-
     if ((st = cz_json_obj(cfg, where, "server", false, &obj, err)) != CZ_OK)
         return st;
     if (obj && (st = parse_server(obj, where, c, &server, err)) != CZ_OK)
@@ -1125,6 +1253,13 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
     if ((st = cz_json_obj(cfg, where, "pipeline", false, &obj, err)) != CZ_OK)
         return st;
     if (obj && (st = parse_placement(obj, where, c, err)) != CZ_OK)
+        return st;
+    const cJSON *pd = NULL;
+    if ((st = cz_json_obj(cfg, where, "disaggregation", false, &pd, err)) != CZ_OK)
+        return st;
+    if (pd && (st = parse_disaggregation(pd, obj != NULL, where, c, err)) != CZ_OK)
+        return st;
+    if ((st = check_tp_divides_heads(c, where, err)) != CZ_OK)
         return st;
     default_max_model_len(cfg, c);
     for (uint32_t p = 0; p < c->model.n_pipe; p++)
@@ -1184,9 +1319,20 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
     if ((st = derive_kv_blocks(c, where, err)) != CZ_OK)
         return st;
 
+    if (c->pd && c->cost_kind == CZ_COST_SERVICE)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'disaggregation': cost kind \"service\" gives a request "
+                          "one service time, which cannot be split into prefill and decode",
+                          where);
     if (wl->live) {
         /* requests come as they come (`cadenza serve`): a workload, if the config has one,
          * is not read; what serves them is checked as for any */
+        if (c->pd)
+            return cz_err_set(err, CZ_EINVAL,
+                              "%s: field 'disaggregation': `cadenza serve` runs colocated "
+                              "replicas; a disaggregated config runs in `cadenza sim` and "
+                              "`cadenza replay`",
+                              where);
         if (c->cross_stage)
             return cz_err_set(err, CZ_EINVAL,
                               "%s: scheduler '%s': a cross-stage runtime serves a workload "
@@ -1218,6 +1364,12 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
     cJSON_Delete(wdup);
     if (st != CZ_OK)
         return st;
+    if (c->pd && wl->n_streams > 0)
+        return cz_err_set(err, CZ_EINVAL,
+                          "%s: field 'disaggregation': the workload has periodic streams, "
+                          "whose every frame is a prefill and a decode on one replica; "
+                          "expected turns only",
+                          where);
     if (c->admission.kind != CZ_ADMIT_ALL) {
         if (wl->n_streams == 0)
             return cz_err_set(err, CZ_EINVAL,
@@ -1248,14 +1400,14 @@ double cz_config_roofline_step_s(const cz_config *cfg, uint32_t p, const cz_batc
         .decode_seqs = b->decode_seqs,
         .decode_ctx_tokens = b->decode_ctx_tokens,
     };
-    double t = stage_cost_s(cfg, ps->stage, &shape, 1.0);
+    double t = stage_cost_s(cfg, p, ps->stage, &shape, 1.0);
     if (ps->inner >= 0) {
         /* the inner stage (a code predictor) runs inner_steps sequential small steps for
          * the tokens this step emits, with a context of at most inner_steps */
         uint32_t emitted = b->decode_seqs + b->prefill_seqs;
         cz_batch_shape in = {.decode_seqs = emitted,
                              .decode_ctx_tokens = (uint64_t)emitted * ps->inner_steps};
-        t += ps->inner_steps * stage_cost_s(cfg, (uint32_t)ps->inner, &in, 1.0);
+        t += ps->inner_steps * stage_cost_s(cfg, p, (uint32_t)ps->inner, &in, 1.0);
     }
     return t;
 }

@@ -47,6 +47,8 @@ typedef struct cz_stage_place {
     uint32_t gpus[CZ_MAX_GPU_LIST]; /* GPU of each replica; stages on one GPU time-share it */
     cz_server_config server;        /* autoregressive stages */
     uint32_t max_batch, max_tokens; /* encoders and vocoders: jobs and tokens per step */
+    uint32_t tp;                    /* GPUs of one replica's tensor-parallel group (0: the
+                                       config's cost.tp) */
 } cz_stage_place;
 
 /* Element types the engine's weights and KV cache take (cz_dtype's values, kernels/). */
@@ -114,7 +116,31 @@ typedef struct cz_config {
     double timeline_interval_s;
     cz_pct_mode pct_mode;     /* metrics.percentiles: the summary's percentiles */
     cz_engine_config engine;  /* the real engine's settings */
+    /* disaggregated prefill and decode (the config's "disaggregation"; docs/pipeline.md):
+     * the card's one autoregressive stage runs as two pipeline stages of the same model,
+     * 0 its prefill pool and 1 its decode pool, the KV moving between them over each
+     * device's network link (bandwidth per direction, latency per transfer) */
+    bool pd;
+    double pd_link_Bps, pd_link_latency_s;
 } cz_config;
+
+/* Pipeline stages of a disaggregated config. */
+#define CZ_PD_PREFILL 0u
+#define CZ_PD_DECODE 1u
+
+/* Tensor-parallel GPUs per replica of pipeline stage p (>= 1). */
+static inline uint32_t cz_config_tp(const cz_config *c, uint32_t p)
+{
+    return c->place[p].tp ? c->place[p].tp : c->cost.tp ? c->cost.tp : 1;
+}
+
+/* The autoregressive ordinal of pipeline stage p (its records' `stage`; the summary's
+ * headline is ordinal 0): AR stages in pipeline order, but a disaggregated config's decode
+ * pool is 0 (what its client sees) and its prefill pool 1. UINT32_MAX for an encoder or
+ * vocoder. */
+uint32_t cz_config_ar_ord(const cz_config *c, uint32_t p);
+/* The name of pipeline stage p in results: its card stage's, or "prefill" and "decode". */
+const char *cz_config_stage_name(const cz_config *c, uint32_t p);
 
 /* The GPU of replica r of a stage placed by `pl` (r < pl->replicas). */
 static inline uint32_t cz_stage_place_gpu(const cz_stage_place *pl, uint32_t r)

@@ -12,6 +12,8 @@
 
 #include "cz_evidx.h"
 #include "cz_jobq.h"
+#include "cz_kvindex.h"
+#include "cz_lvheap.h"
 #include "cz_playback.h"
 #include "cz_rng.h"
 
@@ -39,6 +41,11 @@ typedef struct rep_rt {
                             core's 4 x waiting + running */
     uint32_t pub, since; /* router.signal_delay_s: the load it last published, and the
                             turns routed to it since */
+    uint32_t kv_now, kv_pub; /* llm_d: its serving core's KV blocks in use, and as last
+                                published */
+    uint32_t kv_blocks;  /* its KV pool (an autoregressive stage) */
+    uint32_t active;     /* kv_router: the KV blocks of the turns routed to it and not yet
+                            ended, as the router counts them (Dynamo's active blocks) */
     bool sig_dirty;      /* its load changed since it last published */
     uint64_t turns;      /* turns started on it (AR stages) */
     bool busy;           /* its batch is in flight */
@@ -85,6 +92,17 @@ typedef struct ses_rt {
     double a_tok;         /* tts: seconds of audio per reply token */
     bool keep;            /* a live session that more turns may follow: it stays open, its
                              KV kept, after its last turn (cz_deploy_submit) */
+    /* disaggregated prefill and decode (cz_config.pd) */
+    uint32_t pd_ctx;      /* the session's context before the open turn (the decode
+                             pool's): both pools' sequences are cut or fed to it */
+    bool pd_pulling;      /* the decode pool is loading the open turn's KV from the prefill
+                             pool's sequence, which holds it (its turn stays open) until
+                             the load lands */
+    bool pd_abort;        /* a cut came while pulling: the prefill pool's abort waits for
+                             the load (keeping pd_keep tokens) */
+    bool pd_released;     /* the prefill pool's turn was told to end (its feed may wait
+                             for the replica's batch) */
+    uint32_t pd_keep;
 } ses_rt;
 
 /* A session's state at one pipeline stage. */
@@ -95,6 +113,9 @@ typedef struct ses_stage {
     uint32_t fed;    /* tokens of output allowed to this stage so far (a fed AR stage) */
     uint32_t handed; /* upstream tokens handed to this stage so far (a vocoder) */
     uint32_t target; /* output tokens of the open turn at this stage */
+    uint32_t active; /* kv_router: the blocks the open turn adds to its replica's active */
+    uint32_t held;   /* kv_router: the turn's leading blocks in use on its replica when it
+                        was routed (they add nothing to its active blocks) */
     bool open, done; /* its turn started; finished */
 } ses_stage;
 
@@ -132,8 +153,20 @@ typedef struct cz_deploy {
     cz_evidx by_load[CZ_MAX_STAGES];
     uint32_t rr_next[CZ_MAX_STAGES];
     uint32_t route_stage;  /* the stage route() is routing (its view's) */
-    bool by_load_used;     /* the router asks for the least loaded (session, least_loaded,
-                              vllm_dp): by_load is kept */
+    uint32_t order;        /* how the stages' replicas are kept in order for the router
+                              (ORDER_*) */
+    /* llm_d: per stage, its replicas by the waiting queue (level) and KV use (key) the
+     * router sees */
+    cz_lvheap by_queue[CZ_MAX_STAGES];
+    /* the prefix-aware routers (llm_d, kv_router) with prefix caching at the first
+     * autoregressive stage: the blocks its replicas hold cached, by hash (always as the
+     * caches are), and a turn's scratch */
+    bool kvx_on;
+    cz_kvindex kvx;
+    uint64_t *rt_hash;     /* the routed turn's block hashes */
+    size_t cap_rt_hash;
+    uint32_t *mt_rep, *mt_len; /* cz_kvindex_match's answer (the first AR stage's replicas) */
+    cz_router_cand *cand;  /* the view's candidates (every replica of any stage) */
     uint32_t *sig_changed; /* replicas whose load changed since the last publication */
     uint32_t n_sig_changed;
     bool sig_pending;      /* a CZ_TIMER_SIGNAL is set */
@@ -189,6 +222,8 @@ typedef struct cz_deploy {
     double live_area;
     uint64_t end_blocks_sum;  /* KV blocks sessions held when they ended */
     uint32_t n_ended;
+    uint64_t pd_pulls;        /* disaggregation: KV transfers from prefill to decode */
+    double pd_pull_bytes;
 } cz_deploy;
 
 /* Session si and turn g of the workload. */
@@ -493,33 +528,63 @@ void cz_sort_by_time(uint32_t *ids, const double *times, uint32_t n)
 
 /* ---- routing ---- */
 
+/* How the runtime keeps each stage's replicas in order for its router. */
+enum {
+    ORDER_NONE = 0, /* round_robin, power_of_two, random: no order */
+    ORDER_LOAD,     /* session, least_loaded, vllm_dp: by_load on the load the router sees */
+    ORDER_ACTIVE,   /* kv_router: by_load on kv_load */
+    ORDER_QUEUE_KV  /* llm_d: by_queue on (the queue, the KV use) the router sees */
+};
+
 /* The load the router sees on replica ri (cz_router_config.signal_delay_s). */
 static inline uint32_t seen_load(const cz_deploy *S, const rep_rt *r)
 {
     return S->cfg->router.signal_delay_s > 0 ? r->pub + r->since : r->load;
 }
 
-/* Replica ri's place in its stage's load order follows the load the router sees. */
+/* llm_d: the KV cache utilization the router sees on replica r (published like its
+ * load; 0 for an encoder or vocoder, which holds no KV). */
+static inline double seen_kv_use(const cz_deploy *S, const rep_rt *r)
+{
+    if (!r->srv)
+        return 0.0;
+    uint32_t kv = S->cfg->router.signal_delay_s > 0 ? r->kv_pub : r->kv_now;
+    return (double)kv / (double)r->kv_blocks;
+}
+
+/* kv_router: replica r's load, exact (the router's own count, as Dynamo's router tracks
+ * its workers' active blocks): its active blocks, or an encoder's or vocoder's
+ * outstanding jobs. */
+static inline uint32_t kv_load(const rep_rt *r)
+{
+    return r->srv ? r->active : r->outstanding;
+}
+
+/* Replica ri's place in its stage's order follows what the router sees. */
 static void load_order(cz_deploy *S, uint32_t ri)
 {
     const rep_rt *r = &S->reps[ri];
-    if (S->by_load_used && S->cfg->place[r->p].replicas > 1)
-        cz_evidx_set(&S->by_load[r->p], ri - S->rep_off[r->p], -(double)seen_load(S, r));
+    if (S->cfg->place[r->p].replicas <= 1)
+        return;
+    uint32_t k = ri - S->rep_off[r->p];
+    switch (S->order) {
+    case ORDER_LOAD: cz_evidx_set(&S->by_load[r->p], k, -(double)seen_load(S, r)); break;
+    case ORDER_ACTIVE: cz_evidx_set(&S->by_load[r->p], k, -(double)kv_load(r)); break;
+    case ORDER_QUEUE_KV:
+        /* without a KV term, a queue's lowest index is its best (cz_router_llmd_free) */
+        cz_lvheap_set(&S->by_queue[r->p], k, seen_load(S, r),
+                      S->cfg->router.kv_weight > 0 ? seen_kv_use(S, r) : 0.0);
+        break;
+    default: break;
+    }
 }
 
-/* Replica ri's router load is now `load`; with delayed signals, the router learns it at
- * the next publication (every signal_delay_s). */
-static void load_set(cz_deploy *S, uint32_t ri, uint32_t load, double now)
+/* Replica ri's load or KV use changed: with delayed signals it publishes them at the next
+ * multiple of signal_delay_s. */
+static void signal_changed(cz_deploy *S, uint32_t ri, double now)
 {
     rep_rt *r = &S->reps[ri];
-    if (load == r->load)
-        return;
-    r->load = load;
     double dt = S->cfg->router.signal_delay_s;
-    if (!(dt > 0)) {
-        load_order(S, ri);
-        return;
-    }
     if (!r->sig_dirty) {
         r->sig_dirty = true;
         S->sig_changed[S->n_sig_changed++] = ri;
@@ -533,11 +598,43 @@ static void load_set(cz_deploy *S, uint32_t ri, uint32_t load, double now)
     }
 }
 
+/* Replica ri's router load is now `load`; with delayed signals, the router learns it at
+ * the next publication (every signal_delay_s). */
+static void load_set(cz_deploy *S, uint32_t ri, uint32_t load, double now)
+{
+    rep_rt *r = &S->reps[ri];
+    if (load == r->load)
+        return;
+    r->load = load;
+    if (!(S->cfg->router.signal_delay_s > 0)) {
+        load_order(S, ri);
+        return;
+    }
+    signal_changed(S, ri, now);
+}
+
+/* llm_d: replica ri's serving core holds `kv` blocks in use; the router learns it as it
+ * learns the load. */
+static void kv_set(cz_deploy *S, uint32_t ri, uint32_t kv, double now)
+{
+    rep_rt *r = &S->reps[ri];
+    if (kv == r->kv_now)
+        return;
+    r->kv_now = kv;
+    if (!(S->cfg->router.signal_delay_s > 0)) {
+        load_order(S, ri);
+        return;
+    }
+    signal_changed(S, ri, now);
+}
+
 /* Whether replica ri's router load is its serving core's queues (vLLM's data-parallel
- * rule) rather than its outstanding turns. */
+ * rule; llm_d's queue scorer) rather than its outstanding turns. */
 static inline bool load_from_queues(const cz_deploy *S, const rep_rt *r)
 {
-    return S->cfg->router.policy == CZ_ROUTER_VLLM_DP && r->srv;
+    return (S->cfg->router.policy == CZ_ROUTER_VLLM_DP ||
+            S->cfg->router.policy == CZ_ROUTER_LLM_D) &&
+           r->srv;
 }
 
 /* Replica ri's outstanding turns or jobs change by `delta`. */
@@ -548,15 +645,43 @@ static void load_add(cz_deploy *S, uint32_t ri, int32_t delta, double now)
     r->outstanding = (uint32_t)((int64_t)r->outstanding + delta);
     if (!load_from_queues(S, r))
         load_set(S, ri, r->outstanding, now);
+    if (S->order == ORDER_ACTIVE && !r->srv)
+        load_order(S, ri);
 }
 
-/* vllm_dp: replica ri's load after its serving core's queues changed (it was dispatched:
- * every change to a replica marks its device). */
+/* kv_router: the open turn of session si at AR stage p adds `blocks` to its replica's
+ * active blocks (at its start), or gives back what it added (blocks UINT32_MAX, at its
+ * end). */
+static void active_add(cz_deploy *S, uint32_t si, uint32_t p, uint32_t blocks)
+{
+    if (S->order != ORDER_ACTIVE)
+        return;
+    ses_stage *st = SP(S, si, p);
+    rep_rt *r = &S->reps[st->rep];
+    if (blocks == UINT32_MAX) {
+        CZ_ASSERT(r->active >= st->active);
+        r->active -= st->active;
+        st->active = 0;
+    } else {
+        st->active = blocks;
+        r->active += blocks;
+    }
+    load_order(S, st->rep);
+}
+
+/* vllm_dp, llm_d: replica ri's load (and KV use) after its serving core changed (it was
+ * dispatched: every change to a replica marks its device). */
 static void load_refresh(cz_deploy *S, uint32_t ri, double now)
 {
     const rep_rt *r = &S->reps[ri];
-    if (load_from_queues(S, r))
+    if (!load_from_queues(S, r))
+        return;
+    if (S->cfg->router.policy == CZ_ROUTER_LLM_D) {
+        load_set(S, ri, cz_server_waiting(r->srv), now);
+        kv_set(S, ri, cz_server_kv_used(r->srv), now);
+    } else {
         load_set(S, ri, 4 * cz_server_waiting(r->srv) + cz_server_running(r->srv), now);
+    }
 }
 
 /* The replicas publish their loads: the router now sees them as they are. */
@@ -567,6 +692,7 @@ static void on_signal(cz_deploy *S)
         uint32_t ri = S->sig_changed[i];
         rep_rt *r = &S->reps[ri];
         r->pub = r->load;
+        r->kv_pub = r->kv_now;
         r->since = 0;
         r->sig_dirty = false;
         load_order(S, ri);
@@ -584,7 +710,76 @@ static uint32_t route_load(const void *ctx, uint32_t r)
 static uint32_t route_least(const void *ctx)
 {
     const cz_deploy *S = ctx;
+    if (S->order == ORDER_QUEUE_KV)
+        return cz_router_llmd_free(&S->cfg->router, &S->by_queue[S->route_stage]);
     return cz_evidx_top(&S->by_load[S->route_stage]);
+}
+
+static uint32_t route_kv_load(const void *ctx, uint32_t r)
+{
+    const cz_deploy *S = ctx;
+    return kv_load(&S->reps[S->rep_off[S->route_stage] + r]);
+}
+
+static double route_kv_use(const void *ctx, uint32_t r)
+{
+    const cz_deploy *S = ctx;
+    return seen_kv_use(S, &S->reps[S->rep_off[S->route_stage] + r]);
+}
+
+static bool stage_is_ar(const cz_deploy *S, uint32_t p);
+static uint32_t turn_in_tokens(const cz_turn *t);
+
+/* The prefix-aware routers' part of the view of stage p for turn g of session si: the
+ * turn's context and the replicas holding a prefix of it cached. A session with history
+ * on its replica (a later turn) sends it with the turn, as a client resends the
+ * conversation: only that replica can hold it (its blocks chain the session's lineage),
+ * cached as far as cz_server_seq_cached_blocks finds. A turn with no history is named by
+ * the trace's hashes at the first AR stage (Mooncake's hash_ids): the index gives every
+ * replica's longest cached prefix of them. */
+static void route_prefix_view(cz_deploy *S, uint32_t si, uint32_t p, uint32_t g,
+                              cz_router_view *v)
+{
+    const ses_stage *st = SP(S, si, p);
+    uint32_t base = S->rep_off[p];
+    v->n_cand = 0;
+    v->cand = S->cand;
+    v->block_tokens = 1;
+    v->tokens = 0;
+    if (!stage_is_ar(S, p))
+        return; /* an encoder or vocoder: no KV to reuse */
+    v->block_tokens = S->cfg->place[p].server.block_tokens;
+    const cz_turn *t = WT(S, g);
+    uint64_t hist = 0;
+    if (st->rep != NONE && st->seq != NONE) {
+        const cz_seq *q = cz_server_seq(S->reps[st->rep].srv, st->seq);
+        hist = (uint64_t)q->tokens_in + q->generated;
+    }
+    uint64_t tokens = hist + turn_in_tokens(t);
+    v->tokens = tokens < UINT32_MAX ? (uint32_t)tokens : UINT32_MAX;
+    if (hist > 0) {
+        uint32_t held, c = cz_server_seq_cached_blocks(S->reps[st->rep].srv, st->seq, &held);
+        if (c > 0)
+            S->cand[v->n_cand++] = (cz_router_cand){st->rep - base, c, held};
+        return;
+    }
+    if (!S->kvx_on || p != S->first_ar)
+        return;
+    const cz_turn_hashes th = {cz_workload_turn_hashes(S->wl, t), t->hash_len,
+                               S->wl->hash_block_tokens};
+    uint32_t in = turn_in_tokens(t);
+    uint32_t nb = cz_turn_block_count(v->block_tokens, in, &th);
+    cz_grow((void **)&S->rt_hash, &S->cap_rt_hash, nb ? nb : 1, sizeof *S->rt_hash);
+    nb = cz_turn_block_hashes(v->block_tokens, in, &th, S->rt_hash, nb);
+    uint32_t n = S->cfg->place[p].replicas;
+    uint32_t m = cz_kvindex_match(&S->kvx, S->rt_hash, nb, 0, n, S->mt_rep, S->mt_len);
+    bool kv = S->cfg->router.policy == CZ_ROUTER_KV;
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t held = kv ? cz_server_held_prefix(S->reps[base + S->mt_rep[i]].srv, S->rt_hash,
+                                                   S->mt_len[i])
+                           : 0;
+        S->cand[v->n_cand++] = (cz_router_cand){S->mt_rep[i], S->mt_len[i], held};
+    }
 }
 
 /* The replica of stage p that serves turn g of session si (cz_route). */
@@ -601,13 +796,30 @@ static uint32_t route(cz_deploy *S, uint32_t si, uint32_t p, uint32_t g)
     cz_router_view v = {.n = n, .sticky = st->rep != NONE ? st->rep - base : UINT32_MAX,
                         .rr_next = S->rr_next[p], .rng = S->rng, .ctx = S,
                         .load = route_load, .least = route_least};
+    if (rc->policy == CZ_ROUTER_LLM_D || rc->policy == CZ_ROUTER_KV) {
+        route_prefix_view(S, si, p, g, &v);
+        if (rc->policy == CZ_ROUTER_KV) {
+            v.load = route_kv_load;
+        } else {
+            v.kv_use = route_kv_use;
+            v.queue_min = cz_lvheap_lo(&S->by_queue[p]);
+            v.queue_max = cz_lvheap_hi(&S->by_queue[p]);
+        }
+    }
     uint32_t ri = base + cz_route(rc, &v);
+    if (rc->policy == CZ_ROUTER_KV) {
+        st->held = 0;
+        for (uint32_t i = 0; i < v.n_cand; i++)
+            if (v.cand[i].r == ri - base)
+                st->held = v.cand[i].held;
+    }
     if (rc->policy == CZ_ROUTER_ROUND_ROBIN)
         S->rr_next[p] = S->rr_next[p] + 1 == n ? 0 : S->rr_next[p] + 1;
     if (rc->signal_delay_s > 0) {
         /* the router counts what it sends until the replica's next publication (vLLM's
-         * data-parallel client: as waiting, weighed 4) */
-        S->reps[ri].since += load_from_queues(S, &S->reps[ri]) ? 4 : 1;
+         * data-parallel client: as waiting, weighed 4; llm_d: one more waiting) */
+        const rep_rt *r = &S->reps[ri];
+        S->reps[ri].since += rc->policy == CZ_ROUTER_VLLM_DP && r->srv ? 4 : 1;
         load_order(S, ri);
     }
     return ri;
@@ -623,9 +835,25 @@ static void run_xfers(cz_deploy *S, uint32_t ri, double now)
         return;
     uint32_t n;
     const cz_xfer *x = cz_server_take_xfers(r->srv, &n);
-    for (uint32_t i = 0; i < n; i++)
-        S->drv.xfer(S->drv.ctx, ri, r->gpu, &x[i], x[i].tokens * S->kv_bytes_per_token[r->p],
-                    now);
+    for (uint32_t i = 0; i < n; i++) {
+        double bytes = x[i].tokens * S->kv_bytes_per_token[r->p];
+        if (!x[i].remote) {
+            S->drv.xfer(S->drv.ctx, ri, r->gpu, &x[i], bytes, now);
+            continue;
+        }
+        /* a decode replica pulls the turn's KV from the prefill replica that holds it
+         * (DistServe, section 4.3: the decoding instance fetches it when it admits the
+         * request) */
+        uint32_t si = (uint32_t)cz_server_seq(r->srv, x[i].seq)->session;
+        ses_rt *ss = SES(S, si);
+        const ses_stage *src = SP(S, si, CZ_PD_PREFILL);
+        CZ_ASSERT(S->cfg->pd && r->p == CZ_PD_DECODE && !ss->pd_pulling && src->open &&
+                  src->seq != NONE);
+        ss->pd_pulling = true;
+        S->pd_pulls++;
+        S->pd_pull_bytes += bytes;
+        S->drv.pull(S->drv.ctx, ri, &x[i], src->rep, src->seq, bytes, now);
+    }
 }
 
 /* Hands step `st` of replica r to the driver on device gi. */
@@ -761,7 +989,7 @@ static void dispatch_run(cz_deploy *S, uint32_t gi, double now)
 static void dispatch(cz_deploy *S, uint32_t gi, double now)
 {
     dispatch_run(S, gi, now);
-    if (S->cfg->router.policy == CZ_ROUTER_VLLM_DP) {
+    if (S->cfg->router.policy == CZ_ROUTER_VLLM_DP || S->cfg->router.policy == CZ_ROUTER_LLM_D) {
         const gpu_rt *g = &S->gpus[gi];
         for (uint32_t i = 0; i < g->n_reps; i++)
             load_refresh(S, g->reps[i], now);
@@ -842,6 +1070,7 @@ static void op_submit(cz_deploy *S, uint32_t ri, deferred_op op, double now)
 
 static void turn_ended(cz_deploy *S, uint32_t si, double now, bool barged);
 static void submit_next(cz_deploy *S, uint32_t si, double now);
+static void pd_release_prefill(cz_deploy *S, uint32_t si, double now);
 static void generation_complete(cz_deploy *S, uint32_t si, double now);
 
 static bool stage_is_ar(const cz_deploy *S, uint32_t p)
@@ -900,6 +1129,23 @@ static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, boo
     rep_rt *r = REP(S, st->rep);
     uint32_t k = ss->g - WS(S, si)->turn_off;
     uint32_t in = turn_in_tokens(t);
+    if (S->cfg->pd) {
+        /* each pool's sequence holds the session's context as the decode pool left it:
+         * cut back to it, or given what it lacks (the replies the other pool generated,
+         * or all of it on a replica new to the session) as input */
+        const cz_seq *q = cz_server_seq(r->srv, seq);
+        uint32_t have = q->tokens_in + q->generated;
+        if (have > ss->pd_ctx && cz_server_seq_moving(r->srv, seq)) {
+            /* its KV is still being stored: it starts again from nothing */
+            cz_server_seq_close(r->srv, seq);
+            seq = st->seq = cz_server_seq_open(r->srv, si, (uint32_t)WS(S, si)->cls, false);
+            have = 0;
+        } else if (have > ss->pd_ctx) {
+            cz_server_seq_truncate(r->srv, seq, ss->pd_ctx);
+            have = ss->pd_ctx;
+        }
+        in += ss->pd_ctx - have;
+    }
     /* the trace's prefix-block hashes name the prompt the first AR stage reads (automatic
      * prefix caching; ignored by a server without it) */
     const cz_turn_hashes th = {cz_workload_turn_hashes(S->wl, t), t->hash_len,
@@ -911,10 +1157,13 @@ static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, boo
     st->fed = out;
     if (S->drv.turn_opened)
         S->drv.turn_opened(S->drv.ctx, st->rep, seq, rec, in, out);
-    if (cz_metrics_req(S->m, rec)->outcome == CZ_REQ_REJECTED) {
+    /* a refused turn leaves its sequence idle (its record, released, may be gone) */
+    if (!cz_server_seq(r->srv, seq)->turn_open) {
         /* the turn cannot be served: nothing flows to the later stages; refused by the
-         * first stage it is rejected, by a later one (after work was done) it failed */
-        if (p == S->first_ar)
+         * first stage it is rejected, by a later one (after work was done) it failed; a
+         * disaggregated turn's record is its decode pool's (a prefill pool's rejected
+         * record is gone) */
+        if (p == S->first_ar && !S->cfg->pd)
             ss->rec0 = rec;
         if (!ss->refused) {
             ss->refused = p == S->first_ar ? CZ_REQ_REJECTED : CZ_REQ_FAILED;
@@ -927,13 +1176,60 @@ static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, boo
             generation_complete(S, si, now);
         return;
     }
-    if (p == S->first_ar)
-        ss->rec0 = rec;
+    if (p == S->first_ar || (S->cfg->pd && p == CZ_PD_DECODE))
+        ss->rec0 = rec; /* the record the turn's outcome names: what its client saw */
     r->turns++;
     load_add(S, st->rep, 1, now);
+    if (S->order == ORDER_ACTIVE) {
+        /* Dynamo's router adds a request's new blocks to its worker's active blocks (those
+         * not already in use there) */
+        const cz_seq *q = cz_server_seq(r->srv, seq);
+        uint64_t ctx = (uint64_t)q->tokens_in + q->generated;
+        uint64_t bt = S->cfg->place[p].server.block_tokens;
+        uint64_t blocks = (ctx + bt - 1) / bt;
+        active_add(S, si, p, (uint32_t)(blocks > st->held ? blocks - st->held : 0));
+    }
     ss->outstanding++;
+    if (S->cfg->pd && p == CZ_PD_DECODE) {
+        /* its context but the last token was computed by the prefill pool */
+        const cz_seq *q = cz_server_seq(r->srv, seq);
+        uint32_t ctx = q->tokens_in + q->generated;
+        if (ctx > 1 && q->computed < ctx - 1)
+            cz_server_import(r->srv, seq, ctx - 1);
+        else
+            pd_release_prefill(S, si, now); /* it holds all it needs */
+    }
     run_xfers(S, st->rep, now);
     ask_next_report(S, si, p);
+}
+
+/* ---- disaggregated prefill and decode (docs/pipeline.md) ---- */
+
+/* The prefill pool's turn of session si ends: the decode pool holds its KV (or will never
+ * need it: refused, or its prefix cache held it). Its sequence stays, idle, its KV cached
+ * for the session's next turn. */
+static void pd_release_prefill(cz_deploy *S, uint32_t si, double now)
+{
+    ses_rt *ss = SES(S, si);
+    const ses_stage *pst = SP(S, si, CZ_PD_PREFILL);
+    if (!pst->open || ss->pd_released)
+        return;
+    ss->pd_released = true;
+    deferred_op op = {0, pst->seq, si, 0, 0, true};
+    op_submit(S, pst->rep, op, now);
+}
+
+/* The prefill pool sampled the open turn's first token: the turn goes to a decode replica
+ * the router picks, whole (its output and its input, whose KV it will pull). */
+static void pd_decode_start(cz_deploy *S, uint32_t si, double now)
+{
+    ses_rt *ss = SES(S, si);
+    ses_stage *dst = SP(S, si, CZ_PD_DECODE);
+    stage_seq(S, si, CZ_PD_DECODE, ss->g);
+    dst->target = stage_out_tokens(S, CZ_PD_DECODE, WT(S, ss->g));
+    stage_start(S, si, CZ_PD_DECODE, dst->target, true, now);
+    if (!dst->open)
+        pd_release_prefill(S, si, now); /* refused: the pull will never come */
 }
 
 /* The turn's generation is complete (every stage done): the reply ends when its audio
@@ -987,6 +1283,8 @@ static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bo
         const cz_seq *q = cz_server_seq(r->srv, st->seq);
         st->gen = q->generated - q->turn_generated_base;
     }
+    if (S->cfg->pd && p == CZ_PD_DECODE && !ss->pd_pulling)
+        pd_release_prefill(S, si, now); /* it ran without pulling (its cache held it all) */
     if (ss->tts && p == S->play_p && st->gen > ss->played) {
         double audio = (st->gen - ss->played) * ss->a_tok;
         ss->played = st->gen;
@@ -997,6 +1295,11 @@ static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bo
         if (ds->from != (int32_t)p)
             continue;
         ses_stage *dst = SP(S, si, d);
+        if (S->cfg->pd) {
+            if (!done && st->gen > 0 && !dst->open && !dst->done)
+                pd_decode_start(S, si, now);
+            continue;
+        }
         if (stage_is_ar(S, d)) {
             uint32_t total = stage_out_tokens(S, d, t);
             double want = floor(st->gen * ds->out_per_in);
@@ -1034,6 +1337,7 @@ static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bo
             st->open = false;
             st->done = true;
             load_add(S, st->rep, -1, now);
+            active_add(S, si, p, UINT32_MAX);
             ss->outstanding--;
         }
     } else if (stage_is_ar(S, p)) {
@@ -1115,6 +1419,21 @@ static void submit_next(cz_deploy *S, uint32_t si, double now)
         load_add(S, SP(S, si, p)->rep, 1, now);
         ss->outstanding++;
         ss->enc_pending++;
+    }
+    if (S->cfg->pd) {
+        /* the prefill pool computes the prompt and samples one token (vLLM's disaggregated
+         * prefill: max_tokens 1), then stalls, holding the KV until the decode pool has
+         * pulled it; the context both pools align to is the decode pool's */
+        const ses_stage *dst = SP(S, si, CZ_PD_DECODE);
+        ss->pd_ctx = 0;
+        ss->pd_released = false;
+        if (dst->seq != NONE) {
+            const cz_seq *q = cz_server_seq(REP(S, dst->rep)->srv, dst->seq);
+            ss->pd_ctx = q->tokens_in + q->generated;
+        }
+        SP(S, si, CZ_PD_PREFILL)->target = 1;
+        stage_start(S, si, CZ_PD_PREFILL, 1, false, now);
+        return;
     }
     if (ss->enc_pending == 0) {
         SP(S, si, S->first_ar)->target = stage_out_tokens(S, S->first_ar, t);
@@ -1330,9 +1649,16 @@ static void stop_stages(cz_deploy *S, uint32_t si, const uint32_t *heard, double
             if (st->open) {
                 st->open = false;
                 load_add(S, st->rep, -1, now);
+                active_add(S, si, q, UINT32_MAX);
+            }
+            ss->blocked++;
+            if (S->cfg->pd && q == CZ_PD_PREFILL && ss->pd_pulling) {
+                /* the decode pool is reading its KV: the abort waits for the pull */
+                ss->pd_abort = true;
+                ss->pd_keep = heard[q];
+                continue;
             }
             deferred_op op = {1, st->seq, si, 0, heard[q], false};
-            ss->blocked++;
             op_submit(S, st->rep, op, now);
         } else if (st->rep != NONE) {
             load_add(S, st->rep, -(int32_t)cz_jobq_cancel(&REP(S, st->rep)->jq, si), now);
@@ -1411,9 +1737,14 @@ static void on_ar_done(cz_deploy *S, uint32_t ri, double now)
     cz_server_on_batch_done(r->srv, now, &ev);
     /* copy: handling the events can call back into this server */
     uint32_t n_ms = ev.n_milestone, n_td = ev.n_turn_done;
+    /* a prefill pool's turn stalls at its first token, holding its KV for the decode
+     * pool's pull: that is its report */
+    uint32_t n_st = S->cfg->pd && r->p == CZ_PD_PREFILL ? ev.n_stalled : 0;
+    n_ms += n_st;
     uint32_t ids[2 * 1024];
     uint32_t *ms = n_ms + n_td <= 2048 ? ids : cz_xmalloc((n_ms + n_td) * sizeof *ms);
-    memcpy(ms, ev.milestone, n_ms * sizeof *ms);
+    memcpy(ms, ev.milestone, ev.n_milestone * sizeof *ms);
+    memcpy(ms + ev.n_milestone, ev.stalled, n_st * sizeof *ms);
     memcpy(ms + n_ms, ev.turn_done, n_td * sizeof *ms);
     for (uint32_t i = 0; i < n_ms + n_td; i++) {
         bool done = i >= n_ms;
@@ -1752,8 +2083,17 @@ void cz_deploy_free(cz_deploy *S)
     free(S->dirty_next);
     free(S->always);
     free(S->sig_changed);
-    for (uint32_t p = 0; p < S->n_pipe; p++)
+    for (uint32_t p = 0; p < S->n_pipe; p++) {
         cz_evidx_free(&S->by_load[p]);
+        if (S->order == ORDER_QUEUE_KV)
+            cz_lvheap_free(&S->by_queue[p]);
+    }
+    if (S->kvx_on)
+        cz_kvindex_free(&S->kvx);
+    free(S->rt_hash);
+    free(S->mt_rep);
+    free(S->mt_len);
+    free(S->cand);
     free(S->turn_session);
     for (size_t c = 0; c < S->n_chunks; c++) {
         free(S->ses_chunk[c]);
@@ -1783,9 +2123,27 @@ static void build_replicas(cz_deploy *S, uint64_t expected)
         S->n_reps += cfg->place[p].replicas;
     }
     S->reps = cz_xcalloc(S->n_reps, sizeof *S->reps);
-    S->by_load_used = cfg->router.policy == CZ_ROUTER_SESSION ||
-                      cfg->router.policy == CZ_ROUTER_LEAST_LOADED ||
-                      cfg->router.policy == CZ_ROUTER_VLLM_DP;
+    switch (cfg->router.policy) {
+    case CZ_ROUTER_SESSION:
+    case CZ_ROUTER_LEAST_LOADED:
+    case CZ_ROUTER_VLLM_DP: S->order = ORDER_LOAD; break;
+    case CZ_ROUTER_KV: S->order = ORDER_ACTIVE; break;
+    case CZ_ROUTER_LLM_D: S->order = ORDER_QUEUE_KV; break;
+    default: S->order = ORDER_NONE; break;
+    }
+    uint32_t most = 1;
+    for (uint32_t p = 0; p < S->n_pipe; p++)
+        if (cfg->place[p].replicas > most)
+            most = cfg->place[p].replicas;
+    S->cand = cz_xmalloc(most * sizeof *S->cand);
+    uint32_t n_first = cfg->place[S->first_ar].replicas;
+    S->kvx_on = (cfg->router.policy == CZ_ROUTER_LLM_D || cfg->router.policy == CZ_ROUTER_KV) &&
+                cfg->place[S->first_ar].server.prefix_caching && n_first > 1;
+    if (S->kvx_on) {
+        cz_kvindex_init(&S->kvx, n_first);
+        S->mt_rep = cz_xmalloc(n_first * sizeof *S->mt_rep);
+        S->mt_len = cz_xmalloc(n_first * sizeof *S->mt_len);
+    }
     S->gpus = cz_xcalloc(cfg->n_gpus, sizeof *S->gpus);
     S->dirty = cz_xmalloc(cfg->n_gpus * sizeof *S->dirty);
     S->dirty_next = cz_xmalloc(cfg->n_gpus * sizeof *S->dirty_next);
@@ -1800,14 +2158,13 @@ static void build_replicas(cz_deploy *S, uint64_t expected)
         S->gpus[g].wake_s = INFINITY;
     }
     free(on_gpu);
-    uint32_t ord = 0;
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         const cz_pipe_stage *ps = &cfg->model.pipe[p];
         const cz_stage_card *card = &cfg->model.stages[ps->stage];
-        S->ar_ord[p] = card->kind == CZ_STAGE_AR ? ord++ : NONE;
+        S->ar_ord[p] = cz_config_ar_ord(cfg, p);
         S->kv_bytes_per_token[p] =
             card->kind == CZ_STAGE_AR
-                ? cz_stage_kv_bytes_per_token_gpu(card, cfg->cost.tp ? cfg->cost.tp : 1)
+                ? cz_stage_kv_bytes_per_token_gpu(card, cz_config_tp(cfg, p))
                 : 0;
         for (uint32_t k = 0; k < cfg->place[p].replicas; k++) {
             uint32_t ri = S->rep_off[p] + k;
@@ -1827,6 +2184,11 @@ static void build_replicas(cz_deploy *S, uint64_t expected)
                     ops.state = &cfg->place[p].policy.params;
                 }
                 r->srv = cz_server_create(&sc, &ops, S->m, expected);
+                r->kv_blocks = sc.kv_blocks;
+                if (S->kvx_on && p == S->first_ar) {
+                    cz_pcache_watch w = cz_kvindex_watch(&S->kvx, k);
+                    cz_server_watch_cache(r->srv, &w);
+                }
             } else {
                 cz_jobq_init(&r->jq, cfg->place[p].max_batch, cfg->place[p].max_tokens);
                 r->detok_rule = card->kind == CZ_STAGE_VOCODER &&
@@ -1846,9 +2208,14 @@ static void build_replicas(cz_deploy *S, uint64_t expected)
         }
         cz_evidx_init(&S->by_load[p]);
         /* in index order: ties go to the lowest */
-        if (S->by_load_used && cfg->place[p].replicas > 1)
+        if ((S->order == ORDER_LOAD || S->order == ORDER_ACTIVE) && cfg->place[p].replicas > 1)
             for (uint32_t k = 0; k < cfg->place[p].replicas; k++)
                 cz_evidx_set(&S->by_load[p], k, 0.0);
+        if (S->order == ORDER_QUEUE_KV) {
+            cz_lvheap_init(&S->by_queue[p], cfg->place[p].replicas);
+            for (uint32_t k = 0; k < cfg->place[p].replicas; k++)
+                cz_lvheap_set(&S->by_queue[p], k, 0, 0.0);
+        }
     }
     S->always = cz_xmalloc((S->n_always ? S->n_always : 1) * sizeof *S->always);
     S->n_always = 0;
@@ -1900,6 +2267,7 @@ cz_status cz_deploy_create(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
                            const cz_driver *drv, cz_deploy **out, cz_err *err)
 {
     CZ_ASSERT(!cfg->cross_stage);
+    CZ_ASSERT(!cfg->pd || (drv->pull && !wl->live && wl->n_streams == 0)); /* the parser's */
     *out = NULL;
     uint32_t first_ar = NONE, n_pipe = cfg->model.n_pipe;
     for (uint32_t p = 0; p < n_pipe && first_ar == NONE; p++)
@@ -2051,6 +2419,21 @@ void cz_deploy_xfer_done(cz_deploy *S, uint32_t ri, uint32_t seq, bool to_host, 
     rep_rt *r = REP(S, ri);
     cz_server_on_xfer_done(r->srv, now, seq, to_host);
     uint64_t who = cz_server_seq(r->srv, seq)->session;
+    if (S->cfg->pd && r->p == CZ_PD_DECODE && !to_host) {
+        ses_rt *ss = SES(S, (uint32_t)who);
+        if (ss->pd_pulling) {
+            /* the pull landed: the prefill replica's copy is free to go */
+            ss->pd_pulling = false;
+            const ses_stage *pst = SP(S, (uint32_t)who, CZ_PD_PREFILL);
+            if (ss->pd_abort) {
+                ss->pd_abort = false;
+                deferred_op op = {1, pst->seq, (uint32_t)who, 0, ss->pd_keep, false};
+                op_submit(S, pst->rep, op, now);
+            } else {
+                pd_release_prefill(S, (uint32_t)who, now);
+            }
+        }
+    }
     /* a store that outlived its session's close ends here: the session (perhaps gone
      * from a streamed workload's window) has nothing left to start */
     if (who < S->wl->n_sessions && slot_of(S, (uint32_t)who) != CLOSED) {
@@ -2086,6 +2469,8 @@ cz_status cz_deploy_finish(cz_deploy *S, bool cut, double now, cz_run_stats *sta
         if (!isnan(t) && !(t >= stats->kv_saturated_at_s))
             stats->kv_saturated_at_s = t;
     }
+    stats->kv_pulls = S->pd_pulls;
+    stats->kv_pull_bytes = S->pd_pull_bytes;
     /* the router's balance over the first autoregressive stage */
     uint32_t n = S->cfg->place[S->first_ar].replicas;
     stats->replicas = n;
@@ -2113,6 +2498,39 @@ cz_status cz_deploy_finish(cz_deploy *S, bool cut, double now, cz_run_stats *sta
     stats->stream_end_blocks = S->n_ended ? (double)S->end_blocks_sum / S->n_ended : NAN;
     stats->live_streams_mean = S->last_start_s > 0 ? S->live_area / (0.5 * S->last_start_s) : NAN;
     return st;
+}
+
+/* cz_deploy_check_router_index: the watcher's membership test for one replica. */
+typedef struct index_probe {
+    const cz_kvindex *x;
+    uint32_t rep;
+} index_probe;
+
+static bool index_has(void *ctx, uint64_t hash)
+{
+    const index_probe *ip = ctx;
+    return cz_kvindex_has(ip->x, ip->rep, hash);
+}
+
+bool cz_deploy_check_router_index(const cz_deploy *S, cz_err *err)
+{
+    if (!S->kvx_on)
+        return true;
+    if (!cz_kvindex_check(&S->kvx, err))
+        return false;
+    uint32_t base = S->rep_off[S->first_ar];
+    for (uint32_t k = 0; k < S->cfg->place[S->first_ar].replicas; k++) {
+        index_probe ip = {&S->kvx, k};
+        uint32_t n = 0;
+        if (!cz_server_check_published(S->reps[base + k].srv, index_has, &ip, &n, err))
+            return false;
+        if (n != cz_kvindex_held(&S->kvx, k)) {
+            cz_err_set(err, CZ_EINVAL, "replica %u caches %u published blocks, the index "
+                       "holds %u", k, n, cz_kvindex_held(&S->kvx, k));
+            return false;
+        }
+    }
+    return true;
 }
 
 uint32_t cz_deploy_replicas(const cz_deploy *S)

@@ -71,6 +71,14 @@ typedef struct cz_driver {
      * (x->to_host: device to host); reported with cz_deploy_xfer_done. */
     void (*xfer)(void *ctx, uint32_t rep, uint32_t gpu, const cz_xfer *x, double bytes,
                  double now);
+    /* Disaggregated prefill and decode (cz_config.pd): decode replica `rep` loads the KV of
+     * positions [x->first, x->first + x->tokens) of its sequence x->seq (x->remote) from
+     * sequence `src_seq` of prefill replica `src_rep`, which holds them until it is
+     * reported, over the devices' network links; `bytes` per GPU. Reported with
+     * cz_deploy_xfer_done(rep, x->seq, false). NULL for a driver that cannot (the config
+     * parser refuses a disaggregated config there). */
+    void (*pull)(void *ctx, uint32_t rep, const cz_xfer *x, uint32_t src_rep,
+                 uint32_t src_seq, double bytes, double now);
     /* When a transfer of `bytes` over device `gpu`'s host link, submitted now, would
      * complete (the preload admission check); submits nothing. */
     double (*xfer_eta)(void *ctx, uint32_t gpu, double bytes, bool to_host, double now);
@@ -136,6 +144,13 @@ uint32_t cz_deploy_replicas(const cz_deploy *d);
 cz_deploy_replica cz_deploy_replica_at(const cz_deploy *d, uint32_t rep);
 /* Whether device `gpu` lets its replicas' steps co-run (asynchronous pipeline). */
 bool cz_deploy_gpu_async(const cz_deploy *d, uint32_t gpu);
+/* For tests: under a prefix-aware router (llm_d, kv_router) with prefix caching, the
+ * router's index of cached blocks agrees with the first autoregressive stage's caches:
+ * every block a replica caches under a trace's hash is in the index under that replica,
+ * and the index holds nothing else. True otherwise. False with the first difference in
+ * err. O(the stage's blocks and sequences). */
+bool cz_deploy_check_router_index(const cz_deploy *d, cz_err *err);
+
 /* Requests arrived and ended so far (progress lines). */
 void cz_deploy_counts(const cz_deploy *d, uint64_t *arrived, uint64_t *finished);
 

@@ -32,3 +32,22 @@ double cz_link_eta(const cz_link *l, double now_s, double bytes, bool to_host)
     cz_link copy = *l;
     return cz_link_submit(&copy, now_s, bytes, to_host);
 }
+
+double cz_link_pair_submit(cz_link *src, cz_link *dst, double now_s, double bytes)
+{
+    CZ_ASSERT(bytes >= 0 && src->full_duplex && dst->full_duplex);
+    double start = now_s;
+    if (src->free_at_s[1] > start)
+        start = src->free_at_s[1];
+    if (dst->free_at_s[0] > start)
+        start = dst->free_at_s[0];
+    double bw = src->bw_Bps < dst->bw_Bps ? src->bw_Bps : dst->bw_Bps;
+    double lat = src->latency_s > dst->latency_s ? src->latency_s : dst->latency_s;
+    double dur = lat + bytes / bw, done = start + dur;
+    src->free_at_s[1] = dst->free_at_s[0] = done;
+    src->busy_s[1] += dur;
+    dst->busy_s[0] += dur;
+    src->bytes[1] += bytes;
+    dst->bytes[0] += bytes;
+    return done;
+}

@@ -22,6 +22,13 @@ void cz_link_init(cz_link *l, double bw_Bps, double latency_s, bool full_duplex)
 /* A transfer of `bytes` in direction `to_host` submitted at now_s: returns the time it
  * completes and marks the direction busy until then. */
 double cz_link_submit(cz_link *l, double now_s, double bytes, bool to_host);
+/* A transfer of `bytes` submitted at now_s from the device of link `src` to the device of
+ * link `dst` (a KV pull between GPUs, each link its device's network interface): it
+ * starts when both the source's outgoing direction (to_host's) and the destination's
+ * incoming one are free, takes the slower link's latency plus bytes over the smaller
+ * bandwidth, and holds both until it completes; one link for both ends (a copy within a
+ * device) holds its two directions. Returns when it completes. */
+double cz_link_pair_submit(cz_link *src, cz_link *dst, double now_s, double bytes);
 /* When such a transfer would complete, without submitting it. */
 double cz_link_eta(const cz_link *l, double now_s, double bytes, bool to_host);
 

@@ -130,6 +130,29 @@ void cz_run_summary_json(const cz_config *cfg, const cz_metrics *m, const cz_run
         cJSON_AddNumberToObject(rt, "max", st->replica_turns_max);
         cJSON_AddNumberToObject(rt, "cv", st->replica_turns_cv);
     }
+    {
+        /* the GPUs the deployment holds: each device its replicas' tensor-parallel group */
+        uint32_t *tp = cz_xcalloc(cfg->n_gpus ? cfg->n_gpus : 1, sizeof *tp);
+        for (uint32_t p = 0; p < cfg->model.n_pipe; p++)
+            for (uint32_t r = 0; r < cfg->place[p].replicas; r++) {
+                uint32_t g = cz_stage_place_gpu(&cfg->place[p], r);
+                if (g < cfg->n_gpus && cz_config_tp(cfg, p) > tp[g])
+                    tp[g] = cz_config_tp(cfg, p);
+            }
+        double gpus = 0;
+        for (uint32_t g = 0; g < cfg->n_gpus; g++)
+            gpus += tp[g];
+        free(tp);
+        cJSON_AddNumberToObject(summary, "gpus", gpus);
+    }
+    if (cfg->pd) {
+        /* the KV the decode pool pulled from the prefill pool (docs/metrics.md) */
+        cJSON *pd = cJSON_AddObjectToObject(summary, "disaggregation");
+        cJSON_AddNumberToObject(pd, "prefill_replicas", cfg->place[CZ_PD_PREFILL].replicas);
+        cJSON_AddNumberToObject(pd, "decode_replicas", cfg->place[CZ_PD_DECODE].replicas);
+        cJSON_AddNumberToObject(pd, "kv_transfers", (double)st->kv_pulls);
+        cJSON_AddNumberToObject(pd, "kv_transfer_bytes", st->kv_pull_bytes);
+    }
     bool preload = false, bidi = false;
     for (uint32_t p = 0; p < cfg->model.n_pipe; p++) {
         preload = preload || cfg->place[p].server.kv_preload;
@@ -161,17 +184,22 @@ void cz_run_summary_json(const cz_config *cfg, const cz_metrics *m, const cz_run
     uint64_t gen = 0, heard = 0;
     cJSON *stages = cJSON_CreateArray();
     CZ_ASSERT(stages != NULL);
-    uint32_t ord = 0;
-    for (uint32_t p = 0; p < cfg->model.n_pipe; p++) {
-        const cz_stage_card *card = &cfg->model.stages[cfg->model.pipe[p].stage];
-        if (card->kind != CZ_STAGE_AR)
-            continue;
+    for (uint32_t ord = 0;; ord++) {
+        uint32_t p = 0;
+        while (p < cfg->model.n_pipe && cz_config_ar_ord(cfg, p) != ord)
+            p++;
+        if (p == cfg->model.n_pipe)
+            break;
         cz_stage_summary ss;
-        cz_stage_summarize(m, ord++, &ss);
+        cz_stage_summarize(m, ord, &ss);
         sketched = sketched || ss.kv_reload_ms.sketched || ss.itl_ms.sketched;
-        gen += ss.generated_tokens;
-        heard += ss.heard_tokens;
-        cJSON_AddItemToArray(stages, cz_stage_summary_json(&ss, card->name));
+        if (!(cfg->pd && p == CZ_PD_PREFILL)) {
+            /* a prefill pool's token is the decode pool's first again (vLLM's
+             * disaggregated prefill runs with max_tokens 1) */
+            gen += ss.generated_tokens;
+            heard += ss.heard_tokens;
+        }
+        cJSON_AddItemToArray(stages, cz_stage_summary_json(&ss, cz_config_stage_name(cfg, p)));
     }
     cJSON_AddNumberToObject(summary, "generated_tokens", (double)gen);
     cJSON_AddNumberToObject(summary, "heard_tokens", (double)heard);
@@ -202,10 +230,12 @@ void cz_run_stages(const cz_config *cfg, cz_results_stages *out)
     _Static_assert(CZ_MAX_STAGES <= CZ_RESULTS_MAX_STAGES, "a results file names every stage");
     memset(out, 0, sizeof *out);
     for (uint32_t p = 0; p < cfg->model.n_pipe; p++) {
-        const cz_stage_card *card = &cfg->model.stages[cfg->model.pipe[p].stage];
-        out->pipe[out->n_pipe++] = card->name;
-        if (card->kind == CZ_STAGE_AR)
-            out->ar[out->n_ar++] = card->name;
+        out->pipe[out->n_pipe++] = cz_config_stage_name(cfg, p);
+        uint32_t ord = cz_config_ar_ord(cfg, p);
+        if (ord != UINT32_MAX) {
+            out->ar[ord] = cz_config_stage_name(cfg, p);
+            out->n_ar++;
+        }
     }
     CZ_ASSERT(out->n_pipe >= 1 && out->n_ar >= 1);
 }

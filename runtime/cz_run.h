@@ -48,6 +48,10 @@ typedef struct cz_run_stats {
      * turns each started, least, mean and most, and their coefficient of variation */
     uint32_t replicas;
     double replica_turns_min, replica_turns_mean, replica_turns_max, replica_turns_cv;
+    /* disaggregated prefill and decode: KV transfers from the prefill pool to the decode
+     * pool, and their bytes (per GPU of a tensor-parallel group) */
+    uint64_t kv_pulls;
+    double kv_pull_bytes;
 } cz_run_stats;
 
 /* Called every few thousand events and once at the end (`done` set): lets a front end

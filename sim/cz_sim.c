@@ -31,6 +31,7 @@ enum {
 
 typedef struct sim_gpu {
     cz_link link;
+    cz_link nic;     /* disaggregation: its network link (out: to_host's direction) */
     cz_streams st;   /* the steps in flight */
     uint32_t *reps;  /* its replicas, by slot */
     uint32_t n_reps;
@@ -154,6 +155,16 @@ static void drv_xfer(void *ctx, uint32_t rep, uint32_t gpu, const cz_xfer *x, do
     cz_evq_push(&S->q, done, EV_XFER_DONE, rep, x->seq * 2 + (x->to_host ? 1 : 0));
 }
 
+static void drv_pull(void *ctx, uint32_t rep, const cz_xfer *x, uint32_t src_rep,
+                     uint32_t src_seq, double bytes, double now)
+{
+    cz_sim *S = ctx;
+    (void)src_seq;
+    double done = cz_link_pair_submit(&S->gpus[S->rep_gpu[src_rep]].nic,
+                                      &S->gpus[S->rep_gpu[rep]].nic, now, bytes);
+    cz_evq_push(&S->q, done, EV_XFER_DONE, rep, x->seq * 2);
+}
+
 static double drv_xfer_eta(void *ctx, uint32_t gpu, double bytes, bool to_host, double now)
 {
     cz_sim *S = ctx;
@@ -226,6 +237,8 @@ static void build_gpus(cz_sim *S)
         S->gpus[g].async = cz_deploy_gpu_async(S->d, g);
         cz_link_init(&S->gpus[g].link, cfg->hw.host_link_Bps, cfg->hw.host_link_latency_s,
                      cfg->hw.host_link_full_duplex);
+        if (cfg->pd)
+            cz_link_init(&S->gpus[g].nic, cfg->pd_link_Bps, cfg->pd_link_latency_s, true);
     }
     free(on_gpu);
     for (uint32_t ri = 0; ri < S->n_reps; ri++) {
@@ -263,6 +276,7 @@ cz_status cz_sim_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
         .launched = drv_launched,
         .xfer = drv_xfer,
         .xfer_eta = drv_xfer_eta,
+        .pull = drv_pull,
         .timer = drv_timer,
         .turn_opened = drv_turn_opened,
         .turn_end = S->obs.turn_end ? drv_turn_end : NULL,

@@ -228,10 +228,21 @@ check "a divisor is taken" "$cz" sim "$root/experiments/engine/cpu.json" --set c
 check "a pool too small for any turn exits 2" expect_exit 2 \
     "$cz" sim "$root/experiments/engine/cpu.json" --set server.kv_blocks=1
 check "... naming server.kv_blocks and what it needs" grep -q "'server.kv_blocks': 1 blocks of 16 tokens.*expected at least 2 blocks" "$tmp/cmd.err"
+check "disaggregation with a pipeline exits 2" expect_exit 2 \
+    "$cz" sim "$root/experiments/disagg/distserve_2p1d.json" --set pipeline.llm.replicas=2
+check "... naming both fields" grep -q "disaggregation: and field 'pipeline': expected one of them" "$tmp/cmd.err"
+check "disaggregation of a spoken pipeline exits 2" expect_exit 2 \
+    "$cz" sim "$root/experiments/disagg/distserve_2p1d.json" --set model=qwen3-omni
+check "... naming the model's stages" grep -q "expected a model of one autoregressive stage" "$tmp/cmd.err"
+check "a pool's tp that does not divide the heads exits 2, naming the pool" expect_exit 2 \
+    "$cz" sim "$root/experiments/disagg/distserve_2p1d.json" --set disaggregation.decode.tp=3
+check "... as disaggregation.decode.tp" grep -q "'disaggregation.decode.tp': 3 does not divide" "$tmp/cmd.err"
+check "a sweep's goodput names a grid key" bash -c \
+    "printf '{\"base\": \"%s\", \"grid\": {\"seed\": [1]}, \"report\": [\"gpus\"], \"goodput\": {\"rate\": \"rate\"}}' '$root/experiments/disagg/distserve_2p1d.json' > '$tmp/gp.json'; '$cz' sweep '$tmp/gp.json' > /dev/null 2> '$tmp/gp.err'; [ \$? = 2 ] && grep -q \"goodput: field 'rate': 'rate' is not a key of the grid\" '$tmp/gp.err'"
 # Summary keys: vLLM's metadata, --percentiles, and the docs listing exactly the keys written
 dk="$tmp/dk"
 mkdir -p "$dk"
-check "summaries of every kind: text, spoken, cross-stage, streams, classes, theory, replay, http" bash -c \
+check "summaries of every kind: text, spoken, cross-stage, streams, classes, theory, disaggregated, replay, http" bash -c \
     "'$cz' sim '$cfg' --quiet --set workload.max_requests=200 --set slo.ttft_ms=1000 --summary '$dk/text.json' &&
      '$cz' sim '$root/experiments/liveserve/sharegpt_audio.json' --quiet --set workload.max_requests=40 \
         --set server.kv_idle=offload --set server.kv_preload=true --summary '$dk/spoken.json' &&
@@ -239,12 +250,13 @@ check "summaries of every kind: text, spoken, cross-stage, streams, classes, the
      '$cz' sim '$root/experiments/metronome/aimd.json' --quiet --summary '$dk/streams.json' &&
      '$cz' sim '$root/experiments/bros/mix.json' --quiet --set server.kv_bidirectional=true --summary '$dk/mix.json' &&
      '$cz' sim '$root/experiments/validation/mm1_rho0.5.json' --quiet --summary '$dk/theory.json' &&
+     '$cz' sim '$root/experiments/disagg/distserve_2p1d.json' --quiet --set workload.synthetic.requests=100 --summary '$dk/pd.json' &&
      '$cz' replay '$root/experiments/engine/cpu.json' --quiet --no-progress --set workload.max_requests=2 --summary '$dk/replay.json' &&
      '$cz' replay '$root/experiments/engine/cpu.json' --quiet --set workload.max_requests=2 \
         --set workload.time_scale=0.01 --endpoint http://127.0.0.1:9 --summary '$dk/http.json'"
 check "every summary key is in docs/metrics.md or docs/playback.md, and every key they list is written" \
     python3 "$root/tests/doc_keys.py" "$root" "$dk"/text.json "$dk"/spoken.json "$dk"/vlm.json \
-        "$dk"/streams.json "$dk"/mix.json "$dk"/theory.json "$dk"/replay.json "$dk"/http.json
+        "$dk"/streams.json "$dk"/mix.json "$dk"/theory.json "$dk"/pd.json "$dk"/replay.json "$dk"/http.json
 check "vLLM's metadata: a simulation's date is null, its backend cadenza-sim" bash -c \
     "python3 -c \"import json; d=json.load(open('$dk/text.json')); assert d['date'] is None and d['backend']=='cadenza-sim' and d['model_id']=='llama-3-8b' and d['num_prompts']==d['requests']==200 and list(d)[:9]==['date','backend','model_id','num_prompts','request_rate','burstiness','max_concurrency','max_concurrent_requests','max_output_tokens_per_s'], list(d)[:9]\""
 check "a replay names its backends and stamps its date" bash -c \
@@ -617,6 +629,18 @@ check "--set router.signal_delay_s on a router given by name" "$cz" sim "$root/e
 check "an unknown router is an input error" expect_exit 2 "$cz" sim "$root/experiments/default.json" \
     --set router.policy=nearest
 check "... naming the field" grep -q "router.policy" "$tmp/cmd.err"
+check "the prefix-aware routers on the Mooncake slice with prefix caching, weights set by name" \
+    "$cz" sim --trace "$root/traces/data/mooncake_conversation/conversation_trace_head.jsonl" \
+    --set workload.max_requests=100 --set server.prefix_caching=true --set server.max_model_len=0 \
+    --set pipeline.llm.replicas=4 --set router=llm_d --set router.queue_weight=1 --quiet
+check "... and Dynamo's" "$cz" sim --trace \
+    "$root/traces/data/mooncake_conversation/conversation_trace_head.jsonl" \
+    --set workload.max_requests=100 --set server.prefix_caching=true --set server.max_model_len=0 \
+    --set pipeline.llm.replicas=4 --set router.policy=kv_router --set router.overlap_score_weight=2 \
+    --quiet
+check "a negative router weight is an input error" expect_exit 2 "$cz" sim \
+    "$root/experiments/default.json" --set router.policy=llm_d --set router.kv_weight=-1
+check "... naming the field" grep -q "kv_weight" "$tmp/cmd.err"
 check "a fleet on consecutive GPUs" "$cz" sim "$root/experiments/default.json" \
     --set workload.max_requests=50 --set pipeline.llm.replicas=100 --set pipeline.llm.first_gpu=3 \
     --set router=round_robin --quiet

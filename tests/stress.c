@@ -407,12 +407,12 @@ static void add_pipeline_placement(rng *r, cJSON *c, const char *const *stages, 
     }
 }
 
-/* The router: any policy by name, or as an object with late load signals and a bound on
- * session affinity. */
+/* The router: any policy by name, or as an object with late load signals, a bound on
+ * session affinity, and the prefix-aware routers' weights (zero ones included). */
 static void add_router(rng *r, cJSON *c)
 {
     const char *policy = PICK(r, "session", "least_loaded", "random", "round_robin",
-                              "power_of_two", "least_outstanding");
+                              "power_of_two", "least_outstanding", "llm_d", "kv_router");
     if (!chance(r, 0.4)) {
         cJSON_AddStringToObject(c, "router", policy);
         return;
@@ -423,6 +423,11 @@ static void add_router(rng *r, cJSON *c)
         cJSON_AddNumberToObject(o, "signal_delay_s", chance(r, 0.2) ? 0 : log_between(r, 1e-3, 5));
     if (chance(r, 0.5))
         cJSON_AddNumberToObject(o, "affinity_max_load", below(r, 40));
+    static const char *const weights[] = {"prefix_weight", "queue_weight", "kv_weight",
+                                          "overlap_score_weight"};
+    for (uint32_t k = 0; k < 4; k++)
+        if (chance(r, 0.15))
+            cJSON_AddNumberToObject(o, weights[k], chance(r, 0.3) ? 0 : log_between(r, 0.01, 100));
 }
 
 /* A text model's fleet: from two replicas to a few hundred, on consecutive GPUs or a list. */
@@ -438,6 +443,31 @@ static void add_fleet(rng *r, cJSON *c)
     } else if (chance(r, 0.5)) {
         cJSON_AddNumberToObject(llm, "first_gpu", below(r, 4));
     }
+}
+
+/* Disaggregated prefill and decode: pools of one to a few replicas on GPUs of their own or
+ * shared, their own server settings and tensor parallelism, a slow or a fast KV link. */
+static void add_pd(rng *r, cJSON *c)
+{
+    cJSON *pd = cJSON_AddObjectToObject(c, "disaggregation");
+    static const char *const pools[] = {"prefill", "decode"};
+    for (uint32_t i = 0; i < 2; i++) {
+        if (chance(r, 0.2))
+            continue;
+        cJSON *o = cJSON_AddObjectToObject(pd, pools[i]);
+        uint32_t reps = chance(r, 0.8) ? between(r, 1, 4) : between(r, 5, 40);
+        cJSON_AddNumberToObject(o, "replicas", reps);
+        if (chance(r, 0.3))
+            cJSON_AddNumberToObject(o, "first_gpu", below(r, 3));
+        if (chance(r, 0.2))
+            cJSON_AddNumberToObject(o, "tp", PICK_U(r, 2, 4));
+        if (chance(r, 0.3))
+            add_server(r, o, false);
+    }
+    if (chance(r, 0.6))
+        cJSON_AddNumberToObject(pd, "link_GBps", log_between(r, 0.01, 400));
+    if (chance(r, 0.4))
+        cJSON_AddNumberToObject(pd, "link_latency_s", chance(r, 0.3) ? 0 : log_between(r, 1e-6, 0.05));
 }
 
 /* `card_ratio`: the model's pipeline sets the audio lengths (a talker fed by a text
@@ -521,8 +551,15 @@ static cJSON *generate(uint64_t seed)
             }
         }
         cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
-        add_server(&r, server, true);
-        if (chance(&r, 0.35)) {
+        bool service = cJSON_GetObjectItemCaseSensitive(
+                           cJSON_GetObjectItemCaseSensitive(c, "cost"), "service_s") != NULL;
+        bool pd = !service && chance(&r, 0.25);
+        add_server(&r, server, !pd);
+        if (pd) {
+            add_pd(&r, c);
+            if (chance(&r, 0.7))
+                add_router(&r, c);
+        } else if (chance(&r, 0.35)) {
             add_fleet(&r, c);
             add_router(&r, c);
         }

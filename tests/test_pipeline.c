@@ -694,6 +694,96 @@ Test(pipeline, least_outstanding_with_late_signals)
     }
 }
 
+/* ---- the prefix-aware routers (llm_d, kv_router) end to end ---- */
+
+/* A Mooncake trace of `n` requests 100 ms apart in groups of four consecutive ones that
+ * share a 2,048-token prefix (4 trace blocks of 512) and add 1,024 tokens of their own:
+ * round robin sends a group's four to four replicas, so no prompt finds its prefix;
+ * a prefix-aware router sends the three after the first to where it is cached. Written to
+ * a temporary file whose path is returned (the caller removes and frees it). */
+static char *grouped_trace(uint32_t n)
+{
+    char *path = cz_xstrdup("/tmp/cz_test_prefix_routers_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    cr_assert(f != NULL);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t g = i / 4, own = 1000000 + 2 * i;
+        fprintf(f,
+                "{\"timestamp\": %u, \"input_length\": 3072, \"output_length\": 16,"
+                " \"hash_ids\": [%u, %u, %u, %u, %u, %u]}\n",
+                100 * i, 4 * g, 4 * g + 1, 4 * g + 2, 4 * g + 3, own, own + 1);
+    }
+    fclose(f);
+    return path;
+}
+
+/* Runs the grouped trace on 4 replicas under `router`, checking the router's index
+ * against the caches every 200 events; returns the stage's prefix cache hit rate (-1 with
+ * prefix caching off). */
+static double grouped_run(const char *trace, const char *router, bool caching)
+{
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "{\"model\": \"llama-3-8b\", \"hardware\": \"h100-sxm\", \"router\": \"%s\","
+             " \"pipeline\": {\"llm\": {\"replicas\": 4}}, \"sim\": {\"timeline_interval_s\": 0},"
+             " \"server\": {\"prefix_caching\": %s, \"max_model_len\": 0},"
+             " \"workload\": {\"trace\": {\"path\": \"%s\", \"format\": \"mooncake\"}}}",
+             router, caching ? "true" : "false", trace);
+    cJSON *j = cJSON_Parse(cfg);
+    cr_assert(j != NULL);
+    cz_err err;
+    cz_err_clear(&err);
+    run r;
+    cz_workload_init(&r.wl);
+    cr_assert_eq(cz_config_parse(j, "test", ".", &r.cfg, &r.wl, &err), CZ_OK, "%s", err.msg);
+    cz_metrics_init(&r.m, 0.0, 0);
+    cz_sim *s;
+    cr_assert_eq(cz_sim_open(&r.cfg, &r.wl, &r.m, NULL, &s, &err), CZ_OK, "%s", err.msg);
+    cz_sim_state st;
+    uint64_t events = 0;
+    while ((st = cz_sim_advance(s)) == CZ_SIM_RAN)
+        if (++events % 200 == 0)
+            cr_assert(cz_deploy_check_router_index(cz_sim_deploy(s), &err), "%s: %s", router,
+                      err.msg);
+    cr_assert(cz_deploy_check_router_index(cz_sim_deploy(s), &err), "%s: %s", router, err.msg);
+    cr_assert_eq(cz_sim_close(s, st, &r.st, &err), CZ_OK, "%s", err.msg);
+    cz_metrics_summarize(&r.m, &r.cfg.slo, &r.sum);
+    r.summary = cz_summary_json(&r.sum);
+    cr_assert_float_eq(cJSON_GetObjectItem(r.summary, "completed")->valuedouble, 200, 0, "%s",
+                       router);
+    cz_stage_summary ss;
+    cz_stage_summarize(&r.m, 0, &ss);
+    double rate = ss.prefix_caching ? ss.pc_hit_rate : -1;
+    run_free(&r);
+    cJSON_Delete(j);
+    return rate;
+}
+
+/* On prompts that share prefixes in groups, llm-d's scorers find the replica holding a
+ * group's prefix (2,048 of 3,072 tokens) for the group's last three: a hit rate of
+ * 3/4 x 2/3 = 0.5. Dynamo's cost sends the second there too, but a third finds the holder
+ * as costly as an idle replica (its two requests' blocks are active) and goes to the lower
+ * index of the two: 0.34 here. Round robin finds no prefix, least outstanding requests a
+ * few (0.17); the router's index agrees with the caches throughout. With prefix caching
+ * off the two still route every request, by their load terms. */
+Test(pipeline, prefix_aware_routers_find_shared_prefixes)
+{
+    char *trace = grouped_trace(200);
+    double rr = grouped_run(trace, "round_robin", true);
+    double ll = grouped_run(trace, "least_loaded", true);
+    double llmd = grouped_run(trace, "llm_d", true);
+    double kv = grouped_run(trace, "kv_router", true);
+    cr_assert(rr < 0.05 && ll < 0.25, "round robin %g, least loaded %g", rr, ll);
+    cr_assert(llmd > 0.45 && kv > 0.3, "llm_d %g, kv_router %g", llmd, kv);
+    cr_assert(llmd > ll + 0.2 && kv > ll + 0.1, "least loaded %g", ll);
+    cr_assert_eq(grouped_run(trace, "llm_d", false), -1);
+    cr_assert_eq(grouped_run(trace, "kv_router", false), -1);
+    remove(trace);
+    free(trace);
+}
+
 /* A router or a placement the parser cannot take is an error naming the file. */
 Test(pipeline, config_rejects_bad_routers)
 {
@@ -701,6 +791,10 @@ Test(pipeline, config_rejects_bad_routers)
         "{\"model\": \"llama-3-8b\", \"router\": \"nearest\"}",
         "{\"model\": \"llama-3-8b\", \"router\": {\"policy\": \"random\", \"delay\": 1}}",
         "{\"model\": \"llama-3-8b\", \"router\": {\"signal_delay_s\": -1}}",
+        "{\"model\": \"llama-3-8b\", \"router\": \"llm-d\"}",
+        "{\"model\": \"llama-3-8b\", \"router\": {\"policy\": \"llm_d\", \"queue_weight\": -1}}",
+        "{\"model\": \"llama-3-8b\", \"router\": {\"policy\": \"kv_router\","
+        " \"overlap_score_weight\": \"high\"}}",
         "{\"model\": \"llama-3-8b\", \"pipeline\": {\"llm\": {\"replicas\": 2, \"gpus\": [0, 1],"
         " \"first_gpu\": 3}}}",
         "{\"model\": \"llama-3-8b\", \"pipeline\": {\"llm\": {\"replicas\": 65, \"gpus\": [0]}}}",
@@ -715,6 +809,157 @@ Test(pipeline, config_rejects_bad_routers)
         cz_err_clear(&err);
         cr_assert_eq(cz_config_parse(j, "t.json", ".", &c, &wl, &err), CZ_EINVAL, "%s", bad[i]);
         cr_assert(strstr(err.msg, "t.json") != NULL, "%s", err.msg);
+        cz_workload_free(&wl);
+        cJSON_Delete(j);
+    }
+}
+
+/* ---- disaggregated prefill and decode ---- */
+
+/* A sessions trace at `path`: `n` sessions, each of `turns` turns of 64 input and 8 output
+ * tokens, all arriving at 0 (later turns right after the one before: timing open, arrival
+ * 0 each). */
+static void pd_trace(const char *path, uint32_t n, uint32_t turns)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert(f != NULL);
+    fprintf(f, "{\"format\":\"cadenza-sessions\",\"version\":1,\"arrivals_given\":true}\n");
+    for (uint32_t s = 0; s < n; s++) {
+        fprintf(f, "{\"session\":\"s%u\",\"class\":\"rt\",\"timing\":\"open\",\"turns\":[", s);
+        for (uint32_t t = 0; t < turns; t++)
+            fprintf(f, "%s{\"arrival_s\":%u,\"in_text_tokens\":64,\"out_text_tokens\":8}",
+                    t ? "," : "", t * 100);
+        fprintf(f, "]}\n");
+    }
+    fclose(f);
+}
+
+static const char *pd_cfg(const char *trace, uint32_t prefill, uint32_t decode)
+{
+    static char buf[1024];
+    snprintf(buf, sizeof buf,
+             "{\"model\": \"llama-3-8b\", \"hardware\": \"h100-sxm\","
+             " \"disaggregation\": {\"prefill\": {\"replicas\": %u},"
+             "                      \"decode\": {\"replicas\": %u},"
+             "                      \"link_GBps\": 0.001, \"link_latency_s\": 0.5},"
+             " \"workload\": {\"trace\": {\"path\": \"%s\"}}}",
+             prefill, decode, trace);
+    return buf;
+}
+
+/* One turn: the prefill replica samples a token and holds the KV; the decode replica pulls
+ * the 63 tokens before the last (131,072 bytes each for Llama-3-8B's 8 KV heads of 128 in
+ * bf16 over 32 layers) over a 1 MB/s link with 0.5 s latency: 8.758 s, all on the turn's
+ * critical path (its TTFT) and in its record's kv_load_s. The headline is the decode
+ * pool's (stage 0); the prefill pool's record is stage 1. */
+Test(pipeline, disaggregated_turn_pulls_its_kv)
+{
+    char path[] = "/tmp/cz-pd-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    pd_trace(path, 1, 1);
+    run r;
+    run_config(&r, pd_cfg(path, 1, 1));
+    const cz_req_record *dec = rec_of(&r, 0), *pre = rec_of(&r, 1);
+    double xfer = 0.5 + 63.0 * 131072.0 / 1e6;
+    cr_assert_float_eq(dec->kv_load_s, xfer, 1e-9, "kv_load_s %.9f", dec->kv_load_s);
+    cr_assert_eq(dec->outcome, CZ_REQ_COMPLETED);
+    cr_assert_eq(dec->output_tokens, 8);
+    cr_assert_eq(pre->output_tokens, 1);
+    double gap = dec->first_token_s - pre->first_token_s;
+    cr_assert(gap > xfer && gap < xfer + 0.1, "first tokens %.6f apart", gap);
+    cr_assert_float_eq(num_of(&r, "mean_ttft_ms"), 1e3 * (dec->first_token_s - dec->arrival_s),
+                       1e-6);
+    const cJSON *pd = cJSON_GetObjectItem(r.summary, "disaggregation");
+    cr_assert_eq(cJSON_GetObjectItem(pd, "kv_transfers")->valuedouble, 1);
+    cr_assert_float_eq(cJSON_GetObjectItem(pd, "kv_transfer_bytes")->valuedouble,
+                       63.0 * 131072.0, 1e-3);
+    cr_assert_eq(num_of(&r, "gpus"), 2);
+    run_free(&r);
+    unlink(path);
+}
+
+/* Two turns prefilled by the one prefill replica go to two decode replicas: both pulls
+ * leave the prefill GPU's link and share it, first come first served: the second waits
+ * for the first (about two transfer times), each decode GPU's link idle. */
+Test(pipeline, disaggregated_pulls_share_the_source_link)
+{
+    char path[] = "/tmp/cz-pd-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    pd_trace(path, 2, 1);
+    run r;
+    const char *cfg = pd_cfg(path, 1, 2);
+    char buf[1200];
+    snprintf(buf, sizeof buf, "%.*s, \"router\": \"round_robin\"}", (int)strlen(cfg) - 1, cfg);
+    run_config(&r, buf);
+    double xfer = 0.5 + 63.0 * 131072.0 / 1e6, load[2];
+    uint32_t n = 0;
+    for (uint64_t i = 0; i < r.m.n_req; i++)
+        if (r.m.req[i].stage == 0)
+            load[n++] = r.m.req[i].kv_load_s;
+    cr_assert_eq(n, 2);
+    double lo = load[0] < load[1] ? load[0] : load[1], hi = load[0] < load[1] ? load[1] : load[0];
+    cr_assert_float_eq(lo, xfer, 1e-9, "%.9f %.9f (%.9f)", lo, hi, xfer);
+    /* the second was admitted at most a prefill step after the first */
+    cr_assert(hi <= 2 * xfer + 1e-9 && hi > 2 * xfer - 0.05, "%.9f %.9f (%.9f)", lo, hi, xfer);
+    run_free(&r);
+    unlink(path);
+}
+
+/* A session's second turn: both pools align to the decode pool's context (64 + 8 tokens
+ * after the first turn). The prefill replica holds 65 of them (its prompt and its one
+ * token) and is given the rest of the first reply as input; the decode replica still holds
+ * its 71 computed tokens and pulls only the new turn's 64: 63 + 64 tokens pulled in all. */
+Test(pipeline, disaggregated_sessions_pull_only_what_is_new)
+{
+    char path[] = "/tmp/cz-pd-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    pd_trace(path, 1, 2);
+    run r;
+    run_config(&r, pd_cfg(path, 1, 1));
+    const cJSON *pd = cJSON_GetObjectItem(r.summary, "disaggregation");
+    cr_assert_eq(cJSON_GetObjectItem(pd, "kv_transfers")->valuedouble, 2);
+    cr_assert_float_eq(cJSON_GetObjectItem(pd, "kv_transfer_bytes")->valuedouble,
+                       (63.0 + 64.0) * 131072.0, 1e-3);
+    cr_assert_eq(num_of(&r, "completed"), 2);
+    uint32_t in_pre[2] = {0}, k = 0;
+    for (uint64_t i = 0; i < r.m.n_req; i++)
+        if (r.m.req[i].stage == 1 && k < 2)
+            in_pre[k++] = r.m.req[i].input_tokens;
+    cr_assert_eq(in_pre[0], 64);
+    cr_assert_eq(in_pre[1], 64 + 7, "the prefill pool's second turn reads %u", in_pre[1]);
+    run_free(&r);
+    unlink(path);
+}
+
+Test(pipeline, config_rejects_bad_disaggregation)
+{
+    const char *bad[] = {
+        "{\"model\": \"qwen3-omni\", \"disaggregation\": {}}",
+        ("{\"model\": \"llama-3-8b\", \"pipeline\": {\"llm\": {\"replicas\": 2}},"
+         " \"disaggregation\": {}}"),
+        "{\"model\": \"llama-3-8b\", \"disaggregation\": {\"prefill\": {\"replicas\": 0}}}",
+        "{\"model\": \"llama-3-8b\", \"disaggregation\": {\"link_GBps\": 0}}",
+        "{\"model\": \"llama-3-8b\", \"disaggregation\": {\"pools\": 2}}",
+        "{\"model\": \"llama-3-8b\", \"disaggregation\": {\"decode\": {\"tp\": 3}}}",
+        "{\"model\": \"llama-3-8b\", \"disaggregation\": {\"decode\": {\"kv_window_tokens\": 64}}}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cJSON *j = cJSON_Parse(bad[i]);
+        cr_assert(j != NULL);
+        cz_config c;
+        cz_workload wl;
+        cz_workload_init(&wl);
+        cz_err err;
+        cz_err_clear(&err);
+        cr_assert_eq(cz_config_parse(j, "t.json", ".", &c, &wl, &err), CZ_EINVAL, "%s", bad[i]);
+        cr_assert(strstr(err.msg, "t.json") != NULL && strstr(err.msg, "disaggregation"),
+                  "%s", err.msg);
         cz_workload_free(&wl);
         cJSON_Delete(j);
     }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "cz_kvindex.h"
 #include "cz_pcache.h"
 #include "cz_policies.h"
 #include "cz_server.h"
@@ -389,6 +390,118 @@ Test(prefix, pressure_forgets_hashes)
     cz_metrics_free(&m);
 }
 
+/* A router's index watching the server as replica 0 (cz_server_watch_cache). */
+static bool index_has(void *ctx, uint64_t hash)
+{
+    return cz_kvindex_has(ctx, 0, hash);
+}
+
+/* The index holds exactly the server's published blocks. */
+static void index_ok(const cz_server *s, cz_kvindex *x)
+{
+    cz_err err;
+    cz_err_clear(&err);
+    uint32_t n = 0;
+    cr_assert(cz_server_check_published(s, index_has, x, &n, &err), "%s", err.msg);
+    cr_assert_eq(n, cz_kvindex_held(x, 0));
+    cr_assert(cz_kvindex_check(x, &err), "%s", err.msg);
+}
+
+/* The longest prefix of a prompt of `in` tokens named by `ids` (8-token trace blocks) that
+ * the index finds on replica 0, hashing it as a router does (cz_turn_block_hashes). */
+static uint32_t index_match(cz_kvindex *x, uint32_t in, const uint32_t *ids, uint32_t n)
+{
+    cz_turn_hashes h = {ids, n, 8};
+    uint64_t hash[16];
+    uint32_t nb = cz_turn_block_hashes(4, in, &h, hash, 16);
+    cr_assert_eq(nb, cz_turn_block_count(4, in, &h));
+    uint32_t rep, len;
+    return cz_kvindex_match(x, hash, nb, 0, 1, &rep, &len) ? len : 0;
+}
+
+/* The blocks a trace names are announced to a watcher when cached and when evicted, under
+ * the hashes a router computes for the same ids; a sequence's own blocks (its output, a
+ * prompt without hashes) are not. pressure_forgets_hashes's steps: A's 2 trace blocks are
+ * cached, stay cached after A closes, are evicted by B's prompt (3 blocks of its own, not
+ * announced), and come back with C. */
+Test(prefix, trace_blocks_are_announced_to_a_watcher)
+{
+    cz_metrics m;
+    cz_metrics_init(&m, 0.0, 0);
+    cz_server_config cfg = apc_cfg(4);
+    cz_server *s = cz_server_create(&cfg, &cz_sched_fcfs, &m, 0);
+    cz_kvindex x;
+    cz_kvindex_init(&x, 1);
+    cz_pcache_watch w = cz_kvindex_watch(&x, 0);
+    cz_server_watch_cache(s, &w);
+    cz_batch b;
+    static const uint32_t ids[] = {5}, other[] = {6};
+    uint32_t a = hreq(s, 0.0, 8, 1, 0, ids, 1, 8);
+    sched(s, 0.0, &b);
+    cr_assert_eq(cz_kvindex_held(&x, 0), 2, "A's 2 trace blocks, cached as scheduled");
+    index_ok(s, &x);
+    done(s, 0.5, 1);
+    uint32_t held;
+    cr_assert_eq(cz_server_seq_cached_blocks(s, a, &held), 2, "its computed blocks");
+    cr_assert_eq(held, 2, "idle, it still holds them");
+    cr_assert_eq(index_match(&x, 8, ids, 1), 2);
+    cr_assert_eq(index_match(&x, 7, ids, 1), 1, "7 tokens: one full block");
+    cr_assert_eq(index_match(&x, 8, other, 1), 0);
+    cz_turn_hashes th = {ids, 1, 8};
+    uint64_t hash[2];
+    cr_assert_eq(cz_turn_block_hashes(4, 8, &th, hash, 2), 2);
+    cr_assert_eq(cz_server_held_prefix(s, hash, 2), 2, "in use by A");
+    cz_server_seq_close(s, a);
+    cr_assert_eq(cz_kvindex_held(&x, 0), 2, "freed but still cached");
+    cr_assert_eq(cz_server_held_prefix(s, hash, 2), 0, "cached, in use by none");
+    index_ok(s, &x);
+
+    uint32_t bb = hreq(s, 1.0, 15, 1, 1, NULL, 0, 0);
+    sched(s, 1.0, &b);
+    cr_assert_eq(stats(s).cached_blocks, 3);
+    cr_assert_eq(cz_kvindex_held(&x, 0), 0, "evicted; B's own blocks are not announced");
+    index_ok(s, &x);
+    done(s, 1.5, 1);
+    cz_server_seq_close(s, bb);
+
+    uint32_t c = hreq(s, 2.0, 9, 1, 2, ids, 1, 8);
+    sched(s, 2.0, &b);
+    cr_assert_eq(cz_kvindex_held(&x, 0), 2);
+    index_ok(s, &x);
+    done(s, 2.5, 1);
+    cr_assert_eq(index_match(&x, 8, ids, 1), 2);
+    cr_assert_eq(cz_server_seq_cached_blocks(s, c, &held), 2, "9 computed tokens: 2 full blocks");
+    cz_server_free(s);
+    cz_kvindex_free(&x);
+    cz_metrics_free(&m);
+}
+
+/* Without prefix caching a watcher hears nothing and no context counts as cached. */
+Test(prefix, off_announces_nothing)
+{
+    cz_metrics m;
+    cz_metrics_init(&m, 0.0, 0);
+    cz_server_config cfg = apc_cfg(8);
+    cfg.prefix_caching = false;
+    cz_server *s = cz_server_create(&cfg, &cz_sched_fcfs, &m, 0);
+    cz_kvindex x;
+    cz_kvindex_init(&x, 1);
+    cz_pcache_watch w = cz_kvindex_watch(&x, 0);
+    cz_server_watch_cache(s, &w);
+    cz_batch b;
+    static const uint32_t ids[] = {5};
+    uint32_t a = hreq(s, 0.0, 8, 1, 0, ids, 1, 8);
+    sched(s, 0.0, &b);
+    done(s, 0.5, 1);
+    cr_assert_eq(cz_kvindex_held(&x, 0), 0);
+    uint32_t held;
+    cr_assert_eq(cz_server_seq_cached_blocks(s, a, &held), 0);
+    cr_assert_eq(held, 0);
+    cz_server_free(s);
+    cz_kvindex_free(&x);
+    cz_metrics_free(&m);
+}
+
 Test(prefix, a_session_hits_its_own_history_up_to_a_cut)
 {
     cz_metrics m;
@@ -538,6 +651,10 @@ Test(prefix, invariants_random)
         default: break;
         }
         cz_server *s = cz_server_create(&cfg, &ops, &m, 0);
+        cz_kvindex kx;
+        cz_kvindex_init(&kx, 1);
+        cz_pcache_watch w = cz_kvindex_watch(&kx, 0);
+        cz_server_watch_cache(s, &w);
         enum { N = 16 };
         uint32_t seq[N];
         int turns[N] = {0};
@@ -593,10 +710,18 @@ Test(prefix, invariants_random)
             }
             t += 0.001;
             check(s);
+            /* the watcher's index equals the cache; a context's cached blocks lie inside it */
+            index_ok(s, &kx);
+            q = cz_server_seq(s, seq[i]);
+            uint32_t held, cached = cz_server_seq_cached_blocks(s, seq[i], &held);
+            cr_assert((uint64_t)cached * cfg.block_tokens <=
+                          (uint64_t)q->tokens_in + q->generated &&
+                      held <= cached);
         }
         cz_prefix_stats st = stats(s);
         cr_assert(st.hits <= st.queries && st.preempted_hits <= st.preempted_queries);
         cz_server_free(s);
+        cz_kvindex_free(&kx);
         cz_metrics_free(&m);
     }
 }
