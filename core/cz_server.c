@@ -132,7 +132,6 @@ struct cz_server {
     uint32_t n_stalled_ev;
     double saturated_at_s;
     double tl_next_s;
-    bool tl_idle;        /* the last step looked at found the replica idle */
     cz_xfer *xfers;        /* requested transfers not yet taken */
     size_t n_xfers, cap_xfers;
     cz_xfer *xfers_out;    /* handed to the driver */
@@ -2121,15 +2120,10 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
     return s->in_flight;
 }
 
-/* A timeline row at the start of a step, at most every timeline_interval_s; and one when
- * the replica falls idle (nothing running, waiting or scheduled), whenever that is, so a
- * replica that goes quiet does not keep its last busy row until its next step. */
+/* A timeline row at the start of a step, at most every timeline_interval_s. */
 static void timeline_sample(cz_server *s, double t_s, const cz_batch *out)
 {
-    bool idle = out->total_tokens == 0 && n_running(s) == 0 && s->wq_len == 0;
-    bool fell_idle = idle && !s->tl_idle;
-    s->tl_idle = idle;
-    if (t_s >= s->tl_next_s || fell_idle) {
+    if (t_s >= s->tl_next_s) {
         cz_timeline_row row = {
             .t_s = t_s,
             .stage = s->cfg.timeline_stage,
