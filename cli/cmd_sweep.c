@@ -890,7 +890,7 @@ static void print_goodput(const sweep *sw, const cJSON *rows)
     uint64_t n = (uint64_t)cJSON_GetArraySize(rows);
     char **group = cz_xcalloc(n ? n : 1, sizeof *group);
     double *best = cz_xcalloc(n ? n : 1, sizeof *best), *gpus = cz_xcalloc(n ? n : 1, sizeof *gpus);
-    uint64_t n_groups = 0, i = 0;
+    uint64_t n_groups = 0;
     const cJSON *row;
     cJSON_ArrayForEach(row, rows)
     {
@@ -903,8 +903,6 @@ static void print_goodput(const sweep *sw, const cJSON *rows)
         CZ_ASSERT(key != NULL);
         cJSON_Delete(point);
         const cJSON *sum = cJSON_GetObjectItemCaseSensitive(row, sw->n_seeds ? "mean" : "summary");
-        if (!sw->n_seeds && !sum)
-            sum = row;
         const cJSON *att = cJSON_GetObjectItemCaseSensitive(sum, "slo_attainment");
         const cJSON *g = cJSON_GetObjectItemCaseSensitive(
             sw->n_seeds ? cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(row, "summaries"), 0)
@@ -923,7 +921,6 @@ static void print_goodput(const sweep *sw, const cJSON *rows)
         if (cJSON_IsNumber(att) && att->valuedouble >= sw->goodput_attainment &&
             !(rate <= best[k]))
             best[k] = rate;
-        i++;
     }
     printf("goodput: the highest %s with slo_attainment >= %g, per GPU\n", sw->goodput_rate,
            sw->goodput_attainment);

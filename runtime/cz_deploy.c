@@ -598,19 +598,24 @@ static void signal_changed(cz_deploy *S, uint32_t ri, double now)
     }
 }
 
-/* Replica ri's router load is now `load`; with delayed signals, the router learns it at
+/* What the router reads of replica ri changed: it sees it now, or with delayed signals at
  * the next publication (every signal_delay_s). */
+static void router_learns(cz_deploy *S, uint32_t ri, double now)
+{
+    if (S->cfg->router.signal_delay_s > 0)
+        signal_changed(S, ri, now);
+    else
+        load_order(S, ri);
+}
+
+/* Replica ri's router load is now `load`. */
 static void load_set(cz_deploy *S, uint32_t ri, uint32_t load, double now)
 {
     rep_rt *r = &S->reps[ri];
     if (load == r->load)
         return;
     r->load = load;
-    if (!(S->cfg->router.signal_delay_s > 0)) {
-        load_order(S, ri);
-        return;
-    }
-    signal_changed(S, ri, now);
+    router_learns(S, ri, now);
 }
 
 /* llm_d: replica ri's serving core holds `kv` blocks in use; the router learns it as it
@@ -621,11 +626,7 @@ static void kv_set(cz_deploy *S, uint32_t ri, uint32_t kv, double now)
     if (kv == r->kv_now)
         return;
     r->kv_now = kv;
-    if (!(S->cfg->router.signal_delay_s > 0)) {
-        load_order(S, ri);
-        return;
-    }
-    signal_changed(S, ri, now);
+    router_learns(S, ri, now);
 }
 
 /* Whether replica ri's router load is its serving core's queues (vLLM's data-parallel

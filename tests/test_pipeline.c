@@ -834,17 +834,26 @@ static void pd_trace(const char *path, uint32_t n, uint32_t turns)
     fclose(f);
 }
 
-static const char *pd_cfg(const char *trace, uint32_t prefill, uint32_t decode)
+/* Runs `n` sessions of `turns` turns (pd_trace) on Llama-3-8B with `prefill` and `decode`
+ * replicas behind `router`, the KV moving over a 1 MB/s link with 0.5 s latency. */
+static void pd_run(run *r, uint32_t n, uint32_t turns, uint32_t prefill, uint32_t decode,
+                   const char *router)
 {
-    static char buf[1024];
-    snprintf(buf, sizeof buf,
-             "{\"model\": \"llama-3-8b\", \"hardware\": \"h100-sxm\","
+    char path[] = "/tmp/cz-pd-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    pd_trace(path, n, turns);
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "{\"model\": \"llama-3-8b\", \"hardware\": \"h100-sxm\", \"router\": \"%s\","
              " \"disaggregation\": {\"prefill\": {\"replicas\": %u},"
              "                      \"decode\": {\"replicas\": %u},"
              "                      \"link_GBps\": 0.001, \"link_latency_s\": 0.5},"
              " \"workload\": {\"trace\": {\"path\": \"%s\"}}}",
-             prefill, decode, trace);
-    return buf;
+             router, prefill, decode, path);
+    run_config(r, cfg);
+    unlink(path);
 }
 
 /* One turn: the prefill replica samples a token and holds the KV; the decode replica pulls
@@ -854,13 +863,8 @@ static const char *pd_cfg(const char *trace, uint32_t prefill, uint32_t decode)
  * pool's (stage 0); the prefill pool's record is stage 1. */
 Test(pipeline, disaggregated_turn_pulls_its_kv)
 {
-    char path[] = "/tmp/cz-pd-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    close(fd);
-    pd_trace(path, 1, 1);
     run r;
-    run_config(&r, pd_cfg(path, 1, 1));
+    pd_run(&r, 1, 1, 1, 1, "session");
     const cz_req_record *dec = rec_of(&r, 0), *pre = rec_of(&r, 1);
     double xfer = 0.5 + 63.0 * 131072.0 / 1e6;
     cr_assert_float_eq(dec->kv_load_s, xfer, 1e-9, "kv_load_s %.9f", dec->kv_load_s);
@@ -877,7 +881,6 @@ Test(pipeline, disaggregated_turn_pulls_its_kv)
                        63.0 * 131072.0, 1e-3);
     cr_assert_eq(num_of(&r, "gpus"), 2);
     run_free(&r);
-    unlink(path);
 }
 
 /* Two turns prefilled by the one prefill replica go to two decode replicas: both pulls
@@ -885,16 +888,8 @@ Test(pipeline, disaggregated_turn_pulls_its_kv)
  * for the first (about two transfer times), each decode GPU's link idle. */
 Test(pipeline, disaggregated_pulls_share_the_source_link)
 {
-    char path[] = "/tmp/cz-pd-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    close(fd);
-    pd_trace(path, 2, 1);
     run r;
-    const char *cfg = pd_cfg(path, 1, 2);
-    char buf[1200];
-    snprintf(buf, sizeof buf, "%.*s, \"router\": \"round_robin\"}", (int)strlen(cfg) - 1, cfg);
-    run_config(&r, buf);
+    pd_run(&r, 2, 1, 1, 2, "round_robin");
     double xfer = 0.5 + 63.0 * 131072.0 / 1e6, load[2];
     uint32_t n = 0;
     for (uint64_t i = 0; i < r.m.n_req; i++)
@@ -906,7 +901,6 @@ Test(pipeline, disaggregated_pulls_share_the_source_link)
     /* the second was admitted at most a prefill step after the first */
     cr_assert(hi <= 2 * xfer + 1e-9 && hi > 2 * xfer - 0.05, "%.9f %.9f (%.9f)", lo, hi, xfer);
     run_free(&r);
-    unlink(path);
 }
 
 /* A session's second turn: both pools align to the decode pool's context (64 + 8 tokens
@@ -915,13 +909,8 @@ Test(pipeline, disaggregated_pulls_share_the_source_link)
  * its 71 computed tokens and pulls only the new turn's 64: 63 + 64 tokens pulled in all. */
 Test(pipeline, disaggregated_sessions_pull_only_what_is_new)
 {
-    char path[] = "/tmp/cz-pd-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    close(fd);
-    pd_trace(path, 1, 2);
     run r;
-    run_config(&r, pd_cfg(path, 1, 1));
+    pd_run(&r, 1, 2, 1, 1, "session");
     const cJSON *pd = cJSON_GetObjectItem(r.summary, "disaggregation");
     cr_assert_eq(cJSON_GetObjectItem(pd, "kv_transfers")->valuedouble, 2);
     cr_assert_float_eq(cJSON_GetObjectItem(pd, "kv_transfer_bytes")->valuedouble,
@@ -934,7 +923,6 @@ Test(pipeline, disaggregated_sessions_pull_only_what_is_new)
     cr_assert_eq(in_pre[0], 64);
     cr_assert_eq(in_pre[1], 64 + 7, "the prefill pool's second turn reads %u", in_pre[1]);
     run_free(&r);
-    unlink(path);
 }
 
 Test(pipeline, config_rejects_bad_disaggregation)
