@@ -31,19 +31,26 @@ typedef struct eng_node {
 } eng_node;
 
 /* A KV copy between a pool block and a host-tier block: rows [off, off + cnt) of every
- * layer's K and V. */
+ * layer's K and V; for a pull, between rows [src_off, src_off + cnt) of block src_phys of
+ * the source replica's pool and rows [off, off + cnt) of block phys (host NULL). */
 typedef struct eng_seg {
     int32_t phys;
     uint8_t *host;
     uint32_t off, cnt;
+    int32_t src_phys;
+    uint32_t src_off;
 } eng_seg;
 
-/* One transfer the core asked for, carried out by its device's copy thread. */
+/* One transfer the core asked for, carried out by its device's copy thread: a store or a
+ * load of the host tier, or a pull (disaggregation: a decode replica's load of KV from a
+ * prefill replica's pool, on the decode replica's device). */
 typedef struct eng_copy {
     eng_node node;          /* first: a node is its copy */
     struct eng_copy *qnext; /* the copy thread's queue */
     uint32_t rep, seq;
     bool to_host;
+    bool pull;
+    uint32_t src_rep, src_seq, first; /* a pull's source and its first position */
     uint64_t id;            /* its number on the device (fences) */
     uint32_t n_segs;
     eng_seg segs[];
@@ -102,14 +109,25 @@ typedef struct eng_dev {
     cz_link link;           /* the host-link model behind xfer_eta */
 } eng_dev;
 
-/* A transfer the core asked for, not yet handed to the copy thread. */
+/* A transfer the core asked for, not yet handed to the copy thread; a pull names the
+ * prefill replica's sequence that holds the KV. */
 typedef struct eng_pending {
     cz_xfer x;
     double bytes, now;
+    bool pull;
+    uint32_t src_rep, src_seq;
 } eng_pending;
+
+/* Disaggregation: a session's sequence at each pool (CZ_PD_PREFILL, CZ_PD_DECODE), as its
+ * turns last opened there (NONE: none yet). */
+typedef struct eng_pd_ses {
+    uint32_t rep[2], seq[2];
+} eng_pd_ses;
 
 typedef struct eng_rep {
     uint32_t p, gpu, card;
+    uint32_t id_p;          /* the stage whose synthetic input ids it reads: its own, or
+                               with disaggregation the prefill pool's for both pools */
     eng_pending *pend;
     size_t n_pend, cap_pend;
     cz_server *srv;
@@ -145,6 +163,9 @@ struct cz_engine {
     uint32_t n_reps;
     eng_netkey *nets;
     uint32_t n_nets;
+    bool cuda;              /* the CUDA backend */
+    eng_pd_ses *pd_ses;     /* disaggregation: per session (index) */
+    size_t n_pd_ses, cap_pd_ses;
     uint32_t steps_inflight;
     uint64_t copies_inflight;
     uint64_t step_seed;
@@ -271,6 +292,28 @@ static void run_copy(eng *E, const eng_copy *c)
     cz_kmem_copy_wait(k);
 }
 
+/* A pull: the rows of its segments from the prefill replica's pool into the decode
+ * replica's, K and V of every layer. Both pools are of one model card (asserted when it
+ * was issued) and, on the CPU backend (the only one that runs disaggregation), host
+ * memory. */
+static void run_pull(eng *E, const eng_copy *c)
+{
+    const cz_kv_pool *dst = E->reps[c->rep].pool, *src = E->reps[c->src_rep].pool;
+    size_t el = cz_dtype_size(dst->dt);
+    size_t row = (size_t)dst->kv_heads * dst->head_dim * el;
+    for (uint32_t s = 0; s < c->n_segs; s++) {
+        const eng_seg *g = &c->segs[s];
+        size_t n = (size_t)g->cnt * row;
+        for (uint32_t l = 0; l < dst->layers; l++) {
+            cz_kv_layer dv = cz_kv_pool_layer(dst, l), sv = cz_kv_pool_layer(src, l);
+            size_t doff = (size_t)g->phys * dv.block_stride * el + (size_t)g->off * row;
+            size_t soff = (size_t)g->src_phys * sv.block_stride * el + (size_t)g->src_off * row;
+            memcpy((uint8_t *)dv.k + doff, (const uint8_t *)sv.k + soff, n);
+            memcpy((uint8_t *)dv.v + doff, (const uint8_t *)sv.v + soff, n);
+        }
+    }
+}
+
 static void *copier_main(void *arg)
 {
     dev_arg *a = arg;
@@ -289,7 +332,10 @@ static void *copier_main(void *arg)
         if (!D->c_head)
             D->c_tail = NULL;
         pthread_mutex_unlock(&E->mu);
-        run_copy(E, c);
+        if (c->pull)
+            run_pull(E, c);
+        else
+            run_copy(E, c);
         pthread_mutex_lock(&E->mu);
         D->copies_done = c->id;
         pthread_cond_broadcast(&D->cv_work);
@@ -345,7 +391,7 @@ static int32_t token_at(eng *E, eng_rep *r, uint32_t seq, uint64_t session, uint
                 t->ids[i] = id;
             } else {
                 t->ids[i] = (int32_t)(mix64(E->cfg->seed ^
-                                            mix64(session * 0x100000001B3ull + r->p) ^ i) %
+                                            mix64(session * 0x100000001B3ull + r->id_p) ^ i) %
                                       vocab);
             }
         }
@@ -365,6 +411,32 @@ static void token_set(eng_rep *r, uint32_t seq, uint32_t pos, int32_t id)
     }
     t->ids[pos] = id;
     t->valid = pos + 1;
+}
+
+/* Disaggregation: the ids at positions [lo, hi) of sequence `seq` of replica r become those
+ * of sequence `sseq` of replica sr (both pools' sequences of a session hold one context),
+ * as far as sr knows them; r's ids before lo are read first (synthesized where unknown). */
+static void toks_copy(eng *E, eng_rep *r, uint32_t seq, const eng_rep *sr, uint32_t sseq,
+                      uint32_t lo, uint32_t hi)
+{
+    const eng_toks *s = &sr->toks[sseq];
+    eng_toks *t = &r->toks[seq];
+    if (hi > s->valid)
+        hi = s->valid;
+    if (lo >= hi)
+        return;
+    if (lo > t->valid) {
+        const cz_seq *q = cz_server_seq(r->srv, seq);
+        token_at(E, r, seq, q->session, lo - 1, q->tokens_in + q->generated);
+    }
+    if (hi > t->cap) {
+        size_t cap = t->cap;
+        cz_grow((void **)&t->ids, &cap, hi, sizeof *t->ids);
+        t->cap = (uint32_t)cap;
+    }
+    memcpy(t->ids + lo, s->ids + lo, (size_t)(hi - lo) * sizeof *t->ids);
+    if (hi > t->valid)
+        t->valid = hi;
 }
 
 /* ---- building a decoder step ---- */
@@ -583,7 +655,7 @@ static void issue_copy(eng *E, uint32_t rep, const cz_xfer *x, double bytes, dou
 {
     eng_rep *r = &E->reps[rep];
     eng_dev *D = &E->devs[r->gpu];
-    CZ_ASSERT(x->tokens > 0);
+    CZ_ASSERT(x->tokens > 0 && !x->remote);
     ensure_seq_state(r, x->seq);
     uint32_t bt = r->pool->block_tokens;
     uint32_t j0 = x->first / bt, j1 = (x->first + x->tokens - 1) / bt;
@@ -633,10 +705,75 @@ static void issue_copy(eng *E, uint32_t rep, const cz_xfer *x, double bytes, dou
     pthread_mutex_unlock(&E->mu);
 }
 
+/* Hands a pull (disaggregation) to the decode replica's device's copy thread, after the
+ * replica's map followed the core: it writes the blocks the core has just given x->seq,
+ * as a load does (behind any store of that device still reading them: one copy thread, in
+ * order). It reads sequence src_seq's blocks in the prefill replica's pool, named from
+ * that map as it stands: the core holds them (the prefill turn stays open, stalled, until
+ * the pull is reported), and a map frees no block its sequence's count still holds, so no
+ * step of the prefill replica writes them until the copy has finished. Rows go one run at
+ * a time within one block on each side (the pools' block_tokens may differ). The ids of
+ * those positions follow the KV. */
+static void issue_pull(eng *E, uint32_t rep, const eng_pending *pd)
+{
+    const cz_xfer *x = &pd->x;
+    eng_rep *r = &E->reps[rep], *sr = &E->reps[pd->src_rep];
+    eng_dev *D = &E->devs[r->gpu];
+    CZ_ASSERT(!E->cuda && x->remote && !x->to_host && x->tokens > 0);
+    const cz_kv_pool *dp = r->pool, *sp = sr->pool;
+    CZ_ASSERT(r->card == sr->card && dp->layers == sp->layers &&
+              dp->kv_heads == sp->kv_heads && dp->head_dim == sp->head_dim &&
+              dp->dt == sp->dt);
+    ensure_seq_state(r, x->seq);
+    CZ_ASSERT(pd->src_seq < sr->n_seq_state);
+    uint32_t bt = dp->block_tokens, sbt = sp->block_tokens;
+    uint32_t end = x->first + x->tokens;
+    /* a run ends at every block boundary of either side */
+    uint32_t n = x->tokens / bt + x->tokens / sbt + 3;
+    eng_copy *c = cz_xmalloc(sizeof *c + n * sizeof c->segs[0]);
+    memset(c, 0, sizeof *c);
+    c->node.kind = NODE_COPY;
+    c->rep = rep;
+    c->seq = x->seq;
+    c->pull = true;
+    c->src_rep = pd->src_rep;
+    c->src_seq = pd->src_seq;
+    c->first = x->first;
+    uint32_t ns = 0;
+    for (uint32_t pos = x->first; pos < end;) {
+        uint32_t doff = pos % bt, soff = pos % sbt, cnt = end - pos;
+        if (bt - doff < cnt)
+            cnt = bt - doff;
+        if (sbt - soff < cnt)
+            cnt = sbt - soff;
+        int32_t dphys = cz_kvmap_block(r->map, x->seq, pos / bt);
+        int32_t sphys = cz_kvmap_block(sr->map, pd->src_seq, pos / sbt);
+        CZ_ASSERT(dphys >= 0 && sphys >= 0 && ns < n); /* both held: no window */
+        c->segs[ns++] = (eng_seg){.phys = dphys, .off = doff, .cnt = cnt,
+                                  .src_phys = sphys, .src_off = soff};
+        pos += cnt;
+    }
+    c->n_segs = ns;
+    /* the prefill replica read every one of these ids as it computed their KV */
+    CZ_ASSERT(sr->toks[pd->src_seq].valid >= end);
+    toks_copy(E, r, x->seq, sr, pd->src_seq, x->first, end);
+    pthread_mutex_lock(&E->mu);
+    c->id = ++D->copies_issued;
+    if (D->c_tail)
+        D->c_tail->qnext = c;
+    else
+        D->c_head = c;
+    D->c_tail = c;
+    E->copies_inflight++;
+    pthread_cond_signal(&D->cv_copy);
+    pthread_mutex_unlock(&E->mu);
+}
+
 /* The transfers asked for since the last flush: stores first, reading the blocks the
  * sequences held when the core asked (a cut tail is gone from the core's count but not
- * yet from the map), then the map follows the core, then loads write the blocks the core
- * has just given. Called after every call into the runtime and before a step is built. */
+ * yet from the map), then the map follows the core, then loads and pulls write the blocks
+ * the core has just given. Called after every call into the runtime and before a step is
+ * built. */
 static void flush_xfers(eng *E)
 {
     for (uint32_t ri = 0; ri < E->n_reps; ri++) {
@@ -647,9 +784,12 @@ static void flush_xfers(eng *E)
             if (r->pend[i].x.to_host)
                 issue_copy(E, ri, &r->pend[i].x, r->pend[i].bytes, r->pend[i].now);
         cz_kvmap_sync(r->map, r->srv);
-        for (size_t i = 0; i < r->n_pend; i++)
-            if (!r->pend[i].x.to_host)
+        for (size_t i = 0; i < r->n_pend; i++) {
+            if (r->pend[i].pull)
+                issue_pull(E, ri, &r->pend[i]);
+            else if (!r->pend[i].x.to_host)
                 issue_copy(E, ri, &r->pend[i].x, r->pend[i].bytes, r->pend[i].now);
+        }
         r->n_pend = 0;
     }
 }
@@ -661,7 +801,21 @@ static void drv_xfer(void *ctx, uint32_t rep, uint32_t gpu, const cz_xfer *x, do
     eng_rep *r = &E->reps[rep];
     (void)gpu;
     cz_grow((void **)&r->pend, &r->cap_pend, r->n_pend + 1, sizeof *r->pend);
-    r->pend[r->n_pend++] = (eng_pending){*x, bytes, now};
+    r->pend[r->n_pend++] = (eng_pending){*x, bytes, now, false, 0, 0};
+}
+
+/* Disaggregation: decode replica `rep` loads positions [x->first, x->first + x->tokens) of
+ * x->seq from sequence src_seq of prefill replica src_rep, queued as drv_xfer queues a
+ * load. The copy is real (memcpy on the CPU) and takes the time it takes: the modelled
+ * network link (cz_link_pair_submit, the simulator's) is not used. */
+static void drv_pull(void *ctx, uint32_t rep, const cz_xfer *x, uint32_t src_rep,
+                     uint32_t src_seq, double bytes, double now)
+{
+    eng *E = ctx;
+    eng_rep *r = &E->reps[rep];
+    CZ_ASSERT(x->remote && src_rep < E->n_reps && E->reps[src_rep].srv);
+    cz_grow((void **)&r->pend, &r->cap_pend, r->n_pend + 1, sizeof *r->pend);
+    r->pend[r->n_pend++] = (eng_pending){*x, bytes, now, true, src_rep, src_seq};
 }
 
 static double drv_xfer_eta(void *ctx, uint32_t gpu, double bytes, bool to_host, double now)
@@ -674,6 +828,41 @@ static void drv_timer(void *ctx, double t, uint32_t kind, uint32_t a, uint32_t b
 {
     eng *E = ctx;
     cz_evq_push(&E->timers, t, kind, a, b);
+}
+
+/* Disaggregation: a turn opened on sequence `seq` of replica `rep` (either pool). The
+ * session's sequence at the other pool holds the context both align to (docs/engine.md):
+ * the ids of the positions this one has not computed are taken from it, as far as it
+ * knows them. A prefill turn so reads the replies the decode pool sampled (its input
+ * there), and a decode turn the prefill pool's context, which it reads where it computes
+ * rather than pulls. */
+static void pd_align(eng *E, uint32_t rep, uint32_t seq)
+{
+    eng_rep *r = &E->reps[rep];
+    const cz_seq *q = cz_server_seq(r->srv, seq);
+    CZ_ASSERT(r->p == CZ_PD_PREFILL || r->p == CZ_PD_DECODE);
+    size_t si = (size_t)q->session;
+    if (si >= E->n_pd_ses) {
+        cz_grow((void **)&E->pd_ses, &E->cap_pd_ses, si + 1, sizeof *E->pd_ses);
+        for (size_t i = E->n_pd_ses; i <= si; i++)
+            E->pd_ses[i] = (eng_pd_ses){{NONE, NONE}, {NONE, NONE}};
+        E->n_pd_ses = si + 1;
+    }
+    eng_pd_ses *ps = &E->pd_ses[si];
+    ps->rep[r->p] = rep;
+    ps->seq[r->p] = seq;
+    uint32_t other = 1 - r->p;
+    if (ps->rep[other] == NONE)
+        return;
+    const eng_rep *o = &E->reps[ps->rep[other]];
+    uint32_t oseq = ps->seq[other];
+    if (oseq >= o->n_seq_state || oseq >= cz_server_n_seqs(o->srv))
+        return;
+    const cz_seq *oq = cz_server_seq(o->srv, oseq);
+    if (oq->session != q->session)
+        return; /* its sequence id went to another session */
+    uint32_t ctx = q->tokens_in + q->generated, octx = oq->tokens_in + oq->generated;
+    toks_copy(E, r, seq, o, oseq, q->computed, ctx < octx ? ctx : octx);
 }
 
 static void drv_turn_opened(void *ctx, uint32_t rep, uint32_t seq, uint64_t rec, uint32_t in,
@@ -692,6 +881,8 @@ static void drv_turn_opened(void *ctx, uint32_t rep, uint32_t seq, uint64_t rec,
     uint32_t before = q->tokens_in + q->generated - (q->turn_open ? in : 0); /* refused */
     if (r->toks[seq].valid > before)
         r->toks[seq].valid = before;
+    if (E->cfg->pd && q->turn_open)
+        pd_align(E, rep, seq);
 }
 
 static void drv_turn_end(void *ctx, uint32_t session, uint32_t turn, uint32_t outcome,
@@ -739,8 +930,17 @@ static void step_finished(eng *E, eng_step *st, double now)
 static void copy_finished(eng *E, eng_copy *c, double now)
 {
     eng_rep *r = &E->reps[c->rep];
-    CZ_ASSERT(r->host[c->seq].pending > 0);
-    r->host[c->seq].pending--;
+    if (c->pull) {
+        /* a pull has no host chunks; the blocks it read are still its source's, as the
+         * prefill replica's map names them: nothing wrote them while it ran */
+        const eng_rep *sr = &E->reps[c->src_rep];
+        uint32_t pos = c->first, sbt = sr->pool->block_tokens;
+        for (uint32_t s = 0; s < c->n_segs; pos += c->segs[s++].cnt)
+            CZ_ASSERT(cz_kvmap_block(sr->map, c->src_seq, pos / sbt) == c->segs[s].src_phys);
+    } else {
+        CZ_ASSERT(r->host[c->seq].pending > 0);
+        r->host[c->seq].pending--;
+    }
     uint32_t rep = c->rep, seq = c->seq;
     bool to_host = c->to_host;
     free(c);
@@ -863,6 +1063,7 @@ static cz_status load_replicas(eng *E, cz_err *err)
         cz_deploy_replica dr = cz_deploy_replica_at(E->d, ri);
         eng_rep *r = &E->reps[ri];
         r->p = dr.p;
+        r->id_p = cfg->pd ? CZ_PD_PREFILL : dr.p;
         r->gpu = dr.gpu;
         r->card = cfg->model.pipe[dr.p].stage;
         r->srv = dr.srv;
@@ -1044,6 +1245,7 @@ static void eng_free(eng *E)
         cz_kv_pool_free(r->pool);
     }
     free(E->reps);
+    free(E->pd_ses);
     for (uint32_t i = 0; i < E->n_nets; i++)
         cz_net_free(E->nets[i].net);
     free(E->nets);
@@ -1142,9 +1344,12 @@ cz_status cz_engine_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
     if (cfg->cross_stage)
         return cz_err_set(err, CZ_EINVAL, "engine: a cross-stage scheduler runs whole "
                           "workloads only (cadenza replay)");
-    if (cfg->pd)
-        return cz_err_set(err, CZ_EINVAL, "engine: field 'disaggregation': the engine runs "
-                          "colocated replicas; a disaggregated config runs in `cadenza sim`");
+    /* the decode pool's pull copies KV between two replicas' pools (run_pull): memcpy on
+     * the CPU backend; the CUDA backend has no copy between two contexts' memory yet */
+    if (cfg->pd && cuda)
+        return cz_err_set(err, CZ_EINVAL, "engine: field 'disaggregation': backend 'cuda' "
+                          "cannot copy KV from a prefill replica's pool to a decode "
+                          "replica's yet; run it with --backend cpu, or in `cadenza sim`");
     /* the block map gives each sequence blocks of its own (engine/cz_kvmap.h); the core's
      * shared prefix blocks would have no physical twin, so the engine refuses them rather
      * than run KV that diverges from the core's accounting */
@@ -1160,6 +1365,7 @@ cz_status cz_engine_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
     E->cfg = cfg;
     E->wl = wl;
     E->m = m;
+    E->cuda = cuda;
     if (obs)
         E->obs = *obs;
     pthread_mutex_init(&E->mu, NULL);
@@ -1174,6 +1380,7 @@ cz_status cz_engine_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
         .step = drv_step,
         .launched = drv_launched,
         .xfer = drv_xfer,
+        .pull = drv_pull,
         .xfer_eta = drv_xfer_eta,
         .timer = drv_timer,
         .turn_opened = drv_turn_opened,

@@ -17,7 +17,10 @@
  *    stage's net (cz_net.h); sampled ids extend each sequence's tokens; encoder and
  *    vocoder steps run their jobs through their nets;
  *  - a KV transfer copies the bytes of the positions it names between the pool and the
- *    replica's host tier on the copy thread; its completion is the core's.
+ *    replica's host tier on the copy thread; its completion is the core's;
+ *  - with disaggregated prefill and decode (cz_config.pd) a decode replica's pull copies
+ *    the positions it names from the prefill replica's pool into its own, with their
+ *    token ids, on its device's copy thread (CPU backend only).
  * Every executed batch is recorded (cz_metrics' /steps): its shape, host build time,
  * device time, and what the config's cost model predicts for it.
  *
@@ -62,7 +65,8 @@ uint32_t cz_engine_device_threads(const cz_config *cfg, const cz_engine_opts *op
  * clock passes sim.max_time_s or *opts->stop is set (*partial then true: turns still open
  * are unfinished). `progress` (may be NULL) is called about twice a second and at the end.
  * CZ_EINVAL (message naming the field) for a config the engine cannot run: a cross-stage
- * scheduler, a pool beyond max_kv_bytes, an unknown backend; CZ_EDEVICE when the CUDA
+ * scheduler, a pool beyond max_kv_bytes, an unknown backend, disaggregation on the CUDA
+ * backend; CZ_EDEVICE when the CUDA
  * backend has no device for every GPU of the placement, or a device call fails during the
  * run (the run stops: no results); a checkpoint's errors as cz_net_create's; CZ_EINTERNAL
  * when the accounting check fails. */

@@ -1330,7 +1330,8 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
         if (c->pd)
             return cz_err_set(err, CZ_EINVAL,
                               "%s: field 'disaggregation': `cadenza serve` runs colocated "
-                              "replicas; a disaggregated config runs in `cadenza sim`",
+                              "replicas; a disaggregated config runs in `cadenza sim` and "
+                              "`cadenza replay`",
                               where);
         if (c->cross_stage)
             return cz_err_set(err, CZ_EINVAL,

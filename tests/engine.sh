@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/engine.sh CADENZA SOURCE_ROOT - `cadenza replay` on the CPU engine: a trace replay
 # whose every request is accounted for with the simulator's counts, the /steps table, the
-# omni pipeline with barge-in and the host tier, windowed streams, Ctrl-C as a partial run,
-# and the configs the engine refuses (exit 2, naming why). Prints "N passed, N failed".
+# omni pipeline with barge-in and the host tier, windowed streams, disaggregated prefill and
+# decode, Ctrl-C as a partial run, and the configs the engine refuses (exit 2, naming why).
+# Prints "N passed, N failed".
 set -u
 cz=$1
 root=$2
@@ -82,6 +83,24 @@ JSON
 check "windowed streams run" "$cz" replay "$tmp/win.json" --summary "$tmp/w.json" --no-progress
 check "every frame is accounted for" bash -c \
     "[ \"\$(grep -o '\"frames\":[[:space:]]*[0-9]*' '$tmp/w.json' | head -1 | grep -o '[0-9]*$')\" = 32 ]"
+
+# disaggregated prefill and decode (docs/engine.md): pools of different block sizes, every
+# request completed, each turn's KV pulled; the CUDA backend refuses it naming the field
+cat >"$tmp/pd.json" <<'JSON'
+{"model": "tiny-llama", "hardware": "cpu-host",
+ "server": {"kv_blocks": 256, "max_num_seqs": 8, "max_num_batched_tokens": 256},
+ "disaggregation": {"prefill": {"replicas": 1, "block_tokens": 16},
+                    "decode": {"replicas": 1, "block_tokens": 32, "kv_blocks": 128}},
+ "workload": {"synthetic": {"requests": 8, "input_tokens": {"dist": "fixed", "value": 100},
+                            "output_tokens": {"dist": "fixed", "value": 8}},
+              "arrivals": {"process": "poisson", "rate_rps": 20}}}
+JSON
+check "disaggregated replay" "$cz" replay "$tmp/pd.json" --summary "$tmp/pd.out.json" --no-progress
+check "every request completed, its KV pulled" bash -c \
+    "[ '$(num "$tmp/pd.out.json" completed)' = 8 ] && [ '$(num "$tmp/pd.out.json" kv_transfers)' = 8 ]"
+check "the CUDA backend refuses disaggregation" expect_exit 2 "$cz" replay "$tmp/pd.json" \
+    --backend cuda --no-progress
+check "the message names the field" grep -q "'disaggregation'" "$tmp/cmd.err"
 
 # Nova's cross-stage runtime on CPU thread partitions (experiments/engine/nova_cpu.json):
 # every request through vision, prefill and decode, accounted for as the simulator counts

@@ -700,10 +700,22 @@ static cJSON *generate_replay(uint64_t seed)
         cJSON_AddStringToObject(c, "model", "tiny-llama");
         cJSON_AddStringToObject(c, "hardware", "cpu-host");
         cJSON_AddItemToObject(c, "scheduler", scheduler(&r));
-        add_server(&r, server, true);
+        bool pd = chance(&r, 0.25);
+        add_server(&r, server, !pd);
         bool timed = add_source(&r, w, true, 300, 60, seed, false, true);
         add_arrivals(&r, w, timed, true);
-        if (chance(&r, 0.3)) {
+        if (pd) {
+            /* disaggregated on the CPU engine: the decode pool pulls KV rows and ids from
+             * the prefill pool's (docs/engine.md), pools of their own block sizes */
+            cJSON *pdo = cJSON_AddObjectToObject(c, "disaggregation");
+            static const char *const pools[] = {"prefill", "decode"};
+            for (uint32_t i = 0; i < 2; i++) {
+                cJSON *o = cJSON_AddObjectToObject(pdo, pools[i]);
+                cJSON_AddNumberToObject(o, "replicas", between(&r, 1, 2));
+                if (chance(&r, 0.5))
+                    cJSON_AddNumberToObject(o, "block_tokens", PICK_U(&r, 1, 4, 16, 32));
+            }
+        } else if (chance(&r, 0.3)) {
             /* the client speaks the reply as it streams (short: this runs in real time) */
             cJSON *a = cJSON_AddObjectToObject(w, "audio");
             cJSON_AddNumberToObject(a, "tokens_per_text_token", 1);
