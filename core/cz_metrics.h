@@ -103,6 +103,11 @@ typedef struct cz_timeline_row {
     uint32_t running;
     uint32_t waiting;
     uint32_t batch_tokens;
+    /* running totals since the start (a rate is the difference of two rows): */
+    uint64_t prefix_queries;   /* prefix-cache lookups, tokens (not after a preemption) */
+    uint64_t prefix_hits;      /* of those, found in the cache */
+    uint64_t kv_pulled_tokens; /* disaggregation: KV pulled into this replica */
+    uint64_t kv_sent_tokens;   /* ... and out of it */
 } cz_timeline_row;
 
 /* The session gateway of periodic streams at a change: its admission cap (Metronome §4.2;

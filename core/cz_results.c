@@ -61,6 +61,10 @@ static const cz_h5_col tl_cols[] = {
     COL(cz_timeline_row, running, CZ_H5_U32, "count"),
     COL(cz_timeline_row, waiting, CZ_H5_U32, "count"),
     COL(cz_timeline_row, batch_tokens, CZ_H5_U32, "tokens"),
+    COL(cz_timeline_row, prefix_queries, CZ_H5_U64, "tokens"),
+    COL(cz_timeline_row, prefix_hits, CZ_H5_U64, "tokens"),
+    COL(cz_timeline_row, kv_pulled_tokens, CZ_H5_U64, "tokens"),
+    COL(cz_timeline_row, kv_sent_tokens, CZ_H5_U64, "tokens"),
 };
 
 static const cz_h5_col itl_cols[] = {
@@ -147,7 +151,8 @@ static const cz_h5_table req_table =
           h5_req_row, req_cols);
 static const cz_h5_table tl_table =
     TABLE("timeline", "The serving state of one stage replica at the start of a step: KV "
-                      "blocks, host KV, running and waiting sequences, batch tokens.",
+                      "blocks, host KV, running and waiting sequences, batch tokens; running "
+                      "totals of prefix-cache queries and hits and of KV pulled and sent.",
           cz_timeline_row, tl_cols);
 static const cz_h5_table itl_table =
     TABLE("itl", "`count` inter-token gaps of `gap_s` seconds at one autoregressive stage.",

@@ -111,6 +111,8 @@ struct cz_server {
                              can free */
     uint32_t kv_idle_blocks;
     uint64_t host_tokens;
+    uint64_t pulled_tokens; /* disaggregation: KV tokens loaded from peers (remote loads) */
+    uint64_t sent_tokens;   /* ... and pulled from this replica by peers (cz_server_note_sent) */
 
     cz_cand *cands;       /* ordering policies: the ready set of a step */
     size_t cap_cands;
@@ -761,7 +763,15 @@ static void load_request(cz_server *s, uint32_t id, uint32_t load)
 {
     const cz_seq *q = &s->seqs[id];
     xfer_request(s, id, q->computed, load - q->computed, false);
-    s->xfers[s->n_xfers - 1].remote = s->sn[id].remote == load; /* loadable_at's choice */
+    bool remote = s->sn[id].remote == load; /* loadable_at's choice */
+    s->xfers[s->n_xfers - 1].remote = remote;
+    if (remote)
+        s->pulled_tokens += load - q->computed;
+}
+
+void cz_server_note_sent(cz_server *s, uint32_t tokens)
+{
+    s->sent_tokens += tokens;
 }
 
 void cz_server_import(cz_server *s, uint32_t id, uint32_t tokens)
@@ -2134,6 +2144,10 @@ static void timeline_sample(cz_server *s, double t_s, const cz_batch *out)
             .running = n_running(s),
             .waiting = (uint32_t)s->wq_len,
             .batch_tokens = out->total_tokens,
+            .prefix_queries = s->pcst.queries,
+            .prefix_hits = s->pcst.hits,
+            .kv_pulled_tokens = s->pulled_tokens,
+            .kv_sent_tokens = s->sent_tokens,
         };
         cz_metrics_timeline(s->metrics, &row);
         s->tl_next_s = t_s + s->metrics->timeline_interval_s;

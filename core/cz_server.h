@@ -394,6 +394,11 @@ bool cz_server_check_published(const cz_server *s, bool (*has)(void *ctx, uint64
  * kv_load_s). Needs cfg.kv_import. O(1). */
 void cz_server_import(cz_server *s, uint32_t seq, uint32_t tokens);
 
+/* Disaggregation: a peer began pulling `tokens` of KV from this replica's pool. Only counts
+ * them, for the /timeline's kv_sent_tokens (the source's sequence is the caller's to keep
+ * until the pull lands). O(1). */
+void cz_server_note_sent(cz_server *s, uint32_t tokens);
+
 /* Automatic prefix caching's counters, in tokens (vLLM's PrefixCacheStats): a lookup is
  * made when a waiting turn is admitted, for the tokens it does not hold resident; lookups
  * of turns preempted before are counted apart, as vLLM counts them. */

@@ -118,10 +118,12 @@ static void stage_grow(cz_fleet_stage *s, uint32_t need)
     s->cur = cz_xrealloc(s->cur, (size_t)cap * CZ_FL_NQ, sizeof *s->cur);
     s->area = cz_xrealloc(s->area, (size_t)cap * 2, sizeof *s->area);
     s->t_last = cz_xrealloc(s->t_last, cap, sizeof *s->t_last);
+    s->prev = cz_xrealloc(s->prev, (size_t)cap * 3, sizeof *s->prev);
     size_t old = s->cap_rep;
     memset(s->cur + old * CZ_FL_NQ, 0, (cap - old) * CZ_FL_NQ * sizeof *s->cur);
     memset(s->area + old * 2, 0, (cap - old) * 2 * sizeof *s->area);
     memset(s->t_last + old, 0, (cap - old) * sizeof *s->t_last);
+    memset(s->prev + old * 3, 0, (cap - old) * 3 * sizeof *s->prev);
     s->cap_rep = cap;
     s->n_rep = need;
 }
@@ -144,6 +146,40 @@ static void sample(cz_fleet *fl, size_t k, double *scratch)
                 scratch[r] = s->cur[(size_t)r * CZ_FL_NQ + (size_t)c];
             cz_fleet_quantiles(scratch, s->n_rep, out);
         }
+        /* the rates since the rate sample before: hit rates of the replicas that looked up */
+        if (k % fl->rate_stride)
+            continue;
+        size_t j = k / fl->rate_stride;
+        double dt = j ? fl->bin_s * (double)fl->rate_stride : 0;
+        size_t n_hit = 0;
+        for (uint32_t r = 0; r < s->n_rep; r++) {
+            const double *cur = &s->cur[(size_t)r * CZ_FL_NQ];
+            double *pv = &s->prev[(size_t)r * 3];
+            double dq = cur[CZ_FL_PREFIX_Q] - pv[0];
+            if (dq > 0)
+                scratch[n_hit++] = (cur[CZ_FL_PREFIX_H] - pv[1]) / dq;
+            pv[0] = cur[CZ_FL_PREFIX_Q];
+            pv[1] = cur[CZ_FL_PREFIX_H];
+        }
+        double *out = &s->qr[(j * CZ_FL_NR + CZ_FL_R_HIT) * CZ_FL_NS];
+        if (n_hit)
+            cz_fleet_quantiles(scratch, n_hit, out);
+        else
+            for (int q = 0; q < CZ_FL_NS; q++)
+                out[q] = NAN;
+        for (uint32_t r = 0; r < s->n_rep; r++) {
+            const double *cur = &s->cur[(size_t)r * CZ_FL_NQ];
+            double *pv = &s->prev[(size_t)r * 3];
+            double moved = cur[CZ_FL_PULLED] + cur[CZ_FL_SENT];
+            scratch[r] = dt > 0 ? (moved - pv[2]) / dt : 0;
+            pv[2] = moved;
+        }
+        out = &s->qr[(j * CZ_FL_NR + CZ_FL_R_MOVED) * CZ_FL_NS];
+        if (s->n_rep)
+            cz_fleet_quantiles(scratch, s->n_rep, out);
+        else
+            for (int q = 0; q < CZ_FL_NS; q++)
+                out[q] = NAN;
     }
 }
 
@@ -154,6 +190,8 @@ void cz_fleet_free(cz_fleet *fl)
         free(s->cur);
         free(s->area);
         free(s->t_last);
+        free(s->prev);
+        free(s->qr);
         free(s->mean_running);
         free(s->mean_kv);
         free(s->q);
@@ -189,12 +227,26 @@ cz_status cz_fleet_read(const char *h5, size_t n_stages, const uint32_t *replica
     }
     if (!cz_h5_has_table(h5, "timeline"))
         return CZ_OK;
-    /* the table's order: running .. host as CZ_FL_*, after time, stage and replica */
-    static const char *const tf[] = {"t_s",     "stage",          "replica",
-                                     "running", "waiting",        "batch_tokens",
-                                     "kv_blocks_used", "kv_blocks_idle", "host_kv_tokens"};
+    /* the table's order: running .. sent as CZ_FL_*, after time, stage and replica */
+    static const char *const tf[] = {"t_s",            "stage",          "replica",
+                                     "running",        "waiting",        "batch_tokens",
+                                     "kv_blocks_used", "kv_blocks_idle", "host_kv_tokens",
+                                     "prefix_queries", "prefix_hits",    "kv_pulled_tokens",
+                                     "kv_sent_tokens"};
+    _Static_assert(CZ_ARRAY_LEN(tf) == 3 + CZ_FL_NQ, "a field per column");
     cz_h5_stream in;
     cz_status st = cz_h5_stream_open(h5, "timeline", tf, CZ_ARRAY_LEN(tf), 0, &in, err);
+    size_t nf = CZ_ARRAY_LEN(tf);
+    if (st == CZ_EFORMAT) {
+        /* a file from before the running totals: those read as 0 */
+        cz_err e2;
+        cz_err_clear(&e2);
+        nf = 3 + CZ_FL_PREFIX_Q;
+        if (cz_h5_stream_open(h5, "timeline", tf, nf, 0, &in, &e2) == CZ_OK) {
+            st = CZ_OK;
+            cz_err_clear(err);
+        }
+    }
     if (st != CZ_OK)
         return st;
     fl->rows = in.n_rows;
@@ -219,11 +271,14 @@ cz_status cz_fleet_read(const char *h5, size_t n_stages, const uint32_t *replica
     if ((double)last * fl->bin_s < fl->t_end * (1 - 1e-12))
         last++;
     fl->n_bins = last + 1;
+    fl->rate_stride = (fl->n_bins + CZ_FLEET_MAX_RATES - 1) / CZ_FLEET_MAX_RATES;
+    fl->n_rates = (fl->n_bins + fl->rate_stride - 1) / fl->rate_stride;
     size_t scratch_n = 1;
     for (size_t i = 0; i < n_stages; i++) {
         cz_fleet_stage *s = &fl->st[i];
         s->q = cz_xcalloc(fl->n_bins * CZ_FL_ND * CZ_FL_NS, sizeof *s->q);
         s->bsum = cz_xcalloc(fl->n_bins * CZ_FL_NQ, sizeof *s->bsum);
+        s->qr = cz_xcalloc(fl->n_rates * CZ_FL_NR * CZ_FL_NS, sizeof *s->qr);
         if (s->n_rep > scratch_n)
             scratch_n = s->n_rep;
     }
@@ -271,7 +326,7 @@ cz_status cz_fleet_read(const char *h5, size_t n_stages, const uint32_t *replica
             s->area[(size_t)r * 2 + 1] += cur[CZ_FL_KV_USED] * dt;
             s->t_last[r] = t;
             for (int c = 0; c < CZ_FL_NQ; c++) {
-                double v = in.col[3 + c][i];
+                double v = 3 + (size_t)c < nf ? in.col[3 + c][i] : 0;
                 /* integer counts: the running totals stay exact */
                 s->sum[c] += v - cur[c];
                 cur[c] = v;

@@ -14,6 +14,10 @@
  *     [0, t_end] (the step function of its rows);
  *   - for a stage of at most CZ_FLEET_MAX_LINES replicas, the totals at each of its rows
  *     (the step series the figures drew before fleets).
+ *   - at every rate_stride-th sample, the rates over the interval since the one before, from the running
+ *     totals (prefix-cache queries and hits, KV pulled and sent): the stage's (from its
+ *     totals) and their distribution over replicas (hit rate: over the replicas that looked
+ *     a prefix up in the interval; KV moved, pulled plus sent, per second: over all).
  * Memory is O(replicas + samples) per stage (plus the per-row totals of small stages);
  * time O(rows + samples x replicas). */
 #ifndef CZ_FLEET_H
@@ -32,6 +36,8 @@
 /* Most samples over a run: the sample interval grows past sim.timeline_interval_s to keep
  * a long run's figures (and .dat files) this size. */
 #define CZ_FLEET_MAX_BINS 600
+/* Most intervals the rates are drawn over (each rate_stride samples). */
+#define CZ_FLEET_MAX_RATES 100
 
 /* The timeline columns kept per replica. */
 enum {
@@ -41,11 +47,18 @@ enum {
     CZ_FL_KV_USED,  /* the first CZ_FL_ND are the ones with distributions */
     CZ_FL_KV_IDLE,
     CZ_FL_HOST,
+    CZ_FL_PREFIX_Q, /* running totals (tokens) from here on */
+    CZ_FL_PREFIX_H,
+    CZ_FL_PULLED,
+    CZ_FL_SENT,
     CZ_FL_NQ
 };
 #define CZ_FL_ND 4
 /* A distribution's statistics, in order. */
 enum { CZ_FL_P10, CZ_FL_P50, CZ_FL_P90, CZ_FL_MAX, CZ_FL_NS };
+/* The rates over a sample's interval drawn as distributions: prefix-cache hit rate
+ * (hits / queries) and KV moved (pulled plus sent, tokens per second). */
+enum { CZ_FL_R_HIT, CZ_FL_R_MOVED, CZ_FL_NR };
 
 typedef struct cz_fleet_stage {
     uint32_t n_rep;       /* replicas: the config's, or more when the table names more */
@@ -57,10 +70,12 @@ typedef struct cz_fleet_stage {
     double *t_last;       /* n_rep: when cur last changed */
     double *mean_running; /* n_rep: time averages over [0, t_end] (after the pass) */
     double *mean_kv;
+    double *prev;         /* n_rep x 3: prefix queries, hits and KV moved at the last sample */
     uint32_t cap_rep;
     double sum[CZ_FL_NQ]; /* the fleet's totals now */
     /* per sample */
     double *q;            /* n_bins x CZ_FL_ND x CZ_FL_NS */
+    double *qr;           /* n_rates x CZ_FL_NR x CZ_FL_NS: rates (NaN: no replica had one) */
     double *bsum;         /* n_bins x CZ_FL_NQ: totals */
     /* per row of the stage (not a fleet): the totals after it, as the step series */
     size_t n_rows, cap_rows;
@@ -76,6 +91,8 @@ typedef struct cz_fleet {
     double t_end;         /* the latest row's time */
     double bin_s;         /* the sample interval */
     size_t n_bins;        /* samples at k * bin_s, k < n_bins */
+    size_t rate_stride;   /* samples per rate interval */
+    size_t n_rates;       /* rates at samples j * rate_stride, j < n_rates (j = 0: none yet) */
 } cz_fleet;
 
 /* Reads /timeline of `h5` in one pass. `replicas[s]` is stage s's replica count from the
@@ -90,6 +107,13 @@ void cz_fleet_free(cz_fleet *fl);
 static inline double cz_fleet_q(const cz_fleet *fl, size_t s, size_t k, int col, int stat)
 {
     return fl->st[s].q[(k * CZ_FL_ND + (size_t)col) * CZ_FL_NS + (size_t)stat];
+}
+
+/* The statistic `stat` of rate `r` (CZ_FL_R_HIT ...) over stage s's replicas in the interval
+ * ending at sample j * rate_stride (j < n_rates); NaN when no replica had one (no lookups). */
+static inline double cz_fleet_qr(const cz_fleet *fl, size_t s, size_t j, int r, int stat)
+{
+    return fl->st[s].qr[(j * CZ_FL_NR + (size_t)r) * CZ_FL_NS + (size_t)stat];
 }
 
 /* The 10th, 50th and 90th percentiles (interpolated between order statistics) and the

@@ -259,7 +259,8 @@ static void layout(size_t n, int *rows, int *cols)
 /* What a results file's config (as run) says of the timeline: each autoregressive stage's
  * replicas (`pipeline.<stage>.replicas`, else 1; 0 without a config: the rows tell) and KV
  * pool per replica (`pipeline.<stage>.kv_blocks`, else `server.kv_blocks`; 0: derived from
- * memory, not recorded), and the sampling interval (`sim.timeline_interval_s`, else 0.1). */
+ * memory, not recorded; a disaggregated config's pools as `disaggregation.<pool>`), and the
+ * sampling interval (`sim.timeline_interval_s`, else 0.1). */
 typedef struct timeline_config {
     uint32_t replicas[PLOT_MAX_STAGES];
     double pool[PLOT_MAX_STAGES];
@@ -279,9 +280,11 @@ static void timeline_config_read(const cJSON *cfg, char stages[PLOT_MAX_STAGES][
     const cJSON *iv = cz_json_get_path(cfg, "sim.timeline_interval_s");
     tc->interval_s = cJSON_IsNumber(iv) && iv->valuedouble >= 0 ? iv->valuedouble : 0.1;
     const cJSON *pipe = cJSON_GetObjectItemCaseSensitive(cfg, "pipeline");
+    const cJSON *pd = cJSON_GetObjectItemCaseSensitive(cfg, "disaggregation");
     double pool = positive_num(cz_json_get_path(cfg, "server.kv_blocks"));
     for (size_t s = 0; s < n_stages; s++) {
-        const cJSON *pl = cJSON_GetObjectItemCaseSensitive(pipe, stages[s]);
+        /* a disaggregated config's stages are its pools, "decode" and "prefill" */
+        const cJSON *pl = cJSON_GetObjectItemCaseSensitive(pd ? pd : pipe, stages[s]);
         double r = positive_num(cJSON_GetObjectItemCaseSensitive(pl, "replicas"));
         if (r == 0 && cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(pl, "gpus")))
             r = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(pl, "gpus"));
@@ -533,7 +536,127 @@ static cz_status fig_balance(const cz_fleet *fl, const timeline_config *tc,
     return st;
 }
 
-/* kv_blocks, load and (fleets) replica_balance, from one pass over /timeline. */
+/* The rate of running total `col` (+ `col2` when >= 0) of stage s over each rate interval
+ * (fl->rate_stride samples) into y[0..n_rates), at its end t[]: per second, or (den >= 0)
+ * per unit of running total `den` (NaN where that did not grow). */
+static void bin_rates(const cz_fleet *fl, size_t s, int col, int col2, int den, double *t,
+                      double *y)
+{
+    const double *b = fl->st[s].bsum;
+    size_t m = fl->rate_stride;
+    /* the totals at the sample before (0 before the first), as cz_fleet's replicas' rates */
+    double z[CZ_FL_NQ] = {0};
+    for (size_t j = 0; j < fl->n_rates; j++) {
+        t[j] = (double)(j * m) * fl->bin_s;
+        const double *now = &b[j * m * CZ_FL_NQ], *pr = j ? &b[(j - 1) * m * CZ_FL_NQ] : z;
+        double v = now[col] - pr[col] + (col2 >= 0 ? now[col2] - pr[col2] : 0);
+        double d = den >= 0 ? now[den] - pr[den] : j ? fl->bin_s * (double)m : 0;
+        y[j] = d > 0 ? v / d : den >= 0 ? NAN : 0;
+    }
+}
+
+/* The band, median and maximum over a fleet stage's replicas of rate r at each sample,
+ * times `scale`. */
+static void add_rate_dist(cz_gp_panel *p, const cz_fleet *fl, size_t s, int r, double scale,
+                          double *t, double *y, double *lo, double *hi)
+{
+    size_t n = fl->n_rates;
+    for (size_t j = 0; j < n; j++) {
+        t[j] = (double)(j * fl->rate_stride) * fl->bin_s;
+        y[j] = cz_fleet_qr(fl, s, j, r, CZ_FL_P50) * scale;
+        lo[j] = cz_fleet_qr(fl, s, j, r, CZ_FL_P10) * scale;
+        hi[j] = cz_fleet_qr(fl, s, j, r, CZ_FL_P90) * scale;
+    }
+    cz_gp_series_add(p, "10-90 % of replicas", CZ_GP_BAND, n, t, y, lo, hi);
+    cz_gp_series_add(p, "median replica", CZ_GP_LINES, n, t, y, NULL, NULL);
+    for (size_t j = 0; j < n; j++)
+        y[j] = cz_fleet_qr(fl, s, j, r, CZ_FL_MAX) * scale;
+    cz_gp_series_add(p, r == CZ_FL_R_HIT ? "best replica (max)" : "busiest replica (max)",
+                     CZ_GP_LINES, n, t, y, NULL, NULL);
+}
+
+/* prefix_cache and kv_transfers: per stage that looked prefixes up (moved KV between pools),
+ * the hit rate (KV tokens moved per second) over each sample's interval: the stage's, and
+ * for a fleet its distribution over replicas. */
+static cz_status fig_rates(const cz_fleet *fl, char stages[PLOT_MAX_STAGES][64],
+                           size_t n_stages, const char *dir, const char *title,
+                           const char *subtitle, cz_plot_list *out, cz_err *err)
+{
+    cz_status st = CZ_OK;
+    size_t n = fl->n_rates ? fl->n_rates : 1;
+    double *t = cz_xmalloc(n * sizeof *t), *y = cz_xmalloc(n * sizeof *y);
+    double *lo = cz_xmalloc(n * sizeof *lo), *hi = cz_xmalloc(n * sizeof *hi);
+    for (int which = 0; which < 2 && st == CZ_OK; which++) {
+        bool has[PLOT_MAX_STAGES] = {false};
+        size_t n_panels = 0;
+        for (size_t s = 0; s < n_stages; s++) {
+            const double *sum = fl->st[s].sum;
+            has[s] = which == 0 ? sum[CZ_FL_PREFIX_Q] > 0
+                                : sum[CZ_FL_PULLED] + sum[CZ_FL_SENT] > 0;
+            n_panels += has[s];
+        }
+        if (n_panels == 0)
+            continue;
+        int rows, cols;
+        layout(n_panels, &rows, &cols);
+        char tt[256];
+        snprintf(tt, sizeof tt, "%s: %s", title,
+                 which == 0 ? "prefix-cache hit rate" : "KV transfers between pools");
+        cz_gp_figure f;
+        cz_gp_figure_init(&f, tt, rows, cols);
+        snprintf(f.subtitle, sizeof f.subtitle, "%s", subtitle);
+        for (size_t s = 0; s < n_stages; s++) {
+            if (!has[s])
+                continue;
+            const cz_fleet_stage *fs = &fl->st[s];
+            char pt[160];
+            if (which == 0) {
+                snprintf(pt, sizeof pt, "%.60s, %u replica%s: hit rate per %.3g s", stages[s],
+                         fs->n_rep, fs->n_rep == 1 ? "" : "s",
+                         fl->bin_s * (double)fl->rate_stride);
+                cz_gp_panel *p = cz_gp_panel_add(&f, pt, "time (s)", "prefix-cache hit rate (%)");
+                snprintf(p->y2label, sizeof p->y2label, "tokens looked up per second");
+                if (fs->fleet)
+                    add_rate_dist(p, fl, s, CZ_FL_R_HIT, 100.0, t, y, lo, hi);
+                bin_rates(fl, s, CZ_FL_PREFIX_H, -1, CZ_FL_PREFIX_Q, t, y);
+                for (size_t j = 0; j < fl->n_rates; j++)
+                    y[j] *= 100.0;
+                cz_gp_series_add(p, fs->fleet ? "fleet" : "all replicas", CZ_GP_LINES,
+                                 fl->n_rates, t, y, NULL, NULL);
+                bin_rates(fl, s, CZ_FL_PREFIX_Q, -1, -1, t, y);
+                cz_gp_series_add(p, "tokens looked up (right axis)", CZ_GP_LINES, fl->n_rates, t,
+                                 y, NULL, NULL)->axis2 = true;
+                p->ymin = 0;
+                p->ymax = 100;
+            } else {
+                bool pulled = fs->sum[CZ_FL_PULLED] > 0;
+                snprintf(pt, sizeof pt, "%.60s, %u replica%s: KV %s per %.3g s", stages[s],
+                         fs->n_rep, fs->n_rep == 1 ? "" : "s",
+                         pulled ? "pulled in" : "sent out", fl->bin_s * (double)fl->rate_stride);
+                cz_gp_panel *p = cz_gp_panel_add(&f, pt, "time (s)", "KV tokens per second");
+                if (fs->fleet)
+                    add_rate_dist(p, fl, s, CZ_FL_R_MOVED, 1.0, t, y, lo, hi);
+                bin_rates(fl, s, CZ_FL_PULLED, CZ_FL_SENT, -1, t, y);
+                cz_gp_series_add(p, fs->fleet ? "fleet total" : "all replicas", CZ_GP_LINES,
+                                 fl->n_rates, t, y, NULL, NULL);
+                p->ymin = 0;
+            }
+        }
+        const char *name = which == 0 ? "prefix_cache" : "kv_transfers";
+        st = cz_gp_render(&f, dir, name, err);
+        cz_gp_figure_free(&f);
+        if (st == CZ_OK)
+            list_add(out, name);
+    }
+    free(t);
+    free(y);
+    free(lo);
+    free(hi);
+    return st;
+}
+
+/* kv_blocks, load, (fleets) replica_balance, prefix_cache and kv_transfers, from one pass
+ * over /timeline. */
 static cz_status fig_timelines(const char *h5, const cJSON *cfg, const char *dir,
                                const char *title, const char *subtitle,
                                char stages[PLOT_MAX_STAGES][64], size_t n_stages,
@@ -570,6 +693,8 @@ static cz_status fig_timelines(const char *h5, const cJSON *cfg, const char *dir
     }
     if (st == CZ_OK)
         st = fig_balance(&fl, &tc, stages, n_stages, dir, title, subtitle, out, err);
+    if (st == CZ_OK)
+        st = fig_rates(&fl, stages, n_stages, dir, title, subtitle, out, err);
     cz_fleet_free(&fl);
     return st;
 }
@@ -1016,6 +1141,29 @@ static void safe_name(char *s)
 }
 
 /* The label of a row's line: the values of the grid keys other than x that vary. */
+/* The shortest dotted suffix of keys[i].key that no other key ends with ("replicas"; with
+ * disaggregation.prefill.replicas beside disaggregation.decode.replicas, "prefill.replicas"). */
+static const char *short_key_of(const grid_key *keys, size_t nk, size_t i)
+{
+    const char *k = keys[i].key;
+    const char *s = k + strlen(k);
+    for (;;) {
+        /* extend to the previous component */
+        while (s > k && s[-1] != '.')
+            s--;
+        size_t ls = strlen(s);
+        bool shared = false;
+        for (size_t j = 0; j < nk && !shared; j++) {
+            size_t lj = strlen(keys[j].key);
+            shared = j != i && lj >= ls && strcmp(keys[j].key + lj - ls, s) == 0 &&
+                     (lj == ls || keys[j].key[lj - ls - 1] == '.');
+        }
+        if (!shared || s == k)
+            return s;
+        s--; /* onto the dot */
+    }
+}
+
 static void line_label(const cJSON *point, const grid_key *keys, size_t nk, const char *x,
                        char *buf, size_t n)
 {
@@ -1025,8 +1173,7 @@ static void line_label(const cJSON *point, const grid_key *keys, size_t nk, cons
         if (strcmp(keys[i].key, x) == 0 || keys[i].n_values < 2)
             continue;
         char *v = cz_json_value_label(cJSON_GetObjectItemCaseSensitive(point, keys[i].key));
-        const char *dot = strrchr(keys[i].key, '.');
-        const char *short_key = dot ? dot + 1 : keys[i].key;
+        const char *short_key = short_key_of(keys, nk, i);
         bool bare = strcmp(short_key, "scheduler") == 0; /* a policy reads as itself */
         if (len < n)
             len += (size_t)snprintf(buf + len, n - len, "%s%s%s%s", len ? ", " : "",

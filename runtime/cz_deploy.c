@@ -853,6 +853,7 @@ static void run_xfers(cz_deploy *S, uint32_t ri, double now)
         ss->pd_pulling = true;
         S->pd_pulls++;
         S->pd_pull_bytes += bytes;
+        cz_server_note_sent(S->reps[src->rep].srv, x[i].tokens);
         S->drv.pull(S->drv.ctx, ri, &x[i], src->rep, src->seq, bytes, now);
     }
 }

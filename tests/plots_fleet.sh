@@ -246,5 +246,100 @@ for g, c in zip(got, ("running", "waiting", "batch_tokens")):
 assert len(re.findall(r"with steps", open(sys.argv[3]).read())) == 6  # PNG and SVG
 PY
 
+# a disaggregated fleet with prefix caching (the Mooncake slice, 12 prefill and 10 decode
+# replicas): prefix_cache and kv_transfers, per pool, the pool's rate over each interval of
+# `stride` bins and its distribution over replicas, checked against the rows' running totals
+cat >"$tmp/pd.json" <<JSON
+{"name": "pd_fleet", "seed": 1, "model": "llama-3-8b", "hardware": "h100-sxm",
+ "router": "llm_d",
+ "disaggregation": {"prefill": {"replicas": 12}, "decode": {"replicas": 10}},
+ "server": {"max_num_seqs": 64, "kv_blocks": 4096, "prefix_caching": true, "max_model_len": 0},
+ "workload": {"trace": {"path": "$root/traces/data/mooncake_conversation/conversation_trace_head.jsonl",
+                        "format": "mooncake"}, "max_requests": 300},
+ "sim": {"timeline_interval_s": 0.5}}
+JSON
+check "a disaggregated fleet: sim and plot" bash -c \
+    "'$cz' sim '$tmp/pd.json' -o '$tmp/pd.h5' --summary '$tmp/pd.s.json' --quiet && '$cz' plot '$tmp/pd.h5' -o '$tmp/pd' >/dev/null"
+for f in prefix_cache kv_transfers; do
+    check "disaggregated: $f drawn" figure_ok "$tmp/pd" "$f"
+done
+check "no pool moves KV in a colocated run, no prefix cache: neither figure" bash -c \
+    "[ ! -e '$tmp/f20/prefix_cache.png' ] && [ ! -e '$tmp/f20/kv_transfers.png' ]"
+"$h5table" "$tmp/pd.h5" timeline >"$tmp/pd.tl"
+check "prefix_cache.dat and kv_transfers.dat: each pool's rates and their spread over replicas, as the rows' running totals give them" \
+    python3 - "$tmp/pd.tl" "$tmp/pd/prefix_cache.dat" "$tmp/pd/kv_transfers.dat" "$tmp/pd.s.json" <<'PY'
+import json, math, re, sys
+head, *lines = open(sys.argv[1]).read().splitlines()
+head = head.split("\t")
+tl = [dict(zip(head, l.split("\t"))) for l in lines]
+def blocks(path):
+    out = []
+    for line in open(path):
+        m = re.match(r"# block \d+: panel \d+, series '(.*)'$", line)
+        if m:
+            out.append((m.group(1), []))
+        elif line.strip() and out:
+            out[-1][1].append([float(x) if x != "NaN" else math.nan for x in line.split()])
+    return out
+def pct(v, p):
+    s = sorted(v); h = p * (len(s) - 1); k = int(h)
+    return s[k] + (h - k) * (s[k + 1] - s[k]) if k + 1 < len(s) else s[k]
+def close(a, b):
+    if math.isnan(b):
+        return math.isnan(a)
+    return abs(a - b) <= 1e-6 * (1 + abs(b))
+interval, n_rep = 0.5, {"decode": 10, "prefill": 12}
+t_end = float(tl[-1]["t_s"])
+n_bins = math.ceil(t_end / interval - 1e-9) + 1
+stride = (n_bins + 99) // 100
+assert stride >= 2, stride  # the intervals span several bins
+cols = ("prefix_queries", "prefix_hits", "kv_pulled_tokens", "kv_sent_tokens")
+cur = {p: [[0.0] * 4 for _ in range(n_rep[p])] for p in n_rep}
+snaps = []  # per rate sample: the replicas' running totals
+i = 0
+for k in range(n_bins):
+    while i < len(tl) and (float(tl[i]["t_s"]) <= k * interval + 1e-12 or k == n_bins - 1):
+        cur[tl[i]["stage"]][int(tl[i]["replica"])] = [float(tl[i][c]) for c in cols]
+        i += 1
+    if k % stride == 0:
+        snaps.append({p: [list(r) for r in cur[p]] for p in cur})
+pc, kt = blocks(sys.argv[2]), blocks(sys.argv[3])
+# prefix_cache: per pool band, median, max, fleet, lookups; kv_transfers: band, median, max, total
+assert [b[0] for b in pc] == ["10-90 % of replicas", "median replica", "best replica (max)", "fleet",
+                              "tokens looked up (right axis)"] * 2, [b[0] for b in pc]
+assert [b[0] for b in kt] == ["10-90 % of replicas", "median replica", "busiest replica (max)",
+                              "fleet total"] * 2, [b[0] for b in kt]
+dt = interval * stride
+for pi, pool in enumerate(("decode", "prefill")):
+    band, med, mx, fleet, looked = pc[5 * pi: 5 * pi + 5]
+    kband, kmed, kmx, ktot = kt[4 * pi: 4 * pi + 4]
+    for blk in (band, med, mx, fleet, looked, kband, kmed, kmx, ktot):
+        assert len(blk[1]) == len(snaps), (pool, blk[0], len(blk[1]), len(snaps))
+    for j in range(len(snaps)):
+        now, prev = snaps[j][pool], snaps[j - 1][pool] if j else [[0.0] * 4] * n_rep[pool]
+        assert close(band[1][j][0], j * dt), (pool, j)
+        rates = [100 * (a[1] - b[1]) / (a[0] - b[0]) for a, b in zip(now, prev) if a[0] > b[0]]
+        want = (pct(rates, .1), pct(rates, .5), pct(rates, .9), max(rates)) if rates else (math.nan,) * 4
+        got = (band[1][j][2], band[1][j][1], band[1][j][3], mx[1][j][1])
+        assert all(close(g, w) for g, w in zip(got, want)), (pool, j, got, want)
+        dq = sum(a[0] for a in now) - sum(b[0] for b in prev)
+        dh = sum(a[1] for a in now) - sum(b[1] for b in prev)
+        assert close(fleet[1][j][1], 100 * dh / dq if dq > 0 else math.nan), (pool, j)
+        assert close(looked[1][j][1], dq / dt if j else 0), (pool, j)
+        moved = [((a[2] + a[3]) - (b[2] + b[3])) / dt if j else 0 for a, b in zip(now, prev)]
+        got = (kband[1][j][2], kband[1][j][1], kband[1][j][3], kmx[1][j][1], ktot[1][j][1])
+        want = (pct(moved, .1), pct(moved, .5), pct(moved, .9), max(moved), sum(moved))
+        assert all(close(g, w) for g, w in zip(got, want)), (pool, j, got, want)
+# the decode pool pulls, the prefill pool sends, and both moved KV; the prefill pool's hit
+# rate over the run is the summary's
+last = snaps[-1]
+assert sum(r[2] for r in last["decode"]) > 0 and sum(r[3] for r in last["decode"]) == 0
+assert sum(r[3] for r in last["prefill"]) > 0 and sum(r[2] for r in last["prefill"]) == 0
+st = {s["stage"]: s for s in json.load(open(sys.argv[4]))["stages"]}
+q = sum(r[0] for r in last["prefill"]); h = sum(r[1] for r in last["prefill"])
+assert 0 < q <= st["prefill"]["prefix_cache_queries"] and h <= st["prefill"]["prefix_cache_hits"]
+assert abs(h / q - st["prefill"]["prefix_cache_hit_rate"]) < 0.02, (h / q, st["prefill"]["prefix_cache_hit_rate"])
+PY
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

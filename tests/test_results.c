@@ -156,6 +156,10 @@ static void fill_junk(cz_metrics *m, unsigned char junk)
     row.running = 5;
     row.waiting = 6;
     row.batch_tokens = 7;
+    row.prefix_queries = 8;
+    row.prefix_hits = 9;
+    row.kv_pulled_tokens = 10;
+    row.kv_sent_tokens = 11;
     cz_metrics_timeline(m, &row);
     cz_audio_record a;
     memset(&a, junk, sizeof a);
@@ -194,7 +198,7 @@ static void fill_junk(cz_metrics *m, unsigned char junk)
 
 /* What reaches the file is the fields and nothing else: every table is stored without
  * padding, so two runs with the same rows write the same bytes whatever garbage the
- * structs' padding held (cz_timeline_row has 4 trailing bytes; valgrind reported them
+ * structs' padding held (cz_timeline_row has 4 bytes of padding; valgrind reported them
  * as uninitialised when they were written). */
 Test(results, tables_store_no_padding)
 {
