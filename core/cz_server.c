@@ -134,6 +134,7 @@ struct cz_server {
     uint32_t n_stalled_ev;
     double saturated_at_s;
     double tl_next_s;
+    bool tl_idle;         /* the last timeline row showed the replica idle (or none yet) */
     cz_xfer *xfers;        /* requested transfers not yet taken */
     size_t n_xfers, cap_xfers;
     cz_xfer *xfers_out;    /* handed to the driver */
@@ -216,6 +217,7 @@ cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sch
     s->stalled = cz_xmalloc(cfg->max_num_seqs * sizeof *s->stalled);
     s->saturated_at_s = NAN;
     s->tl_next_s = -INFINITY;
+    s->tl_idle = true;
     s->cap_xfers = s->cap_xfers_out = 64;
     s->xfers = cz_xmalloc(s->cap_xfers * sizeof *s->xfers);
     s->xfers_out = cz_xmalloc(s->cap_xfers_out * sizeof *s->xfers_out);
@@ -2130,10 +2132,14 @@ bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
     return s->in_flight;
 }
 
-/* A timeline row at the start of a step, at most every timeline_interval_s. */
+/* A timeline row at the start of a step, at most every timeline_interval_s; one when the
+ * replica falls idle (nothing running, waiting or scheduled), whenever that is, and then
+ * the first when it has work again, so that neither a quiet replica keeps its last busy row
+ * nor a busy one its idle row. At most one row per interval and two per idle period. */
 static void timeline_sample(cz_server *s, double t_s, const cz_batch *out)
 {
-    if (t_s >= s->tl_next_s) {
+    bool idle = out->total_tokens == 0 && n_running(s) == 0 && s->wq_len == 0;
+    if (idle ? !s->tl_idle : t_s >= s->tl_next_s || s->tl_idle) {
         cz_timeline_row row = {
             .t_s = t_s,
             .stage = s->cfg.timeline_stage,
@@ -2150,7 +2156,9 @@ static void timeline_sample(cz_server *s, double t_s, const cz_batch *out)
             .kv_sent_tokens = s->sent_tokens,
         };
         cz_metrics_timeline(s->metrics, &row);
-        s->tl_next_s = t_s + s->metrics->timeline_interval_s;
+        if (!idle)
+            s->tl_next_s = t_s + s->metrics->timeline_interval_s;
+        s->tl_idle = idle;
     }
 }
 

@@ -40,13 +40,18 @@ check "a fleet of 20 replicas writes results" "$cz" sim "$tmp/f20.json" -o "$tmp
 check "/timeline: rows of all 20 replicas, in time order" awk -F'\t' '
     NR == 1 { next } { if ($1 + 0 < prev) bad = 1; prev = $1 + 0; seen[$3] = 1 }
     END { n = 0; for (r in seen) n++; exit bad || n != 20 }' "$tmp/f20.tl"
-# what the bins rely on: a replica writes at most a row per interval, so a bin of 0.5 s holds
-# at most one row of each replica (at most 20), and every row falls in some bin
-check "/timeline: at most one row per replica per 0.5 s bin" awk -F'\t' '
-    NR == 1 { next }
-    { k = ($1 + 0 == 0) ? 0 : int($1 / 0.5 - 1e-9) + 1; n[k]++; if (++per[k "," $3] > 1) bad = 1; rows++ }
-    END { for (k in n) { if (n[k] > 20) bad = 1; sum += n[k] } exit bad || sum != rows || rows < 100 }' \
-    "$tmp/f20.tl"
+# a replica writes at most one row per 0.5 s interval as it steps, besides a row when it
+# falls idle (nothing running or waiting) and the first when it has work again; the run
+# drains, so every replica's last row shows it idle
+check "/timeline: one stepping row per replica per 0.5 s bin, idle periods apart; every replica ends idle" awk -F'\t' '
+    NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    { k = ($1 + 0 == 0) ? 0 : int($1 / 0.5 - 1e-9) + 1; r = $3
+      idle = $c["running"] == 0 && $c["waiting"] == 0
+      if (!idle && !was_idle[r] && ++per[k "," r] > 1) bad = 1
+      if (idle && r in was_idle && was_idle[r]) bad = 1   # two idle rows in a row
+      was_idle[r] = idle; idles += idle; rows++ }
+    END { for (r in was_idle) if (!was_idle[r]) bad = 1
+          exit bad || rows < 100 || idles < 20 }' "$tmp/f20.tl"
 check "plot of the fleet exits 0" "$cz" plot "$tmp/f20.h5" -o "$tmp/f20"
 for f in latency_cdf kv_blocks load replica_balance; do
     check "$f: PNG, SVG, script and data" figure_ok "$tmp/f20" "$f"
