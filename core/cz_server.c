@@ -650,10 +650,15 @@ static void pc_take(cz_server *s, uint32_t id, uint32_t hit)
 /* Counts the lookup of an admission of `id` whose resident prefix was `resident` tokens
  * and whose hit was `hit` blocks (vLLM's PrefixCacheStats: queries and hits in tokens, a
  * preempted request's apart); a turn's first sets its record's cached_tokens (vLLM's
- * num_cached_tokens). */
+ * num_cached_tokens). An admission after a load landed (from host memory or a peer) is
+ * the same request's, already looked up: not counted again. */
 static void pc_record(cz_server *s, uint32_t id, uint32_t resident, uint32_t hit)
 {
     const cz_seq *q = &s->seqs[id];
+    if (s->pcs[id].looked) {
+        CZ_ASSERT(hit == 0);
+        return;
+    }
     s->pcs[id].looked = 1;
     cz_req_record *rec = cz_metrics_req(s->metrics, q->turn_rec);
     uint64_t queries = (uint64_t)q->tokens_in + q->generated - resident;

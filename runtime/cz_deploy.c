@@ -158,14 +158,16 @@ typedef struct cz_deploy {
     /* llm_d: per stage, its replicas by the waiting queue (level) and KV use (key) the
      * router sees */
     cz_lvheap by_queue[CZ_MAX_STAGES];
-    /* the prefix-aware routers (llm_d, kv_router) with prefix caching at the first
-     * autoregressive stage: the blocks its replicas hold cached, by hash (always as the
-     * caches are), and a turn's scratch */
-    bool kvx_on;
-    cz_kvindex kvx;
+    /* the prefix-aware routers (llm_d, kv_router) with prefix caching at the stages that
+     * read a turn's prompt from an empty context (the first autoregressive stage; with
+     * disaggregation, both pools): per such stage, the blocks its replicas hold cached, by
+     * hash (always as the caches are), and a turn's scratch */
+    cz_kvindex kvx[2];
+    uint32_t n_kvx;
+    int8_t kvx_of[CZ_MAX_STAGES]; /* the stage's index into kvx, or -1 */
     uint64_t *rt_hash;     /* the routed turn's block hashes */
     size_t cap_rt_hash;
-    uint32_t *mt_rep, *mt_len; /* cz_kvindex_match's answer (the first AR stage's replicas) */
+    uint32_t *mt_rep, *mt_len; /* cz_kvindex_match's answer (a stage's replicas) */
     cz_router_cand *cand;  /* the view's candidates (every replica of any stage) */
     uint32_t *sig_changed; /* replicas whose load changed since the last publication */
     uint32_t n_sig_changed;
@@ -764,7 +766,7 @@ static void route_prefix_view(cz_deploy *S, uint32_t si, uint32_t p, uint32_t g,
             S->cand[v->n_cand++] = (cz_router_cand){st->rep - base, c, held};
         return;
     }
-    if (!S->kvx_on || p != S->first_ar)
+    if (S->kvx_of[p] < 0)
         return;
     const cz_turn_hashes th = {cz_workload_turn_hashes(S->wl, t), t->hash_len,
                                S->wl->hash_block_tokens};
@@ -773,7 +775,8 @@ static void route_prefix_view(cz_deploy *S, uint32_t si, uint32_t p, uint32_t g,
     cz_grow((void **)&S->rt_hash, &S->cap_rt_hash, nb ? nb : 1, sizeof *S->rt_hash);
     nb = cz_turn_block_hashes(v->block_tokens, in, &th, S->rt_hash, nb);
     uint32_t n = S->cfg->place[p].replicas;
-    uint32_t m = cz_kvindex_match(&S->kvx, S->rt_hash, nb, 0, n, S->mt_rep, S->mt_len);
+    uint32_t m = cz_kvindex_match(&S->kvx[S->kvx_of[p]], S->rt_hash, nb, 0, n, S->mt_rep,
+                                  S->mt_len);
     bool kv = S->cfg->router.policy == CZ_ROUTER_KV;
     for (uint32_t i = 0; i < m; i++) {
         uint32_t held = kv ? cz_server_held_prefix(S->reps[base + S->mt_rep[i]].srv, S->rt_hash,
@@ -1148,12 +1151,14 @@ static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, boo
         }
         in += ss->pd_ctx - have;
     }
-    /* the trace's prefix-block hashes name the prompt the first AR stage reads (automatic
-     * prefix caching; ignored by a server without it) */
+    /* the trace's prefix-block hashes name the prompt the first AR stage reads, and with
+     * disaggregation the decode pool, which holds the same prompt (automatic prefix
+     * caching; ignored by a server without it) */
     const cz_turn_hashes th = {cz_workload_turn_hashes(S->wl, t), t->hash_len,
                                S->wl->hash_block_tokens};
+    bool prompt = p == S->first_ar || (S->cfg->pd && p == CZ_PD_DECODE);
     uint64_t rec = cz_server_turn_hashed(r->srv, ss->ready_s, seq, k, S->ar_ord[p], in, out,
-                                         st->target, final, p == S->first_ar ? &th : NULL);
+                                         st->target, final, prompt ? &th : NULL);
     st->open = true;
     st->gen = 0;
     st->fed = out;
@@ -2090,8 +2095,8 @@ void cz_deploy_free(cz_deploy *S)
         if (S->order == ORDER_QUEUE_KV)
             cz_lvheap_free(&S->by_queue[p]);
     }
-    if (S->kvx_on)
-        cz_kvindex_free(&S->kvx);
+    for (uint32_t i = 0; i < S->n_kvx; i++)
+        cz_kvindex_free(&S->kvx[i]);
     free(S->rt_hash);
     free(S->mt_rep);
     free(S->mt_len);
@@ -2138,13 +2143,24 @@ static void build_replicas(cz_deploy *S, uint64_t expected)
         if (cfg->place[p].replicas > most)
             most = cfg->place[p].replicas;
     S->cand = cz_xmalloc(most * sizeof *S->cand);
-    uint32_t n_first = cfg->place[S->first_ar].replicas;
-    S->kvx_on = (cfg->router.policy == CZ_ROUTER_LLM_D || cfg->router.policy == CZ_ROUTER_KV) &&
-                cfg->place[S->first_ar].server.prefix_caching && n_first > 1;
-    if (S->kvx_on) {
-        cz_kvindex_init(&S->kvx, n_first);
-        S->mt_rep = cz_xmalloc(n_first * sizeof *S->mt_rep);
-        S->mt_len = cz_xmalloc(n_first * sizeof *S->mt_len);
+    memset(S->kvx_of, -1, sizeof S->kvx_of);
+    const uint32_t prompt_stages[2] = {S->first_ar, cfg->pd ? CZ_PD_DECODE : NONE};
+    uint32_t most_kvx = 0;
+    for (uint32_t i = 0; i < 2; i++) {
+        uint32_t p = prompt_stages[i];
+        if (p == NONE || (p == S->first_ar && i > 0))
+            continue;
+        uint32_t n = cfg->place[p].replicas;
+        if ((cfg->router.policy == CZ_ROUTER_LLM_D || cfg->router.policy == CZ_ROUTER_KV) &&
+            cfg->place[p].server.prefix_caching && n > 1) {
+            S->kvx_of[p] = (int8_t)S->n_kvx;
+            cz_kvindex_init(&S->kvx[S->n_kvx++], n);
+            most_kvx = n > most_kvx ? n : most_kvx;
+        }
+    }
+    if (S->n_kvx) {
+        S->mt_rep = cz_xmalloc(most_kvx * sizeof *S->mt_rep);
+        S->mt_len = cz_xmalloc(most_kvx * sizeof *S->mt_len);
     }
     S->gpus = cz_xcalloc(cfg->n_gpus, sizeof *S->gpus);
     S->dirty = cz_xmalloc(cfg->n_gpus * sizeof *S->dirty);
@@ -2187,8 +2203,8 @@ static void build_replicas(cz_deploy *S, uint64_t expected)
                 }
                 r->srv = cz_server_create(&sc, &ops, S->m, expected);
                 r->kv_blocks = sc.kv_blocks;
-                if (S->kvx_on && p == S->first_ar) {
-                    cz_pcache_watch w = cz_kvindex_watch(&S->kvx, k);
+                if (S->kvx_of[p] >= 0) {
+                    cz_pcache_watch w = cz_kvindex_watch(&S->kvx[S->kvx_of[p]], k);
                     cz_server_watch_cache(r->srv, &w);
                 }
             } else {
@@ -2516,20 +2532,23 @@ static bool index_has(void *ctx, uint64_t hash)
 
 bool cz_deploy_check_router_index(const cz_deploy *S, cz_err *err)
 {
-    if (!S->kvx_on)
-        return true;
-    if (!cz_kvindex_check(&S->kvx, err))
-        return false;
-    uint32_t base = S->rep_off[S->first_ar];
-    for (uint32_t k = 0; k < S->cfg->place[S->first_ar].replicas; k++) {
-        index_probe ip = {&S->kvx, k};
-        uint32_t n = 0;
-        if (!cz_server_check_published(S->reps[base + k].srv, index_has, &ip, &n, err))
+    for (uint32_t p = 0; p < S->n_pipe; p++) {
+        if (S->kvx_of[p] < 0)
+            continue;
+        const cz_kvindex *x = &S->kvx[S->kvx_of[p]];
+        if (!cz_kvindex_check(x, err))
             return false;
-        if (n != cz_kvindex_held(&S->kvx, k)) {
-            cz_err_set(err, CZ_EINVAL, "replica %u caches %u published blocks, the index "
-                       "holds %u", k, n, cz_kvindex_held(&S->kvx, k));
-            return false;
+        uint32_t base = S->rep_off[p];
+        for (uint32_t k = 0; k < S->cfg->place[p].replicas; k++) {
+            index_probe ip = {x, k};
+            uint32_t n = 0;
+            if (!cz_server_check_published(S->reps[base + k].srv, index_has, &ip, &n, err))
+                return false;
+            if (n != cz_kvindex_held(x, k)) {
+                cz_err_set(err, CZ_EINVAL, "stage %u replica %u caches %u published blocks, "
+                           "the index holds %u", p, k, n, cz_kvindex_held(x, k));
+                return false;
+            }
         }
     }
     return true;

@@ -925,6 +925,54 @@ Test(pipeline, disaggregated_sessions_pull_only_what_is_new)
     run_free(&r);
 }
 
+/* Prefix caching on both pools, a Mooncake trace: the second request shares its first
+ * three 512-token blocks with the first. The decode replica cached the first request's
+ * pulled context when it ended, so it finds those 1,536 tokens and pulls only the
+ * 1,599 - 1,536 = 63 after them; its pool's hit rate says so, and llm-d's router, with an
+ * index per pool, sends the second request to the decode replica that holds its prefix. */
+Test(pipeline, disaggregated_decode_pool_reuses_pulled_prefixes)
+{
+    char path[] = "/tmp/cz-pd-apc-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    cr_assert(f != NULL);
+    fprintf(f, "{\"timestamp\": 0, \"input_length\": 1600, \"output_length\": 4,"
+               " \"hash_ids\": [1, 2, 3, 4]}\n"
+               "{\"timestamp\": 20000, \"input_length\": 1600, \"output_length\": 4,"
+               " \"hash_ids\": [1, 2, 3, 5]}\n");
+    fclose(f);
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "{\"model\": \"llama-3-8b\", \"hardware\": \"h100-sxm\", \"router\": \"llm_d\","
+             " \"disaggregation\": {\"prefill\": {\"replicas\": 2}, \"decode\": {\"replicas\": 3}},"
+             " \"server\": {\"prefix_caching\": true},"
+             " \"workload\": {\"trace\": {\"path\": \"%s\", \"format\": \"mooncake\"}}}",
+             path);
+    run r;
+    run_config(&r, cfg);
+    unlink(path);
+    cr_assert_eq(num_of(&r, "completed"), 2);
+    const cJSON *pd = cJSON_GetObjectItem(r.summary, "disaggregation");
+    cr_assert_eq(cJSON_GetObjectItem(pd, "kv_transfers")->valuedouble, 2);
+    cr_assert_float_eq(cJSON_GetObjectItem(pd, "kv_transfer_bytes")->valuedouble,
+                       (1599.0 + 63.0) * 131072.0, 1e-3);
+    const cJSON *st = cJSON_GetObjectItem(r.summary, "stages");
+    const cJSON *dec = cJSON_GetArrayItem(st, 0), *pre = cJSON_GetArrayItem(st, 1);
+    cr_assert_str_eq(cJSON_GetObjectItem(dec, "stage")->valuestring, "decode");
+    cr_assert_eq(cJSON_GetObjectItem(dec, "prefix_cache_hits")->valuedouble, 1536);
+    cr_assert_eq(cJSON_GetObjectItem(pre, "prefix_cache_hits")->valuedouble, 1536);
+    /* both decode records of the second request's: it found the prefix where it went */
+    uint32_t k = 0;
+    for (uint64_t i = 0; i < r.m.n_req; i++)
+        if (r.m.req[i].stage == 0 && k++ == 1)
+            cr_assert_eq(r.m.req[i].cached_tokens, 1536, "%u", r.m.req[i].cached_tokens);
+    /* one lookup per turn and pool: the decode admission after the pull is not another */
+    cr_assert_eq(cJSON_GetObjectItem(dec, "prefix_cache_queries")->valuedouble, 1600 + 1600);
+    cr_assert_eq(k, 2);
+    run_free(&r);
+}
+
 Test(pipeline, config_rejects_bad_disaggregation)
 {
     const char *bad[] = {
