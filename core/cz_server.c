@@ -648,7 +648,7 @@ static void pc_take(cz_server *s, uint32_t id, uint32_t hit)
 }
 
 /* Counts the lookup of an admission of `id` whose resident prefix was `resident` tokens
- * and whose hit was `hit` blocks (vLLM's PrefixCacheStats: queries and hits in tokens, a
+ * and whose hit was `hit` blocks past it (vLLM's PrefixCacheStats: queries and hits in tokens, a
  * preempted request's apart); a turn's first sets its record's cached_tokens (vLLM's
  * num_cached_tokens). An admission after a load landed (from host memory or a peer) is
  * the same request's, already looked up: not counted again. */
@@ -661,8 +661,11 @@ static void pc_record(cz_server *s, uint32_t id, uint32_t resident, uint32_t hit
     }
     s->pcs[id].looked = 1;
     cz_req_record *rec = cz_metrics_req(s->metrics, q->turn_rec);
-    uint64_t queries = (uint64_t)q->tokens_in + q->generated - resident;
-    uint64_t hits = (uint64_t)hit * s->cfg.block_tokens;
+    /* as vLLM counts a follow-up turn, a new request whose prompt holds the conversation:
+     * every prompt token is looked up, and the history this replica still holds (the
+     * session's idle KV, cz_server's stand-in for its cached blocks) is hit */
+    uint64_t queries = (uint64_t)q->tokens_in + q->generated;
+    uint64_t hits = resident + (uint64_t)hit * s->cfg.block_tokens;
     bool preempted = rec->preemptions > 0;
     if (preempted) {
         s->pcst.preempted_lookups++;

@@ -973,6 +973,36 @@ Test(pipeline, disaggregated_decode_pool_reuses_pulled_prefixes)
     run_free(&r);
 }
 
+/* Prefix caching counts a session's later turn as vLLM counts the follow-up request that
+ * resends the conversation: its whole context (64 + 8 + 64 tokens) is looked up, and the
+ * 71 tokens the replica still holds (the first turn's prompt and the 7 replies it fed
+ * back; the last reply is computed with the new turn) are hits, also its record's
+ * cached_tokens. The first turn looks up its 64 and finds nothing. */
+Test(pipeline, session_history_counts_as_prefix_hits)
+{
+    char path[] = "/tmp/cz-apc-ses-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    pd_trace(path, 1, 2);
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "{\"model\": \"llama-3-8b\", \"hardware\": \"h100-sxm\","
+             " \"server\": {\"prefix_caching\": true},"
+             " \"workload\": {\"trace\": {\"path\": \"%s\"}}}", path);
+    run r;
+    run_config(&r, cfg);
+    unlink(path);
+    cr_assert_eq(num_of(&r, "completed"), 2);
+    const cJSON *st = cJSON_GetArrayItem(cJSON_GetObjectItem(r.summary, "stages"), 0);
+    cr_assert_eq(cJSON_GetObjectItem(st, "prefix_cache_queries")->valuedouble, 64 + 136);
+    cr_assert_eq(cJSON_GetObjectItem(st, "prefix_cache_hits")->valuedouble, 71);
+    cr_assert_eq(r.m.n_req, 2);
+    cr_assert_eq(r.m.req[0].cached_tokens, 0);
+    cr_assert_eq(r.m.req[1].cached_tokens, 71);
+    run_free(&r);
+}
+
 Test(pipeline, config_rejects_bad_disaggregation)
 {
     const char *bad[] = {
