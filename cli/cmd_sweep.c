@@ -22,7 +22,7 @@
 static const char sweep_usage[] =
     "usage: cadenza sweep SWEEP.json [--trace PATH] [--set key=value]... [--cost cost.json]\n"
     "                     [--seeds N] [--percentiles LIST] [--exact-percentiles]\n"
-    "                     [-o results.jsonl] [--resume] [--quiet]\n"
+    "                     [-o results.jsonl] [--resume] [--quiet] [--no-progress]\n"
     "\n"
     "Runs the sweep's base experiment once per point of its grid (every combination of\n"
     "the values listed per key, the last key varying fastest) and prints one row per point\n"
@@ -58,6 +58,7 @@ static const char sweep_usage[] =
     "                       sweep's points (and seeds), run only the missing points\n"
     "                       and write FILE whole\n"
     "  --quiet              print nothing but errors\n"
+    "  --no-progress        no progress line per point (the table is still printed)\n"
     "  -h, --help           this help\n";
 
 typedef struct sweep {
@@ -815,7 +816,7 @@ typedef struct sweep_args {
     const char *path, *out, *cost_path, *trace_path;
     const char **sets;
     int n_sets;
-    bool quiet, resume;
+    bool quiet, resume, no_progress;
     uint32_t cli_seeds;
     cz_pctset pct;
 } sweep_args;
@@ -865,6 +866,8 @@ static int parse_args(int argc, char **argv, sweep_args *a, bool *done)
             a->sets[a->n_sets++] = "metrics.percentiles=exact";
         } else if (strcmp(s, "--quiet") == 0) {
             a->quiet = true;
+        } else if (strcmp(s, "--no-progress") == 0) {
+            a->no_progress = true;
         } else if (strcmp(s, "--resume") == 0) {
             a->resume = true;
         } else if (s[0] == '-' || a->path) {
@@ -1054,7 +1057,7 @@ static int sweep_main(cz_team *team, int argc, char **argv)
     for (int k = 0; st == CZ_OK && k < sw.n_keys; k++)
         points *= (uint64_t)cJSON_GetArraySize(sw.keys[k]);
     sweep_run run = {.sw = &sw, .path = a.path, .sets = a.sets, .n_sets = a.n_sets,
-                     .pct = &a.pct, .points = points, .progress = root && !a.quiet};
+                     .pct = &a.pct, .points = points, .progress = root && !a.quiet && !a.no_progress};
     if (st == CZ_OK)
         st = check_points(&run, &err);
     if (st == CZ_OK) {

@@ -61,6 +61,9 @@ JSON
 check "sweep runs every point" bash -c \
     "'$cz' sweep '$tmp/sweep.json' --set workload.max_requests=200 -o '$tmp/sw.jsonl' >/dev/null &&
      [ \$(wc -l < '$tmp/sw.jsonl') -eq 2 ]"
+check "sweep --no-progress: the table on stdout, no progress line on stderr" bash -c \
+    "'$cz' sweep '$tmp/sweep.json' --set workload.max_requests=50 --no-progress >'$tmp/np.out' 2>'$tmp/np.err' &&
+     [ \$(grep -c '^ *[0-9]' '$tmp/np.out') -eq 2 ] && ! grep -q 'point' '$tmp/np.err'"
 
 # NUL bytes: a trace or config with a NUL byte is an input error naming file, line, column
 # (the line scanner used to stop at the NUL: 50 requests read, exit 0).
