@@ -114,6 +114,8 @@ typedef struct cz_config {
                                       ready by this fraction of the frame period (0.8) */
     double max_time_s;        /* stop the clock here (requests in flight count as failed) */
     double timeline_interval_s;
+    bool fast_forward;        /* sim.fast_forward: the simulator may start a decode-only batch
+                                 again at a step's end without a dispatch (cz_driver) */
     cz_pct_mode pct_mode;     /* metrics.percentiles: the summary's percentiles */
     cz_engine_config engine;  /* the real engine's settings */
     /* disaggregated prefill and decode (the config's "disaggregation"; docs/pipeline.md):

@@ -99,6 +99,13 @@ typedef struct cz_driver {
      * (cz_deploy_submit: a server's request) arrives when submitted either way, its
      * handling the server's own. */
     bool modelled;
+    /* The driver takes the fast-forward step (docs/serving-core.md, "Fast-forward"): at a
+     * step's end, cz_deploy_step_done may start the same decode-only batch again at once
+     * (cz_server_step_again), skipping the dispatch, when nothing else was touched. The
+     * result is the one a dispatch gives, call for call; a driver that runs steps one by
+     * one on a device of its own (the engine) or watches each step's sequences leaves it
+     * false. */
+    bool fast_forward;
 } cz_driver;
 
 typedef struct cz_deploy cz_deploy;

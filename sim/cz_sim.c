@@ -281,6 +281,8 @@ cz_status cz_sim_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
         .turn_opened = drv_turn_opened,
         .turn_end = S->obs.turn_end ? drv_turn_end : NULL,
         .modelled = true,
+        /* an observer watches each step's sequences as a dispatch hands them over */
+        .fast_forward = cfg->fast_forward && !S->obs.step_ended,
     };
     cz_status st = cz_deploy_create(cfg, wl, m, &drv, &S->d, err);
     if (st != CZ_OK) {
