@@ -1392,6 +1392,18 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
     return CZ_OK;
 }
 
+bool cz_config_decode_cost(const cz_config *cfg, uint32_t p, cz_cost_decode *out)
+{
+    const cz_pipe_stage *ps = &cfg->model.pipe[p];
+    if (cfg->cost_kind != CZ_COST_ROOFLINE || ps->inner >= 0)
+        return false;
+    /* stage_cost_s's parameters: the stage's own tensor parallelism */
+    cz_cost_params cp = cfg->cost;
+    cp.tp = cz_config_tp(cfg, p);
+    cz_cost_decode_init(out, &cfg->model.stages[ps->stage], &cfg->hw, &cp);
+    return true;
+}
+
 double cz_config_roofline_step_s(const cz_config *cfg, uint32_t p, const cz_batch *b)
 {
     const cz_pipe_stage *ps = &cfg->model.pipe[p];

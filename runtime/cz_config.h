@@ -162,6 +162,13 @@ static inline uint32_t cz_stage_place_gpu(const cz_stage_place *pl, uint32_t r)
 cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_dir,
                               cz_config *out, cz_workload *wl, cz_err *err);
 
+/* Pipeline stage p's decode-only steps under the roofline, planned once
+ * (cz_cost_decode): true when cz_cost_decode_s(out, seqs, ctx) then equals
+ * cz_config_roofline_step_s for every batch without prefill; false (a fitted or service
+ * cost, or a stage with an inner stage) when it would not. The plan reads cfg's cards: it
+ * must not outlive cfg. */
+bool cz_config_decode_cost(const cz_config *cfg, uint32_t p, cz_cost_decode *out);
+
 /* The cost model's time (the roofline, or the fitted model of CZ_COST_FITTED) of an
  * autoregressive batch of pipeline stage `p`, its inner stage (a code predictor)
  * included. */
