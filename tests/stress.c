@@ -724,7 +724,8 @@ static cJSON *generate_fleet(uint64_t seed)
     add_arrivals(&r, w, timed, true);
     cJSON *sim = cJSON_AddObjectToObject(c, "sim");
     if (chance(&r, 0.5))
-        cJSON_AddNumberToObject(sim, "timeline_interval_s", chance(&r, 0.5) ? 0 : log_between(&r, 1e-3, 5));
+        cJSON_AddNumberToObject(sim, "timeline_interval_s",
+                                chance(&r, 0.5) ? 0 : log_between(&r, 1e-3, 5));
     if (chance(&r, 0.2))
         cJSON_AddNumberToObject(sim, "max_time_s", log_between(&r, 0.01, 500));
     if (cJSON_GetArraySize(sim) == 0)

@@ -1210,10 +1210,11 @@ Test(server, end_output_stops_a_turn_at_the_batch_in_flight)
 
 /* The fast-forward step (cz_server_step_again) against the ordinary pair: a twin server
  * driven by cz_server_on_batch_done and cz_server_schedule only. Two decoding sequences of
- * 1 + 9 and 3 + 7 tokens in blocks of 4, a pool of 4 (they need 6 at their peaks): it runs the decode set again while
- * nothing is due and the block phase fits, and declines when a member's budget ends the
- * step, when a block phase needs more than the free blocks (the ordinary path preempts
- * there), and when a turn waits. Every count and gap comes out the same. */
+ * 1 + 9 and 3 + 7 tokens in blocks of 4, a pool of 4 (they need 6 at their peaks): it runs
+ * the decode set again while nothing is due and the block phase fits, and declines when a
+ * member's budget ends the step, when a block phase needs more than the free blocks (the
+ * ordinary path preempts there), and when a turn waits. Every count and gap comes out the
+ * same. */
 Test(server, step_again_matches_the_ordinary_step)
 {
     cz_metrics m1, m2;
