@@ -401,6 +401,22 @@ static cz_status write_sessions(cz_results_writer *w, cz_workload *wl, cz_err *e
 /* `keep`: the recorder keeps every record (validate compares them); otherwise it streams
  * (docs/metrics.md, "Streaming"), handing its rows to a results file opened at `h5_path`
  * (*writer; NULL: rows dropped), which the caller closes or discards. */
+/* The config as a run's outputs echo it: without sim.fast_forward, which changes how fast
+ * a simulation runs, never its result (a "sim" object left empty by it goes too), so the
+ * summary and the results file come out byte-identical whichever way it is set. The
+ * caller owns the copy. */
+static cJSON *config_echo(const cJSON *cfg_json)
+{
+    cJSON *c = cJSON_Duplicate(cfg_json, 1);
+    cJSON *sim = cJSON_GetObjectItemCaseSensitive(c, "sim");
+    if (cJSON_IsObject(sim) && cJSON_GetObjectItemCaseSensitive(sim, "fast_forward")) {
+        cJSON_DeleteItemFromObjectCaseSensitive(sim, "fast_forward");
+        if (!sim->child)
+            cJSON_DeleteItemFromObjectCaseSensitive(c, "sim");
+    }
+    return c;
+}
+
 static cz_status run_config(const cJSON *cfg_json, const char *where, const char *base_dir,
                             bool progress, volatile sig_atomic_t *stop,
                             const cz_engine_opts *eng,
@@ -510,7 +526,7 @@ static cz_status run_config(const cJSON *cfg_json, const char *where, const char
         }
         cJSON_AddBoolToObject(j, "partial", *partial); /* stopped by Ctrl-C */
         cJSON_AddNumberToObject(j, "seed", (double)cfg->seed);
-        cJSON_AddItemToObject(j, "config", cJSON_Duplicate(cfg_json, 1));
+        cJSON_AddItemToObject(j, "config", config_echo(cfg_json));
         *summary = j;
     }
     if (st == CZ_OK && writer && *writer)
@@ -525,8 +541,10 @@ cz_status cz_cli_land_outputs(cz_results_writer **writer, cz_metrics *m, const c
 {
     cz_status st = CZ_OK;
     if (*writer) {
-        char *cfg_text = cJSON_PrintUnformatted(cfg_json);
+        cJSON *echo = config_echo(cfg_json);
+        char *cfg_text = cJSON_PrintUnformatted(echo);
         char *sum_text = cJSON_PrintUnformatted(summary);
+        cJSON_Delete(echo);
         st = cz_results_close(*writer, m, cfg_text, sum_text, seed, err);
         *writer = NULL;
         cJSON_free(cfg_text);

@@ -2322,6 +2322,40 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
     ev->n_stalled = s->n_stalled_ev;
 }
 
+bool cz_server_step_again(cz_server *s, double t_s, cz_batch *out)
+{
+    CZ_ASSERT(s->in_flight);
+    /* the next step is the same decode set when nothing ends, joins or waits and its
+     * block phase fits in the free blocks (make_room would evict nothing) */
+    uint64_t next = s->steps + 1;
+    if (s->ordered || s->n_items > 0 || s->batch_decode == 0 || s->wq_len > 0 ||
+        s->n_pf > 0 || s->n_stalled > 0 || s->n_loading > 0 || s->n_xfers > 0 ||
+        (s->n_heap > 0 && s->heap[0].finish_k <= next) ||
+        s->phase_cnt[bt_mod(s, next)] > kv_free(s))
+        return false;
+    CZ_ASSERT(s->batch_decode == s->n_decode && s->n_heap == s->n_decode);
+    /* cz_server_on_batch_done: every member computed one token and sampled the next */
+    s->metrics->steps++;
+    s->n_turn_done = s->n_first_token = s->n_milestone = s->n_stalled_ev = 0;
+    cz_metrics_add_itl(s->metrics, s->cfg.timeline_stage, t_s - s->last_done_s, s->n_decode);
+    s->d_sum_computed += s->n_decode;
+    s->steps = next;
+    s->last_done_s = t_s;
+    s->n_due = 0; /* the prefetch hint: nobody is due at the next step's end */
+    if (s->cfg.timeline_stage == 0)
+        cz_metrics_add_tokens(s->metrics, t_s, s->n_decode);
+    /* cz_server_schedule: the decode set again, its block phase taken */
+    s->wake_s = INFINITY;
+    memset(out, 0, sizeof *out);
+    kv_take(s, s->phase_cnt[bt_mod(s, s->steps)]);
+    out->decode_seqs = s->n_decode;
+    out->decode_ctx_tokens = s->d_sum_computed + s->n_decode;
+    out->total_tokens = s->n_decode;
+    out->items = s->items;
+    timeline_sample(s, t_s, out);
+    return true;
+}
+
 void cz_server_notify_at(cz_server *s, uint32_t id, uint32_t generated)
 {
     CZ_ASSERT(id < s->n_seqs);

@@ -486,6 +486,18 @@ void cz_server_end_output(cz_server *s, uint32_t seq);
  * stamped, completed turns are reported through *ev. */
 void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev);
 
+/* The fast-forward step (docs/serving-core.md, "Fast-forward"): the batch in flight
+ * finished at t_s and, when nothing a scheduling step reads changed, the same decode set
+ * runs again at once. It applies when the batch was decode only (no prefill chunk), no
+ * member is due at its end (budget or report), nothing waits, prefills, stalls or loads,
+ * no transfer is requested, and the blocks the next step's block phase needs are free
+ * without evicting. Then it does what cz_server_on_batch_done (which would report no
+ * event) and cz_server_schedule would do, in the same order and with the same metrics
+ * calls: returns true with the next batch in *out (decode only, the same members). Else it
+ * changes nothing and returns false: the driver calls cz_server_on_batch_done and
+ * cz_server_schedule. O(1); allocates nothing. */
+bool cz_server_step_again(cz_server *s, double t_s, cz_batch *out);
+
 /* After cz_server_schedule: the earliest time a policy asked to look again at a sequence
  * it deferred (INFINITY: none). When the step ran nothing, the driver must call
  * cz_server_schedule again by then, or the deferred work would wait for ever. */

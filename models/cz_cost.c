@@ -206,6 +206,60 @@ void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_pa
                    passes * p->step_overhead_s;
 }
 
+void cz_cost_decode_init(cz_cost_decode *d, const cz_stage_card *s, const cz_hw_card *hw,
+                         const cz_cost_params *p)
+{
+    CZ_ASSERT(s != NULL && hw != NULL && p != NULL && p->tp >= 1);
+    memset(d, 0, sizeof *d);
+    d->s = s;
+    d->p = *p;
+    d->tp = p->tp;
+    d->passes = s->passes ? s->passes : 1;
+    /* each a leading subexpression of step_terms' and cz_cost_step's, evaluated as there */
+    d->body2 = 2.0 * cz__stage_body_params(s);
+    d->head2 = 2.0 * (double)s->vocab * s->hidden;
+    d->attn_k = 4.0 * s->layers * (double)s->heads * s->head_dim;
+    d->act_k = 2.0 * s->layers * (double)s->hidden;
+    d->kv_token = cz_stage_kv_bytes_per_token_gpu(s, p->tp);
+    d->flops_Bps = hw->bf16_flops * p->flops_eff;
+    d->mem_Bps = hw->hbm_bw_Bps * p->bw_eff;
+    d->link_Bps = hw->interconnect_Bps * p->link_eff;
+    d->ring_k = 2.0 * (d->tp - 1.0) / d->tp;
+}
+
+double cz_cost_decode_s(const cz_cost_decode *d, uint32_t seqs, uint64_t ctx_tokens)
+{
+    CZ_ASSERT(seqs > 0);
+    const cz_stage_card *s = d->s;
+    /* step_terms with no prefill: the "+ 0.0" are its prefill terms, kept so that every
+     * operation matches */
+    double tokens = 0.0 + (double)seqs;
+    double linear;
+    if (s->flops_per_token > 0.0) {
+        linear = s->flops_per_token * tokens;
+    } else {
+        double emitting = s->kind == CZ_STAGE_AR ? (double)seqs + 0.0 : 0.0;
+        linear = d->body2 * tokens + d->head2 * emitting;
+    }
+    double attn_positions = 0.0 + (double)ctx_tokens;
+    double attn = d->attn_k * attn_positions * d->passes;
+    double weights = weight_params_read(s, tokens) * s->weight_bytes / d->tp;
+    double kv = d->kv_token * ((double)ctx_tokens + 0.0 + tokens);
+    double act = d->act_k * tokens * CZ_ACT_BYTES;
+    /* cz_cost_step */
+    double flops = linear / d->tp + attn / d->tp;
+    double bytes = (weights + kv + act) * d->passes;
+    double compute_s = flops / d->flops_Bps;
+    double memory_s = bytes / d->mem_Bps;
+    double comm_s = 0.0;
+    if (d->p.tp > 1) {
+        double payload = tokens * s->hidden * CZ_ACT_BYTES;
+        double ring_s = d->ring_k * payload / d->link_Bps;
+        comm_s = 2.0 * s->layers * (d->p.allreduce_latency_s + ring_s) * d->passes;
+    }
+    return fmax(compute_s, memory_s) + comm_s + d->passes * d->p.step_overhead_s;
+}
+
 double cz_cost_share_s(const cz_step_cost *c, const cz_cost_params *p, double share)
 {
     CZ_ASSERT(share > 0.0 && share <= 1.0 && p->bw_sat_sm_fraction > 0.0);

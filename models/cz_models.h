@@ -283,6 +283,27 @@ typedef struct cz_step_cost {
 void cz_cost_step(const cz_stage_card *s, const cz_hw_card *hw, const cz_cost_params *p,
                   const cz_batch_shape *b, cz_step_cost *out);
 
+/* A decode-only step's roofline time, planned once per stage: what cz_cost_step computes
+ * for a batch of `seqs` decoding sequences reading `ctx_tokens` of KV and no prefill, the
+ * same operations in the same order (the same doubles), with the terms that do not depend
+ * on the batch computed once. The card and hardware must outlive the plan. */
+typedef struct cz_cost_decode {
+    const cz_stage_card *s;
+    cz_cost_params p;
+    double tp, passes;
+    double body2, head2;      /* 2 x body parameters; 2 x vocab x hidden */
+    double attn_k, act_k;     /* 4 x layers x heads x head_dim; 2 x layers x hidden */
+    double kv_token;          /* KV bytes per token per GPU */
+    double flops_Bps, mem_Bps, link_Bps; /* achieved FLOP/s, HBM and interconnect B/s */
+    double ring_k;            /* 2 (tp - 1) / tp */
+} cz_cost_decode;
+
+void cz_cost_decode_init(cz_cost_decode *d, const cz_stage_card *s, const cz_hw_card *hw,
+                         const cz_cost_params *p);
+/* cz_cost_step(...)->total_s of a batch of `seqs` > 0 decoding sequences (no prefill)
+ * reading `ctx_tokens` tokens of KV, bit for bit. Pure; O(1). */
+double cz_cost_decode_s(const cz_cost_decode *d, uint32_t seqs, uint64_t ctx_tokens);
+
 /* Time of a step of cost `c` (from cz_cost_step with the same params) run on a fraction
  * `share` in (0, 1] of the GPU's SMs, as spatial sharing gives it (Nova,
  * section III-C): compute scales with the share, memory bandwidth

@@ -1177,6 +1177,7 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
     c->frame_wait_fraction = 0.8;
     c->cost = cz_cost_params_default();
     c->max_time_s = INFINITY;
+    c->fast_forward = true;
     c->xs_ideal_e2e_s = NAN;
     c->timeline_interval_s = 0.1;
     if (!cJSON_IsObject(cfg))
@@ -1302,10 +1303,12 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
     if ((st = cz_json_obj(cfg, where, "sim", false, &obj, err)) != CZ_OK)
         return st;
     if (obj) {
-        static const char *const sk[] = {"max_time_s", "timeline_interval_s"};
+        static const char *const sk[] = {"max_time_s", "timeline_interval_s", "fast_forward"};
         char ctx[256];
         snprintf(ctx, sizeof ctx, "%s: sim", where);
-        if ((st = cz_json_check_keys(obj, ctx, sk, 2, err)) != CZ_OK ||
+        if ((st = cz_json_check_keys(obj, ctx, sk, 3, err)) != CZ_OK ||
+            (st = cz_json_bool(obj, ctx, "fast_forward", false, &c->fast_forward, err)) !=
+                CZ_OK ||
             (st = cz_json_num(obj, ctx, "max_time_s", false, 0, 1e15, &c->max_time_s, err)) !=
                 CZ_OK ||
             (st = cz_json_num(obj, ctx, "timeline_interval_s", false, 0, 1e9,
@@ -1388,6 +1391,18 @@ cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_
     if (c->cross_stage && c->xs.kind == CZ_XS_NOVA && !c->xs.multi_stream)
         return nova_split(c, wl, where, err);
     return CZ_OK;
+}
+
+bool cz_config_decode_cost(const cz_config *cfg, uint32_t p, cz_cost_decode *out)
+{
+    const cz_pipe_stage *ps = &cfg->model.pipe[p];
+    if (cfg->cost_kind != CZ_COST_ROOFLINE || ps->inner >= 0)
+        return false;
+    /* stage_cost_s's parameters: the stage's own tensor parallelism */
+    cz_cost_params cp = cfg->cost;
+    cp.tp = cz_config_tp(cfg, p);
+    cz_cost_decode_init(out, &cfg->model.stages[ps->stage], &cfg->hw, &cp);
+    return true;
 }
 
 double cz_config_roofline_step_s(const cz_config *cfg, uint32_t p, const cz_batch *b)

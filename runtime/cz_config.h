@@ -114,6 +114,8 @@ typedef struct cz_config {
                                       ready by this fraction of the frame period (0.8) */
     double max_time_s;        /* stop the clock here (requests in flight count as failed) */
     double timeline_interval_s;
+    bool fast_forward;        /* sim.fast_forward: the simulator may start a decode-only batch
+                                 again at a step's end without a dispatch (cz_driver) */
     cz_pct_mode pct_mode;     /* metrics.percentiles: the summary's percentiles */
     cz_engine_config engine;  /* the real engine's settings */
     /* disaggregated prefill and decode (the config's "disaggregation"; docs/pipeline.md):
@@ -159,6 +161,13 @@ static inline uint32_t cz_stage_place_gpu(const cz_stage_place *pl, uint32_t r)
  * equally by the autoregressive replicas on it (docs/config.md). */
 cz_status cz_config_parse(const cJSON *cfg, const char *where, const char *base_dir,
                               cz_config *out, cz_workload *wl, cz_err *err);
+
+/* Pipeline stage p's decode-only steps under the roofline, planned once
+ * (cz_cost_decode): true when cz_cost_decode_s(out, seqs, ctx) then equals
+ * cz_config_roofline_step_s for every batch without prefill; false (a fitted or service
+ * cost, or a stage with an inner stage) when it would not. The plan reads cfg's cards: it
+ * must not outlive cfg. */
+bool cz_config_decode_cost(const cz_config *cfg, uint32_t p, cz_cost_decode *out);
 
 /* The cost model's time (the roofline, or the fitted model of CZ_COST_FITTED) of an
  * autoregressive batch of pipeline stage `p`, its inner stage (a code predictor)

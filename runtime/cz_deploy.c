@@ -2412,10 +2412,37 @@ void cz_deploy_timer(cz_deploy *S, double now, uint32_t kind, uint32_t a, uint32
     dispatch_all(S, now);
 }
 
+/* The fast-forward step: replica ri's batch ended at `now` and, when nothing else is to be
+ * dispatched (no device marked, none dispatched on every event, no operation deferred) and
+ * its serving core finds the next step the same decode set (cz_server_step_again), that
+ * step starts at once, handed to the driver as dispatch_run would hand it (the replica is
+ * its device's only one, so the dispatch would pick it), and the router learns its load as
+ * dispatch would. False: nothing was done. */
+static bool step_again(cz_deploy *S, uint32_t ri, double now)
+{
+    rep_rt *r = &S->reps[ri];
+    gpu_rt *g = &S->gpus[r->gpu];
+    if (!S->drv.fast_forward || !r->srv || S->n_dirty > 0 || S->n_always > 0 || r->n_ops > 0 ||
+        g->n_reps != 1)
+        return false;
+    cz_batch b;
+    if (!cz_server_step_again(r->srv, now, &b))
+        return false;
+    S->progress++;
+    cz_deploy_step st = {.rep = ri, .p = r->p, .gpu = r->gpu, .srv = r->srv, .batch = &b};
+    S->drv.step(S->drv.ctx, &st, now);
+    S->drv.launched(S->drv.ctx, r->gpu, now);
+    if (S->cfg->router.policy == CZ_ROUTER_VLLM_DP || S->cfg->router.policy == CZ_ROUTER_LLM_D)
+        load_refresh(S, ri, now);
+    return true;
+}
+
 void cz_deploy_step_done(cz_deploy *S, uint32_t ri, double now)
 {
+    CZ_ASSERT(S->reps[ri].busy && S->gpus[S->reps[ri].gpu].inflight > 0);
+    if (step_again(S, ri, now))
+        return;
     rep_rt *r = REP(S, ri);
-    CZ_ASSERT(r->busy && S->gpus[r->gpu].inflight > 0);
     r->busy = false;
     S->progress++;
     S->gpus[r->gpu].inflight--;

@@ -99,6 +99,13 @@ typedef struct cz_driver {
      * (cz_deploy_submit: a server's request) arrives when submitted either way, its
      * handling the server's own. */
     bool modelled;
+    /* The driver takes the fast-forward step (docs/serving-core.md, "Fast-forward"): at a
+     * step's end, cz_deploy_step_done may start the same decode-only batch again at once
+     * (cz_server_step_again), skipping the dispatch, when nothing else was touched. The
+     * result is the one a dispatch gives, call for call; a driver that runs steps one by
+     * one on a device of its own (the engine) or watches each step's sequences leaves it
+     * false. */
+    bool fast_forward;
 } cz_driver;
 
 typedef struct cz_deploy cz_deploy;
@@ -127,7 +134,9 @@ void cz_deploy_start(cz_deploy *d);
 
 /* The driver's reports, each at its time `now` (non-decreasing over calls): a timer fired,
  * the step in flight on replica `rep` ended, a transfer of sequence `seq` of replica `rep`
- * completed. Each handles what follows and then starts the work its devices can take. */
+ * completed. Each handles what follows and then starts the work its devices can take
+ * (with cz_driver.fast_forward, a step's end may start the replica's next step at once,
+ * handed over through the driver's step and launched callbacks as a dispatch would). */
 void cz_deploy_timer(cz_deploy *d, double now, uint32_t kind, uint32_t a, uint32_t b);
 void cz_deploy_step_done(cz_deploy *d, uint32_t rep, double now);
 void cz_deploy_xfer_done(cz_deploy *d, uint32_t rep, uint32_t seq, bool to_host, double now);

@@ -61,6 +61,9 @@ struct cz_sim {
     cz_sim_observer obs;
     uint32_t **ran;
     uint32_t *n_ran, *cap_ran;
+    /* per pipeline stage: its decode-only steps' roofline, planned (cz_config_decode_cost) */
+    cz_cost_decode decode[CZ_MAX_STAGES];
+    bool decode_ok[CZ_MAX_STAGES];
 };
 /* ---- step costs ---- */
 
@@ -72,8 +75,11 @@ static double service_share(const cz_sim *S, uint32_t seq, uint32_t tokens)
 static double ar_step_s(const cz_sim *S, const cz_deploy_step *st)
 {
     const cz_batch *b = st->batch;
-    if (S->cfg->cost_kind != CZ_COST_SERVICE)
+    if (S->cfg->cost_kind != CZ_COST_SERVICE) {
+        if (S->decode_ok[st->p] && b->prefill_tokens == 0 && b->prefill_attn_ctx == 0)
+            return cz_cost_decode_s(&S->decode[st->p], b->decode_seqs, b->decode_ctx_tokens);
         return cz_config_roofline_step_s(S->cfg, st->p, b);
+    }
     double t = 0.0;
     for (uint32_t k = 0; k < b->n_items; k++)
         t += service_share(S, b->items[k].seq, b->items[k].tokens);
@@ -281,6 +287,8 @@ cz_status cz_sim_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
         .turn_opened = drv_turn_opened,
         .turn_end = S->obs.turn_end ? drv_turn_end : NULL,
         .modelled = true,
+        /* an observer watches each step's sequences as a dispatch hands them over */
+        .fast_forward = cfg->fast_forward && !S->obs.step_ended,
     };
     cz_status st = cz_deploy_create(cfg, wl, m, &drv, &S->d, err);
     if (st != CZ_OK) {
@@ -288,6 +296,8 @@ cz_status cz_sim_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
         return st;
     }
     build_gpus(S);
+    for (uint32_t p = 0; p < cfg->model.n_pipe; p++)
+        S->decode_ok[p] = cz_config_decode_cost(cfg, p, &S->decode[p]);
     /* arrivals are pushed one at a time: the queue follows what is in flight */
     cz_evq_init(&S->q, (size_t)(wl->n_sessions < 4096 ? wl->n_sessions : 4096) + wl->n_streams + 16);
     S->rng = cz_rng_new(cfg->seed, CZ_RNG_SERVICE, 0);

@@ -11,7 +11,9 @@
  * simulator streams the workload, and with --whole-workload. A run passes when it exits 0
  * within the time bound, accounts for every request, frame and stream (completed +
  * aborted + rejected + failed + unfinished == requests, and likewise), and both runs write
- * byte-identical summaries; or when it exits 2 with a message for a combination the config
+ * byte-identical summaries (every other config runs a third time with sim.fast_forward
+ * false, every step through the runtime's dispatch, and that summary must be byte-identical
+ * too); or when it exits 2 with a message for a combination the config
  * loader refuses (at most a tenth of the runs may). A crash, an exit 3, a hang, a lost
  * request or a difference fails the run, and the config is printed so that it can be kept
  * as a regression test (tests/data/stress/).
@@ -23,8 +25,11 @@
  * requests each, run once (wall-clock runs are not byte-reproducible) and held to the same
  * accounting.
  *
- * usage: stress CADENZA SOURCE_ROOT [--seed S] [--count N] [--replay N] [--timeout SEC]
- *               [--keep DIR] [--print] [--verbose] [CONFIG.json | DIR]...
+ * --fleet N adds N configs where the fast-forward does most steps (a text model's replicas
+ * one to a GPU under FCFS, any router, pool, source and timeline), each also run with it off.
+ *
+ * usage: stress CADENZA SOURCE_ROOT [--seed S] [--count N] [--fleet N] [--replay N]
+ *               [--timeout SEC] [--keep DIR] [--print] [--verbose] [CONFIG.json | DIR]...
  * With config files (or folders of them), runs those instead of generated ones (a config
  * whose name starts with "replay" through `cadenza replay`). Prints one line per failure
  * and ends with "N passed, N failed". */
@@ -686,6 +691,50 @@ static cJSON *generate(uint64_t seed)
     return c;
 }
 
+/* A config where the simulator's fast-forward (sim.fast_forward) does most of the steps: a
+ * text model's replicas one to a GPU under FCFS (async or not), any router, any server
+ * fields but a window (pools that run short, offload, prefix caching, small block sizes),
+ * any source (multi-turn sessions among them), a timeline now and then and a clock that may
+ * stop; now and then a few replicas sharing GPUs, where it never applies. */
+static cJSON *generate_fleet(uint64_t seed)
+{
+    rng r = {seed * 0x2545F4914F6CDD1DULL + 1};
+    cJSON *w, *server;
+    cJSON *c = begin_config(&r, "fleet", seed, &w, &server);
+    cJSON_AddStringToObject(c, "model", "llama-3-8b");
+    cJSON_AddStringToObject(c, "hardware", PICK(&r, "h100-sxm", "a100-80gb", "h200"));
+    if (chance(&r, 0.2)) {
+        cJSON *s = cJSON_AddObjectToObject(c, "scheduler");
+        cJSON_AddStringToObject(s, "name", "fcfs");
+        cJSON_AddBoolToObject(s, "async_pipeline", chance(&r, 0.6));
+        cJSON_AddNumberToObject(s, "corun_slowdown", 1.0 + unif(&r) * 3);
+    }
+    add_server(&r, server, false);
+    if (chance(&r, 0.8)) {
+        cJSON *llm = cJSON_AddObjectToObject(cJSON_AddObjectToObject(c, "pipeline"), "llm");
+        cJSON_AddNumberToObject(llm, "replicas", chance(&r, 0.7) ? between(&r, 1, 8)
+                                                                 : between(&r, 9, 64));
+        if (chance(&r, 0.5))
+            cJSON_AddNumberToObject(llm, "first_gpu", below(&r, 4));
+    } else {
+        add_fleet(&r, c);
+    }
+    add_router(&r, c);
+    bool timed = add_source(&r, w, true, 4000, 800, seed, true, false);
+    add_arrivals(&r, w, timed, true);
+    cJSON *sim = cJSON_AddObjectToObject(c, "sim");
+    if (chance(&r, 0.5))
+        cJSON_AddNumberToObject(sim, "timeline_interval_s",
+                                chance(&r, 0.5) ? 0 : log_between(&r, 1e-3, 5));
+    if (chance(&r, 0.2))
+        cJSON_AddNumberToObject(sim, "max_time_s", log_between(&r, 0.01, 500));
+    if (cJSON_GetArraySize(sim) == 0)
+        cJSON_DeleteItemFromObject(c, "sim");
+    if (cJSON_GetArraySize(server) == 0)
+        cJSON_DeleteItemFromObject(c, "server");
+    return c;
+}
+
 /* A config for `cadenza replay`: a tiny model on the CPU engine, a few requests. */
 static cJSON *generate_replay(uint64_t seed)
 {
@@ -822,7 +871,9 @@ static char *slurp(const char *path)
     return b;
 }
 
-typedef enum run_mode { RUN_SIM, RUN_SIM_WHOLE, RUN_REPLAY } run_mode;
+/* RUN_SIM_SINGLE: streamed with the fast-forward off (sim.fast_forward false: every step
+ * through the runtime's dispatch) */
+typedef enum run_mode { RUN_SIM, RUN_SIM_WHOLE, RUN_SIM_SINGLE, RUN_REPLAY } run_mode;
 
 static void run_once(const char *cadenza, const char *cfg, const char *dir, int idx,
                      run_mode mode, unsigned timeout_s, run_result *out)
@@ -848,6 +899,9 @@ static void run_once(const char *cadenza, const char *cfg, const char *dir, int 
         else if (mode == RUN_SIM_WHOLE)
             execl(cadenza, cadenza, "sim", cfg, "--quiet", "--no-progress", "--whole-workload",
                   "--summary", sum, (char *)NULL);
+        else if (mode == RUN_SIM_SINGLE)
+            execl(cadenza, cadenza, "sim", cfg, "--quiet", "--no-progress", "--set",
+                  "sim.fast_forward=false", "--summary", sum, (char *)NULL);
         else
             execl(cadenza, cadenza, "sim", cfg, "--quiet", "--no-progress", "--summary", sum,
                   (char *)NULL);
@@ -932,10 +986,11 @@ typedef struct totals {
     unsigned passed, failed, refused;
 } totals;
 
-/* Runs one config file and judges it: a simulation twice, streamed and whole, a replay
- * once. */
+/* Runs one config file and judges it: a simulation twice, streamed and whole, and with
+ * `single` a third time with the fast-forward off (its summary must be byte-identical
+ * too); a replay once. */
 static void judge(const char *cadenza, const char *cfg_path, const char *label, const char *dir,
-                  bool replay, unsigned timeout_s, bool print_cfg, totals *t)
+                  bool replay, bool single, unsigned timeout_s, bool print_cfg, totals *t)
 {
     run_result a, b;
     run_once(cadenza, cfg_path, dir, 0, replay ? RUN_REPLAY : RUN_SIM, timeout_s, &a);
@@ -969,6 +1024,17 @@ static void judge(const char *cadenza, const char *cfg_path, const char *label, 
         }
         free(b.summary);
     }
+    if (!bad && !replay && single) {
+        run_once(cadenza, cfg_path, dir, 2, RUN_SIM_SINGLE, timeout_s, &b);
+        if (b.status != 0 || !b.summary || strcmp(a.summary, b.summary) != 0) {
+            snprintf(why, sizeof why,
+                     "the run with sim.fast_forward false differs from the fast-forwarded one "
+                     "(exit %d%s%s)",
+                     b.status, b.status ? ": " : "", b.status ? b.err : "");
+            bad = why;
+        }
+        free(b.summary);
+    }
     free(a.summary);
     if (!bad) {
         t->passed++;
@@ -988,7 +1054,8 @@ int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: stress CADENZA SOURCE_ROOT [--seed S] [--count N] "
-                        "[--timeout SEC] [--keep DIR] [--print] [CONFIG.json...]\n");
+                        "[--fleet N] [--replay N] [--timeout SEC] [--keep DIR] [--print] "
+                        "[CONFIG.json...]\n");
         return 2;
     }
     /* absolute paths: the configs are written, and the runs started, in a scratch folder */
@@ -999,7 +1066,7 @@ int main(int argc, char **argv)
     }
     root = abs_root;
     uint64_t seed = 1;
-    unsigned count = 200, replays = 0, timeout_s = 60;
+    unsigned count = 200, replays = 0, fleets = 0, timeout_s = 60;
     const char *keep = NULL;
     bool print_all = false;
     const char **files = calloc((size_t)argc, sizeof *files);
@@ -1011,6 +1078,8 @@ int main(int argc, char **argv)
             count = (unsigned)strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--replay") == 0 && i + 1 < argc)
             replays = (unsigned)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--fleet") == 0 && i + 1 < argc)
+            fleets = (unsigned)strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc)
             timeout_s = (unsigned)strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--keep") == 0 && i + 1 < argc)
@@ -1034,8 +1103,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < n_files; i++) {
             DIR *d = opendir(files[i]);
             if (!d) {
-                judge(cadenza, files[i], files[i], dir, is_replay(files[i]), timeout_s, false,
-                      &t);
+                judge(cadenza, files[i], files[i], dir, is_replay(files[i]), true, timeout_s,
+                      false, &t);
                 continue;
             }
             /* a folder: its .json files in name order */
@@ -1054,17 +1123,19 @@ int main(int argc, char **argv)
             closedir(d);
             qsort(names, n, sizeof *names, cmp_names);
             for (size_t k = 0; k < n; k++) {
-                judge(cadenza, names[k], names[k], dir, is_replay(names[k]), timeout_s, false,
-                      &t);
+                judge(cadenza, names[k], names[k], dir, is_replay(names[k]), true, timeout_s,
+                      false, &t);
                 free(names[k]);
             }
             free(names);
         }
     } else {
-        for (unsigned k = 0; k < count + replays; k++) {
-            bool replay = k >= count;
-            uint64_t s = seed * 1000003ULL + (replay ? 500000 + k - count : k);
-            cJSON *c = replay ? generate_replay(s) : generate(s);
+        for (unsigned k = 0; k < count + fleets + replays; k++) {
+            bool fleet = k >= count && k < count + fleets, replay = k >= count + fleets;
+            uint64_t s = seed * 1000003ULL + (replay  ? 500000 + k - count - fleets
+                                              : fleet ? 700000 + k - count
+                                                      : k);
+            cJSON *c = replay ? generate_replay(s) : fleet ? generate_fleet(s) : generate(s);
             cJSON *cost_body = cJSON_DetachItemFromObject(c, COST_BODY);
             char cost_path[1200] = "";
             if (cost_body) {
@@ -1084,7 +1155,7 @@ int main(int argc, char **argv)
             }
             char *text = cJSON_PrintUnformatted(c);
             snprintf(cfg_path, sizeof cfg_path, "%s/%s-%" PRIu64 ".json", keep ? keep : dir,
-                     replay ? "replay" : "stress", s);
+                     replay ? "replay" : fleet ? "fleet" : "stress", s);
             FILE *f = fopen(cfg_path, "w");
             if (!f) {
                 perror(cfg_path);
@@ -1095,9 +1166,12 @@ int main(int argc, char **argv)
             if (print_all)
                 printf("%s\n", text);
             char label[64];
-            snprintf(label, sizeof label, "%s config %" PRIu64, replay ? "replay" : "sim", s);
+            snprintf(label, sizeof label, "%s config %" PRIu64,
+                     replay ? "replay" : fleet ? "fleet" : "sim", s);
             unsigned before = t.failed;
-            judge(cadenza, cfg_path, label, dir, replay, timeout_s, true, &t);
+            /* every other simulation, and every fleet, also runs with the fast-forward off */
+            judge(cadenza, cfg_path, label, dir, replay, fleet || k % 2 == 0, timeout_s, true,
+                  &t);
             if (!keep || t.failed == before) {
                 unlink(cfg_path); /* --keep DIR keeps the failing ones */
                 if (cost_path[0])

@@ -473,3 +473,46 @@ Test(cost, fitted_time_scales_with_the_share_as_the_roofline_does)
     /* a fifth: compute x5, bandwidth at 0.2 / 0.4 = half */
     assert_near(cz_cost_fit_s(&f, &p, x, 0.2), 1e-3 + 10e-3 + 2e-3);
 }
+
+/* The planned decode-only cost (cz_cost_decode_s, the simulator's fast path) is the
+ * roofline's total bit for bit: dense and mixture-of-experts stages, a stage with several
+ * passes, tensor parallelism, batches from one sequence to thousands. */
+Test(cost, planned_decode_cost_is_bit_identical)
+{
+    static const char *const models[] = {"llama-3-8b", "llama-2-70b", "qwen3-omni", "moshi",
+                                         "cosyvoice2", "opt-13b"};
+    static const char *const hws[] = {"h100-sxm", "a100-80gb", "h200"};
+    static const uint32_t tps[] = {1, 2, 8};
+    uint64_t checked = 0;
+    for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
+        cz_model_card m = model(models[mi]);
+        for (uint32_t si = 0; si < m.n_stages; si++) {
+            const cz_stage_card *s = &m.stages[si];
+            if (s->kind != CZ_STAGE_AR)
+                continue;
+            for (size_t hi = 0; hi < sizeof hws / sizeof *hws; hi++) {
+                cz_hw_card h = hw(hws[hi]);
+                for (size_t ti = 0; ti < sizeof tps / sizeof *tps; ti++) {
+                    cz_cost_params p = cz_cost_params_default();
+                    p.tp = tps[ti];
+                    cz_cost_decode d;
+                    cz_cost_decode_init(&d, s, &h, &p);
+                    for (uint32_t n = 1; n <= 4096; n = n * 3 + 1) {
+                        for (uint64_t ctx = n; ctx < (uint64_t)n * 40000; ctx = ctx * 5 + 7) {
+                            cz_batch_shape b = {.decode_seqs = n, .decode_ctx_tokens = ctx};
+                            cz_step_cost c;
+                            cz_cost_step(s, &h, &p, &b, &c);
+                            double got = cz_cost_decode_s(&d, n, ctx);
+                            cr_assert(memcmp(&got, &c.total_s, sizeof got) == 0,
+                                      "%s/%s tp %u, %u seqs, %llu ctx: %.17g != %.17g",
+                                      models[mi], s->name, tps[ti], n,
+                                      (unsigned long long)ctx, got, c.total_s);
+                            checked++;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    cr_assert_gt(checked, 1000);
+}

@@ -1207,3 +1207,84 @@ Test(server, end_output_stops_a_turn_at_the_batch_in_flight)
     cz_server_free(s);
     cz_metrics_free(&m);
 }
+
+/* The fast-forward step (cz_server_step_again) against the ordinary pair: a twin server
+ * driven by cz_server_on_batch_done and cz_server_schedule only. Two decoding sequences of
+ * 1 + 9 and 3 + 7 tokens in blocks of 4, a pool of 4 (they need 6 at their peaks): it runs
+ * the decode set again while nothing is due and the block phase fits, and declines when a
+ * member's budget ends the step, when a block phase needs more than the free blocks (the
+ * ordinary path preempts there), and when a turn waits. Every count and gap comes out the
+ * same. */
+Test(server, step_again_matches_the_ordinary_step)
+{
+    cz_metrics m1, m2;
+    cz_metrics_init(&m1, 0.0, 0);
+    cz_metrics_init(&m2, 0.0, 0);
+    cz_server_config cfg = small_cfg();
+    cfg.kv_blocks = 4;
+    cz_server *s1 = cz_server_create(&cfg, &cz_sched_fcfs, &m1, 0);
+    cz_server *s2 = cz_server_create(&cfg, &cz_sched_fcfs, &m2, 0);
+    cz_batch b1, b2;
+    cz_server *ss[2] = {s1, s2};
+    for (int k = 0; k < 2; k++) {
+        request(ss[k], 0.0, 1, 9, 0);
+        request(ss[k], 0.0, 3, 7, 1);
+        cr_assert(cz_server_schedule(ss[k], 0.0, k ? &b2 : &b1));
+        done(ss[k], 0.25, 0); /* both prefilled: each sampled its first token */
+        cr_assert(cz_server_schedule(ss[k], 0.25, k ? &b2 : &b1));
+    }
+    cr_assert_eq(b1.decode_seqs, 2);
+    cr_assert_eq(b1.n_items, 0);
+    uint32_t again = 0, declined = 0;
+    double t = 0.25;
+    for (int step = 0; step < 60; step++) {
+        t += 0.125 + 0.001 * step;
+        bool a = cz_server_busy(s1) && cz_server_step_again(s1, t, &b1);
+        if (a) {
+            again++;
+        } else {
+            declined++;
+            cz_step_events ev;
+            cz_server_on_batch_done(s1, t, &ev);
+            cz_server_schedule(s1, t, &b1);
+        }
+        cz_step_events ev;
+        if (cz_server_busy(s2)) {
+            cz_server_on_batch_done(s2, t, &ev);
+            cz_server_schedule(s2, t, &b2);
+        }
+        check(s1);
+        cr_assert_eq(cz_server_busy(s1), cz_server_busy(s2));
+        cr_assert_eq(b1.decode_seqs, b2.decode_seqs, "step %d", step);
+        cr_assert_eq(b1.decode_ctx_tokens, b2.decode_ctx_tokens, "step %d", step);
+        cr_assert_eq(b1.n_items, b2.n_items, "step %d", step);
+        cr_assert_eq(cz_server_kv_used(s1), cz_server_kv_used(s2), "step %d", step);
+        cr_assert_eq(cz_server_waiting(s1), cz_server_waiting(s2), "step %d", step);
+        if (step == 1) {
+            for (int k = 0; k < 2; k++)
+                request(ss[k], t, 2, 2, 2); /* waits behind the decode set */
+        }
+        if (!cz_server_busy(s1))
+            break;
+    }
+    cr_assert_gt(again, 0);
+    cr_assert_gt(declined, 0);
+    cr_assert_eq(m1.steps, m2.steps);
+    cr_assert_eq(m1.itl_ms[0].n, m2.itl_ms[0].n);
+    cr_assert(m1.itl_ms[0].sum == m2.itl_ms[0].sum && m1.itl_ms[0].m2 == m2.itl_ms[0].m2);
+    cr_assert(!cz_server_busy(s1));
+    cr_assert_eq(m1.n_req, 3, "%zu requests", (size_t)m1.n_req);
+    uint32_t preempted = 0;
+    for (size_t i = 0; i < m2.n_req; i++)
+        preempted += m2.req[i].preemptions;
+    cr_assert_gt(preempted, 0); /* the pool ran short */
+    for (size_t i = 0; i < m1.n_req; i++) {
+        cr_assert(m1.req[i].finish_s == m2.req[i].finish_s ||
+                  (isnan(m1.req[i].finish_s) && isnan(m2.req[i].finish_s)));
+        cr_assert_eq(m1.req[i].preemptions, m2.req[i].preemptions);
+    }
+    cz_server_free(s1);
+    cz_server_free(s2);
+    cz_metrics_free(&m1);
+    cz_metrics_free(&m2);
+}
