@@ -649,6 +649,23 @@ static uint8_t *host_chunk(eng *E, eng_rep *r, uint32_t seq, uint32_t j)
     return h->chunk[j];
 }
 
+/* Appends copy job c to device D's queue and wakes its copy thread; a job not yet named
+ * (c->id 0: a pull) takes the device's next id. */
+static void copy_enqueue(eng *E, eng_dev *D, eng_copy *c)
+{
+    pthread_mutex_lock(&E->mu);
+    if (c->id == 0)
+        c->id = ++D->copies_issued;
+    if (D->c_tail)
+        D->c_tail->qnext = c;
+    else
+        D->c_head = c;
+    D->c_tail = c;
+    E->copies_inflight++;
+    pthread_cond_signal(&D->cv_copy);
+    pthread_mutex_unlock(&E->mu);
+}
+
 /* Hands one transfer to its device's copy thread: the blocks it reads or writes are named
  * now, from the map as it stands. */
 static void issue_copy(eng *E, uint32_t rep, const cz_xfer *x, double bytes, double now)
@@ -694,15 +711,7 @@ static void issue_copy(eng *E, uint32_t rep, const cz_xfer *x, double bytes, dou
     c->n_segs = ns;
     r->host[x->seq].pending++;
     cz_link_submit(&D->link, now, bytes, x->to_host);
-    pthread_mutex_lock(&E->mu);
-    if (D->c_tail)
-        D->c_tail->qnext = c;
-    else
-        D->c_head = c;
-    D->c_tail = c;
-    E->copies_inflight++;
-    pthread_cond_signal(&D->cv_copy);
-    pthread_mutex_unlock(&E->mu);
+    copy_enqueue(E, D, c);
 }
 
 /* Hands a pull (disaggregation) to the decode replica's device's copy thread, after the
@@ -757,16 +766,7 @@ static void issue_pull(eng *E, uint32_t rep, const eng_pending *pd)
     /* the prefill replica read every one of these ids as it computed their KV */
     CZ_ASSERT(sr->toks[pd->src_seq].valid >= end);
     toks_copy(E, r, x->seq, sr, pd->src_seq, x->first, end);
-    pthread_mutex_lock(&E->mu);
-    c->id = ++D->copies_issued;
-    if (D->c_tail)
-        D->c_tail->qnext = c;
-    else
-        D->c_head = c;
-    D->c_tail = c;
-    E->copies_inflight++;
-    pthread_cond_signal(&D->cv_copy);
-    pthread_mutex_unlock(&E->mu);
+    copy_enqueue(E, D, c);
 }
 
 /* The transfers asked for since the last flush: stores first, reading the blocks the

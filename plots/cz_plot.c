@@ -256,6 +256,18 @@ static void layout(size_t n, int *rows, int *cols)
     *rows = (int)((n + (size_t)*cols - 1) / (size_t)*cols);
 }
 
+/* A figure of n_panels panels laid out by layout(), titled "TITLE: WHAT" over `subtitle`. */
+static void figure_init(cz_gp_figure *f, size_t n_panels, const char *title, const char *what,
+                        const char *subtitle)
+{
+    int rows, cols;
+    layout(n_panels, &rows, &cols);
+    char t[256];
+    snprintf(t, sizeof t, "%s: %s", title, what);
+    cz_gp_figure_init(f, t, rows, cols);
+    snprintf(f->subtitle, sizeof f->subtitle, "%s", subtitle);
+}
+
 /* What a results file's config (as run) says of the timeline: each autoregressive stage's
  * replicas (`pipeline.<stage>.replicas`, else 1; 0 without a config: the rows tell) and KV
  * pool per replica (`pipeline.<stage>.kv_blocks`, else `server.kv_blocks`; 0: derived from
@@ -597,14 +609,9 @@ static cz_status fig_rates(const cz_fleet *fl, char stages[PLOT_MAX_STAGES][64],
         }
         if (n_panels == 0)
             continue;
-        int rows, cols;
-        layout(n_panels, &rows, &cols);
-        char tt[256];
-        snprintf(tt, sizeof tt, "%s: %s", title,
-                 which == 0 ? "prefix-cache hit rate" : "KV transfers between pools");
         cz_gp_figure f;
-        cz_gp_figure_init(&f, tt, rows, cols);
-        snprintf(f.subtitle, sizeof f.subtitle, "%s", subtitle);
+        figure_init(&f, n_panels, title,
+                    which == 0 ? "prefix-cache hit rate" : "KV transfers between pools", subtitle);
         for (size_t s = 0; s < n_stages; s++) {
             if (!has[s])
                 continue;
@@ -676,14 +683,9 @@ static cz_status fig_timelines(const char *h5, const cJSON *cfg, const char *dir
         size_t n_panels = 0;
         for (size_t s = 0; s < n_stages; s++)
             n_panels += !fl.st[s].fleet ? 1 : which == 0 ? 2 : 4;
-        int rows, cols;
-        layout(n_panels, &rows, &cols);
-        char t[256];
-        snprintf(t, sizeof t, "%s: %s", title,
-                 which == 0 ? "KV cache per tier" : "requests and batch size");
         cz_gp_figure f;
-        cz_gp_figure_init(&f, t, rows, cols);
-        snprintf(f.subtitle, sizeof f.subtitle, "%s", subtitle);
+        figure_init(&f, n_panels, title,
+                    which == 0 ? "KV cache per tier" : "requests and batch size", subtitle);
         fig_timeline(&f, which, &fl, &tc, stages, n_stages);
         const char *name = which == 0 ? "kv_blocks" : "load";
         st = cz_gp_render(&f, dir, name, err);

@@ -173,11 +173,12 @@ def balance_check(tl_path, dat_path, gp_path, n_rep, pool):
     assert "replica balance, llm (%d replicas), router round_robin" % n_rep in gp
     assert "set xrange [0:%d]" % n_rep in gp
 
-what = sys.argv[1]
-if what == "fleet":
-    fleet_check(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), 0.5, 4096)
-elif what == "balance":
-    balance_check(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), 4096)
+if __name__ == "__main__":  # (the rates check below imports the helpers)
+    what = sys.argv[1]
+    if what == "fleet":
+        fleet_check(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), 0.5, 4096)
+    elif what == "balance":
+        balance_check(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), 4096)
 PY
 check "load.dat: per bin, 10th <= median <= 90th <= max of running, waiting, batch tokens, as the rows give them" \
     python3 "$tmp/check.py" fleet "$tmp/f20.tl" "$tmp/f20/load.dat" load 20
@@ -272,27 +273,14 @@ check "no pool moves KV in a colocated run, no prefix cache: neither figure" bas
     "[ ! -e '$tmp/f20/prefix_cache.png' ] && [ ! -e '$tmp/f20/kv_transfers.png' ]"
 "$h5table" "$tmp/pd.h5" timeline >"$tmp/pd.tl"
 check "prefix_cache.dat and kv_transfers.dat: each pool's rates and their spread over replicas, as the rows' running totals give them" \
-    python3 - "$tmp/pd.tl" "$tmp/pd/prefix_cache.dat" "$tmp/pd/kv_transfers.dat" "$tmp/pd.s.json" <<'PY'
-import json, math, re, sys
-head, *lines = open(sys.argv[1]).read().splitlines()
-head = head.split("\t")
-tl = [dict(zip(head, l.split("\t"))) for l in lines]
-def blocks(path):
-    out = []
-    for line in open(path):
-        m = re.match(r"# block \d+: panel \d+, series '(.*)'$", line)
-        if m:
-            out.append((m.group(1), []))
-        elif line.strip() and out:
-            out[-1][1].append([float(x) if x != "NaN" else math.nan for x in line.split()])
-    return out
-def pct(v, p):
-    s = sorted(v); h = p * (len(s) - 1); k = int(h)
-    return s[k] + (h - k) * (s[k + 1] - s[k]) if k + 1 < len(s) else s[k]
-def close(a, b):
-    if math.isnan(b):
-        return math.isnan(a)
-    return abs(a - b) <= 1e-6 * (1 + abs(b))
+    python3 - "$tmp/pd.tl" "$tmp/pd/prefix_cache.dat" "$tmp/pd/kv_transfers.dat" "$tmp/pd.s.json" "$tmp" <<'PY'
+import json, math, sys
+sys.path.insert(0, sys.argv[5])
+from check import blocks, pct, rows
+from check import close as close_num
+tl = rows(sys.argv[1])
+def close(a, b):  # NaN (no rate in the interval) matches NaN only
+    return math.isnan(a) if math.isnan(b) else close_num(a, b)
 interval, n_rep = 0.5, {"decode": 10, "prefill": 12}
 t_end = float(tl[-1]["t_s"])
 n_bins = math.ceil(t_end / interval - 1e-9) + 1

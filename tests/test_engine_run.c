@@ -112,27 +112,48 @@ static char *config(const char *trace, const char *extra, uint32_t threads)
 }
 
 /* Runs `json` on the CPU engine into `l`; the summary JSON (caller frees). */
+/* A run's inputs from a config's JSON; free with parsed_free. */
+typedef struct parsed {
+    cJSON *j;
+    cz_config cfg;
+    cz_workload wl;
+    cz_metrics m;
+} parsed;
+
+static void parse(parsed *p, const char *json)
+{
+    p->j = cJSON_Parse(json);
+    cr_assert(p->j != NULL, "%s", json);
+    cz_err err;
+    cz_err_clear(&err);
+    cz_workload_init(&p->wl);
+    cr_assert_eq(cz_config_parse(p->j, "test", ".", &p->cfg, &p->wl, &err), CZ_OK, "%s", err.msg);
+    cz_metrics_init(&p->m, 0.0, 0);
+}
+
+static void parsed_free(parsed *p)
+{
+    cz_metrics_free(&p->m);
+    cz_workload_free(&p->wl);
+    cJSON_Delete(p->j);
+}
+
 static cJSON *run_engine(const char *json, ids_log *l, bool pd)
 {
     memset(l, 0, sizeof *l);
     memset(l->ids, 0xff, sizeof l->ids);
     memset(l->pre_ids, 0xff, sizeof l->pre_ids);
     l->pd = pd;
-    cJSON *j = cJSON_Parse(json);
-    cr_assert(j != NULL, "%s", json);
-    cz_config cfg;
-    cz_workload wl;
-    cz_metrics m;
+    parsed p;
+    parse(&p, json);
+    cr_assert_eq(p.cfg.pd, pd);
     cz_err err;
     cz_err_clear(&err);
-    cz_workload_init(&wl);
-    cr_assert_eq(cz_config_parse(j, "test", ".", &cfg, &wl, &err), CZ_OK, "%s", err.msg);
-    cr_assert_eq(cfg.pd, pd);
-    cz_metrics_init(&m, 0.0, 0);
     cz_engine_opts opts = {.backend = "cpu"};
     cz_engine_observer obs = {.ctx = l, .sampled = on_sampled, .turn_end = on_turn_end};
     cz_engine *e;
-    cr_assert_eq(cz_engine_open(&cfg, &wl, &m, &opts, &obs, &e, &err), CZ_OK, "%s", err.msg);
+    cr_assert_eq(cz_engine_open(&p.cfg, &p.wl, &p.m, &opts, &obs, &e, &err), CZ_OK, "%s",
+                 err.msg);
     l->d = cz_engine_deploy(e);
     cz_engine_state st;
     for (;;) {
@@ -147,12 +168,10 @@ static cJSON *run_engine(const char *json, ids_log *l, bool pd)
     cz_run_stats stats;
     cr_assert_eq(cz_engine_close(e, st, &stats, &err), CZ_OK, "%s", err.msg);
     cz_summary sum;
-    cz_metrics_summarize(&m, &cfg.slo, &sum);
+    cz_metrics_summarize(&p.m, &p.cfg.slo, &sum);
     cJSON *summary = cz_summary_json(&sum);
-    cz_run_summary_json(&cfg, &m, &stats, &sum, summary);
-    cz_metrics_free(&m);
-    cz_workload_free(&wl);
-    cJSON_Delete(j);
+    cz_run_summary_json(&p.cfg, &p.m, &stats, &sum, summary);
+    parsed_free(&p);
     return summary;
 }
 
@@ -242,22 +261,14 @@ Test(engine_run, disaggregation_refused_on_cuda)
         " \"input_tokens\": {\"dist\": \"fixed\", \"value\": 8},"
         " \"output_tokens\": {\"dist\": \"fixed\", \"value\": 4}},"
         " \"arrivals\": {\"process\": \"poisson\", \"rate_rps\": 10}}}";
-    cJSON *j = cJSON_Parse(json);
-    cr_assert(j != NULL);
-    cz_config cfg;
-    cz_workload wl;
-    cz_metrics m;
+    parsed p;
+    parse(&p, json);
     cz_err err;
     cz_err_clear(&err);
-    cz_workload_init(&wl);
-    cr_assert_eq(cz_config_parse(j, "test", ".", &cfg, &wl, &err), CZ_OK, "%s", err.msg);
-    cz_metrics_init(&m, 0.0, 0);
     cz_engine_opts opts = {.backend = "cuda"};
     cz_engine *e = NULL;
-    cr_assert_eq(cz_engine_open(&cfg, &wl, &m, &opts, NULL, &e, &err), CZ_EINVAL);
+    cr_assert_eq(cz_engine_open(&p.cfg, &p.wl, &p.m, &opts, NULL, &e, &err), CZ_EINVAL);
     cr_assert_null(e);
     cr_assert(strstr(err.msg, "'disaggregation'") && strstr(err.msg, "cuda"), "%s", err.msg);
-    cz_metrics_free(&m);
-    cz_workload_free(&wl);
-    cJSON_Delete(j);
+    parsed_free(&p);
 }
