@@ -106,6 +106,7 @@ static void peak_rebuild(cz_metrics *m)
             cells[peak_slot(cells, cap, c->key)] = *c;
     }
     free(m->peak_cells);
+    m->peak_hot = NULL;
     m->peak_cells = cells;
     m->peak_cap = cap;
     m->n_peak = keep;
@@ -115,6 +116,8 @@ static void peak_rebuild(cz_metrics *m)
 static cz_peak_cell *peak_cell(cz_metrics *m, uint64_t k)
 {
     CZ_ASSERT(k >= m->peak_folded); /* a bucket settled as final changed */
+    if (m->peak_hot && m->peak_hot->key == k + 1)
+        return m->peak_hot;
     if (2 * (m->n_peak + 1) > m->peak_cap)
         peak_rebuild(m);
     size_t h = peak_slot(m->peak_cells, m->peak_cap, k + 1);
@@ -122,7 +125,7 @@ static cz_peak_cell *peak_cell(cz_metrics *m, uint64_t k)
         m->peak_cells[h] = (cz_peak_cell){k + 1, 0, 0};
         m->n_peak++;
     }
-    return &m->peak_cells[h];
+    return m->peak_hot = &m->peak_cells[h];
 }
 
 /* A completed turn from start_s to end_s, in the buckets from the origin (as
@@ -228,6 +231,11 @@ void cz_metrics_stream(cz_metrics *m, const cz_rows_sink *sink)
     free(m->req);
     m->req = NULL;
     m->cap_req = 0;
+}
+
+bool cz_metrics_rows_dropped(const cz_metrics *m)
+{
+    return m->streaming && !m->sink.put;
 }
 
 void cz_metrics_set_slo(cz_metrics *m, const cz_slo *slo)
@@ -677,8 +685,12 @@ void cz_metrics_add_itl(cz_metrics *m, uint32_t stage, double gap_s, uint64_t co
     if (stage >= m->n_itl_ms) {
         /* once per stage of the run */
         m->itl_ms = cz_xrealloc(m->itl_ms, (size_t)stage + 1, sizeof *m->itl_ms);
-        for (uint32_t i = m->n_itl_ms; i <= stage; i++)
+        for (uint32_t i = m->n_itl_ms; i <= stage; i++) {
             cz_distacc_init(&m->itl_ms[i], m->pct_mode, true);
+            /* the gaps come in the order replicas report them, which the simulator's
+             * decode runs change (docs/serving-core.md): exact sums */
+            cz_distacc_order_free(&m->itl_ms[i]);
+        }
         m->n_itl_ms = stage + 1;
     }
     cz_distacc_add(&m->itl_ms[stage], gap_s * 1e3, count);

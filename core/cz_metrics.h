@@ -288,6 +288,8 @@ typedef struct cz_metrics {
      * are folded into running values when the table would grow */
     cz_peak_cell *peak_cells;
     size_t peak_cap, n_peak;  /* slots (a power of two, or 0), buckets held */
+    cz_peak_cell *peak_hot;   /* the cell found last (NULL after a rebuild): steps of one
+                                 replica come in runs within a bucket */
     uint64_t peak_w;          /* buckets below this index are final (cz_metrics_settled) */
     uint64_t peak_folded;     /* buckets below this index are folded */
     int64_t peak_run;         /* completed turns in flight after the folded buckets */
@@ -328,6 +330,10 @@ void cz_metrics_free(cz_metrics *m);
  * batches (sink NULL: dropped) instead of held, so memory follows the requests in flight
  * rather than the trace (docs/metrics.md, "Streaming"). Summaries are the same either way. */
 void cz_metrics_stream(cz_metrics *m, const cz_rows_sink *sink);
+
+/* Whether the rows of /itl and /timeline are dropped (streaming with no sink): a driver
+ * may then hand them over in an order other than time's. */
+bool cz_metrics_rows_dropped(const cz_metrics *m);
 
 /* The objectives goodput counts completed turns against (default: none); before any turn
  * is recorded. The deployment runtime sets its config's. */

@@ -123,6 +123,7 @@ struct cz_server {
     uint32_t n_items;
     uint32_t batch_decode;
     bool in_flight;
+    bool run_hold;       /* cz_server_run_hold */
 
     uint32_t *turn_done;   /* capacity max_num_seqs */
     uint32_t n_turn_done;
@@ -689,12 +690,14 @@ void cz_server_prefix_stats(const cz_server *s, cz_prefix_stats *out)
 
 void cz_server_watch_cache(cz_server *s, const cz_pcache_watch *w)
 {
+    CZ_ASSERT(!s->run_hold);
     if (s->apc)
         cz_pcache_set_watch(&s->pc, w);
 }
 
 uint32_t cz_server_seq_cached_blocks(const cz_server *s, uint32_t id, uint32_t *held)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs);
     *held = 0;
     if (!s->apc)
@@ -716,6 +719,7 @@ uint32_t cz_server_seq_cached_blocks(const cz_server *s, uint32_t id, uint32_t *
 
 uint32_t cz_server_held_prefix(const cz_server *s, const uint64_t *hash, uint32_t n)
 {
+    CZ_ASSERT(!s->run_hold);
     if (!s->apc)
         return 0;
     uint32_t k = 0, e;
@@ -728,6 +732,7 @@ uint32_t cz_server_held_prefix(const cz_server *s, const uint64_t *hash, uint32_
 bool cz_server_check_published(const cz_server *s, bool (*has)(void *ctx, uint64_t hash),
                                void *ctx, uint32_t *n_published, cz_err *err)
 {
+    CZ_ASSERT(!s->run_hold);
     *n_published = 0;
     if (!s->apc)
         return true;
@@ -781,11 +786,13 @@ static void load_request(cz_server *s, uint32_t id, uint32_t load)
 
 void cz_server_note_sent(cz_server *s, uint32_t tokens)
 {
+    CZ_ASSERT(!s->run_hold);
     s->sent_tokens += tokens;
 }
 
 void cz_server_import(cz_server *s, uint32_t id, uint32_t tokens)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs && s->cfg.kv_import);
     const cz_seq *q = &s->seqs[id];
     CZ_ASSERT(q->turn_open && q->state == CZ_SEQ_WAITING && tokens < q->tokens_in + q->generated);
@@ -794,6 +801,7 @@ void cz_server_import(cz_server *s, uint32_t id, uint32_t tokens)
 
 const cz_xfer *cz_server_take_xfers(cz_server *s, uint32_t *n)
 {
+    CZ_ASSERT(!s->run_hold);
     if (s->n_xfers == 0) { /* the common case: nothing asked for */
         *n = 0;
         return s->xfers_out;
@@ -1149,6 +1157,7 @@ static uint32_t due_at(const cz_server *s, uint64_t k, uint32_t *ids, uint32_t c
 
 uint32_t cz_server_due_next(const cz_server *s, uint64_t *sessions, uint32_t cap)
 {
+    CZ_ASSERT(!s->run_hold);
     uint32_t n = s->n_due < cap ? s->n_due : cap;
     for (uint32_t i = 0; i < n; i++)
         sessions[i] = s->seqs[s->due[i]].session;
@@ -1157,11 +1166,13 @@ uint32_t cz_server_due_next(const cz_server *s, uint64_t *sessions, uint32_t cap
 
 uint32_t cz_server_decode_first(const cz_server *s)
 {
+    CZ_ASSERT(!s->run_hold);
     return s->d_head;
 }
 
 uint32_t cz_server_decode_next(const cz_server *s, uint32_t id)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs);
     return s->sn[id].next;
 }
@@ -1201,6 +1212,7 @@ static void seq_recycle(cz_server *s, uint32_t id);
 
 uint32_t cz_server_seq_open(cz_server *s, uint64_t session, uint32_t cls, bool pinned)
 {
+    CZ_ASSERT(!s->run_hold);
     uint32_t id;
     if (s->n_free > 0) {
         id = s->free_ids[--s->n_free];
@@ -1315,6 +1327,7 @@ uint64_t cz_server_turn(cz_server *s, double t_s, uint32_t id, uint32_t turn, ui
                         uint32_t in_tokens, uint32_t out_tokens, uint32_t out_total,
                         bool input_final)
 {
+    CZ_ASSERT(!s->run_hold);
     return cz_server_turn_hashed(s, t_s, id, turn, stage, in_tokens, out_tokens, out_total,
                                  input_final, NULL);
 }
@@ -1324,6 +1337,7 @@ uint64_t cz_server_turn_hashed(cz_server *s, double t_s, uint32_t id, uint32_t t
                                uint32_t out_total, bool input_final,
                                const cz_turn_hashes *hashes)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs);
     cz_seq *q = &s->seqs[id];
     CZ_ASSERT(q->state == CZ_SEQ_IDLE && !q->turn_open);
@@ -1417,6 +1431,7 @@ uint64_t cz_server_turn_hashed(cz_server *s, double t_s, uint32_t id, uint32_t t
 cz_feed_result cz_server_feed(cz_server *s, double t_s, uint32_t id, uint32_t in_tokens,
                               uint32_t out_tokens, bool input_final)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs);
     cz_seq *q = &s->seqs[id];
     CZ_ASSERT(q->turn_open && !q->input_final && !s->in_flight);
@@ -2012,6 +2027,7 @@ double cz_server_wake_at(const cz_server *s)
 
 bool cz_server_schedule(cz_server *s, double t_s, cz_batch *out)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(!s->in_flight);
     s->wake_s = INFINITY;
     memset(out, 0, sizeof *out);
@@ -2200,6 +2216,7 @@ static void budget_reached(cz_server *s, uint32_t id, double t_s)
 
 void cz_server_end_output(cz_server *s, uint32_t id)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(s->in_flight && id < s->n_seqs);
     cz_seq *q = &s->seqs[id];
     snode *d = &s->sn[id];
@@ -2229,6 +2246,7 @@ static void check_milestone(cz_server *s, uint32_t id)
 
 void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(s->in_flight);
     s->in_flight = false;
     s->metrics->steps++;
@@ -2324,6 +2342,7 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
 
 bool cz_server_step_again(cz_server *s, double t_s, cz_batch *out)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(s->in_flight);
     /* the next step is the same decode set when nothing ends, joins or waits and its
      * block phase fits in the free blocks (make_room would evict nothing) */
@@ -2356,8 +2375,31 @@ bool cz_server_step_again(cz_server *s, double t_s, cz_batch *out)
     return true;
 }
 
+uint32_t cz_server_run_room(const cz_server *s, uint32_t cap)
+{
+    CZ_ASSERT(s->in_flight && s->n_items == 0 && s->n_decode > 0 && !s->run_hold);
+    uint32_t free = kv_free(s), m = 0;
+    uint64_t due = s->n_heap > 0 ? s->heap[0].finish_k : UINT64_MAX;
+    while (m < cap) {
+        uint64_t next = s->steps + m + 1; /* the step whose end the call would see */
+        uint32_t need = s->phase_cnt[bt_mod(s, next)];
+        if (due <= next || need > free)
+            break;
+        free -= need;
+        m++;
+    }
+    return m;
+}
+
+void cz_server_run_hold(cz_server *s, bool on)
+{
+    CZ_ASSERT(s->run_hold != on);
+    s->run_hold = on;
+}
+
 void cz_server_notify_at(cz_server *s, uint32_t id, uint32_t generated)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs);
     cz_seq *q = &s->seqs[id];
     snode *d = &s->sn[id];
@@ -2375,6 +2417,7 @@ void cz_server_notify_at(cz_server *s, uint32_t id, uint32_t generated)
 void cz_server_on_playback(cz_server *s, double t_s, uint32_t id, double played_s,
                            double received_s, double last_chunk_s)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs && played_s <= received_s + 1e-9);
     cz_seq *q = &s->seqs[id];
     if (isnan(q->first_audio_s))
@@ -2391,6 +2434,7 @@ void cz_server_on_playback(cz_server *s, double t_s, uint32_t id, double played_
 
 void cz_server_on_speech_start(cz_server *s, double t_s, uint32_t id)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs);
     s->seqs[id].speech_start_s = t_s;
     s->sn[id].speech_open = 1;
@@ -2402,6 +2446,7 @@ void cz_server_on_speech_start(cz_server *s, double t_s, uint32_t id)
 
 double cz_server_speech_end_estimate(const cz_server *s, uint32_t id, double t_s)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs);
     const snode *d = &s->sn[id];
     double start = d->speech_open ? s->seqs[id].speech_start_s : t_s;
@@ -2413,6 +2458,7 @@ double cz_server_speech_end_estimate(const cz_server *s, uint32_t id, double t_s
 
 uint32_t cz_server_preload_tokens(const cz_server *s, uint32_t id)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs);
     const cz_seq *q = &s->seqs[id];
     const snode *d = &s->sn[id];
@@ -2425,6 +2471,7 @@ uint32_t cz_server_preload_tokens(const cz_server *s, uint32_t id)
 cz_preload_outcome cz_server_preload(cz_server *s, double t_s, uint32_t id, bool admitted,
                                      double needed_at_s)
 {
+    CZ_ASSERT(!s->run_hold);
     cz_server_on_speech_start(s, t_s, id);
     if (cz_server_preload_tokens(s, id) == 0)
         return CZ_PRELOAD_NOTHING;
@@ -2515,6 +2562,7 @@ double cz_server_saturated_at(const cz_server *s)
 
 void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs);
     cz_seq *q = &s->seqs[id];
     if (to_host) {
@@ -2619,6 +2667,7 @@ void cz_server_on_xfer_done(cz_server *s, double t_s, uint32_t id, bool to_host)
 
 uint32_t cz_server_abort(cz_server *s, double t_s, uint32_t id, uint32_t keep_generated)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs && !s->in_flight);
     cz_seq *q = &s->seqs[id];
     CZ_ASSERT(q->turn_rec != NO_REC && (q->turn_open || q->state == CZ_SEQ_IDLE));
@@ -2699,18 +2748,21 @@ static void seq_recycle(cz_server *s, uint32_t id)
 
 void cz_server_seq_rebind(cz_server *s, uint32_t id, uint64_t session)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs && s->seqs[id].state != CZ_SEQ_CLOSED);
     s->seqs[id].session = session;
 }
 
 bool cz_server_seq_moving(const cz_server *s, uint32_t id)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs);
     return s->seqs[id].storing || s->sn[id].preloading;
 }
 
 void cz_server_seq_truncate(cz_server *s, uint32_t id, uint32_t tokens)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs);
     cz_seq *q = &s->seqs[id];
     CZ_ASSERT(q->state == CZ_SEQ_IDLE && !q->turn_open);
@@ -2747,6 +2799,7 @@ void cz_server_seq_truncate(cz_server *s, uint32_t id, uint32_t tokens)
 
 void cz_server_seq_close(cz_server *s, uint32_t id)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs);
     cz_seq *q = &s->seqs[id];
     CZ_ASSERT(q->state == CZ_SEQ_IDLE && !q->turn_open);
@@ -2766,6 +2819,7 @@ void cz_server_seq_close(cz_server *s, uint32_t id)
 
 void cz_server_finalize(cz_server *s)
 {
+    CZ_ASSERT(!s->run_hold);
     for (uint32_t id = s->d_head; id != NIL; id = s->sn[id].next)
         d_sync(s, id);
     for (size_t i = 0; i < s->n_seqs; i++) {
@@ -2782,7 +2836,11 @@ void cz_server_finalize(cz_server *s)
 bool cz_server_busy(const cz_server *s) { return s->in_flight; }
 uint32_t cz_server_running(const cz_server *s) { return n_running(s); }
 uint32_t cz_server_waiting(const cz_server *s) { return (uint32_t)s->wq_len; }
-uint32_t cz_server_kv_used(const cz_server *s) { return s->kv_used; }
+uint32_t cz_server_kv_used(const cz_server *s)
+{
+    CZ_ASSERT(!s->run_hold);
+    return s->kv_used;
+}
 uint32_t cz_server_kv_idle(const cz_server *s) { return s->kv_idle_blocks; }
 uint64_t cz_server_host_tokens(const cz_server *s) { return s->host_tokens; }
 
@@ -2793,12 +2851,14 @@ uint32_t cz_server_n_seqs(const cz_server *s)
 
 bool cz_server_seq_decoding(const cz_server *s, uint32_t id)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs);
     return s->sn[id].in_decode;
 }
 
 const cz_seq *cz_server_seq(cz_server *s, uint32_t id)
 {
+    CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs);
     if (s->sn[id].in_decode)
         d_sync(s, id);

@@ -498,6 +498,19 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev);
  * cz_server_schedule. O(1); allocates nothing. */
 bool cz_server_step_again(cz_server *s, double t_s, cz_batch *out);
 
+/* Decode runs (docs/serving-core.md, "Decode runs"): right after cz_server_step_again
+ * returned true, how many more of its calls, one at the end of each step from the one in
+ * flight, are bound to return true if nothing else reaches the serving core in between
+ * (no member is due, the block phases fit in the free blocks), at most `cap`. The k-th of
+ * them runs step steps + k + 1 with decode_ctx_tokens k x decode_seqs past the batch just
+ * returned. O(the answer). */
+uint32_t cz_server_run_room(const cz_server *s, uint32_t cap);
+
+/* A driver holding a decode run over the serving core (on: the steps cz_server_run_room
+ * promised are not applied yet) makes every other call a bug until it lets go: each
+ * asserts so. */
+void cz_server_run_hold(cz_server *s, bool on);
+
 /* After cz_server_schedule: the earliest time a policy asked to look again at a sequence
  * it deferred (INFINITY: none). When the step ran nothing, the driver must call
  * cz_server_schedule again by then, or the deferred work would wait for ever. */

@@ -193,6 +193,79 @@ void cz_distacc_init(cz_distacc *a, cz_pct_mode mode, bool weighted)
     cz_sketch_init(&a->sk, CZ_SKETCH_ALPHA, CZ_SKETCH_MAX_BINS);
 }
 
+void cz_distacc_order_free(cz_distacc *a)
+{
+    CZ_ASSERT(a->n == 0);
+    a->order_free = true;
+}
+
+typedef unsigned __int128 u128;
+
+/* acc (256 bits: low, high) += x * w, x < 2^126, w < 2^64. */
+static void u256_add_mul(u128 acc[2], u128 x, uint64_t w)
+{
+    const u128 m64 = ((u128)1 << 64) - 1;
+    u128 lo = (x & m64) * w, hi = (x >> 64) * w; /* x w = hi 2^64 + lo */
+    u128 add_lo = lo + (hi << 64);
+    u128 carry = add_lo < lo;
+    u128 add_hi = (hi >> 64) + carry;
+    acc[0] += add_lo;
+    acc[1] += add_hi + (acc[0] < add_lo);
+}
+
+/* 256-bit values as four 64-bit limbs, least significant first. */
+static void u256_limbs(const u128 a[2], uint64_t l[4])
+{
+    l[0] = (uint64_t)a[0];
+    l[1] = (uint64_t)(a[0] >> 64);
+    l[2] = (uint64_t)a[1];
+    l[3] = (uint64_t)(a[1] >> 64);
+}
+
+/* x (limbs) times y (limbs), truncated to 256 bits (the callers' products fit). */
+static void u256_mul(const uint64_t x[4], const uint64_t y[4], uint64_t out[4])
+{
+    uint64_t r[4] = {0, 0, 0, 0};
+    for (int i = 0; i < 4; i++) {
+        u128 carry = 0;
+        for (int j = 0; i + j < 4; j++) {
+            u128 t = (u128)x[i] * y[j] + r[i + j] + carry;
+            r[i + j] = (uint64_t)t;
+            carry = t >> 64;
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        out[i] = r[i];
+}
+
+/* The exact sums' summary: mean = s1 / n and the population variance
+ * (n s2 - s1^2) / n^2, exact in integers up to the last division. */
+static void exact_moments(const cz_distacc *a, double *mean, double *std)
+{
+    uint64_t n = a->n - a->n_nan;
+    double scale = ldexp(1.0, -CZ_DISTACC_FRAC);
+    u128 q = a->s1 / n, r = a->s1 % n;
+    *mean = ((double)q + (double)r / (double)n) * scale;
+    /* n s2 < 2^254 (s2 < 2^190) and s1^2 < 2^254 (s1 < 2^127) */
+    uint64_t s2[4], nn[4] = {n, 0, 0, 0}, ns2[4], s1[4], sq[4];
+    u256_limbs(a->s2, s2);
+    u256_mul(s2, nn, ns2);
+    u128 s1w[2] = {a->s1, 0};
+    u256_limbs(s1w, s1);
+    u256_mul(s1, s1, sq);
+    /* n s2 >= s1^2 (Cauchy-Schwarz): their difference */
+    uint64_t d[4], borrow = 0;
+    for (int i = 0; i < 4; i++) {
+        u128 t = (u128)ns2[i] - sq[i] - borrow;
+        d[i] = (uint64_t)t;
+        borrow = (uint64_t)(t >> 127);
+    }
+    CZ_ASSERT(borrow == 0);
+    double diff = ldexp((double)d[3], 192) + ldexp((double)d[2], 128) + ldexp((double)d[1], 64) +
+                  (double)d[0];
+    *std = sqrt(diff / (double)n / (double)n) * scale;
+}
+
 void cz_distacc_free(cz_distacc *a)
 {
     cz_sketch_free(&a->sk);
@@ -203,34 +276,9 @@ void cz_distacc_free(cz_distacc *a)
     a->n_s = a->cap_s = 0;
 }
 
-void cz_distacc_add(cz_distacc *a, double v, uint64_t w)
+/* Keeps (v, w) for the percentiles: a sample, or the sketch past the auto budget. */
+static void keep_sample(cz_distacc *a, double v, uint64_t w)
 {
-    CZ_ASSERT(a->weighted || w == 1);
-    if (w == 0)
-        return;
-    a->n += w;
-    if (isnan(v)) {
-        a->n_nan += w;
-        return;
-    }
-    if (!(a->min <= v))
-        a->min = v;
-    if (!(a->max >= v))
-        a->max = v;
-    /* Doubles, not long doubles: x87 loads and stores of 80-bit values made this the
-     * hottest function of a simulation. The sum is compensated (Neumaier 1974), so the
-     * mean carries about twice double's precision. */
-    double lw = (double)w, y = v * lw, t = a->sum + y;
-    a->sum_c += fabs(a->sum) >= fabs(y) ? (a->sum - t) + y : (y - t) + a->sum;
-    a->sum = t;
-    /* West (1979), "Updating mean and variance estimates: an improved method" */
-    double x = v, d = x - a->wmean;
-    a->wmean += d * lw / (double)(a->n - a->n_nan);
-    a->m2 += lw * d * (x - a->wmean);
-    if (a->sketched) {
-        cz_sketch_add(&a->sk, v, w);
-        return;
-    }
     if (a->mode == CZ_PCT_AUTO && a->n_s == CZ_PCT_EXACT_MAX) {
         /* past the budget: the samples kept move into the sketch, in the order they came */
         for (size_t i = 0; i < a->n_s; i++) {
@@ -257,6 +305,59 @@ void cz_distacc_add(cz_distacc *a, double v, uint64_t w)
     }
 }
 
+void cz_distacc_add(cz_distacc *a, double v, uint64_t w)
+{
+    CZ_ASSERT(a->weighted || w == 1);
+    if (w == 0)
+        return;
+    a->n += w;
+    if (isnan(v)) {
+        a->n_nan += w;
+        return;
+    }
+    if (!(a->min <= v))
+        a->min = v;
+    if (!(a->max >= v))
+        a->max = v;
+    if (a->order_free) {
+        CZ_ASSERT(v >= 0.0);
+        if (!a->ofl && v < CZ_DISTACC_EXACT_MAX) {
+            /* round(v 2^FRAC): v 2^FRAC is exact and below 2^63, x + 0.5 exact below 2^52 */
+            double x = v * (double)(1ull << CZ_DISTACC_FRAC);
+            uint64_t q = x < 4503599627370496.0 ? (uint64_t)(x + 0.5) : (uint64_t)x;
+            a->s1 += (u128)q * w;
+            u256_add_mul(a->s2, (u128)q * q, w);
+        } else {
+            a->ofl = true;
+        }
+        /* the fallback past CZ_DISTACC_EXACT_MAX: plain double sums */
+        double y = v * (double)w;
+        a->sum += y;
+        a->m2 += y * v;
+        if (a->sketched) {
+            cz_sketch_add(&a->sk, v, w);
+            return;
+        }
+        keep_sample(a, v, w);
+        return;
+    }
+    /* Doubles, not long doubles: x87 loads and stores of 80-bit values made this the
+     * hottest function of a simulation. The sum is compensated (Neumaier 1974), so the
+     * mean carries about twice double's precision. */
+    double lw = (double)w, y = v * lw, t = a->sum + y;
+    a->sum_c += fabs(a->sum) >= fabs(y) ? (a->sum - t) + y : (y - t) + a->sum;
+    a->sum = t;
+    /* West (1979), "Updating mean and variance estimates: an improved method" */
+    double x = v, d = x - a->wmean;
+    a->wmean += d * lw / (double)(a->n - a->n_nan);
+    a->m2 += lw * d * (x - a->wmean);
+    if (a->sketched) {
+        cz_sketch_add(&a->sk, v, w);
+        return;
+    }
+    keep_sample(a, v, w);
+}
+
 void cz_distacc_summary(const cz_distacc *a, const cz_pctset *set, cz_dist *o)
 {
     cz_pctset ps;
@@ -266,8 +367,15 @@ void cz_distacc_summary(const cz_distacc *a, const cz_pctset *set, cz_dist *o)
     if (a->n == 0 || a->n_nan > 0)
         return;
     double n = (double)a->n;
-    o->mean = (a->sum + a->sum_c) / n;
-    o->std = sqrt(a->m2 / n);
+    if (a->order_free && !a->ofl) {
+        exact_moments(a, &o->mean, &o->std);
+    } else if (a->order_free) {
+        o->mean = a->sum / n;
+        o->std = sqrt(fmax(a->m2 / n - o->mean * o->mean, 0.0));
+    } else {
+        o->mean = (a->sum + a->sum_c) / n;
+        o->std = sqrt(a->m2 / n);
+    }
     o->min = a->min;
     o->max = a->max;
     if (a->sketched) {

@@ -90,8 +90,14 @@ typedef struct cz_distacc {
     bool weighted;            /* exact mode keeps (value, multiplicity) pairs */
     uint64_t n;               /* values, with multiplicity */
     uint64_t n_nan;
-    double sum, sum_c;        /* sum of value x multiplicity, Neumaier-compensated */
-    double wmean, m2;         /* West's weighted form of Welford's update */
+    double sum, sum_c;        /* sum of value x multiplicity, Neumaier-compensated (plain
+                                 when order_free) */
+    double wmean, m2;         /* West's weighted form of Welford's update (order_free: m2
+                                 is the plain sum of multiplicity x value^2) */
+    bool order_free;          /* cz_distacc_order_free: mean and std from exact sums */
+    bool ofl;                 /* a value past CZ_DISTACC_EXACT_MAX: the double sums serve */
+    unsigned __int128 s1;     /* order_free: sum of w q, q = round(v 2^CZ_DISTACC_FRAC) */
+    unsigned __int128 s2[2];  /* sum of w q^2, 256 bits (low, high) */
     double min, max;
     bool sketched;            /* the values are in sk (CZ_PCT_SKETCH, or CZ_PCT_AUTO past
                                * its budget), else in v or s */
@@ -103,6 +109,18 @@ typedef struct cz_distacc {
 
 /* An empty accumulator (allocates nothing until values come). */
 void cz_distacc_init(cz_distacc *a, cz_pct_mode mode, bool weighted);
+
+/* Fixed point of an order-free accumulator: v is summed as round(v 2^CZ_DISTACC_FRAC),
+ * exactly, for 0 <= v < CZ_DISTACC_EXACT_MAX. */
+#define CZ_DISTACC_FRAC 30
+#define CZ_DISTACC_EXACT_MAX 8589934592.0 /* 2^33: 99 days in ms */
+
+/* Makes an empty accumulator's summary independent of the order its values come in: the
+ * mean and std from exact integer sums of the values in fixed point (CZ_DISTACC_FRAC
+ * fractional bits), min, max and the percentiles as they are. Values must be >= 0 (or
+ * NaN); one at or past CZ_DISTACC_EXACT_MAX (absurd for what it serves, inter-token gaps
+ * in ms) leaves the mean and std to the ordered double sums. Call before any add. */
+void cz_distacc_order_free(cz_distacc *a);
 void cz_distacc_free(cz_distacc *a);
 
 /* Adds `w` copies of `v`. A plain accumulator takes w == 1 only. Sketch and auto modes:

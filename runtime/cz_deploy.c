@@ -49,6 +49,11 @@ typedef struct rep_rt {
     bool sig_dirty;      /* its load changed since it last published */
     uint64_t turns;      /* turns started on it (AR stages) */
     bool busy;           /* its batch is in flight */
+    /* a decode run (step_again, docs/serving-core.md "Decode runs"): run_m more steps of
+     * the decode set in flight promised, the ends of the steps from the one in flight in
+     * run_t[0..run_m] (the last the driver's event), run_j of them applied; 0: none */
+    uint32_t run_m, run_j, run_cap;
+    double *run_t;
     deferred_op *ops;
     uint32_t n_ops, cap_ops;
     bool detok_rule;     /* a vocoder under VoxServe: cz_voxserve_detok_pick orders it */
@@ -210,6 +215,9 @@ typedef struct cz_deploy {
     gsl_rng *rng;
     uint64_t arrived, finished;
     uint64_t progress;     /* arrivals, turn ends, frames recorded and steps completed */
+    double now_s;          /* the time of the driver's report being handled */
+    bool runs;             /* decode runs (cz_driver.run): the driver plans them, and the
+                              router reads no load that a decode step changes */
     bool stalled;          /* the driver's watchdog stopped the run (cz_deploy_stalled) */
     uint8_t *turn_out;     /* per workload turn: its outcome once decided (0: open) */
     /* the session gateway */
@@ -256,6 +264,24 @@ static inline rep_rt *REP(cz_deploy *S, uint32_t ri)
     rep_rt *r = &S->reps[ri];
     gpu_mark(S, r->gpu);
     return r;
+}
+
+static void run_sync(cz_deploy *S, uint32_t ri, double until, bool cut);
+
+/* Replica ri's serving core, as of the report being handled: a decode run on it is
+ * brought up to now and ends with the step in flight (run_sync), so that the caller may
+ * read or change it. */
+static inline cz_server *SRV(cz_deploy *S, uint32_t ri)
+{
+    rep_rt *r = &S->reps[ri];
+    if (r->run_m > 0)
+        run_sync(S, ri, S->now_s, true);
+    return r->srv;
+}
+
+static inline cz_server *RSRV(cz_deploy *S, rep_rt *r)
+{
+    return SRV(S, (uint32_t)(r - S->reps));
 }
 
 static inline uint32_t *SLOT_OF(cz_deploy *S, uint32_t si)
@@ -755,13 +781,13 @@ static void route_prefix_view(cz_deploy *S, uint32_t si, uint32_t p, uint32_t g,
     const cz_turn *t = WT(S, g);
     uint64_t hist = 0;
     if (st->rep != NONE && st->seq != NONE) {
-        const cz_seq *q = cz_server_seq(S->reps[st->rep].srv, st->seq);
+        const cz_seq *q = cz_server_seq(SRV(S, st->rep), st->seq);
         hist = (uint64_t)q->tokens_in + q->generated;
     }
     uint64_t tokens = hist + turn_in_tokens(t);
     v->tokens = tokens < UINT32_MAX ? (uint32_t)tokens : UINT32_MAX;
     if (hist > 0) {
-        uint32_t held, c = cz_server_seq_cached_blocks(S->reps[st->rep].srv, st->seq, &held);
+        uint32_t held, c = cz_server_seq_cached_blocks(SRV(S, st->rep), st->seq, &held);
         if (c > 0)
             S->cand[v->n_cand++] = (cz_router_cand){st->rep - base, c, held};
         return;
@@ -838,7 +864,7 @@ static void run_xfers(cz_deploy *S, uint32_t ri, double now)
     if (!r->srv)
         return;
     uint32_t n;
-    const cz_xfer *x = cz_server_take_xfers(r->srv, &n);
+    const cz_xfer *x = cz_server_take_xfers(RSRV(S, r), &n);
     for (uint32_t i = 0; i < n; i++) {
         double bytes = x[i].tokens * S->kv_bytes_per_token[r->p];
         if (!x[i].remote) {
@@ -848,7 +874,7 @@ static void run_xfers(cz_deploy *S, uint32_t ri, double now)
         /* a decode replica pulls the turn's KV from the prefill replica that holds it
          * (DistServe, section 4.3: the decoding instance fetches it when it admits the
          * request) */
-        uint32_t si = (uint32_t)cz_server_seq(r->srv, x[i].seq)->session;
+        uint32_t si = (uint32_t)cz_server_seq(RSRV(S, r), x[i].seq)->session;
         ses_rt *ss = SES(S, si);
         const ses_stage *src = SP(S, si, CZ_PD_PREFILL);
         CZ_ASSERT(S->cfg->pd && r->p == CZ_PD_DECODE && !ss->pd_pulling && src->open &&
@@ -856,7 +882,7 @@ static void run_xfers(cz_deploy *S, uint32_t ri, double now)
         ss->pd_pulling = true;
         S->pd_pulls++;
         S->pd_pull_bytes += bytes;
-        cz_server_note_sent(S->reps[src->rep].srv, x[i].tokens);
+        cz_server_note_sent(SRV(S, src->rep), x[i].tokens);
         S->drv.pull(S->drv.ctx, ri, &x[i], src->rep, src->seq, bytes, now);
     }
 }
@@ -921,7 +947,7 @@ static uint32_t detok_schedule(cz_deploy *S, uint32_t gi, rep_rt *r, double now,
         const ses_stage *st = SP(S, j->owner, (uint32_t)from);
         bool live = SES(S, j->owner)->g == j->tag && st->seq != NONE;
         r->djobs[i] = (cz_detok_job){
-            .q = live ? cz_server_seq(S->reps[st->rep].srv, st->seq) : NULL, .pos = i};
+            .q = live ? cz_server_seq(SRV(S, st->rep), st->seq) : NULL, .pos = i};
     }
     double wake;
     const cz_policy_params *pp = &S->cfg->place[r->p].policy.params;
@@ -955,11 +981,11 @@ static void dispatch_run(cz_deploy *S, uint32_t gi, double now)
         bool run = false;
         cz_batch b;
         if (r->srv) {
-            if (cz_server_schedule(r->srv, now, &b)) {
+            if (cz_server_schedule(RSRV(S, r), now, &b)) {
                 st.batch = &b;
                 run = true;
             } else {
-                wake = fmin(wake, cz_server_wake_at(r->srv));
+                wake = fmin(wake, cz_server_wake_at(RSRV(S, r)));
             }
             run_xfers(S, ri, now);
         } else {
@@ -1042,12 +1068,12 @@ static uint32_t stage_seq(cz_deploy *S, uint32_t si, uint32_t p, uint32_t g)
     ses_stage *st = SP(S, si, p);
     uint32_t ri = route(S, si, p, g);
     if (st->rep != ri && st->seq != NONE) {
-        cz_server_seq_close(REP(S, st->rep)->srv, st->seq);
+        cz_server_seq_close(SRV(S, st->rep), st->seq);
         st->seq = NONE;
     }
     st->rep = ri;
     if (st->seq == NONE)
-        st->seq = cz_server_seq_open(REP(S, ri)->srv, si, (uint32_t)WS(S, si)->cls, false);
+        st->seq = cz_server_seq_open(SRV(S, ri), si, (uint32_t)WS(S, si)->cls, false);
     return st->seq;
 }
 
@@ -1063,6 +1089,9 @@ static void op_submit(cz_deploy *S, uint32_t ri, deferred_op op, double now)
         run_xfers(S, ri, now);
         return;
     }
+    /* the operation waits for the step in flight to end: a decode run ends with it */
+    if (r->run_m > 0)
+        run_sync(S, ri, S->now_s, true);
     if (r->n_ops + 1 > r->cap_ops) {
         size_t cap = r->cap_ops;
         cz_grow((void **)&r->ops, &cap, r->n_ops + 1, sizeof *r->ops);
@@ -1118,8 +1147,8 @@ static void ask_next_report(cz_deploy *S, uint32_t si, uint32_t p)
     if (next == NONE || next >= st->target)
         return;
     rep_rt *r = REP(S, st->rep);
-    const cz_seq *q = cz_server_seq(r->srv, st->seq);
-    cz_server_notify_at(r->srv, st->seq, q->turn_generated_base + next);
+    const cz_seq *q = cz_server_seq(RSRV(S, r), st->seq);
+    cz_server_notify_at(RSRV(S, r), st->seq, q->turn_generated_base + next);
 }
 
 /* Starts the turn at AR stage p: the first AR stage gets the whole input; a fed one
@@ -1138,15 +1167,15 @@ static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, boo
         /* each pool's sequence holds the session's context as the decode pool left it:
          * cut back to it, or given what it lacks (the replies the other pool generated,
          * or all of it on a replica new to the session) as input */
-        const cz_seq *q = cz_server_seq(r->srv, seq);
+        const cz_seq *q = cz_server_seq(RSRV(S, r), seq);
         uint32_t have = q->tokens_in + q->generated;
-        if (have > ss->pd_ctx && cz_server_seq_moving(r->srv, seq)) {
+        if (have > ss->pd_ctx && cz_server_seq_moving(RSRV(S, r), seq)) {
             /* its KV is still being stored: it starts again from nothing */
-            cz_server_seq_close(r->srv, seq);
-            seq = st->seq = cz_server_seq_open(r->srv, si, (uint32_t)WS(S, si)->cls, false);
+            cz_server_seq_close(RSRV(S, r), seq);
+            seq = st->seq = cz_server_seq_open(RSRV(S, r), si, (uint32_t)WS(S, si)->cls, false);
             have = 0;
         } else if (have > ss->pd_ctx) {
-            cz_server_seq_truncate(r->srv, seq, ss->pd_ctx);
+            cz_server_seq_truncate(RSRV(S, r), seq, ss->pd_ctx);
             have = ss->pd_ctx;
         }
         in += ss->pd_ctx - have;
@@ -1157,7 +1186,7 @@ static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, boo
     const cz_turn_hashes th = {cz_workload_turn_hashes(S->wl, t), t->hash_len,
                                S->wl->hash_block_tokens};
     bool prompt = p == S->first_ar || (S->cfg->pd && p == CZ_PD_DECODE);
-    uint64_t rec = cz_server_turn_hashed(r->srv, ss->ready_s, seq, k, S->ar_ord[p], in, out,
+    uint64_t rec = cz_server_turn_hashed(RSRV(S, r), ss->ready_s, seq, k, S->ar_ord[p], in, out,
                                          st->target, final, prompt ? &th : NULL);
     st->open = true;
     st->gen = 0;
@@ -1165,7 +1194,7 @@ static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, boo
     if (S->drv.turn_opened)
         S->drv.turn_opened(S->drv.ctx, st->rep, seq, rec, in, out);
     /* a refused turn leaves its sequence idle (its record, released, may be gone) */
-    if (!cz_server_seq(r->srv, seq)->turn_open) {
+    if (!cz_server_seq(RSRV(S, r), seq)->turn_open) {
         /* the turn cannot be served: nothing flows to the later stages; refused by the
          * first stage it is rejected, by a later one (after work was done) it failed; a
          * disaggregated turn's record is its decode pool's (a prefill pool's rejected
@@ -1190,7 +1219,7 @@ static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, boo
     if (S->order == ORDER_ACTIVE) {
         /* Dynamo's router adds a request's new blocks to its worker's active blocks (those
          * not already in use there) */
-        const cz_seq *q = cz_server_seq(r->srv, seq);
+        const cz_seq *q = cz_server_seq(RSRV(S, r), seq);
         uint64_t ctx = (uint64_t)q->tokens_in + q->generated;
         uint64_t bt = S->cfg->place[p].server.block_tokens;
         uint64_t blocks = (ctx + bt - 1) / bt;
@@ -1199,10 +1228,10 @@ static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, boo
     ss->outstanding++;
     if (S->cfg->pd && p == CZ_PD_DECODE) {
         /* its context but the last token was computed by the prefill pool */
-        const cz_seq *q = cz_server_seq(r->srv, seq);
+        const cz_seq *q = cz_server_seq(RSRV(S, r), seq);
         uint32_t ctx = q->tokens_in + q->generated;
         if (ctx > 1 && q->computed < ctx - 1)
-            cz_server_import(r->srv, seq, ctx - 1);
+            cz_server_import(RSRV(S, r), seq, ctx - 1);
         else
             pd_release_prefill(S, si, now); /* it holds all it needs */
     }
@@ -1267,7 +1296,7 @@ static void client_audio(cz_deploy *S, uint32_t si, double audio_s, double now)
     for (uint32_t q = 0; q < S->n_pipe; q++) {
         ses_stage *st = SP(S, si, q);
         if (st->seq != NONE)
-            cz_server_on_playback(REP(S, st->rep)->srv, now, st->seq,
+            cz_server_on_playback(SRV(S, st->rep), now, st->seq,
                                   cz_player_heard_s(pl, now), pl->audio_s, audio_s);
     }
     if (first) {
@@ -1287,7 +1316,7 @@ static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bo
     const cz_turn *t = WT(S, ss->g);
     if (stage_is_ar(S, p) && st->seq != NONE && st->open) {
         rep_rt *r = REP(S, st->rep);
-        const cz_seq *q = cz_server_seq(r->srv, st->seq);
+        const cz_seq *q = cz_server_seq(RSRV(S, r), st->seq);
         st->gen = q->generated - q->turn_generated_base;
     }
     if (S->cfg->pd && p == CZ_PD_DECODE && !ss->pd_pulling)
@@ -1376,7 +1405,7 @@ static void submit_next(cz_deploy *S, uint32_t si, double now)
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         ses_stage *st = SP(S, si, p);
         if (st->seq != NONE &&
-            cz_server_seq(REP(S, st->rep)->srv, st->seq)->state != CZ_SEQ_IDLE)
+            cz_server_seq(SRV(S, st->rep), st->seq)->state != CZ_SEQ_IDLE)
             return; /* a KV load still landing after a barge-in */
     }
     uint32_t k = ss->submitted++;
@@ -1435,7 +1464,7 @@ static void submit_next(cz_deploy *S, uint32_t si, double now)
         ss->pd_ctx = 0;
         ss->pd_released = false;
         if (dst->seq != NONE) {
-            const cz_seq *q = cz_server_seq(REP(S, dst->rep)->srv, dst->seq);
+            const cz_seq *q = cz_server_seq(SRV(S, dst->rep), dst->seq);
             ss->pd_ctx = q->tokens_in + q->generated;
         }
         SP(S, si, CZ_PD_PREFILL)->target = 1;
@@ -1484,17 +1513,17 @@ static cz_preload_outcome speech_start(cz_deploy *S, uint32_t si, double oracle_
         if (!stage_is_ar(S, p) || st->seq == NONE)
             continue;
         rep_rt *r = REP(S, st->rep);
-        uint32_t tokens = cz_server_preload_tokens(r->srv, st->seq);
-        cz_server_on_speech_start(r->srv, now, st->seq);
+        uint32_t tokens = cz_server_preload_tokens(RSRV(S, r), st->seq);
+        cz_server_on_speech_start(RSRV(S, r), now, st->seq);
         if (tokens == 0)
             continue;
         double needed_at = S->cfg->place[p].server.preload_oracle && oracle_s >= 0
                                ? now + oracle_s
-                               : cz_server_speech_end_estimate(r->srv, st->seq, now);
+                               : cz_server_speech_end_estimate(RSRV(S, r), st->seq, now);
         double eta = S->drv.xfer_eta(S->drv.ctx, r->gpu, tokens * S->kv_bytes_per_token[p],
                                      false, now);
         cz_preload_outcome o =
-            cz_server_preload(r->srv, now, st->seq, cz_preload_admit(eta, needed_at), needed_at);
+            cz_server_preload(RSRV(S, r), now, st->seq, cz_preload_admit(eta, needed_at), needed_at);
         if (p == S->first_ar)
             first = o;
         run_xfers(S, st->rep, now);
@@ -1531,14 +1560,14 @@ static void maybe_close(cz_deploy *S, uint32_t si)
         ses_stage *st = SP(S, si, p);
         if (st->seq == NONE)
             continue;
-        cz_server *srv = REP(S, st->rep)->srv;
+        cz_server *srv = SRV(S, st->rep);
         if (cz_server_seq(srv, st->seq)->state != CZ_SEQ_IDLE)
             return; /* closed when its KV load lands */
     }
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         ses_stage *st = SP(S, si, p);
         if (st->seq != NONE) {
-            cz_server_seq_close(REP(S, st->rep)->srv, st->seq);
+            cz_server_seq_close(SRV(S, st->rep), st->seq);
             st->seq = NONE;
         }
     }
@@ -1601,7 +1630,7 @@ static void op_apply(cz_deploy *S, rep_rt *r, const deferred_op *op, double now)
         /* a feed queued behind one that failed the turn, or before a barge-in (whose
          * abort follows it), has nothing left to feed */
         if (op->session == NONE) {
-            uint64_t who = cz_server_seq(r->srv, op->seq)->session;
+            uint64_t who = cz_server_seq(RSRV(S, r), op->seq)->session;
             if (S->streams[who - S->wl->n_sessions].failed)
                 return;
         } else if (!SP(S, op->session, r->p)->open) {
@@ -1609,13 +1638,13 @@ static void op_apply(cz_deploy *S, rep_rt *r, const deferred_op *op, double now)
                       SES(S, op->session)->barged || SES(S, op->session)->g == NONE);
             return;
         }
-        cz_feed_result fr = cz_server_feed(r->srv, now, op->seq, op->in, op->out, op->final);
+        cz_feed_result fr = cz_server_feed(RSRV(S, r), now, op->seq, op->in, op->out, op->final);
         if (fr == CZ_FEED_OK)
             return;
         if (op->session == NONE) {
             /* a stream whose context outgrew the pool: no more frames are served (they
              * come back empty) */
-            uint64_t who = cz_server_seq(r->srv, op->seq)->session;
+            uint64_t who = cz_server_seq(RSRV(S, r), op->seq)->session;
             CZ_ASSERT(fr == CZ_FEED_FAILED && who >= S->wl->n_sessions);
             S->streams[who - S->wl->n_sessions].failed = true;
             return;
@@ -1633,7 +1662,7 @@ static void op_apply(cz_deploy *S, rep_rt *r, const deferred_op *op, double now)
         stage_progress(S, op->session, r->p, now, true);
         return;
     }
-    cz_server_abort(r->srv, now, op->seq, op->out);
+    cz_server_abort(RSRV(S, r), now, op->seq, op->out);
     ses_rt *ss = SES(S, op->session);
     ss->blocked--;
     if (ss->blocked == 0) {
@@ -1741,7 +1770,7 @@ static void on_ar_done(cz_deploy *S, uint32_t ri, double now)
 {
     rep_rt *r = REP(S, ri);
     cz_step_events ev;
-    cz_server_on_batch_done(r->srv, now, &ev);
+    cz_server_on_batch_done(RSRV(S, r), now, &ev);
     /* copy: handling the events can call back into this server */
     uint32_t n_ms = ev.n_milestone, n_td = ev.n_turn_done;
     /* a prefill pool's turn stalls at its first token, holding its KV for the decode
@@ -1755,7 +1784,7 @@ static void on_ar_done(cz_deploy *S, uint32_t ri, double now)
     memcpy(ms + n_ms, ev.turn_done, n_td * sizeof *ms);
     for (uint32_t i = 0; i < n_ms + n_td; i++) {
         bool done = i >= n_ms;
-        const cz_seq *q = cz_server_seq(r->srv, ms[i]);
+        const cz_seq *q = cz_server_seq(RSRV(S, r), ms[i]);
         uint64_t who = q->session;
         if (who >= S->wl->n_sessions) {
             if (!done)
@@ -1775,7 +1804,7 @@ static void on_ar_done(cz_deploy *S, uint32_t ri, double now)
     /* the sessions whose turns end (or report) at the next step arrived long ago: their
      * state is fetched towards the cache ahead of it */
     uint64_t due[4];
-    uint32_t n_due = cz_server_due_next(r->srv, due, 4);
+    uint32_t n_due = cz_server_due_next(RSRV(S, r), due, 4);
     for (uint32_t i = 0; i < n_due; i++) {
         uint32_t k = due[i] < S->wl->n_sessions ? slot_of(S, (uint32_t)due[i]) : NONE;
         if (k != NONE && k != CLOSED) {
@@ -1849,13 +1878,13 @@ static void frame_done(cz_deploy *S, uint32_t j, double now)
         sr->live = false;
         S->live_streams--;
         cz_metrics_gateway(S->m, now, S->adm.cap, S->live_streams);
-        S->end_blocks_sum += cz_server_seq(REP(S, sr->rep)->srv, sr->seq)->blocks;
+        S->end_blocks_sum += cz_server_seq(SRV(S, sr->rep), sr->seq)->blocks;
         S->n_ended++;
-        cz_server_seq_close(REP(S, sr->rep)->srv, sr->seq);
+        cz_server_seq_close(SRV(S, sr->rep), sr->seq);
         return;
     }
     if (sr->done < sr->ticked && !sr->failed)
-        cz_server_notify_at(REP(S, sr->rep)->srv, sr->seq,
+        cz_server_notify_at(SRV(S, sr->rep), sr->seq,
                             (sr->done + 1) * sm->tokens_out_per_frame);
 }
 
@@ -1879,7 +1908,7 @@ static void on_tick(cz_deploy *S, uint32_t j, uint32_t f, double now)
         cz_metrics_gateway(S->m, now, S->adm.cap, S->live_streams);
         /* a resident request grows frame by frame with no bound known up front (the
          * Metronome cliff): only its first frame is checked */
-        uint64_t rec = cz_server_turn(r->srv, now, sr->seq, 0, S->ar_ord[S->first_ar],
+        uint64_t rec = cz_server_turn(RSRV(S, r), now, sr->seq, 0, S->ar_ord[S->first_ar],
                                       sm->tokens_in_per_frame, sm->tokens_out_per_frame, 0, last);
         cz_metrics_req(S->m, rec)->stream = 1;
         if (cz_metrics_req(S->m, rec)->outcome == CZ_REQ_REJECTED) {
@@ -1900,7 +1929,7 @@ static void on_tick(cz_deploy *S, uint32_t j, uint32_t f, double now)
     /* the oldest frame not yet done is reported when its tokens are all out; asking
      * before a deferred feed lands is fine: a report beyond the budget waits for it */
     if (sr->done + 1 == sr->ticked && !sr->failed)
-        cz_server_notify_at(r->srv, sr->seq, sr->ticked * sm->tokens_out_per_frame);
+        cz_server_notify_at(RSRV(S, r), sr->seq, sr->ticked * sm->tokens_out_per_frame);
     if (!last)
         S->drv.timer(S->drv.ctx, sm->start_s + (f + 1) * sm->frame_period_s, CZ_TIMER_TICK, j,
                      f + 1);
@@ -1982,7 +2011,7 @@ static void describe_stuck(cz_deploy *S, uint32_t si, uint32_t g, char *buf, siz
             ADD(" %s: not started;", name);
             continue;
         }
-        cz_server *srv = REP(S, st->rep)->srv;
+        cz_server *srv = SRV(S, st->rep);
         const cz_seq *q = cz_server_seq(srv, st->seq);
         ADD(" %s: replica %u, sequence %s%s, generated %u of %u (fed %u), %u KV blocks, pool "
             "%u used (%u idle), %u running, %u waiting;",
@@ -2078,6 +2107,7 @@ void cz_deploy_free(cz_deploy *S)
         if (!S->reps[i].srv)
             cz_jobq_free(&S->reps[i].jq);
         free(S->reps[i].ops);
+        free(S->reps[i].run_t);
         free(S->reps[i].djobs);
         free(S->reps[i].dcands);
         free(S->reps[i].dpos);
@@ -2312,6 +2342,13 @@ cz_status cz_deploy_create(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
     cz_metrics_set_slo(m, &cfg->slo);
     cz_metrics_track_classes(m, cz_workload_mixed_classes(wl));
     S->drv = *drv;
+    /* the routers that read a serving core's queues, KV use or cached prefixes read what
+     * a decode step changes: each step goes through the runtime for them; so it does for
+     * a live workload, whose driver may read a serving core between its reports, and when
+     * the rows of /timeline and /itl are kept, which come in time order */
+    S->runs = drv->run && drv->fast_forward && !wl->live && cz_metrics_rows_dropped(m) &&
+              cfg->router.policy != CZ_ROUTER_VLLM_DP && cfg->router.policy != CZ_ROUTER_LLM_D &&
+              cfg->router.policy != CZ_ROUTER_KV;
     S->n_pipe = n_pipe;
     S->voc = -1;
     S->first_ar = first_ar;
@@ -2342,7 +2379,7 @@ cz_status cz_deploy_create(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
         stream_rt *sr = &S->streams[j];
         uint32_t base = S->rep_off[S->first_ar], n = cfg->place[S->first_ar].replicas;
         sr->rep = base + j % n;
-        sr->seq = cz_server_seq_open(REP(S, sr->rep)->srv, (uint64_t)wl->n_sessions + j,
+        sr->seq = cz_server_seq_open(SRV(S, sr->rep), (uint64_t)wl->n_sessions + j,
                                      (uint32_t)sm->cls, true);
         sr->frames = (uint32_t)floor(sm->duration_s / sm->frame_period_s + 1e-9);
         m->acct.frames += sr->frames;
@@ -2378,6 +2415,7 @@ void cz_deploy_start(cz_deploy *S)
 
 void cz_deploy_timer(cz_deploy *S, double now, uint32_t kind, uint32_t a, uint32_t b)
 {
+    S->now_s = now;
     switch (kind) {
     case CZ_TIMER_ARRIVAL: on_arrival(S, now, a); break;
     case CZ_TIMER_BARGE_IN: on_barge_in(S, a, b, now); break;
@@ -2412,6 +2450,55 @@ void cz_deploy_timer(cz_deploy *S, double now, uint32_t kind, uint32_t a, uint32
     dispatch_all(S, now);
 }
 
+/* Decode runs: at most this many steps promised at once (a run cut short by an arrival
+ * wastes the timing of the rest). */
+#define RUN_CAP 1024u
+
+/* Applies the steps of replica ri's decode run that ended by `until` (each a fast-forward
+ * step at its end, cz_server_step_again, as the driver's report of it would have); with
+ * `cut`, the run then ends with the step in flight, whose end the driver reports instead
+ * (cz_driver.run_cut). */
+static void run_sync(cz_deploy *S, uint32_t ri, double until, bool cut)
+{
+    rep_rt *r = &S->reps[ri];
+    CZ_ASSERT(r->run_m > 0 && r->busy);
+    cz_server_run_hold(r->srv, false);
+    cz_batch b;
+    while (r->run_j < r->run_m && r->run_t[r->run_j] <= until) {
+        bool again = cz_server_step_again(r->srv, r->run_t[r->run_j], &b);
+        CZ_ASSERT(again); /* cz_server_run_room promised it */
+        S->progress++;
+        r->run_j++;
+    }
+    if (r->run_j == r->run_m) {
+        r->run_m = r->run_j = 0; /* the step in flight is the run's last */
+    } else if (cut) {
+        double end = r->run_t[r->run_j];
+        r->run_m = r->run_j = 0;
+        S->drv.run_cut(S->drv.ctx, ri, end);
+    } else {
+        cz_server_run_hold(r->srv, true);
+    }
+}
+
+double cz_deploy_runs_sync(cz_deploy *S, double until)
+{
+    double last = -INFINITY;
+    for (uint32_t ri = 0; ri < S->n_reps; ri++) {
+        rep_rt *r = &S->reps[ri];
+        if (r->run_m == 0)
+            continue;
+        if (r->run_t[r->run_j] <= until) {
+            uint32_t j = r->run_j;
+            while (j < r->run_m && r->run_t[j] <= until)
+                j++;
+            last = fmax(last, r->run_t[j - 1]);
+        }
+        run_sync(S, ri, until, true);
+    }
+    return last;
+}
+
 /* The fast-forward step: replica ri's batch ended at `now` and, when nothing else is to be
  * dispatched (no device marked, none dispatched on every event, no operation deferred) and
  * its serving core finds the next step the same decode set (cz_server_step_again), that
@@ -2430,8 +2517,35 @@ static bool step_again(cz_deploy *S, uint32_t ri, double now)
         return false;
     S->progress++;
     cz_deploy_step st = {.rep = ri, .p = r->p, .gpu = r->gpu, .srv = r->srv, .batch = &b};
-    S->drv.step(S->drv.ctx, &st, now);
-    S->drv.launched(S->drv.ctx, r->gpu, now);
+    uint32_t m = S->runs ? cz_server_run_room(r->srv, RUN_CAP) : 0;
+    if (m == 0) {
+        S->drv.step(S->drv.ctx, &st, now);
+        S->drv.launched(S->drv.ctx, r->gpu, now);
+    } else {
+        /* a decode run: the driver times the step in flight and the m promised after it,
+         * each the decode set again with m x decode_seqs more context, and reports the
+         * last one's end; the steps between are applied when something reaches the
+         * replica or the run ends (run_sync) */
+        if (m + 1 > r->run_cap) {
+            /* by doubling, up to RUN_CAP + 1: a replica's runs are as long as its decodes */
+            uint32_t cap = r->run_cap ? 2 * r->run_cap : 16;
+            while (cap < m + 1)
+                cap *= 2;
+            r->run_cap = cap < RUN_CAP + 1 ? cap : RUN_CAP + 1;
+            r->run_t = cz_xrealloc(r->run_t, r->run_cap, sizeof *r->run_t);
+        }
+        cz_batch vb = b;
+        st.batch = &vb;
+        double t = now;
+        for (uint32_t k = 0; k <= m; k++) {
+            vb.decode_ctx_tokens = b.decode_ctx_tokens + (uint64_t)k * b.decode_seqs;
+            t = r->run_t[k] = S->drv.run_step_end(S->drv.ctx, &st, t);
+        }
+        r->run_m = m;
+        r->run_j = 0;
+        cz_server_run_hold(r->srv, true);
+        S->drv.run(S->drv.ctx, ri, r->run_t[m], now);
+    }
     if (S->cfg->router.policy == CZ_ROUTER_VLLM_DP || S->cfg->router.policy == CZ_ROUTER_LLM_D)
         load_refresh(S, ri, now);
     return true;
@@ -2440,6 +2554,10 @@ static bool step_again(cz_deploy *S, uint32_t ri, double now)
 void cz_deploy_step_done(cz_deploy *S, uint32_t ri, double now)
 {
     CZ_ASSERT(S->reps[ri].busy && S->gpus[S->reps[ri].gpu].inflight > 0);
+    S->now_s = now;
+    if (S->reps[ri].run_m > 0)
+        run_sync(S, ri, now, false); /* the run's end: every step before it */
+    CZ_ASSERT(S->reps[ri].run_m == 0);
     if (step_again(S, ri, now))
         return;
     rep_rt *r = REP(S, ri);
@@ -2461,9 +2579,10 @@ void cz_deploy_step_done(cz_deploy *S, uint32_t ri, double now)
 
 void cz_deploy_xfer_done(cz_deploy *S, uint32_t ri, uint32_t seq, bool to_host, double now)
 {
+    S->now_s = now;
     rep_rt *r = REP(S, ri);
-    cz_server_on_xfer_done(r->srv, now, seq, to_host);
-    uint64_t who = cz_server_seq(r->srv, seq)->session;
+    cz_server_on_xfer_done(RSRV(S, r), now, seq, to_host);
+    uint64_t who = cz_server_seq(RSRV(S, r), seq)->session;
     if (S->cfg->pd && r->p == CZ_PD_DECODE && !to_host) {
         ses_rt *ss = SES(S, (uint32_t)who);
         if (ss->pd_pulling) {
@@ -2493,12 +2612,15 @@ cz_status cz_deploy_finish(cz_deploy *S, bool cut, double now, cz_run_stats *sta
                            cz_err *err)
 {
     const cz_workload *wl = S->wl;
+    S->now_s = now;
+    double ran = cz_deploy_runs_sync(S, now);
+    CZ_ASSERT(ran <= now);
     stats->kv_saturated_at_s = NAN;
     for (uint32_t i = 0; i < S->n_reps; i++) {
         if (!S->reps[i].srv)
             continue;
         cz_preload_stats pl;
-        cz_server_preload_stats(S->reps[i].srv, &pl);
+        cz_server_preload_stats(SRV(S, i), &pl);
         stats->preload.started += pl.started;
         stats->preload.hits += pl.hits;
         stats->preload.late += pl.late;
@@ -2506,11 +2628,11 @@ cz_status cz_deploy_finish(cz_deploy *S, bool cut, double now, cz_run_stats *sta
         stats->preload.cancels += pl.cancels;
         stats->preload.fallbacks += pl.fallbacks;
         uint64_t ow, owt;
-        cz_server_overwrites(S->reps[i].srv, &ow, &owt);
+        cz_server_overwrites(SRV(S, i), &ow, &owt);
         stats->overwrites += ow;
         stats->overwrite_tokens += owt;
-        cz_server_finalize(S->reps[i].srv);
-        double t = cz_server_saturated_at(S->reps[i].srv);
+        cz_server_finalize(SRV(S, i));
+        double t = cz_server_saturated_at(SRV(S, i));
         if (!isnan(t) && !(t >= stats->kv_saturated_at_s))
             stats->kv_saturated_at_s = t;
     }
@@ -2618,7 +2740,7 @@ static void hand_over(cz_deploy *S, uint32_t a, uint32_t b)
         ses_stage *st = &sp[p];
         *st = (ses_stage){.rep = st->rep, .seq = st->seq};
         if (st->seq != NONE)
-            cz_server_seq_rebind(REP(S, st->rep)->srv, st->seq, b);
+            cz_server_seq_rebind(SRV(S, st->rep), st->seq, b);
     }
     memset(&S->pl_chunk[k / SLOT_CHUNK][k % SLOT_CHUNK], 0, sizeof(cz_player));
     advance_low(S);
@@ -2638,7 +2760,7 @@ static bool can_hand_over(cz_deploy *S, uint32_t si, uint32_t keep_tokens)
         const ses_stage *st = SP(S, si, p);
         if (st->seq == NONE)
             continue;
-        cz_server *srv = REP(S, st->rep)->srv;
+        cz_server *srv = SRV(S, st->rep);
         const cz_seq *q = cz_server_seq(srv, st->seq);
         if (q->state != CZ_SEQ_IDLE)
             return false;
@@ -2656,6 +2778,7 @@ static bool can_hand_over(cz_deploy *S, uint32_t si, uint32_t keep_tokens)
 uint32_t cz_deploy_submit(cz_deploy *S, const cz_workload *one, uint32_t follows,
                           uint32_t keep_tokens, bool keep, double now, bool *took_over)
 {
+    S->now_s = now;
     cz_workload *wl = S->wl;
     CZ_ASSERT(S->live && S->next_initial == wl->n_sessions);
     window_release(S); /* the sessions behind the oldest open one go */
@@ -2672,7 +2795,7 @@ uint32_t cz_deploy_submit(cz_deploy *S, const cz_workload *one, uint32_t follows
             took = true;
             ses_stage *st = SP(S, si, S->first_ar);
             if (keep_tokens != UINT32_MAX && st->seq != NONE)
-                cz_server_seq_truncate(REP(S, st->rep)->srv, st->seq, keep_tokens);
+                cz_server_seq_truncate(SRV(S, st->rep), st->seq, keep_tokens);
         } else {
             cz_deploy_release(S, follows, now);
         }
@@ -2701,12 +2824,13 @@ uint32_t cz_deploy_kv_tokens(cz_deploy *S, uint32_t si)
     const ses_stage *st = SP(S, si, S->first_ar);
     if (st->seq == NONE)
         return 0;
-    const cz_seq *q = cz_server_seq(REP(S, st->rep)->srv, st->seq);
+    const cz_seq *q = cz_server_seq(SRV(S, st->rep), st->seq);
     return q->host_tokens > q->computed ? q->host_tokens : q->computed;
 }
 
 void cz_deploy_release(cz_deploy *S, uint32_t si, double now)
 {
+    S->now_s = now;
     uint32_t k = si < S->wl->n_sessions ? slot_of(S, si) : CLOSED;
     if (k == NONE || k == CLOSED)
         return;
@@ -2735,6 +2859,7 @@ static void cut_open_turn(cz_deploy *S, uint32_t si, uint32_t heard, double now)
 
 void cz_deploy_cancel(cz_deploy *S, uint32_t si, double now)
 {
+    S->now_s = now;
     uint32_t k = si < S->wl->n_sessions ? slot_of(S, si) : CLOSED;
     if (k == NONE || k == CLOSED)
         return;
@@ -2748,6 +2873,7 @@ void cz_deploy_cancel(cz_deploy *S, uint32_t si, double now)
 
 cz_preload_outcome cz_deploy_speech_start(cz_deploy *S, uint32_t si, double now)
 {
+    S->now_s = now;
     uint32_t k = si < S->wl->n_sessions ? slot_of(S, si) : CLOSED;
     if (k == NONE || k == CLOSED || SES(S, si)->g != NONE || SES(S, si)->blocked)
         return CZ_PRELOAD_NOTHING;
@@ -2759,6 +2885,7 @@ cz_preload_outcome cz_deploy_speech_start(cz_deploy *S, uint32_t si, double now)
 void cz_deploy_playback(cz_deploy *S, uint32_t si, double played_s, double received_s,
                         double last_chunk_s, double now)
 {
+    S->now_s = now;
     uint32_t k = si < S->wl->n_sessions ? slot_of(S, si) : CLOSED;
     if (k == NONE || k == CLOSED)
         return;
@@ -2766,7 +2893,7 @@ void cz_deploy_playback(cz_deploy *S, uint32_t si, double played_s, double recei
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         ses_stage *st = SP(S, si, p);
         if (stage_is_ar(S, p) && st->seq != NONE)
-            cz_server_on_playback(REP(S, st->rep)->srv, now, st->seq, played_s, received_s,
+            cz_server_on_playback(SRV(S, st->rep), now, st->seq, played_s, received_s,
                                   last_chunk_s);
     }
     dispatch_all(S, now); /* the scheduler's urgencies changed */
@@ -2774,6 +2901,7 @@ void cz_deploy_playback(cz_deploy *S, uint32_t si, double played_s, double recei
 
 bool cz_deploy_barge_in(cz_deploy *S, uint32_t si, uint32_t heard, double now)
 {
+    S->now_s = now;
     uint32_t k = si < S->wl->n_sessions ? slot_of(S, si) : CLOSED;
     if (k == NONE || k == CLOSED)
         return false;
@@ -2795,7 +2923,7 @@ bool cz_deploy_settling(cz_deploy *S, uint32_t si)
         return true;
     for (uint32_t p = 0; p < S->n_pipe; p++) {
         const ses_stage *st = SP(S, si, p);
-        if (st->seq != NONE && cz_server_seq_moving(REP(S, st->rep)->srv, st->seq))
+        if (st->seq != NONE && cz_server_seq_moving(SRV(S, st->rep), st->seq))
             return true;
     }
     return false;

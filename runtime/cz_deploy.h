@@ -106,11 +106,28 @@ typedef struct cz_driver {
      * one on a device of its own (the engine) or watches each step's sequences leaves it
      * false. */
     bool fast_forward;
+    /* Optional (NULL: none), with fast_forward: decode runs (docs/serving-core.md,
+     * "Decode runs"). run_step_end: when step `s` (decode only), started alone on its
+     * device at start_s, would end; a pure function of its arguments. run: replica `rep`
+     * runs decode steps until end_s, which the driver reports with cz_deploy_step_done as
+     * a step's end (the runtime applies the steps between when it needs them). run_cut:
+     * the run on `rep` ends at end_s instead (< the end given); the end reported before is
+     * void. */
+    double (*run_step_end)(void *ctx, const cz_deploy_step *s, double start_s);
+    void (*run)(void *ctx, uint32_t rep, double end_s, double now);
+    void (*run_cut)(void *ctx, uint32_t rep, double end_s);
 } cz_driver;
 
 typedef struct cz_deploy cz_deploy;
 
-/* A replica's place, for drivers. */
+/* Decode runs: applies every step of a run that ended by `until` and ends each run with
+ * its step then in flight (cz_driver.run_cut); returns the latest such step end (-inf:
+ * none). A driver calls it when its run stops short of its events (a time limit). */
+double cz_deploy_runs_sync(cz_deploy *d, double until);
+
+/* A replica's place, for drivers. While a decode run is on the replica (cz_driver.run),
+ * its serving core asserts on every call (cz_server_run_hold): runs are taken only for a
+ * workload that is not live, whose driver reads no serving core between its reports. */
 typedef struct cz_deploy_replica {
     uint32_t p;        /* pipeline stage */
     uint32_t gpu;      /* its device */

@@ -26,7 +26,9 @@
 enum {
     EV_STEP_DONE = 100, /* a step's phase ends (cz_streams); arg: replica, arg2: its GPU's
                            stream epoch when posted (stale once the epoch moved on) */
-    EV_XFER_DONE        /* arg: replica, arg2: sequence * 2 + to_host */
+    EV_XFER_DONE,       /* arg: replica, arg2: sequence * 2 + to_host */
+    EV_RUN_DONE         /* a decode run's end (cz_driver.run); arg: replica, arg2: its
+                           run serial when posted (stale once it moved on) */
 };
 
 typedef struct sim_gpu {
@@ -48,6 +50,8 @@ struct cz_sim {
     uint32_t n_reps;
     uint32_t *rep_gpu, *rep_slot;
     bool *busy;            /* per replica: a step in flight */
+    bool *in_run;          /* per replica: that step is a decode run's (no stream phases) */
+    uint32_t *run_serial;  /* per replica: bumped at each run and cut */
     double *service_s;     /* per sequence: the open turn's service time (CZ_COST_SERVICE) */
     uint32_t *service_life;
     gsl_rng *rng;
@@ -126,6 +130,39 @@ static void drv_step(void *ctx, const cz_deploy_step *st, double now)
     }
 }
 
+/* Decode runs (cz_driver.run): the end of a decode-only step started at start_s alone on
+ * its device, as drv_step and the stream model time it (a lone stream: its host part,
+ * then its kernels, each at full rate). */
+static double drv_run_step_end(void *ctx, const cz_deploy_step *st, double start_s)
+{
+    const cz_sim *S = ctx;
+    double dur = ar_step_s(S, st);
+    double host = 0.0;
+    if (S->gpus[st->gpu].async)
+        host = fmin(cz_config_step_overhead_s(S->cfg, st->p), dur);
+    double gpu = dur - host;
+    if (host > 0.0)
+        return gpu > 0.0 ? (start_s + host) + gpu : start_s + host;
+    return start_s + gpu * 1.0;
+}
+
+static void drv_run(void *ctx, uint32_t rep, double end_s, double now)
+{
+    cz_sim *S = ctx;
+    (void)now;
+    CZ_ASSERT(!S->busy[rep] && S->gpus[S->rep_gpu[rep]].n_reps == 1);
+    S->busy[rep] = true;
+    S->in_run[rep] = true;
+    cz_evq_push(&S->q, end_s, EV_RUN_DONE, rep, ++S->run_serial[rep]);
+}
+
+static void drv_run_cut(void *ctx, uint32_t rep, double end_s)
+{
+    cz_sim *S = ctx;
+    CZ_ASSERT(S->in_run[rep]);
+    cz_evq_push(&S->q, end_s, EV_RUN_DONE, rep, ++S->run_serial[rep]);
+}
+
 /* Posts the phase boundary of every step in flight on GPU gi at the time its stream model
  * gives now (cz_streams_next_s), tagged with the current epoch: those posted before are
  * stale. */
@@ -134,7 +171,7 @@ static void post_step_ends(cz_sim *S, uint32_t gi)
     sim_gpu *g = &S->gpus[gi];
     for (uint32_t k = 0; k < g->n_reps; k++) {
         uint32_t ri = g->reps[k];
-        if (S->busy[ri])
+        if (S->busy[ri] && !S->in_run[ri])
             cz_evq_push(&S->q, cz_streams_next_s(&g->st, k), EV_STEP_DONE, ri,
                         (uint32_t)g->st.epoch);
     }
@@ -209,6 +246,8 @@ static void sim_free(cz_sim *S)
     free(S->rep_gpu);
     free(S->rep_slot);
     free(S->busy);
+    free(S->in_run);
+    free(S->run_serial);
     free(S->service_s);
     free(S->service_life);
     if (S->rng)
@@ -233,6 +272,8 @@ static void build_gpus(cz_sim *S)
     S->rep_gpu = cz_xmalloc(S->n_reps * sizeof *S->rep_gpu);
     S->rep_slot = cz_xmalloc(S->n_reps * sizeof *S->rep_slot);
     S->busy = cz_xcalloc(S->n_reps, sizeof *S->busy);
+    S->in_run = cz_xcalloc(S->n_reps, sizeof *S->in_run);
+    S->run_serial = cz_xcalloc(S->n_reps, sizeof *S->run_serial);
     double *corun = cz_xmalloc(cfg->n_gpus * sizeof *corun);
     uint32_t *on_gpu = cz_xcalloc(cfg->n_gpus, sizeof *on_gpu);
     for (uint32_t ri = 0; ri < S->n_reps; ri++)
@@ -290,6 +331,12 @@ cz_status cz_sim_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
         /* an observer watches each step's sequences as a dispatch hands them over */
         .fast_forward = cfg->fast_forward && !S->obs.step_ended,
     };
+    if (drv.fast_forward && cfg->cost_kind != CZ_COST_SERVICE) {
+        /* decode runs: a decode step's time is the cost model's of its batch alone */
+        drv.run_step_end = drv_run_step_end;
+        drv.run = drv_run;
+        drv.run_cut = drv_run_cut;
+    }
     cz_status st = cz_deploy_create(cfg, wl, m, &drv, &S->d, err);
     if (st != CZ_OK) {
         free(S);
@@ -337,8 +384,11 @@ uint64_t cz_sim_events(const cz_sim *S)
  * flight: re-posted since. */
 static bool stale(const cz_sim *S, const cz_event *ev)
 {
+    if (ev->type == EV_RUN_DONE)
+        return !S->in_run[ev->arg] || ev->arg2 != S->run_serial[ev->arg];
     return ev->type == EV_STEP_DONE &&
-           (!S->busy[ev->arg] || ev->arg2 != (uint32_t)S->gpus[S->rep_gpu[ev->arg]].st.epoch);
+           (!S->busy[ev->arg] || S->in_run[ev->arg] ||
+            ev->arg2 != (uint32_t)S->gpus[S->rep_gpu[ev->arg]].st.epoch);
 }
 
 double cz_sim_next_s(cz_sim *S)
@@ -357,8 +407,13 @@ cz_sim_state cz_sim_advance(cz_sim *S)
     if (cz_sim_next_s(S) == INFINITY)
         return CZ_SIM_DRAINED;
     const cz_event *top = cz_evq_peek(&S->q);
-    if (top->t_s > cfg->max_time_s)
+    if (top->t_s > cfg->max_time_s) {
+        /* the steps of decode runs up to the limit happened */
+        double t = cz_deploy_runs_sync(S->d, cfg->max_time_s);
+        if (t > S->now)
+            S->now = t;
         return CZ_SIM_CUT;
+    }
     if (top->t_s > CZ_CLOCK_MAX_S) {
         S->over_s = top->t_s;
         return CZ_SIM_CLOCK_OVER;
@@ -366,7 +421,10 @@ cz_sim_state cz_sim_advance(cz_sim *S)
     cz_evq_pop(&S->q, &ev);
     double now = S->now = ev.t_s;
     S->events++;
-    if (ev.type == EV_XFER_DONE) {
+    if (ev.type == EV_RUN_DONE) {
+        S->busy[ev.arg] = S->in_run[ev.arg] = false;
+        cz_deploy_step_done(S->d, ev.arg, now);
+    } else if (ev.type == EV_XFER_DONE) {
         cz_deploy_xfer_done(S->d, ev.arg, ev.arg2 / 2, ev.arg2 % 2 == 1, now);
     } else if (ev.type == EV_STEP_DONE) {
         uint32_t ri = ev.arg, gi = S->rep_gpu[ri];

@@ -10,8 +10,10 @@
 # simulated day of 1,000 replicas at 1,157.4 requests/s (10^8 a day), Poisson: (a) single
 # requests of Azure conversation lengths (fleet.json), (b) multi-turn sessions at the same
 # rate of turns (fleet_sessions.json: 289.35 sessions/s of 4 turns on average), each with
-# the fast-forward (sim.fast_forward, the default) and without it (every step through the
-# runtime's dispatch), N requests each; and says how long a day would take at that pace.
+# the fast-forward (sim.fast_forward, the default: decode-only steps skip the dispatch and
+# the steps bound to follow are one event, a decode run) and without it (every step through
+# the runtime's dispatch), N requests each; and says how long a day would take at that
+# pace.
 set -u
 cz=$(realpath "$1")
 root=$(realpath "$2")

@@ -187,3 +187,61 @@ Test(stats, distacc_auto_is_exact_within_its_budget_then_a_sketch)
     cz_distacc_free(&e);
     free(v);
 }
+
+/* An order-free accumulator (the inter-token gaps): the summary is the same bit for bit
+ * whatever the order of the values, its mean and std are those of the values rounded to
+ * 2^-30, and equal values have a std of exactly 0. */
+Test(stats, distacc_order_free_is_exact_and_ignores_the_order)
+{
+    enum { N = 5000 };
+    static double v[N];
+    static uint64_t w[N];
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < N; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        v[i] = (double)(x % 1000000) / 997.0 + (i % 7 == 0 ? 1e4 : 0.0);
+        w[i] = 1 + x % 5;
+    }
+    cz_pct_mode modes[] = {CZ_PCT_EXACT, CZ_PCT_SKETCH, CZ_PCT_AUTO};
+    for (size_t mi = 0; mi < 3; mi++) {
+        cz_distacc a, b;
+        cz_distacc_init(&a, modes[mi], true);
+        cz_distacc_init(&b, modes[mi], true);
+        cz_distacc_order_free(&a);
+        cz_distacc_order_free(&b);
+        for (size_t i = 0; i < N; i++)
+            cz_distacc_add(&a, v[i], w[i]);
+        for (size_t i = N; i-- > 0;)
+            cz_distacc_add(&b, v[i], w[i]);
+        cz_dist da, db;
+        cz_distacc_summary(&a, NULL, &da);
+        cz_distacc_summary(&b, NULL, &db);
+        cr_assert(memcmp(&da.mean, &db.mean, sizeof da.mean) == 0 && da.std == db.std &&
+                  da.p99 == db.p99 && da.min == db.min && da.max == db.max);
+        /* the moments of the rounded values, in long double */
+        long double s = 0, n = 0;
+        for (size_t i = 0; i < N; i++) {
+            s += (long double)w[i] * roundl((long double)v[i] * 1073741824.0L) / 1073741824.0L;
+            n += w[i];
+        }
+        long double mean = s / n, ss = 0;
+        for (size_t i = 0; i < N; i++) {
+            long double d = roundl((long double)v[i] * 1073741824.0L) / 1073741824.0L - mean;
+            ss += (long double)w[i] * d * d;
+        }
+        cr_assert_float_eq(da.mean, (double)mean, 1e-12 * (double)mean);
+        cr_assert_float_eq(da.std, (double)sqrtl(ss / n), 1e-9 * (double)sqrtl(ss / n));
+        cz_distacc_free(&a);
+        cz_distacc_free(&b);
+    }
+    cz_distacc c;
+    cz_distacc_init(&c, CZ_PCT_AUTO, true);
+    cz_distacc_order_free(&c);
+    for (size_t i = 0; i < 1000; i++)
+        cz_distacc_add(&c, 12.345678901, 3 + i % 4);
+    cz_dist dc;
+    cz_distacc_summary(&c, NULL, &dc);
+    cr_assert(dc.std == 0.0, "std %g", dc.std);
+    cr_assert_float_eq(dc.mean, 12.345678901, 1e-6);
+    cz_distacc_free(&c);
+}
