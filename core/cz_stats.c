@@ -276,9 +276,14 @@ void cz_distacc_free(cz_distacc *a)
     a->n_s = a->cap_s = 0;
 }
 
-/* Keeps (v, w) for the percentiles: a sample, or the sketch past the auto budget. */
-static void keep_sample(cz_distacc *a, double v, uint64_t w)
+/* Keeps (v, w) for the percentiles: in the sketch, or as a sample (into the sketch with
+ * every sample kept when the auto budget runs out). */
+static void keep_value(cz_distacc *a, double v, uint64_t w)
 {
+    if (a->sketched) {
+        cz_sketch_add(&a->sk, v, w);
+        return;
+    }
     if (a->mode == CZ_PCT_AUTO && a->n_s == CZ_PCT_EXACT_MAX) {
         /* past the budget: the samples kept move into the sketch, in the order they came */
         for (size_t i = 0; i < a->n_s; i++) {
@@ -334,11 +339,7 @@ void cz_distacc_add(cz_distacc *a, double v, uint64_t w)
         double y = v * (double)w;
         a->sum += y;
         a->m2 += y * v;
-        if (a->sketched) {
-            cz_sketch_add(&a->sk, v, w);
-            return;
-        }
-        keep_sample(a, v, w);
+        keep_value(a, v, w);
         return;
     }
     /* Doubles, not long doubles: x87 loads and stores of 80-bit values made this the
@@ -351,11 +352,7 @@ void cz_distacc_add(cz_distacc *a, double v, uint64_t w)
     double x = v, d = x - a->wmean;
     a->wmean += d * lw / (double)(a->n - a->n_nan);
     a->m2 += lw * d * (x - a->wmean);
-    if (a->sketched) {
-        cz_sketch_add(&a->sk, v, w);
-        return;
-    }
-    keep_sample(a, v, w);
+    keep_value(a, v, w);
 }
 
 void cz_distacc_summary(const cz_distacc *a, const cz_pctset *set, cz_dist *o)

@@ -99,14 +99,22 @@ static double ar_step_s(const cz_sim *S, const cz_deploy_step *st)
  * cost model's per-step overhead (launches, scheduling, sampling), runs on the host thread
  * and its kernels on the GPU (cz_streams.h); a synchronous GPU runs one step at a time, so
  * the split changes nothing there. */
+/* Step st's time, and its host part (*host_s: the cost model's per-step overhead on an
+ * asynchronous GPU, else 0). */
+static double step_split(const cz_sim *S, const cz_deploy_step *st, double *host_s)
+{
+    double dur = st->srv ? ar_step_s(S, st) : cz_config_jobs_step_s(S->cfg, st->p, st->jobs, st->n_jobs);
+    *host_s = 0.0;
+    if (S->gpus[st->gpu].async && S->cfg->cost_kind != CZ_COST_SERVICE)
+        *host_s = fmin(cz_config_step_overhead_s(S->cfg, st->p), dur);
+    return dur;
+}
+
 static void drv_step(void *ctx, const cz_deploy_step *st, double now)
 {
     cz_sim *S = ctx;
-    double dur = st->srv ? ar_step_s(S, st) : cz_config_jobs_step_s(S->cfg, st->p, st->jobs, st->n_jobs);
+    double host, dur = step_split(S, st, &host);
     sim_gpu *g = &S->gpus[st->gpu];
-    double host = 0.0;
-    if (g->async && S->cfg->cost_kind != CZ_COST_SERVICE)
-        host = fmin(cz_config_step_overhead_s(S->cfg, st->p), dur);
     S->busy[st->rep] = true;
     cz_streams_start(&g->st, S->rep_slot[st->rep], now, host, dur - host);
     if (S->obs.step_ended && st->srv) {
@@ -135,12 +143,8 @@ static void drv_step(void *ctx, const cz_deploy_step *st, double now)
  * then its kernels, each at full rate). */
 static double drv_run_step_end(void *ctx, const cz_deploy_step *st, double start_s)
 {
-    const cz_sim *S = ctx;
-    double dur = ar_step_s(S, st);
-    double host = 0.0;
-    if (S->gpus[st->gpu].async)
-        host = fmin(cz_config_step_overhead_s(S->cfg, st->p), dur);
-    double gpu = dur - host;
+    double host, gpu = step_split(ctx, st, &host);
+    gpu -= host;
     if (host > 0.0)
         return gpu > 0.0 ? (start_s + host) + gpu : start_s + host;
     return start_s + gpu * 1.0;

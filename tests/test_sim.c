@@ -149,28 +149,43 @@ Test(sim, nova_table_v_pipeline_against_md1)
     cr_assert(w > 1.05 * p, "0.6 req/s static: %.1f ms vs M/D/1 %.1f ms", w, p);
 }
 
-static char *run_default_summary(const char *set)
+/* Runs the shipped experiment `rel` with `sets` (load_experiment), its rows kept or, with
+ * `drop_rows`, dropped as a run without a results file drops them; returns its summary as
+ * JSON, the events it took and its completed plus rejected turns. */
+static char *run_summary(const char *rel, const char *const *sets, size_t n_sets, bool drop_rows,
+                         uint64_t *events, uint64_t *accounted)
 {
-    const char *sets[] = {"workload.max_requests=400", set};
     cJSON *j;
     cz_config cfg;
     cz_workload wl;
-    load_experiment("experiments/default.json", sets, 2, &j, &cfg, &wl);
+    load_experiment(rel, sets, n_sets, &j, &cfg, &wl);
     cz_err err;
     cz_err_clear(&err);
     cz_metrics m;
-    cz_metrics_init(&m, cfg.timeline_interval_s, wl.n_turns);
+    cz_metrics_init(&m, cfg.timeline_interval_s, drop_rows ? 0 : wl.n_turns);
+    if (drop_rows)
+        cz_metrics_stream(&m, NULL);
     cz_run_stats st;
     cr_assert_eq(cz_sim_run(&cfg, &wl, &m, &st, NULL, NULL, &err), CZ_OK, "%s", err.msg);
+    *events = st.events;
     cz_summary sum;
     cz_metrics_summarize(&m, &cfg.slo, &sum);
-    cr_assert_eq(sum.completed + sum.rejected, 400);
+    *accounted = sum.completed + sum.rejected;
     cJSON *sj = cz_summary_json(&sum);
     char *text = cJSON_PrintUnformatted(sj);
     cJSON_Delete(sj);
     cJSON_Delete(j);
     cz_metrics_free(&m);
     cz_workload_free(&wl);
+    return text;
+}
+
+static char *run_default_summary(const char *set)
+{
+    const char *sets[] = {"workload.max_requests=400", set};
+    uint64_t events, accounted;
+    char *text = run_summary("experiments/default.json", sets, 2, false, &events, &accounted);
+    cr_assert_eq(accounted, 400);
     return text;
 }
 
@@ -693,33 +708,6 @@ Test(sim, live_interaction_plane)
     cJSON_Delete(j);
 }
 
-/* Runs experiments/bench/fleet.json with `sets`; returns its
- * summary as JSON and the events it took. */
-static char *run_fleet(const char *const *sets, size_t n_sets, uint64_t *events)
-{
-    cJSON *j;
-    cz_config cfg;
-    cz_workload wl;
-    load_experiment("experiments/bench/fleet.json", sets, n_sets, &j, &cfg, &wl);
-    cz_err err;
-    cz_err_clear(&err);
-    cz_metrics m;
-    cz_metrics_init(&m, cfg.timeline_interval_s, 0);
-    cz_metrics_stream(&m, NULL); /* as a run without a results file: rows dropped */
-    cz_run_stats st;
-    cr_assert_eq(cz_sim_run(&cfg, &wl, &m, &st, NULL, NULL, &err), CZ_OK, "%s", err.msg);
-    *events = st.events;
-    cz_summary sum;
-    cz_metrics_summarize(&m, &cfg.slo, &sum);
-    cJSON *sj = cz_summary_json(&sum);
-    char *text = cJSON_PrintUnformatted(sj);
-    cJSON_Delete(sj);
-    cJSON_Delete(j);
-    cz_metrics_free(&m);
-    cz_workload_free(&wl);
-    return text;
-}
-
 /* Decode runs (docs/serving-core.md): the steps bound to follow a decode-only step are one
  * event, applied when an arrival reaches the replica or the run ends, and the summary is
  * byte for byte the one of stepping each step through the runtime's dispatch; also when
@@ -732,8 +720,11 @@ Test(sim, decode_runs_match_stepping)
                             "workload.synthetic.requests=600",
                             cut ? "sim.max_time_s=31.37" : NULL, "sim.fast_forward=true"};
         const char *off[] = {on[0], on[1], on[2], on[3], "sim.fast_forward=false"};
-        uint64_t ev_on, ev_off;
-        char *a = run_fleet(on, 5, &ev_on), *b = run_fleet(off, 5, &ev_off);
+        uint64_t ev_on, ev_off, n_on, n_off;
+        const char *fleet = "experiments/bench/fleet.json";
+        char *a = run_summary(fleet, on, 5, true, &ev_on, &n_on);
+        char *b = run_summary(fleet, off, 5, true, &ev_off, &n_off);
+        cr_assert(n_on == n_off && (cut || n_on == 600));
         cr_assert_str_eq(a, b);
         cr_assert(ev_on * 10 < ev_off, "%llu events with runs, %llu without",
                   (unsigned long long)ev_on, (unsigned long long)ev_off);
