@@ -579,6 +579,30 @@ void cz_metrics_add_tokens(cz_metrics *m, double t_s, uint64_t count)
     m->tokens[m->n_tokens++] = (cz_wsample){t_s, count};
 }
 
+void cz_metrics_add_tokens_steps(cz_metrics *m, const double *t_s, size_t n, uint64_t count)
+{
+    if (!m->peaks_fixed || count == 0) {
+        for (size_t k = 0; k < n; k++)
+            cz_metrics_add_tokens(m, t_s[k], count);
+        return;
+    }
+    /* peak_tokens, one bucket at a time */
+    uint64_t bucket = 0, held = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (t_s[k] < m->peaks_t0)
+            continue;
+        uint64_t b = peak_bucket(t_s[k], m->peaks_t0);
+        if (held && b != bucket) {
+            peak_cell(m, bucket)->tok += held;
+            held = 0;
+        }
+        bucket = b;
+        held += count;
+    }
+    if (held)
+        peak_cell(m, bucket)->tok += held;
+}
+
 /* Sweeps cells sorted by key (a key may repeat) from `run` turns in flight: the most in
  * flight after any bucket, and the most tokens of one bucket, over buckets below nb. */
 static void peak_sweep(const cz_peak_cell *c, size_t n, uint64_t nb, int64_t run,
@@ -678,10 +702,9 @@ void cz_metrics_add_chunk(cz_metrics *m, uint64_t request, uint32_t index, doubl
         (cz_chunk_record){.request = request, .index = index, .t_s = t_s};
 }
 
-void cz_metrics_add_itl(cz_metrics *m, uint32_t stage, double gap_s, uint64_t count)
+/* The gap distribution of `stage`, made on its first use. */
+static cz_distacc *itl_acc(cz_metrics *m, uint32_t stage)
 {
-    if (count == 0)
-        return;
     if (stage >= m->n_itl_ms) {
         /* once per stage of the run */
         m->itl_ms = cz_xrealloc(m->itl_ms, (size_t)stage + 1, sizeof *m->itl_ms);
@@ -693,7 +716,38 @@ void cz_metrics_add_itl(cz_metrics *m, uint32_t stage, double gap_s, uint64_t co
         }
         m->n_itl_ms = stage + 1;
     }
-    cz_distacc_add(&m->itl_ms[stage], gap_s * 1e3, count);
+    return &m->itl_ms[stage];
+}
+
+void cz_metrics_add_itl_steps(cz_metrics *m, uint32_t stage, double prev_s, const double *end_s,
+                              size_t n, uint64_t count)
+{
+    if (count == 0)
+        return;
+    if (!cz_metrics_rows_dropped(m)) {
+        for (size_t k = 0; k < n; k++) {
+            cz_metrics_add_itl(m, stage, end_s[k] - prev_s, count);
+            prev_s = end_s[k];
+        }
+        return;
+    }
+    cz_distacc *a = itl_acc(m, stage);
+    double gap_ms[256];
+    for (size_t k0 = 0; k0 < n; k0 += CZ_ARRAY_LEN(gap_ms)) {
+        size_t j = 0;
+        for (size_t k = k0; k < n && j < CZ_ARRAY_LEN(gap_ms); k++, j++) {
+            gap_ms[j] = (end_s[k] - prev_s) * 1e3;
+            prev_s = end_s[k];
+        }
+        cz_distacc_add_many(a, gap_ms, j, count);
+    }
+}
+
+void cz_metrics_add_itl(cz_metrics *m, uint32_t stage, double gap_s, uint64_t count)
+{
+    if (count == 0)
+        return;
+    cz_distacc_add(itl_acc(m, stage), gap_s * 1e3, count);
     cz_itl_record *last = m->n_itl ? &m->itl[m->n_itl - 1] : NULL;
     if (last && last->stage == stage && last->gap_s == gap_s) {
         last->count += count;

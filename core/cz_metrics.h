@@ -393,12 +393,23 @@ void cz_metrics_set_pct_mode(cz_metrics *m, cz_pct_mode mode);
  * into the stage's distribution (m->itl_ms) and the /itl rows, merged with the previous
  * row when its stage and value are equal, so a step costs one row per distinct gap. */
 void cz_metrics_add_itl(cz_metrics *m, uint32_t stage, double gap_s, uint64_t count);
+
+/* The gaps of n consecutive steps of one replica ending at end_s[0..n) (increasing), the
+ * step before them at prev_s, `count` gaps each: cz_metrics_add_itl(m, stage, end_s[k] -
+ * end_s[k - 1], count) for each k in order, the same result; with the rows dropped
+ * (cz_metrics_rows_dropped) the distribution takes them at once. No allocation then. */
+void cz_metrics_add_itl_steps(cz_metrics *m, uint32_t stage, double prev_s, const double *end_s,
+                              size_t n, uint64_t count);
 /* Chunk `index` of request record `request` arrived at t_s (a row of /chunks). */
 void cz_metrics_add_chunk(cz_metrics *m, uint64_t request, uint32_t index, double t_s);
 
 /* Records `count` output tokens produced at `t_s` by the first autoregressive stage
  * (max_output_tokens_per_s). Merges with the previous sample at the same time. */
 void cz_metrics_add_tokens(cz_metrics *m, double t_s, uint64_t count);
+
+/* cz_metrics_add_tokens(m, t_s[k], count) for k = 0 .. n - 1 (t_s increasing), the same
+ * result; with fixed peak buckets, one update per second bucket. */
+void cz_metrics_add_tokens_steps(cz_metrics *m, const double *t_s, size_t n, uint64_t count);
 
 /* vLLM's peaks (benchmarks/serve.py, calculate_metrics), over one-second buckets counted
  * from the earliest arrival of a completed turn: the most completed turns in flight

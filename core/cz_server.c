@@ -2375,6 +2375,32 @@ bool cz_server_step_again(cz_server *s, double t_s, cz_batch *out)
     return true;
 }
 
+void cz_server_run_apply(cz_server *s, const double *end_s, uint32_t n)
+{
+    CZ_ASSERT(!s->run_hold && s->in_flight && n > 0);
+    CZ_ASSERT(s->n_items == 0 && s->batch_decode == s->n_decode && s->n_heap == s->n_decode &&
+              (s->n_heap == 0 || s->heap[0].finish_k > s->steps + n));
+    /* cz_server_step_again, n times: the metrics' part at once */
+    uint32_t d = s->n_decode;
+    s->metrics->steps += n;
+    s->n_turn_done = s->n_first_token = s->n_milestone = s->n_stalled_ev = 0;
+    cz_metrics_add_itl_steps(s->metrics, s->cfg.timeline_stage, s->last_done_s, end_s, n, d);
+    if (s->cfg.timeline_stage == 0)
+        cz_metrics_add_tokens_steps(s->metrics, end_s, n, d);
+    /* then each step's blocks and timeline sample; the batch as step_again returns it */
+    cz_batch b = {.decode_seqs = d, .total_tokens = d, .items = s->items};
+    for (uint32_t k = 0; k < n; k++) {
+        s->d_sum_computed += d;
+        s->steps++;
+        kv_take(s, s->phase_cnt[bt_mod(s, s->steps)]);
+        b.decode_ctx_tokens = s->d_sum_computed + d;
+        timeline_sample(s, end_s[k], &b);
+    }
+    s->last_done_s = end_s[n - 1];
+    s->n_due = 0;
+    s->wake_s = INFINITY;
+}
+
 uint32_t cz_server_run_room(const cz_server *s, uint32_t cap)
 {
     CZ_ASSERT(s->in_flight && s->n_items == 0 && s->n_decode > 0 && !s->run_hold);

@@ -506,6 +506,13 @@ bool cz_server_step_again(cz_server *s, double t_s, cz_batch *out);
  * returned. O(the answer). */
 uint32_t cz_server_run_room(const cz_server *s, uint32_t cap);
 
+/* Applies n >= 1 of the steps cz_server_run_room promised, in one call: what n calls of
+ * cz_server_step_again at end_s[0..n) (increasing) would do, bit for bit, but for the batch
+ * each returns (the decode set again, which a run's driver already timed). The inter-token
+ * gaps and the output tokens go to the metrics at once (cz_metrics_add_itl_steps,
+ * cz_metrics_add_tokens_steps). O(n); allocates nothing. */
+void cz_server_run_apply(cz_server *s, const double *end_s, uint32_t n);
+
 /* A driver holding a decode run over the serving core (on: the steps cz_server_run_room
  * promised are not applied yet) makes every other call a bug until it lets go: each
  * asserts so. */

@@ -1,6 +1,7 @@
 /* cz_sketch.c - see cz_sketch.h. */
 #include "cz_sketch.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,59 @@ void cz_sketch_add(cz_sketch *s, double value, uint64_t count)
         return;
     }
     add_index(s, (int64_t)ceil(log(value) * s->inv_log_gamma), count);
+}
+
+/* The margin of cz_sketch_add_many's bucket range, relative: bucket i holds the values with
+ * i - 1 < log(v) / log(gamma) <= i; a value more than this inside those bounds is more than
+ * (margin / log(gamma)) from a bucket edge in index units, while log's error (an ulp or
+ * two) and exp's are below 1e-12 of one. */
+#define SKETCH_RANGE_MARGIN 1e-9
+
+void cz_sketch_add_many(cz_sketch *s, const double *v, size_t n, uint64_t count)
+{
+    if (count == 0 || n == 0)
+        return;
+    double lo = v[0], hi = v[0];
+    for (size_t k = 1; k < n; k++) {
+        lo = v[k] < lo ? v[k] : lo;
+        hi = v[k] > hi ? v[k] : hi;
+    }
+    CZ_ASSERT(isfinite(lo) && isfinite(hi) && lo >= 0.0);
+    note_extremes(s, lo, hi);
+    s->count += (uint64_t)n * count;
+    /* the bucket of the values in (in_lo, in_hi) (none: NaN bounds); its count waits in
+     * `held` until a value falls elsewhere, as add_index would have added it */
+    double in_lo = NAN, in_hi = NAN, log_gamma = 1.0 / s->inv_log_gamma;
+    int64_t idx = 0;
+    uint64_t held = 0;
+    for (size_t k = 0; k < n; k++) {
+        double x = v[k];
+        if (x > in_lo && x < in_hi) {
+            held += count;
+            continue;
+        }
+        if (held)
+            add_index(s, idx, held);
+        held = 0;
+        if (x == 0.0) {
+            s->zeros += count;
+            in_lo = in_hi = NAN;
+            continue;
+        }
+        idx = (int64_t)ceil(log(x) * s->inv_log_gamma);
+        held = count;
+        if (k + 2 < n) {
+            /* worth two exps: at least two more values may land here */
+            in_lo = exp((double)(idx - 1) * log_gamma) * (1.0 + SKETCH_RANGE_MARGIN);
+            in_hi = exp((double)idx * log_gamma) * (1.0 - SKETCH_RANGE_MARGIN);
+            if (!(in_lo >= DBL_MIN && in_hi <= DBL_MAX))
+                in_lo = in_hi = NAN; /* subnormal or past exp's range: a log each */
+        } else {
+            in_lo = in_hi = NAN;
+        }
+    }
+    if (held)
+        add_index(s, idx, held);
 }
 
 void cz_sketch_merge(cz_sketch *dst, const cz_sketch *src)

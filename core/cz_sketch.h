@@ -21,6 +21,7 @@
 #define CZ_SKETCH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct cz_sketch {
@@ -48,6 +49,12 @@ void cz_sketch_free(cz_sketch *s);
 /* Adds `count` copies of `value` (finite, >= 0). O(1) but for the window growing (at most
  * log2(max_bins) reallocations over the sketch's life) or moving. */
 void cz_sketch_add(cz_sketch *s, double value, uint64_t count);
+
+/* Adds `count` copies of each of v[0..n), in that order: the sketch cz_sketch_add would
+ * make of them one by one, bit for bit. A value strictly inside the last bucket's range
+ * (with a margin far wider than log's rounding) takes that bucket without a log, so a
+ * slowly moving series (a decode run's gaps) costs a compare per value. */
+void cz_sketch_add_many(cz_sketch *s, const double *v, size_t n, uint64_t count);
 
 /* Adds every value of `src` into `dst` (same alpha and max_bins). Without folding, the
  * result is the sketch of adding all the values to one sketch. */

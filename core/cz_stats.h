@@ -127,6 +127,11 @@ void cz_distacc_free(cz_distacc *a);
  * v >= 0 (or NaN). The exact modes grow the sample array by doubling. */
 void cz_distacc_add(cz_distacc *a, double v, uint64_t w);
 
+/* cz_distacc_add(a, v[k], w) for k = 0 .. n - 1, in that order, with the same result bit
+ * for bit; an order-free accumulator in sketch mode takes the batch at once (its integer
+ * sums and the sketch's buckets, cz_sketch_add_many). No allocation on that path. */
+void cz_distacc_add_many(cz_distacc *a, const double *v, size_t n, uint64_t w);
+
 /* The summary of what was added, with the percentiles of `set` (NULL: the default).
  * Leaves `a` as it is (exact mode sorts a copy). */
 void cz_distacc_summary(const cz_distacc *a, const cz_pctset *set, cz_dist *out);

@@ -227,7 +227,12 @@ void cz_cost_decode_init(cz_cost_decode *d, const cz_stage_card *s, const cz_hw_
     d->ring_k = 2.0 * (d->tp - 1.0) / d->tp;
 }
 
-double cz_cost_decode_s(const cz_cost_decode *d, uint32_t seqs, uint64_t ctx_tokens)
+/* The terms of a decode-only step that do not depend on its KV read, for `seqs`. */
+typedef struct decode_fixed {
+    double tokens, linear_tp, weights, act, comm_s, overhead_s;
+} decode_fixed;
+
+static void decode_fixed_terms(const cz_cost_decode *d, uint32_t seqs, decode_fixed *f)
 {
     CZ_ASSERT(seqs > 0);
     const cz_stage_card *s = d->s;
@@ -241,23 +246,47 @@ double cz_cost_decode_s(const cz_cost_decode *d, uint32_t seqs, uint64_t ctx_tok
         double emitting = s->kind == CZ_STAGE_AR ? (double)seqs + 0.0 : 0.0;
         linear = d->body2 * tokens + d->head2 * emitting;
     }
-    double attn_positions = 0.0 + (double)ctx_tokens;
-    double attn = d->attn_k * attn_positions * d->passes;
-    double weights = weight_params_read(s, tokens) * s->weight_bytes / d->tp;
-    double kv = d->kv_token * ((double)ctx_tokens + 0.0 + tokens);
-    double act = d->act_k * tokens * CZ_ACT_BYTES;
-    /* cz_cost_step */
-    double flops = linear / d->tp + attn / d->tp;
-    double bytes = (weights + kv + act) * d->passes;
-    double compute_s = flops / d->flops_Bps;
-    double memory_s = bytes / d->mem_Bps;
-    double comm_s = 0.0;
+    f->tokens = tokens;
+    f->linear_tp = linear / d->tp;
+    f->weights = weight_params_read(s, tokens) * s->weight_bytes / d->tp;
+    f->act = d->act_k * tokens * CZ_ACT_BYTES;
+    f->comm_s = 0.0;
     if (d->p.tp > 1) {
         double payload = tokens * s->hidden * CZ_ACT_BYTES;
         double ring_s = d->ring_k * payload / d->link_Bps;
-        comm_s = 2.0 * s->layers * (d->p.allreduce_latency_s + ring_s) * d->passes;
+        f->comm_s = 2.0 * s->layers * (d->p.allreduce_latency_s + ring_s) * d->passes;
     }
-    return fmax(compute_s, memory_s) + comm_s + d->passes * d->p.step_overhead_s;
+    f->overhead_s = d->passes * d->p.step_overhead_s;
+}
+
+/* The step's time reading `ctx_tokens` of KV (cz_cost_step's operations, in its order). */
+static double decode_at(const cz_cost_decode *d, const decode_fixed *f, uint64_t ctx_tokens)
+{
+    double attn_positions = 0.0 + (double)ctx_tokens;
+    double attn = d->attn_k * attn_positions * d->passes;
+    double kv = d->kv_token * ((double)ctx_tokens + 0.0 + f->tokens);
+    double flops = f->linear_tp + attn / d->tp;
+    double bytes = (f->weights + kv + f->act) * d->passes;
+    double compute_s = flops / d->flops_Bps;
+    double memory_s = bytes / d->mem_Bps;
+    /* fmax for these (positive, never NaN), without its call */
+    return (compute_s > memory_s ? compute_s : memory_s) + f->comm_s + f->overhead_s;
+}
+
+double cz_cost_decode_s(const cz_cost_decode *d, uint32_t seqs, uint64_t ctx_tokens)
+{
+    decode_fixed f;
+    decode_fixed_terms(d, seqs, &f);
+    return decode_at(d, &f, ctx_tokens);
+}
+
+void cz_cost_decode_steps(const cz_cost_decode *d, uint32_t seqs, uint64_t ctx_tokens, uint32_t n,
+                          double *out_s)
+{
+    decode_fixed f;
+    decode_fixed_terms(d, seqs, &f);
+    for (uint32_t k = 0; k < n; k++)
+        out_s[k] = decode_at(d, &f, ctx_tokens + (uint64_t)k * seqs);
 }
 
 double cz_cost_share_s(const cz_step_cost *c, const cz_cost_params *p, double share)

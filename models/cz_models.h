@@ -303,6 +303,10 @@ void cz_cost_decode_init(cz_cost_decode *d, const cz_stage_card *s, const cz_hw_
 /* cz_cost_step(...)->total_s of a batch of `seqs` > 0 decoding sequences (no prefill)
  * reading `ctx_tokens` tokens of KV, bit for bit. Pure; O(1). */
 double cz_cost_decode_s(const cz_cost_decode *d, uint32_t seqs, uint64_t ctx_tokens);
+/* out_s[k] = cz_cost_decode_s(d, seqs, ctx_tokens + k x seqs), k = 0 .. n - 1, bit for bit
+ * (a decode run's steps: each reads the KV the one before wrote). Pure; O(n). */
+void cz_cost_decode_steps(const cz_cost_decode *d, uint32_t seqs, uint64_t ctx_tokens, uint32_t n,
+                          double *out_s);
 
 /* Time of a step of cost `c` (from cz_cost_step with the same params) run on a fraction
  * `share` in (0, 1] of the GPU's SMs, as spatial sharing gives it (Nova,

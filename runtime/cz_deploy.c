@@ -2454,8 +2454,9 @@ void cz_deploy_timer(cz_deploy *S, double now, uint32_t kind, uint32_t a, uint32
  * wastes the timing of the rest). */
 #define RUN_CAP 1024u
 
-/* Applies the steps of replica ri's decode run that ended by `until` (each a fast-forward
- * step at its end, cz_server_step_again, as the driver's report of it would have); with
+/* Applies the steps of replica ri's decode run that ended by `until` (the fast-forward
+ * steps at their ends, in one cz_server_run_apply, as the driver's reports of them would
+ * have); with
  * `cut`, the run then ends with the step in flight, whose end the driver reports instead
  * (cz_driver.run_cut). Returns the end of the last step applied (-inf: none). */
 static double run_sync(cz_deploy *S, uint32_t ri, double until, bool cut)
@@ -2463,14 +2464,16 @@ static double run_sync(cz_deploy *S, uint32_t ri, double until, bool cut)
     rep_rt *r = &S->reps[ri];
     CZ_ASSERT(r->run_m > 0 && r->busy);
     cz_server_run_hold(r->srv, false);
-    cz_batch b;
     double last = -INFINITY;
-    while (r->run_j < r->run_m && r->run_t[r->run_j] <= until) {
-        last = r->run_t[r->run_j];
-        bool again = cz_server_step_again(r->srv, last, &b);
-        CZ_ASSERT(again); /* cz_server_run_room promised it */
-        S->progress++;
-        r->run_j++;
+    uint32_t j = r->run_j;
+    while (j < r->run_m && r->run_t[j] <= until)
+        j++;
+    if (j > r->run_j) {
+        /* cz_server_run_room promised them */
+        cz_server_run_apply(r->srv, &r->run_t[r->run_j], j - r->run_j);
+        S->progress += j - r->run_j;
+        last = r->run_t[j - 1];
+        r->run_j = j;
     }
     if (r->run_j == r->run_m) {
         r->run_m = r->run_j = 0; /* the step in flight is the run's last */
@@ -2528,13 +2531,7 @@ static bool step_again(cz_deploy *S, uint32_t ri, double now)
             r->run_cap = cap < RUN_CAP + 1 ? cap : RUN_CAP + 1;
             r->run_t = cz_xrealloc(r->run_t, r->run_cap, sizeof *r->run_t);
         }
-        cz_batch vb = b;
-        st.batch = &vb;
-        double t = now;
-        for (uint32_t k = 0; k <= m; k++) {
-            vb.decode_ctx_tokens = b.decode_ctx_tokens + (uint64_t)k * b.decode_seqs;
-            t = r->run_t[k] = S->drv.run_step_end(S->drv.ctx, &st, t);
-        }
+        S->drv.run_step_ends(S->drv.ctx, &st, now, m + 1, r->run_t);
         r->run_m = m;
         r->run_j = 0;
         cz_server_run_hold(r->srv, true);

@@ -107,13 +107,15 @@ typedef struct cz_driver {
      * false. */
     bool fast_forward;
     /* Optional (NULL: none), with fast_forward: decode runs (docs/serving-core.md,
-     * "Decode runs"). run_step_end: when step `s` (decode only), started alone on its
-     * device at start_s, would end; a pure function of its arguments. run: replica `rep`
+     * "Decode runs"). run_step_ends: when n decode-only steps, one after another from
+     * start_s alone on their device, would end (end_s[0..n)), the k-th step `s` with
+     * decode_ctx_tokens k x decode_seqs higher; a pure function of its arguments. run: replica `rep`
      * runs decode steps until end_s, which the driver reports with cz_deploy_step_done as
      * a step's end (the runtime applies the steps between when it needs them). run_cut:
      * the run on `rep` ends at end_s instead (< the end given); the end reported before is
      * void. */
-    double (*run_step_end)(void *ctx, const cz_deploy_step *s, double start_s);
+    void (*run_step_ends)(void *ctx, const cz_deploy_step *s, double start_s, uint32_t n,
+                          double *end_s);
     void (*run)(void *ctx, uint32_t rep, double end_s, double now);
     void (*run_cut)(void *ctx, uint32_t rep, double end_s);
 } cz_driver;

@@ -138,16 +138,42 @@ static void drv_step(void *ctx, const cz_deploy_step *st, double now)
     }
 }
 
-/* Decode runs (cz_driver.run): the end of a decode-only step started at start_s alone on
- * its device, as drv_step and the stream model time it (a lone stream: its host part,
- * then its kernels, each at full rate). */
-static double drv_run_step_end(void *ctx, const cz_deploy_step *st, double start_s)
+/* Decode runs (cz_driver.run): the ends of n decode-only steps, one after another from
+ * start_s alone on their device, the k-th reading k x decode_seqs more KV than st's, as
+ * drv_step and the stream model time each (a lone stream: its host part, then its
+ * kernels, each at full rate). */
+static void drv_run_step_ends(void *ctx, const cz_deploy_step *st, double start_s, uint32_t n,
+                              double *end_s)
 {
-    double host, gpu = step_split(ctx, st, &host);
-    gpu -= host;
-    if (host > 0.0)
-        return gpu > 0.0 ? (start_s + host) + gpu : start_s + host;
-    return start_s + gpu * 1.0;
+    cz_sim *S = ctx;
+    const cz_batch *b = st->batch;
+    CZ_ASSERT(st->srv && b->prefill_tokens == 0 && b->prefill_attn_ctx == 0);
+    if (S->cfg->cost_kind != CZ_COST_SERVICE && S->decode_ok[st->p]) {
+        /* ar_step_s's planned roofline, the run at once */
+        cz_cost_decode_steps(&S->decode[st->p], b->decode_seqs, b->decode_ctx_tokens, n, end_s);
+    } else {
+        cz_batch vb = *b;
+        cz_deploy_step vs = *st;
+        vs.batch = &vb;
+        for (uint32_t k = 0; k < n; k++) {
+            vb.decode_ctx_tokens = b->decode_ctx_tokens + (uint64_t)k * b->decode_seqs;
+            end_s[k] = ar_step_s(S, &vs);
+        }
+    }
+    /* step_split's host part, then the stream model's lone-stream arithmetic */
+    bool split = S->gpus[st->gpu].async && S->cfg->cost_kind != CZ_COST_SERVICE;
+    double overhead = split ? cz_config_step_overhead_s(S->cfg, st->p) : 0.0;
+    double t = start_s;
+    for (uint32_t k = 0; k < n; k++) {
+        double dur = end_s[k];
+        double host = split ? fmin(overhead, dur) : 0.0;
+        double gpu = dur - host;
+        if (host > 0.0)
+            t = gpu > 0.0 ? (t + host) + gpu : t + host;
+        else
+            t = t + gpu * 1.0;
+        end_s[k] = t;
+    }
 }
 
 static void drv_run(void *ctx, uint32_t rep, double end_s, double now)
@@ -337,7 +363,7 @@ cz_status cz_sim_open(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
     };
     if (drv.fast_forward && cfg->cost_kind != CZ_COST_SERVICE) {
         /* decode runs: a decode step's time is the cost model's of its batch alone */
-        drv.run_step_end = drv_run_step_end;
+        drv.run_step_ends = drv_run_step_ends;
         drv.run = drv_run;
         drv.run_cut = drv_run_cut;
     }

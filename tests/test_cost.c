@@ -474,8 +474,8 @@ Test(cost, fitted_time_scales_with_the_share_as_the_roofline_does)
     assert_near(cz_cost_fit_s(&f, &p, x, 0.2), 1e-3 + 10e-3 + 2e-3);
 }
 
-/* The planned decode-only cost (cz_cost_decode_s, the simulator's fast path) is the
- * roofline's total bit for bit: dense and mixture-of-experts stages, a stage with several
+/* The planned decode-only cost (cz_cost_decode_s, the simulator's fast path; and
+ * cz_cost_decode_steps, a decode run's) is the roofline's total bit for bit: dense and mixture-of-experts stages, a stage with several
  * passes, tensor parallelism, batches from one sequence to thousands. */
 Test(cost, planned_decode_cost_is_bit_identical)
 {
@@ -508,6 +508,13 @@ Test(cost, planned_decode_cost_is_bit_identical)
                                       models[mi], s->name, tps[ti], n,
                                       (unsigned long long)ctx, got, c.total_s);
                             checked++;
+                        }
+                        /* a decode run's steps, each reading n more tokens of KV */
+                        double run[9];
+                        cz_cost_decode_steps(&d, n, 3 * (uint64_t)n + 1, 9, run);
+                        for (uint32_t k = 0; k < 9; k++) {
+                            double one = cz_cost_decode_s(&d, n, 3 * (uint64_t)n + 1 + k * n);
+                            cr_assert(memcmp(&one, &run[k], sizeof one) == 0);
                         }
                     }
                 }

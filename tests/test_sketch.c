@@ -304,3 +304,70 @@ Test(sketch, deterministic)
     cz_sketch_free(&a);
     cz_sketch_free(&b);
 }
+
+/* Two sketches hold the same state: every field and bucket. */
+static void assert_same_sketch(const cz_sketch *a, const cz_sketch *b)
+{
+    cr_assert(a->count == b->count && a->zeros == b->zeros && a->n_bins == b->n_bins &&
+              a->offset == b->offset && a->folded == b->folded);
+    cr_assert(memcmp(&a->min, &b->min, sizeof a->min) == 0 &&
+              memcmp(&a->max, &b->max, sizeof a->max) == 0);
+    for (uint32_t k = 0; k < a->n_bins; k++)
+        cr_assert(a->bins[k] == b->bins[k], "bin %u: %llu != %llu", k,
+                  (unsigned long long)a->bins[k], (unsigned long long)b->bins[k]);
+}
+
+Test(sketch, add_many_is_adding_one_by_one)
+{
+    enum { N = 3000 };
+    static double v[N];
+    cz_sketch probe;
+    cz_sketch_init(&probe, 0.01, 2048);
+    double lg = 1.0 / probe.inv_log_gamma;
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    for (int series = 0; series < 6; series++) {
+        for (size_t i = 0; i < N; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            switch (series) {
+            case 0: /* a decode run's gaps: slowly rising */
+                v[i] = 10.0 + 1e-3 * (double)i;
+                break;
+            case 1: /* every value on or next to a bucket edge */
+            {
+                double e = exp((double)((long)(i / 3 % 400) - 200) * lg);
+                v[i] = i % 3 == 0 ? e : i % 3 == 1 ? nextafter(e, 0.0) : nextafter(e, INFINITY);
+                break;
+            }
+            case 2: /* zeros among rising values */
+                v[i] = i % 5 == 0 ? 0.0 : 1e-3 * (double)i;
+                break;
+            case 3: /* at random over many decades */
+                v[i] = exp((double)(x % 4000000) * 1e-5 - 20.0);
+                break;
+            case 4: /* tiny and huge */
+                v[i] = i % 2 ? 4.9e-324 * (double)(1 + x % 7) : 1e300 / (double)(1 + i);
+                break;
+            default: /* constant runs */
+                v[i] = (double)(i / 100) + 0.5;
+                break;
+            }
+        }
+        /* a wide window, and a narrow one that folds */
+        uint32_t bins[] = {2048, 8};
+        for (size_t bi = 0; bi < 4; bi++) {
+            uint64_t count = bi < 2 ? 1 : 3;
+            cz_sketch a, b;
+            cz_sketch_init(&a, 0.01, bins[bi % 2]);
+            cz_sketch_init(&b, 0.01, bins[bi % 2]);
+            for (size_t i = 0; i < N; i++)
+                cz_sketch_add(&a, v[i], count);
+            /* batches of every size from 1 up */
+            for (size_t i = 0, len = 1; i < N; i += len, len = len % 37 + 1)
+                cz_sketch_add_many(&b, v + i, i + len <= N ? len : N - i, count);
+            assert_same_sketch(&a, &b);
+            cz_sketch_free(&a);
+            cz_sketch_free(&b);
+        }
+    }
+    cz_sketch_free(&probe);
+}

@@ -245,3 +245,45 @@ Test(stats, distacc_order_free_is_exact_and_ignores_the_order)
     cr_assert_float_eq(dc.mean, 12.345678901, 1e-6);
     cz_distacc_free(&c);
 }
+
+Test(stats, distacc_add_many_is_adding_one_by_one)
+{
+    enum { N = 6000 };
+    static double v[N];
+    for (int series = 0; series < 3; series++) {
+        for (size_t i = 0; i < N; i++) {
+            switch (series) {
+            case 0: v[i] = 8.0 + 1e-4 * (double)i; break;             /* a run's gaps */
+            case 1: v[i] = (double)(i % 13) * 3.25e7; break;          /* q past 2^57 */
+            default: v[i] = i == N / 2 ? 1e10 : 0.5 * (double)i; break; /* one past the
+                                                                           exact range */
+            }
+        }
+        cz_pct_mode modes[] = {CZ_PCT_EXACT, CZ_PCT_SKETCH, CZ_PCT_AUTO};
+        for (size_t mi = 0; mi < 3; mi++) {
+            cz_distacc a, b;
+            cz_distacc_init(&a, modes[mi], true);
+            cz_distacc_init(&b, modes[mi], true);
+            cz_distacc_order_free(&a);
+            cz_distacc_order_free(&b);
+            for (size_t i = 0; i < N; i++)
+                cz_distacc_add(&a, v[i], 5);
+            for (size_t i = 0, len = 1; i < N; i += len, len = len * 2 % 5000 + 1)
+                cz_distacc_add_many(&b, v + i, i + len <= N ? len : N - i, 5);
+            cr_assert(a.n == b.n && a.s1 == b.s1 && a.s2[0] == b.s2[0] && a.s2[1] == b.s2[1] &&
+                      a.ofl == b.ofl && a.ofl == (series == 2));
+            cr_assert(memcmp(&a.sum, &b.sum, sizeof a.sum) == 0 &&
+                      memcmp(&a.m2, &b.m2, sizeof a.m2) == 0 && a.min == b.min &&
+                      a.max == b.max);
+            cz_dist da, db;
+            cz_distacc_summary(&a, NULL, &da);
+            cz_distacc_summary(&b, NULL, &db);
+            cr_assert(da.n == db.n && memcmp(&da.mean, &db.mean, sizeof da.mean) == 0 &&
+                          memcmp(&da.std, &db.std, sizeof da.std) == 0 && da.p50 == db.p50 &&
+                          da.p99 == db.p99,
+                      "series %d mode %zu", series, mi);
+            cz_distacc_free(&a);
+            cz_distacc_free(&b);
+        }
+    }
+}
