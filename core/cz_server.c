@@ -24,6 +24,7 @@ typedef struct snode {
     uint32_t load_tokens; /* tokens the load in flight brings back */
     uint32_t remote;     /* the open turn's context prefix a peer computed (cz_server_import) */
     uint8_t in_decode, in_lru, in_pf;
+    uint8_t ctx_counted; /* its context's growth counts in ctx_grown (cz_server_count_ctx) */
     uint8_t protect;     /* next-use eviction: speech started, the KV is about to be reused */
     uint8_t preloading;  /* a speech-triggered load is in flight (blocks already held) */
     uint8_t preloaded;   /* a preload landed for the coming turn */
@@ -96,6 +97,9 @@ struct cz_server {
     hslot *heap;    /* decode set by (finish_k, join_seq), capacity max_num_seqs */
     uint32_t n_heap;
     uint32_t *phase_cnt; /* decode members per block phase, block_tokens entries */
+    uint32_t *cc_phase_cnt; /* ... of them, those whose context growth is counted */
+    uint64_t ctx_grown;  /* blocks the counted sequences' contexts grew into as they
+                            generated (cz_server_ctx_grown) */
     uint64_t d_sum_computed;
     uint64_t join_seq;
     uint64_t run_clock; /* stamps of the running list, in joining order */
@@ -211,6 +215,7 @@ cz_server *cz_server_create(const cz_server_config *cfg, const cz_sched_ops *sch
     s->pf = cz_xmalloc(cfg->max_num_seqs * sizeof *s->pf);
     s->heap = cz_xmalloc(cfg->max_num_seqs * sizeof *s->heap);
     s->phase_cnt = cz_xcalloc(cfg->block_tokens, sizeof *s->phase_cnt);
+    s->cc_phase_cnt = cz_xcalloc(cfg->block_tokens, sizeof *s->cc_phase_cnt);
     s->items = cz_xmalloc(cfg->max_num_seqs * sizeof *s->items);
     s->turn_done = cz_xmalloc(cfg->max_num_seqs * sizeof *s->turn_done);
     s->first_token = cz_xmalloc(cfg->max_num_seqs * sizeof *s->first_token);
@@ -266,6 +271,7 @@ void cz_server_free(cz_server *s)
     free(s->pf);
     free(s->heap);
     free(s->phase_cnt);
+    free(s->cc_phase_cnt);
     free(s->cands);
     free(s->items);
     free(s->turn_done);
@@ -1107,6 +1113,7 @@ static void d_join(cz_server *s, uint32_t id)
     d->in_decode = 1;
     s->n_decode++;
     s->phase_cnt[d->phase]++;
+    s->cc_phase_cnt[d->phase] += d->ctx_counted;
     s->d_sum_computed += q->computed;
     s->heap[s->n_heap] = (hslot){.finish_k = s->steps + (event_target(q) - q->generated),
                                  .join_seq = s->join_seq++,
@@ -1132,6 +1139,7 @@ static void d_leave(cz_server *s, uint32_t id)
     d->in_decode = 0;
     s->n_decode--;
     s->phase_cnt[d->phase]--;
+    s->cc_phase_cnt[d->phase] -= d->ctx_counted;
     s->d_sum_computed -= s->seqs[id].computed;
     heap_remove(s, id);
 }
@@ -2267,6 +2275,8 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
     }
     s->steps++;
     s->last_done_s = t_s;
+    /* the counted members whose context entered a new block with the token they sampled */
+    s->ctx_grown += s->cc_phase_cnt[bt_mod(s, s->steps)];
     while (s->n_heap > 0 && s->heap[0].finish_k == s->steps) {
         uint32_t id = s->heap[0].id;
         cz_seq *q = &s->seqs[id];
@@ -2303,6 +2313,8 @@ void cz_server_on_batch_done(cz_server *s, double t_s, cz_step_events *ev)
             pf_remove(s, id);
         q->generated++;
         tokens++;
+        if (s->sn[id].ctx_counted && bt_mod(s, (uint64_t)q->tokens_in + q->generated - 1) == 0)
+            s->ctx_grown++;
         cz_req_record *rec = cz_metrics_req(s->metrics, q->turn_rec);
         if (q->generated == q->turn_generated_base + 1) {
             rec->first_token_s = t_s;
@@ -2360,6 +2372,7 @@ bool cz_server_step_again(cz_server *s, double t_s, cz_batch *out)
     s->d_sum_computed += s->n_decode;
     s->steps = next;
     s->last_done_s = t_s;
+    s->ctx_grown += s->cc_phase_cnt[bt_mod(s, s->steps)];
     s->n_due = 0; /* the prefetch hint: nobody is due at the next step's end */
     if (s->cfg.timeline_stage == 0)
         cz_metrics_add_tokens(s->metrics, t_s, s->n_decode);
@@ -2387,11 +2400,13 @@ void cz_server_run_apply(cz_server *s, const double *end_s, uint32_t n)
     cz_metrics_add_itl_steps(s->metrics, s->cfg.timeline_stage, s->last_done_s, end_s, n, d);
     if (s->cfg.timeline_stage == 0)
         cz_metrics_add_tokens_steps(s->metrics, end_s, n, d);
-    /* then each step's blocks and timeline sample; the batch as step_again returns it */
+    /* then each step's blocks, counted growth and timeline sample; the batch as
+     * step_again returns it */
     cz_batch b = {.decode_seqs = d, .total_tokens = d, .items = s->items};
     for (uint32_t k = 0; k < n; k++) {
         s->d_sum_computed += d;
         s->steps++;
+        s->ctx_grown += s->cc_phase_cnt[bt_mod(s, s->steps)];
         kv_take(s, s->phase_cnt[bt_mod(s, s->steps)]);
         b.decode_ctx_tokens = s->d_sum_computed + d;
         timeline_sample(s, end_s[k], &b);
@@ -2828,7 +2843,7 @@ void cz_server_seq_close(cz_server *s, uint32_t id)
     CZ_ASSERT(!s->run_hold);
     CZ_ASSERT(id < s->n_seqs);
     cz_seq *q = &s->seqs[id];
-    CZ_ASSERT(q->state == CZ_SEQ_IDLE && !q->turn_open);
+    CZ_ASSERT(q->state == CZ_SEQ_IDLE && !q->turn_open && !s->sn[id].ctx_counted);
     idle_leave(s, id);
     s->pl_protected -= s->sn[id].pl_prot;
     s->sn[id].pl_prot = 0;
@@ -2867,6 +2882,28 @@ uint32_t cz_server_kv_used(const cz_server *s)
     CZ_ASSERT(!s->run_hold);
     return s->kv_used;
 }
+
+uint64_t cz_server_ctx_grown(const cz_server *s)
+{
+    CZ_ASSERT(!s->run_hold);
+    return s->ctx_grown;
+}
+
+void cz_server_count_ctx(cz_server *s, uint32_t id, bool on)
+{
+    CZ_ASSERT(!s->run_hold);
+    CZ_ASSERT(id < s->n_seqs && s->seqs[id].state != CZ_SEQ_CLOSED);
+    snode *d = &s->sn[id];
+    if (d->ctx_counted == on)
+        return;
+    d->ctx_counted = on;
+    if (d->in_decode) {
+        if (on)
+            s->cc_phase_cnt[d->phase]++;
+        else
+            s->cc_phase_cnt[d->phase]--;
+    }
+}
 uint32_t cz_server_kv_idle(const cz_server *s) { return s->kv_idle_blocks; }
 uint64_t cz_server_host_tokens(const cz_server *s) { return s->host_tokens; }
 
@@ -2896,6 +2933,7 @@ bool cz_server_check(const cz_server *s, cz_err *err)
     uint64_t blocks = 0, idle_blocks = 0, lru_blocks = 0, host = 0, in_decode = 0, sum_c = 0;
     uint64_t n_wait = 0, n_run = 0, n_stall = 0, n_load = 0, n_pf = 0;
     uint32_t *phase = cz_xcalloc(s->cfg.block_tokens, sizeof *phase);
+    uint32_t *cphase = cz_xcalloc(s->cfg.block_tokens, sizeof *cphase);
     uint32_t *refs = s->apc ? cz_xcalloc(s->cfg.kv_blocks, sizeof *refs) : NULL;
     bool ok = false;
     for (uint32_t id = s->d_head; id != NIL; id = s->sn[id].next) {
@@ -2903,6 +2941,7 @@ bool cz_server_check(const cz_server *s, cz_err *err)
         uint32_t c = d->c0 + (uint32_t)(s->steps - d->k0);
         sum_c += c;
         phase[d->phase]++;
+        cphase[d->phase] += d->ctx_counted;
         in_decode++;
         if (!d->in_decode || s->heap[d->heap_pos].id != id) {
             cz_err_set(err, CZ_EINVAL, "decode member %u is not at its heap position", id);
@@ -3005,9 +3044,10 @@ bool cz_server_check(const cz_server *s, cz_err *err)
         goto out;
     }
     for (uint32_t p = 0; p < s->cfg.block_tokens; p++) {
-        if (phase[p] != s->phase_cnt[p]) {
-            cz_err_set(err, CZ_EINVAL, "decode set: phase %u counts %u, members %u", p,
-                       s->phase_cnt[p], phase[p]);
+        if (phase[p] != s->phase_cnt[p] || cphase[p] != s->cc_phase_cnt[p]) {
+            cz_err_set(err, CZ_EINVAL,
+                       "decode set: phase %u counts %u (%u counted contexts), members %u (%u)",
+                       p, s->phase_cnt[p], s->cc_phase_cnt[p], phase[p], cphase[p]);
             goto out;
         }
     }
@@ -3040,6 +3080,7 @@ bool cz_server_check(const cz_server *s, cz_err *err)
     ok = true;
 out:
     free(phase);
+    free(cphase);
     free(refs);
     return ok;
 }

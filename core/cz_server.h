@@ -538,6 +538,16 @@ bool cz_server_busy(const cz_server *s);
 uint32_t cz_server_running(const cz_server *s);
 uint32_t cz_server_waiting(const cz_server *s);
 uint32_t cz_server_kv_used(const cz_server *s);
+/* Whether the growth of sequence `seq`'s context counts in cz_server_ctx_grown (on from
+ * now, or off), for a router that keeps its own count of a worker's blocks (Dynamo's
+ * active blocks). Any state but closed; a counted sequence must be uncounted before it
+ * closes. O(1). */
+void cz_server_count_ctx(cz_server *s, uint32_t seq, bool on);
+/* The blocks the counted sequences' contexts (input plus generated tokens) grew into as
+ * they generated: a count that rises by one each time a counted sequence's token starts a
+ * new block of block_tokens tokens (its context reaches k * block_tokens + 1), as of the
+ * steps completed (the fast-forward's included). Monotone; O(1). */
+uint64_t cz_server_ctx_grown(const cz_server *s);
 uint32_t cz_server_kv_idle(const cz_server *s);  /* blocks held by idle sequences */
 uint64_t cz_server_host_tokens(const cz_server *s); /* KV tokens stored in host memory */
 /* First time the scheduler needed KV blocks that neither the free pool nor idle KV could

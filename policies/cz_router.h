@@ -8,6 +8,7 @@
 #ifndef CZ_ROUTER_H
 #define CZ_ROUTER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <gsl/gsl_rng.h>
@@ -57,6 +58,9 @@ typedef struct cz_router_config {
     double queue_weight;       /* defaults) */
     double kv_weight;
     double overlap_score_weight; /* kv_router: the weight of the prefill blocks (>= 0) */
+    bool track_output_blocks;  /* kv_router: a turn's active blocks grow with its output, a
+                                  block each time its context starts one (Dynamo's
+                                  --router-track-output-blocks; false: its prompt's only) */
 } cz_router_config;
 
 /* A router config of `policy` with every other field at its default. */

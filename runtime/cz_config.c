@@ -881,7 +881,7 @@ static const struct {
 
 /* The "router": a policy name, or an object {"policy", "signal_delay_s",
  * "affinity_max_load", "prefix_weight", "queue_weight", "kv_weight",
- * "overlap_score_weight"}. */
+ * "overlap_score_weight", "track_output_blocks"}. */
 static cz_status parse_router(const cJSON *cfg, const char *where, cz_config *c, cz_err *err)
 {
     c->router = cz_router_config_default(CZ_ROUTER_SESSION);
@@ -894,7 +894,7 @@ static cz_status parse_router(const cJSON *cfg, const char *where, cz_config *c,
         static const char *const keys[] = {"policy",        "signal_delay_s",
                                            "affinity_max_load", "prefix_weight",
                                            "queue_weight",  "kv_weight",
-                                           "overlap_score_weight"};
+                                           "overlap_score_weight", "track_output_blocks"};
         uint64_t v = 0;
         if ((st = cz_json_check_keys(j, ctx, keys, (int)CZ_ARRAY_LEN(keys), err)) != CZ_OK ||
             (st = cz_json_str(j, ctx, "policy", false, &name, err)) != CZ_OK ||
@@ -909,7 +909,9 @@ static cz_status parse_router(const cJSON *cfg, const char *where, cz_config *c,
             (st = cz_json_num(j, ctx, "kv_weight", false, 0, 1000, &c->router.kv_weight,
                               err)) != CZ_OK ||
             (st = cz_json_num(j, ctx, "overlap_score_weight", false, 0, 1000,
-                              &c->router.overlap_score_weight, err)) != CZ_OK)
+                              &c->router.overlap_score_weight, err)) != CZ_OK ||
+            (st = cz_json_bool(j, ctx, "track_output_blocks", false,
+                               &c->router.track_output_blocks, err)) != CZ_OK)
             return st;
         c->router.affinity_max_load = (uint32_t)v;
     } else if (j && (st = cz_json_str(cfg, where, "router", false, &name, err)) != CZ_OK) {

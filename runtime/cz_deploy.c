@@ -45,7 +45,12 @@ typedef struct rep_rt {
                                 published */
     uint32_t kv_blocks;  /* its KV pool (an autoregressive stage) */
     uint32_t active;     /* kv_router: the KV blocks of the turns routed to it and not yet
-                            ended, as the router counts them (Dynamo's active blocks) */
+                            ended, as the router counts them (Dynamo's active blocks): each
+                            turn's context blocks when it was routed, less those held there
+                            then, and with router.track_output_blocks the blocks its
+                            generated tokens started since */
+    uint64_t grown;      /* kv_router, tracking output blocks: its serving core's
+                            cz_server_ctx_grown, as `active` last took it in */
     bool sig_dirty;      /* its load changed since it last published */
     uint64_t turns;      /* turns started on it (AR stages) */
     bool busy;           /* its batch is in flight */
@@ -118,7 +123,11 @@ typedef struct ses_stage {
     uint32_t fed;    /* tokens of output allowed to this stage so far (a fed AR stage) */
     uint32_t handed; /* upstream tokens handed to this stage so far (a vocoder) */
     uint32_t target; /* output tokens of the open turn at this stage */
-    uint32_t active; /* kv_router: the blocks the open turn adds to its replica's active */
+    uint32_t active; /* kv_router: the blocks the open turn adds to its replica's active
+                        at its start (its context's, less `held`) */
+    uint32_t blocks0;/* kv_router, tracking output blocks: its context's blocks at its
+                        start (the blocks its generated tokens start later add to its
+                        replica's active as they come) */
     uint32_t held;   /* kv_router: the turn's leading blocks in use on its replica when it
                         was routed (they add nothing to its active blocks) */
     bool open, done; /* its turn started; finished */
@@ -678,24 +687,76 @@ static void load_add(cz_deploy *S, uint32_t ri, int32_t delta, double now)
         load_order(S, ri);
 }
 
-/* kv_router: the open turn of session si at AR stage p adds `blocks` to its replica's
- * active blocks (at its start), or gives back what it added (blocks UINT32_MAX, at its
- * end). */
-static void active_add(cz_deploy *S, uint32_t si, uint32_t p, uint32_t blocks)
+/* Blocks of `tokens` context tokens at AR stage p, as Dynamo's router counts them. */
+static inline uint32_t ctx_blocks(const cz_deploy *S, uint32_t p, uint64_t tokens)
+{
+    uint64_t bt = S->cfg->place[p].server.block_tokens;
+    return (uint32_t)((tokens + bt - 1) / bt);
+}
+
+/* kv_router: the open turn of session si at AR stage p adds its context's blocks, less
+ * those already in use on its replica (ses_stage.held), to the replica's active blocks
+ * (`start`, once the turn is given to its serving core), or gives back all it added (at
+ * its end, before any cut of its context). Dynamo's router (its ActiveSequences) adds a
+ * request's new blocks when it routes it and frees them when it ends; with output-block
+ * tracking (router.track_output_blocks), each output token that starts a block adds one
+ * more meanwhile (active_sync), and the end gives those back too: its context's blocks
+ * less those at its start, as a session's turn is fed no input (op_apply). O(1). */
+static void active_add(cz_deploy *S, uint32_t si, uint32_t p, bool start)
 {
     if (S->order != ORDER_ACTIVE)
         return;
     ses_stage *st = SP(S, si, p);
     rep_rt *r = &S->reps[st->rep];
-    if (blocks == UINT32_MAX) {
-        CZ_ASSERT(r->active >= st->active);
-        r->active -= st->active;
-        st->active = 0;
-    } else {
-        st->active = blocks;
-        r->active += blocks;
+    if (!S->cfg->router.track_output_blocks) {
+        if (start) {
+            const cz_seq *q = cz_server_seq(RSRV(S, r), st->seq);
+            uint32_t blocks = ctx_blocks(S, p, (uint64_t)q->tokens_in + q->generated);
+            st->active = blocks > st->held ? blocks - st->held : 0;
+            r->active += st->active;
+        } else {
+            CZ_ASSERT(r->active >= st->active);
+            r->active -= st->active;
+            st->active = 0;
+        }
+        load_order(S, st->rep);
+        return;
     }
+    cz_server *srv = RSRV(S, r);
+    const cz_seq *q = cz_server_seq(srv, st->seq);
+    uint32_t blocks = ctx_blocks(S, p, (uint64_t)q->tokens_in + q->generated);
+    /* every block its tokens grew into was taken in when its step ended (active_sync) */
+    CZ_ASSERT(r->grown == cz_server_ctx_grown(srv));
+    if (start) {
+        st->blocks0 = blocks;
+        st->active = blocks > st->held ? blocks - st->held : 0;
+        r->active += st->active;
+    } else {
+        CZ_ASSERT(blocks >= st->blocks0 && r->active >= st->active + (blocks - st->blocks0));
+        r->active -= st->active + (blocks - st->blocks0);
+        st->active = 0;
+    }
+    cz_server_count_ctx(srv, st->seq, start);
     load_order(S, st->rep);
+}
+
+/* kv_router with output-block tracking: replica ri's step ended: the blocks its open
+ * turns' generated tokens started join its active blocks (Dynamo's router adds a block to
+ * a request each time its output tokens fill one). Called as the step's end is taken in,
+ * before anything routes: the fast-forward (step_again) and an ordinary step's end leave
+ * the same count. O(1) (O(log replicas) when the count changed). */
+static void active_sync(cz_deploy *S, uint32_t ri)
+{
+    if (S->order != ORDER_ACTIVE || !S->cfg->router.track_output_blocks)
+        return;
+    rep_rt *r = &S->reps[ri];
+    uint64_t g = cz_server_ctx_grown(SRV(S, ri));
+    if (g == r->grown)
+        return;
+    CZ_ASSERT(g > r->grown && g - r->grown <= UINT32_MAX - r->active);
+    r->active += (uint32_t)(g - r->grown);
+    r->grown = g;
+    load_order(S, ri);
 }
 
 /* vllm_dp, llm_d: replica ri's load (and KV use) after its serving core changed (it was
@@ -1216,15 +1277,9 @@ static void stage_start(cz_deploy *S, uint32_t si, uint32_t p, uint32_t out, boo
         ss->rec0 = rec; /* the record the turn's outcome names: what its client saw */
     r->turns++;
     load_add(S, st->rep, 1, now);
-    if (S->order == ORDER_ACTIVE) {
-        /* Dynamo's router adds a request's new blocks to its worker's active blocks (those
-         * not already in use there) */
-        const cz_seq *q = cz_server_seq(RSRV(S, r), seq);
-        uint64_t ctx = (uint64_t)q->tokens_in + q->generated;
-        uint64_t bt = S->cfg->place[p].server.block_tokens;
-        uint64_t blocks = (ctx + bt - 1) / bt;
-        active_add(S, si, p, (uint32_t)(blocks > st->held ? blocks - st->held : 0));
-    }
+    /* Dynamo's router adds a request's new blocks to its worker's active blocks (those
+     * not already in use there) */
+    active_add(S, si, p, true);
     ss->outstanding++;
     if (S->cfg->pd && p == CZ_PD_DECODE) {
         /* its context but the last token was computed by the prefill pool */
@@ -1373,7 +1428,7 @@ static void stage_progress(cz_deploy *S, uint32_t si, uint32_t p, double now, bo
             st->open = false;
             st->done = true;
             load_add(S, st->rep, -1, now);
-            active_add(S, si, p, UINT32_MAX);
+            active_add(S, si, p, false);
             ss->outstanding--;
         }
     } else if (stage_is_ar(S, p)) {
@@ -1638,6 +1693,9 @@ static void op_apply(cz_deploy *S, rep_rt *r, const deferred_op *op, double now)
                       SES(S, op->session)->barged || SES(S, op->session)->g == NONE);
             return;
         }
+        /* a session's turn is fed output only: its context grows by what it generates
+         * (kv_router's count of its blocks relies on it, active_add) */
+        CZ_ASSERT(op->session == NONE || op->in == 0);
         cz_feed_result fr = cz_server_feed(RSRV(S, r), now, op->seq, op->in, op->out, op->final);
         if (fr == CZ_FEED_OK)
             return;
@@ -1685,7 +1743,7 @@ static void stop_stages(cz_deploy *S, uint32_t si, const uint32_t *heard, double
             if (st->open) {
                 st->open = false;
                 load_add(S, st->rep, -1, now);
-                active_add(S, si, q, UINT32_MAX);
+                active_add(S, si, q, false);
             }
             ss->blocked++;
             if (S->cfg->pd && q == CZ_PD_PREFILL && ss->pd_pulling) {
@@ -1771,6 +1829,7 @@ static void on_ar_done(cz_deploy *S, uint32_t ri, double now)
     rep_rt *r = REP(S, ri);
     cz_step_events ev;
     cz_server_on_batch_done(RSRV(S, r), now, &ev);
+    active_sync(S, ri);
     /* copy: handling the events can call back into this server */
     uint32_t n_ms = ev.n_milestone, n_td = ev.n_turn_done;
     /* a prefill pool's turn stalls at its first token, holding its KV for the decode
@@ -2343,7 +2402,8 @@ cz_status cz_deploy_create(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
     cz_metrics_track_classes(m, cz_workload_mixed_classes(wl));
     S->drv = *drv;
     /* the routers that read a serving core's queues, KV use or cached prefixes read what
-     * a decode step changes: each step goes through the runtime for them; so it does for
+     * a decode step changes (kv_router's active blocks too, when they track the output):
+     * each step goes through the runtime for them; so it does for
      * a live workload, whose driver may read a serving core between its reports, and when
      * the rows of /timeline and /itl are kept, which come in time order */
     S->runs = drv->run && drv->fast_forward && !wl->live && cz_metrics_rows_dropped(m) &&
@@ -2513,6 +2573,7 @@ static bool step_again(cz_deploy *S, uint32_t ri, double now)
     if (!cz_server_step_again(r->srv, now, &b))
         return false;
     S->progress++;
+    active_sync(S, ri); /* as on_ar_done takes the step's end in */
     cz_deploy_step st = {.rep = ri, .p = r->p, .gpu = r->gpu, .srv = r->srv, .batch = &b};
     uint32_t m = S->runs ? cz_server_run_room(r->srv, RUN_CAP) : 0;
     if (m == 0) {

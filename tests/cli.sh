@@ -641,6 +641,14 @@ check "... and Dynamo's" "$cz" sim --trace \
     --set workload.max_requests=100 --set server.prefix_caching=true --set server.max_model_len=0 \
     --set pipeline.llm.replicas=4 --set router.policy=kv_router --set router.overlap_score_weight=2 \
     --quiet
+check "... tracking output blocks" "$cz" sim --trace \
+    "$root/traces/data/mooncake_conversation/conversation_trace_head.jsonl" \
+    --set workload.max_requests=100 --set server.prefix_caching=true --set server.max_model_len=0 \
+    --set pipeline.llm.replicas=4 --set router.policy=kv_router \
+    --set router.track_output_blocks=true --quiet
+check "a router switch that is not a boolean is an input error" expect_exit 2 "$cz" sim \
+    "$root/experiments/default.json" --set router.policy=kv_router --set router.track_output_blocks=1
+check "... naming the field" grep -q "track_output_blocks': expected true or false" "$tmp/cmd.err"
 check "a negative router weight is an input error" expect_exit 2 "$cz" sim \
     "$root/experiments/default.json" --set router.policy=llm_d --set router.kv_weight=-1
 check "... naming the field" grep -q "kv_weight" "$tmp/cmd.err"

@@ -417,7 +417,8 @@ static void add_pipeline_placement(rng *r, cJSON *c, const char *const *stages, 
 }
 
 /* The router: any policy by name, or as an object with late load signals, a bound on
- * session affinity, and the prefix-aware routers' weights (zero ones included). */
+ * session affinity, the prefix-aware routers' weights (zero ones included), and
+ * kv_router's output-block tracking. */
 static void add_router(rng *r, cJSON *c)
 {
     const char *policy = PICK(r, "session", "least_loaded", "random", "round_robin",
@@ -437,6 +438,8 @@ static void add_router(rng *r, cJSON *c)
     for (uint32_t k = 0; k < 4; k++)
         if (chance(r, 0.15))
             cJSON_AddNumberToObject(o, weights[k], chance(r, 0.3) ? 0 : log_between(r, 0.01, 100));
+    if (chance(r, strcmp(policy, "kv_router") == 0 ? 0.7 : 0.1))
+        cJSON_AddBoolToObject(o, "track_output_blocks", !chance(r, 0.3));
 }
 
 /* A text model's fleet: from two replicas to a few hundred, on consecutive GPUs or a list. */

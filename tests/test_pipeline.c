@@ -784,6 +784,67 @@ Test(pipeline, prefix_aware_routers_find_shared_prefixes)
     free(trace);
 }
 
+/* Dynamo's active blocks grow with the output when the router tracks output blocks
+ * (router.track_output_blocks, as Dynamo's --router-track-output-blocks; off by default):
+ * request 0 (512 tokens, one trace block of 512 = 32 blocks of 16) generates 2,000 tokens
+ * on replica 0; request 1 shares its 512-token prefix and adds 512 of its own. Routed
+ * right away (at 0.1 s, a few tokens in), replica 0 costs 32 prefill blocks + 32 active +
+ * 32 new = 96 against an idle replica's 64 + 0 + 64 = 128: the prefix wins. Routed at 8 s,
+ * request 0's 512 + 2,000 tokens have grown past 64 blocks (its output fills a block every
+ * 16 tokens): replica 0 costs 96 + 32 or more and replica 1 takes it. Without the
+ * tracking the active blocks stay the prompt's 32 and both go to replica 0. The
+ * fast-forward changes nothing. */
+Test(pipeline, kv_router_active_blocks_grow_with_the_output)
+{
+    for (int track = 0; track < 2; track++) {
+        for (int late = 0; late < 2; late++) {
+            for (int ff = 0; ff < 2; ff++) {
+                char trace[] = "/tmp/cz-kvgrow-XXXXXX";
+                int fd = mkstemp(trace);
+                cr_assert(fd >= 0);
+                FILE *f = fdopen(fd, "w");
+                cr_assert(f != NULL);
+                fprintf(f,
+                        "{\"timestamp\": 0, \"input_length\": 512, \"output_length\": 2000,"
+                        " \"hash_ids\": [1]}\n"
+                        "{\"timestamp\": %d, \"input_length\": 1024, \"output_length\": 16,"
+                        " \"hash_ids\": [1, 2]}\n",
+                        late ? 8000 : 100);
+                fclose(f);
+                char cfg[1024];
+                snprintf(cfg, sizeof cfg,
+                         "{\"model\": \"llama-3-8b\", \"hardware\": \"h100-sxm\","
+                         " \"router\": {\"policy\": \"kv_router\"%s},"
+                         " \"pipeline\": {\"llm\": {\"replicas\": 2}},"
+                         " \"sim\": {\"timeline_interval_s\": 0, \"fast_forward\": %s},"
+                         " \"server\": {\"prefix_caching\": true, \"max_model_len\": 0},"
+                         " \"workload\": {\"trace\": {\"path\": \"%s\","
+                         " \"format\": \"mooncake\"}}}",
+                         track ? ", \"track_output_blocks\": true" : "",
+                         ff ? "true" : "false", trace);
+                static route_log l;
+                memset(&l, 0, sizeof l);
+                run r;
+                run_routed(&r, cfg, &l);
+                unlink(trace);
+                cr_assert_eq(r.cfg.router.track_output_blocks, track == 1);
+                cr_assert_eq(l.rep_of[0], 1, "request 0 on %u", l.rep_of[0] - 1);
+                cr_assert_eq(l.rep_of[1], late && track ? 2u : 1u,
+                             "tracking %d, late %d, fast-forward %d: on %u", track, late, ff,
+                             l.rep_of[1] - 1);
+                /* request 0 was still generating when request 1 came */
+                const cz_req_record *r0 = NULL;
+                for (uint64_t i = 0; i < r.m.n_req; i++)
+                    if (r.m.req[i].output_tokens == 2000)
+                        r0 = &r.m.req[i];
+                cr_assert(r0 != NULL && r0->finish_s > 8.5, "request 0 ends at %g",
+                          r0 ? r0->finish_s : NAN);
+                run_free(&r);
+            }
+        }
+    }
+}
+
 /* A router or a placement the parser cannot take is an error naming the file. */
 Test(pipeline, config_rejects_bad_routers)
 {
@@ -795,6 +856,8 @@ Test(pipeline, config_rejects_bad_routers)
         "{\"model\": \"llama-3-8b\", \"router\": {\"policy\": \"llm_d\", \"queue_weight\": -1}}",
         "{\"model\": \"llama-3-8b\", \"router\": {\"policy\": \"kv_router\","
         " \"overlap_score_weight\": \"high\"}}",
+        "{\"model\": \"llama-3-8b\", \"router\": {\"policy\": \"kv_router\","
+        " \"track_output_blocks\": \"yes\"}}",
         "{\"model\": \"llama-3-8b\", \"pipeline\": {\"llm\": {\"replicas\": 2, \"gpus\": [0, 1],"
         " \"first_gpu\": 3}}}",
         "{\"model\": \"llama-3-8b\", \"pipeline\": {\"llm\": {\"replicas\": 65, \"gpus\": [0]}}}",
@@ -809,6 +872,10 @@ Test(pipeline, config_rejects_bad_routers)
         cz_err_clear(&err);
         cr_assert_eq(cz_config_parse(j, "t.json", ".", &c, &wl, &err), CZ_EINVAL, "%s", bad[i]);
         cr_assert(strstr(err.msg, "t.json") != NULL, "%s", err.msg);
+        if (strstr(bad[i], "track_output_blocks"))
+            cr_assert(strstr(err.msg, "t.json: router: field 'track_output_blocks': expected "
+                                      "true or false") != NULL,
+                      "%s", err.msg);
         cz_workload_free(&wl);
         cJSON_Delete(j);
     }

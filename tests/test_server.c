@@ -1214,7 +1214,8 @@ Test(server, end_output_stops_a_turn_at_the_batch_in_flight)
  * the decode set again while nothing is due and the block phase fits, and declines when a
  * member's budget ends the step, when a block phase needs more than the free blocks (the
  * ordinary path preempts there), and when a turn waits. Every count and gap comes out the
- * same. */
+ * same, the growth of the first one's counted context too (cz_server_ctx_grown: from 1
+ * token to 10, blocks 1 to 3, through its preemption; the other's is not counted). */
 Test(server, step_again_matches_the_ordinary_step)
 {
     cz_metrics m1, m2;
@@ -1227,7 +1228,7 @@ Test(server, step_again_matches_the_ordinary_step)
     cz_batch b1, b2;
     cz_server *ss[2] = {s1, s2};
     for (int k = 0; k < 2; k++) {
-        request(ss[k], 0.0, 1, 9, 0);
+        cz_server_count_ctx(ss[k], request(ss[k], 0.0, 1, 9, 0), true);
         request(ss[k], 0.0, 3, 7, 1);
         cr_assert(cz_server_schedule(ss[k], 0.0, k ? &b2 : &b1));
         done(ss[k], 0.25, 0); /* both prefilled: each sampled its first token */
@@ -1260,6 +1261,7 @@ Test(server, step_again_matches_the_ordinary_step)
         cr_assert_eq(b1.n_items, b2.n_items, "step %d", step);
         cr_assert_eq(cz_server_kv_used(s1), cz_server_kv_used(s2), "step %d", step);
         cr_assert_eq(cz_server_waiting(s1), cz_server_waiting(s2), "step %d", step);
+        cr_assert_eq(cz_server_ctx_grown(s1), cz_server_ctx_grown(s2), "step %d", step);
         if (step == 1) {
             for (int k = 0; k < 2; k++)
                 request(ss[k], t, 2, 2, 2); /* waits behind the decode set */
@@ -1278,6 +1280,7 @@ Test(server, step_again_matches_the_ordinary_step)
     for (size_t i = 0; i < m2.n_req; i++)
         preempted += m2.req[i].preemptions;
     cr_assert_gt(preempted, 0); /* the pool ran short */
+    cr_assert_eq(cz_server_ctx_grown(s1), 2);
     for (size_t i = 0; i < m1.n_req; i++) {
         cr_assert(m1.req[i].finish_s == m2.req[i].finish_s ||
                   (isnan(m1.req[i].finish_s) && isnan(m2.req[i].finish_s)));
