@@ -2406,8 +2406,9 @@ void cz_server_run_apply(cz_server *s, const double *end_s, uint32_t n)
     for (uint32_t k = 0; k < n; k++) {
         s->d_sum_computed += d;
         s->steps++;
-        s->ctx_grown += s->cc_phase_cnt[bt_mod(s, s->steps)];
-        kv_take(s, s->phase_cnt[bt_mod(s, s->steps)]);
+        uint64_t ph = bt_mod(s, s->steps);
+        s->ctx_grown += s->cc_phase_cnt[ph];
+        kv_take(s, s->phase_cnt[ph]);
         b.decode_ctx_tokens = s->d_sum_computed + d;
         timeline_sample(s, end_s[k], &b);
     }
