@@ -2364,27 +2364,14 @@ bool cz_server_step_again(cz_server *s, double t_s, cz_batch *out)
         (s->n_heap > 0 && s->heap[0].finish_k <= next) ||
         s->phase_cnt[bt_mod(s, next)] > kv_free(s))
         return false;
-    CZ_ASSERT(s->batch_decode == s->n_decode && s->n_heap == s->n_decode);
-    /* cz_server_on_batch_done: every member computed one token and sampled the next */
-    s->metrics->steps++;
-    s->n_turn_done = s->n_first_token = s->n_milestone = s->n_stalled_ev = 0;
-    cz_metrics_add_itl(s->metrics, s->cfg.timeline_stage, t_s - s->last_done_s, s->n_decode);
-    s->d_sum_computed += s->n_decode;
-    s->steps = next;
-    s->last_done_s = t_s;
-    s->ctx_grown += s->cc_phase_cnt[bt_mod(s, s->steps)];
-    s->n_due = 0; /* the prefetch hint: nobody is due at the next step's end */
-    if (s->cfg.timeline_stage == 0)
-        cz_metrics_add_tokens(s->metrics, t_s, s->n_decode);
-    /* cz_server_schedule: the decode set again, its block phase taken */
-    s->wake_s = INFINITY;
+    /* cz_server_on_batch_done (every member computed one token and sampled the next),
+     * then cz_server_schedule (the decode set again, its block phase taken) */
+    cz_server_run_apply(s, &t_s, 1);
     memset(out, 0, sizeof *out);
-    kv_take(s, s->phase_cnt[bt_mod(s, s->steps)]);
     out->decode_seqs = s->n_decode;
     out->decode_ctx_tokens = s->d_sum_computed + s->n_decode;
     out->total_tokens = s->n_decode;
     out->items = s->items;
-    timeline_sample(s, t_s, out);
     return true;
 }
 
@@ -2393,7 +2380,9 @@ void cz_server_run_apply(cz_server *s, const double *end_s, uint32_t n)
     CZ_ASSERT(!s->run_hold && s->in_flight && n > 0);
     CZ_ASSERT(s->n_items == 0 && s->batch_decode == s->n_decode && s->n_heap == s->n_decode &&
               (s->n_heap == 0 || s->heap[0].finish_k > s->steps + n));
-    /* cz_server_step_again, n times: the metrics' part at once */
+    /* cz_server_on_batch_done and cz_server_schedule, n times over: every member computed
+     * one token and sampled the next, and the decode set runs again; the metrics' part
+     * at once */
     uint32_t d = s->n_decode;
     s->metrics->steps += n;
     s->n_turn_done = s->n_first_token = s->n_milestone = s->n_stalled_ev = 0;

@@ -99,14 +99,22 @@ static double ar_step_s(const cz_sim *S, const cz_deploy_step *st)
  * cost model's per-step overhead (launches, scheduling, sampling), runs on the host thread
  * and its kernels on the GPU (cz_streams.h); a synchronous GPU runs one step at a time, so
  * the split changes nothing there. */
+/* The most of a step of st's that runs on the host: the cost model's per-step overhead
+ * on an asynchronous GPU, else 0 (a step's host part is this or its whole time, the
+ * less). */
+static double host_cap_s(const cz_sim *S, const cz_deploy_step *st)
+{
+    if (S->gpus[st->gpu].async && S->cfg->cost_kind != CZ_COST_SERVICE)
+        return cz_config_step_overhead_s(S->cfg, st->p);
+    return 0.0;
+}
+
 /* Step st's time, and its host part (*host_s: the cost model's per-step overhead on an
  * asynchronous GPU, else 0). */
 static double step_split(const cz_sim *S, const cz_deploy_step *st, double *host_s)
 {
     double dur = st->srv ? ar_step_s(S, st) : cz_config_jobs_step_s(S->cfg, st->p, st->jobs, st->n_jobs);
-    *host_s = 0.0;
-    if (S->gpus[st->gpu].async && S->cfg->cost_kind != CZ_COST_SERVICE)
-        *host_s = fmin(cz_config_step_overhead_s(S->cfg, st->p), dur);
+    *host_s = fmin(host_cap_s(S, st), dur);
     return dur;
 }
 
@@ -161,12 +169,10 @@ static void drv_run_step_ends(void *ctx, const cz_deploy_step *st, double start_
         }
     }
     /* step_split's host part, then the stream model's lone-stream arithmetic */
-    bool split = S->gpus[st->gpu].async && S->cfg->cost_kind != CZ_COST_SERVICE;
-    double overhead = split ? cz_config_step_overhead_s(S->cfg, st->p) : 0.0;
-    double t = start_s;
+    double cap = host_cap_s(S, st), t = start_s;
     for (uint32_t k = 0; k < n; k++) {
         double dur = end_s[k];
-        double host = split ? fmin(overhead, dur) : 0.0;
+        double host = dur < cap ? dur : cap; /* fmin(cap, dur), without its call */
         double gpu = dur - host;
         if (host > 0.0)
             t = gpu > 0.0 ? (t + host) + gpu : t + host;

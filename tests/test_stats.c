@@ -191,6 +191,15 @@ Test(stats, distacc_auto_is_exact_within_its_budget_then_a_sketch)
 /* An order-free accumulator (the inter-token gaps): the summary is the same bit for bit
  * whatever the order of the values, its mean and std are those of the values rounded to
  * 2^-30, and equal values have a std of exactly 0. */
+/* Two empty weighted order-free accumulators of `mode`. */
+static void order_free_pair(cz_distacc *a, cz_distacc *b, cz_pct_mode mode)
+{
+    cz_distacc_init(a, mode, true);
+    cz_distacc_init(b, mode, true);
+    cz_distacc_order_free(a);
+    cz_distacc_order_free(b);
+}
+
 Test(stats, distacc_order_free_is_exact_and_ignores_the_order)
 {
     enum { N = 5000 };
@@ -205,10 +214,7 @@ Test(stats, distacc_order_free_is_exact_and_ignores_the_order)
     cz_pct_mode modes[] = {CZ_PCT_EXACT, CZ_PCT_SKETCH, CZ_PCT_AUTO};
     for (size_t mi = 0; mi < 3; mi++) {
         cz_distacc a, b;
-        cz_distacc_init(&a, modes[mi], true);
-        cz_distacc_init(&b, modes[mi], true);
-        cz_distacc_order_free(&a);
-        cz_distacc_order_free(&b);
+        order_free_pair(&a, &b, modes[mi]);
         for (size_t i = 0; i < N; i++)
             cz_distacc_add(&a, v[i], w[i]);
         for (size_t i = N; i-- > 0;)
@@ -262,10 +268,7 @@ Test(stats, distacc_add_many_is_adding_one_by_one)
         cz_pct_mode modes[] = {CZ_PCT_EXACT, CZ_PCT_SKETCH, CZ_PCT_AUTO};
         for (size_t mi = 0; mi < 3; mi++) {
             cz_distacc a, b;
-            cz_distacc_init(&a, modes[mi], true);
-            cz_distacc_init(&b, modes[mi], true);
-            cz_distacc_order_free(&a);
-            cz_distacc_order_free(&b);
+            order_free_pair(&a, &b, modes[mi]);
             for (size_t i = 0; i < N; i++)
                 cz_distacc_add(&a, v[i], 5);
             for (size_t i = 0, len = 1; i < N; i += len, len = len * 2 % 5000 + 1)
