@@ -62,10 +62,11 @@ check "... naming it" grep -q "per_wombat_s" "$tmp/cmd.err"
 # uncalibrated roofline is off by 50 % and more on these shapes; a fit that works is within
 # a few percent, so 15 % leaves room for a noisy machine; under the sanitizers, whose
 # instrumentation slows the host's work and the kernels unevenly, 25 %: a held-out median
-# of 15.3 % was seen there)
-bound=0.15
-[ "${CZ_TEST_SANITIZED:-0}" = 1 ] && bound=0.25
-check "profile --quick" "$cz" profile "$cpu" -o "$tmp/p.h5" --quick --no-progress
+# of 15.3 % was seen there; and the grid follows a 512-token step budget there, a fifth of
+# the tokens)
+bound=0.15 small=()
+[ "${CZ_TEST_SANITIZED:-0}" = 1 ] && bound=0.25 small=(--set server.max_num_batched_tokens=512)
+check "profile --quick" "$cz" profile "$cpu" -o "$tmp/p.h5" --quick "${small[@]}" --no-progress
 check "calibrate the profile" "$cz" calibrate "$tmp/p.h5" -o "$tmp/cp.json"
 check "held-out median error below $bound" bash -c \
     "python3 -c \"import json; d=json.load(open('$tmp/cp.json')); h=d['calibration']['held_out']; assert h['rows']>=30 and h['median_ape']<$bound, h\""
