@@ -2401,14 +2401,15 @@ cz_status cz_deploy_create(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
     cz_metrics_set_slo(m, &cfg->slo);
     cz_metrics_track_classes(m, cz_workload_mixed_classes(wl));
     S->drv = *drv;
-    /* the routers that read a serving core's queues, KV use or cached prefixes read what
-     * a decode step changes (kv_router's active blocks too, when they track the output):
-     * each step goes through the runtime for them; so it does for
-     * a live workload, whose driver may read a serving core between its reports, and when
-     * the rows of /timeline and /itl are kept, which come in time order */
+    /* llm_d reads a serving core's KV use and kv_router its cached prefixes (and its
+     * active blocks, when they track the output), which a decode step changes: each step
+     * goes through the runtime for them. vllm_dp's load (4 x waiting + running) stays
+     * as it is through a run, which admits, finishes and preempts nothing
+     * (cz_server_run_room). Each step goes through the runtime for a live workload too,
+     * whose driver may read a serving core between its reports, and when the rows of
+     * /timeline and /itl are kept, which come in time order */
     S->runs = drv->run && drv->fast_forward && !wl->live && cz_metrics_rows_dropped(m) &&
-              cfg->router.policy != CZ_ROUTER_VLLM_DP && cfg->router.policy != CZ_ROUTER_LLM_D &&
-              cfg->router.policy != CZ_ROUTER_KV;
+              cfg->router.policy != CZ_ROUTER_LLM_D && cfg->router.policy != CZ_ROUTER_KV;
     S->n_pipe = n_pipe;
     S->voc = -1;
     S->first_ar = first_ar;

@@ -714,17 +714,21 @@ Test(sim, live_interaction_plane)
  * the time limit stops the runs in the middle. */
 Test(sim, decode_runs_match_stepping)
 {
-    for (int cut = 0; cut < 2; cut++) {
-        /* the simulated day's load (1.16 requests/s a replica): runs of tens of steps */
+    for (int cut = 0; cut < 3; cut++) {
+        /* the simulated day's load (1.16 requests/s a replica): runs of tens of steps;
+         * the third under vllm_dp, whose load is read from the queues each step */
         const char *on[] = {"pipeline.llm.replicas=8", "workload.arrivals.rate_rps=9.26",
                             "workload.synthetic.requests=600",
-                            cut ? "sim.max_time_s=31.37" : NULL, "sim.fast_forward=true"};
+                            cut == 1 ? "sim.max_time_s=31.37"
+                            : cut == 2 ? "router=vllm_dp"
+                                       : NULL,
+                            "sim.fast_forward=true"};
         const char *off[] = {on[0], on[1], on[2], on[3], "sim.fast_forward=false"};
         uint64_t ev_on, ev_off, n_on, n_off;
         const char *fleet = "experiments/bench/fleet.json";
         char *a = run_summary(fleet, on, 5, true, &ev_on, &n_on);
         char *b = run_summary(fleet, off, 5, true, &ev_off, &n_off);
-        cr_assert(n_on == n_off && (cut || n_on == 600));
+        cr_assert(n_on == n_off && (cut == 1 || n_on == 600));
         cr_assert_str_eq(a, b);
         cr_assert(ev_on * 10 < ev_off, "%llu events with runs, %llu without",
                   (unsigned long long)ev_on, (unsigned long long)ev_off);
