@@ -725,7 +725,7 @@ uint32_t cz_server_seq_cached_blocks(const cz_server *s, uint32_t id, uint32_t *
 
 uint32_t cz_server_held_prefix(const cz_server *s, const uint64_t *hash, uint32_t n)
 {
-    CZ_ASSERT(!s->run_hold);
+    /* under a run too: its steps change no block's holders (cz_server.h) */
     if (!s->apc)
         return 0;
     uint32_t k = 0, e;
@@ -2410,6 +2410,10 @@ uint32_t cz_server_run_room(const cz_server *s, uint32_t cap)
 {
     CZ_ASSERT(s->in_flight && s->n_items == 0 && s->n_decode > 0 && !s->run_hold);
     uint32_t free = kv_free(s), m = 0;
+    /* a watched cache hears of each eviction as it happens: a run's steps take only the
+     * blocks never used (kv_take evicts once those run out) */
+    if (s->apc && s->pc.watch.cached)
+        free = free > s->pc.n_free ? free - s->pc.n_free : 0;
     uint64_t due = s->n_heap > 0 ? s->heap[0].finish_k : UINT64_MAX;
     while (m < cap) {
         uint64_t next = s->steps + m + 1; /* the step whose end the call would see */

@@ -375,7 +375,9 @@ void cz_server_watch_cache(cz_server *s, const cz_pcache_watch *w);
 uint32_t cz_server_seq_cached_blocks(const cz_server *s, uint32_t seq, uint32_t *held);
 
 /* The leading blocks of hashes hash[0 .. n) that are cached here and held by some sequence
- * (in use, not waiting in the free queue). 0 without prefix caching. O(blocks found). */
+ * (in use, not waiting in the free queue). 0 without prefix caching. O(blocks found).
+ * Callable under a decode run (cz_server_run_hold): a run's steps admit and finish no
+ * sequence, and take free blocks only, so the blocks held stay as they are. */
 uint32_t cz_server_held_prefix(const cz_server *s, const uint64_t *hash, uint32_t n);
 
 /* For tests: every cached block the watcher heard of (published, hash live) is one the
@@ -501,7 +503,9 @@ bool cz_server_step_again(cz_server *s, double t_s, cz_batch *out);
 /* Decode runs (docs/serving-core.md, "Decode runs"): right after cz_server_step_again
  * returned true, how many more of its calls, one at the end of each step from the one in
  * flight, are bound to return true if nothing else reaches the serving core in between
- * (no member is due, the block phases fit in the free blocks), at most `cap`. The k-th of
+ * (no member is due, the block phases fit in the free blocks; with a watcher on the prefix
+ * cache, cz_server_watch_cache, in the blocks never used, so that no step evicts a cached
+ * block the watcher would have to hear of when it happens), at most `cap`. The k-th of
  * them runs step steps + k + 1 with decode_ctx_tokens k x decode_seqs past the batch just
  * returned. O(the answer). */
 uint32_t cz_server_run_room(const cz_server *s, uint32_t cap);

@@ -2401,15 +2401,19 @@ cz_status cz_deploy_create(const cz_config *cfg, cz_workload *wl, cz_metrics *m,
     cz_metrics_set_slo(m, &cfg->slo);
     cz_metrics_track_classes(m, cz_workload_mixed_classes(wl));
     S->drv = *drv;
-    /* llm_d reads a serving core's KV use and kv_router its cached prefixes (and its
-     * active blocks, when they track the output), which a decode step changes: each step
-     * goes through the runtime for them. vllm_dp's load (4 x waiting + running) stays
-     * as it is through a run, which admits, finishes and preempts nothing
-     * (cz_server_run_room). Each step goes through the runtime for a live workload too,
-     * whose driver may read a serving core between its reports, and when the rows of
+    /* llm_d reads a serving core's KV use, which a decode step changes, and kv_router
+     * tracking the output its active blocks, which grow with the steps: each step goes
+     * through the runtime for them. What the others read stays as it is through a run,
+     * which admits, finishes and preempts nothing (cz_server_run_room): vllm_dp's load (4
+     * x waiting + running), kv_router's active blocks without the output's and its index
+     * of cached prefixes, which hears of no eviction in a run (a watched cache's runs take
+     * only blocks never used) and whose held prefixes a run leaves alone
+     * (cz_server_held_prefix). Each step goes through the runtime for a live workload
+     * too, whose driver may read a serving core between its reports, and when the rows of
      * /timeline and /itl are kept, which come in time order */
     S->runs = drv->run && drv->fast_forward && !wl->live && cz_metrics_rows_dropped(m) &&
-              cfg->router.policy != CZ_ROUTER_LLM_D && cfg->router.policy != CZ_ROUTER_KV;
+              cfg->router.policy != CZ_ROUTER_LLM_D &&
+              !(cfg->router.policy == CZ_ROUTER_KV && cfg->router.track_output_blocks);
     S->n_pipe = n_pipe;
     S->voc = -1;
     S->first_ar = first_ar;

@@ -736,3 +736,28 @@ Test(sim, decode_runs_match_stepping)
         free(b);
     }
 }
+
+/* Decode runs under kv_router with prefix caching (the Mooncake slice's shared prefixes):
+ * the router reads each replica's held prefixes and hears of each cached block's eviction
+ * as it happens, so a run takes only blocks never used; byte for byte the summary of
+ * stepping, on 4 replicas with the default pool, and on 8 whose pools of 12,000 blocks
+ * fill (runs that evicted lazily route the slice differently there). */
+Test(sim, decode_runs_match_stepping_under_kv_router)
+{
+    for (int full = 0; full < 2; full++) {
+        const char *on[] = {"router=kv_router",
+                            full ? "pipeline.llm.replicas=8" : "workload.max_requests=600",
+                            full ? "server.kv_blocks=12000" : NULL, "sim.fast_forward=true"};
+        const char *off[] = {on[0], on[1], on[2], "sim.fast_forward=false"};
+        uint64_t ev_on, ev_off, n_on, n_off;
+        const char *mc = "experiments/bench/mooncake_routers.json";
+        char *a = run_summary(mc, on, 4, true, &ev_on, &n_on);
+        char *b = run_summary(mc, off, 4, true, &ev_off, &n_off);
+        cr_assert(n_on == n_off && n_on == (full ? 2000 : 600));
+        cr_assert_str_eq(a, b);
+        cr_assert(ev_on * 2 < ev_off, "%llu events with runs, %llu without",
+                  (unsigned long long)ev_on, (unsigned long long)ev_off);
+        free(a);
+        free(b);
+    }
+}
