@@ -95,10 +95,6 @@ static double ar_step_s(const cz_sim *S, const cz_deploy_step *st)
 
 /* ---- the driver's table ---- */
 
-/* Starts a step alone on its replica's stream. On an asynchronous GPU its host part, the
- * cost model's per-step overhead (launches, scheduling, sampling), runs on the host thread
- * and its kernels on the GPU (cz_streams.h); a synchronous GPU runs one step at a time, so
- * the split changes nothing there. */
 /* The most of a step of st's that runs on the host: the cost model's per-step overhead
  * on an asynchronous GPU, else 0 (a step's host part is this or its whole time, the
  * less). */
@@ -118,6 +114,10 @@ static double step_split(const cz_sim *S, const cz_deploy_step *st, double *host
     return dur;
 }
 
+/* Starts a step alone on its replica's stream. On an asynchronous GPU its host part, the
+ * cost model's per-step overhead (launches, scheduling, sampling), runs on the host thread
+ * and its kernels on the GPU (cz_streams.h); a synchronous GPU runs one step at a time, so
+ * the split changes nothing there. */
 static void drv_step(void *ctx, const cz_deploy_step *st, double now)
 {
     cz_sim *S = ctx;

@@ -711,16 +711,16 @@ Test(sim, live_interaction_plane)
 /* Decode runs (docs/serving-core.md): the steps bound to follow a decode-only step are one
  * event, applied when an arrival reaches the replica or the run ends, and the summary is
  * byte for byte the one of stepping each step through the runtime's dispatch; also when
- * the time limit stops the runs in the middle. */
+ * the time limit stops the runs in the middle (v 1), and under vllm_dp (v 2), whose load
+ * is read from the queues each step. */
 Test(sim, decode_runs_match_stepping)
 {
-    for (int cut = 0; cut < 3; cut++) {
-        /* the simulated day's load (1.16 requests/s a replica): runs of tens of steps;
-         * the third under vllm_dp, whose load is read from the queues each step */
+    for (int v = 0; v < 3; v++) {
+        /* the simulated day's load (1.16 requests/s a replica): runs of tens of steps */
         const char *on[] = {"pipeline.llm.replicas=8", "workload.arrivals.rate_rps=9.26",
                             "workload.synthetic.requests=600",
-                            cut == 1 ? "sim.max_time_s=31.37"
-                            : cut == 2 ? "router=vllm_dp"
+                            v == 1 ? "sim.max_time_s=31.37"
+                            : v == 2 ? "router=vllm_dp"
                                        : NULL,
                             "sim.fast_forward=true"};
         const char *off[] = {on[0], on[1], on[2], on[3], "sim.fast_forward=false"};
@@ -728,7 +728,7 @@ Test(sim, decode_runs_match_stepping)
         const char *fleet = "experiments/bench/fleet.json";
         char *a = run_summary(fleet, on, 5, true, &ev_on, &n_on);
         char *b = run_summary(fleet, off, 5, true, &ev_off, &n_off);
-        cr_assert(n_on == n_off && (cut == 1 || n_on == 600));
+        cr_assert(n_on == n_off && (v == 1 || n_on == 600));
         cr_assert_str_eq(a, b);
         cr_assert(ev_on * 10 < ev_off, "%llu events with runs, %llu without",
                   (unsigned long long)ev_on, (unsigned long long)ev_off);

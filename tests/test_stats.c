@@ -188,9 +188,6 @@ Test(stats, distacc_auto_is_exact_within_its_budget_then_a_sketch)
     free(v);
 }
 
-/* An order-free accumulator (the inter-token gaps): the summary is the same bit for bit
- * whatever the order of the values, its mean and std are those of the values rounded to
- * 2^-30, and equal values have a std of exactly 0. */
 /* Two empty weighted order-free accumulators of `mode`. */
 static void order_free_pair(cz_distacc *a, cz_distacc *b, cz_pct_mode mode)
 {
@@ -200,6 +197,9 @@ static void order_free_pair(cz_distacc *a, cz_distacc *b, cz_pct_mode mode)
     cz_distacc_order_free(b);
 }
 
+/* An order-free accumulator (the inter-token gaps): the summary is the same bit for bit
+ * whatever the order of the values, its mean and std are those of the values rounded to
+ * 2^-30, and equal values have a std of exactly 0. */
 Test(stats, distacc_order_free_is_exact_and_ignores_the_order)
 {
     enum { N = 5000 };
