@@ -38,9 +38,10 @@ static const char profile_usage[] =
     "                       with -Dcuda)\n"
     "  --threads N          CPU threads (default: what one device of a replay gets:\n"
     "                       engine.threads, else every CPU, split over sim.n_gpus)\n"
-    "  --quick              a small grid and 3 repeats (about 10 s for tiny-llama on 2\n"
-    "                       cores, where the full grid takes under two minutes)\n"
-    "  --repeats R          timed runs per shape, after warm-up (default 5, quick 3)\n"
+    "  --quick              a small grid and 3 repeats (about 14 s for tiny-llama on 2\n"
+    "                       cores, where the full grid takes two minutes)\n"
+    "  --repeats R          rounds over the grid, each timing every shape once after\n"
+    "                       its warm-up (default 5, quick 3)\n"
     "  --no-progress        no progress line\n"
     "  -h, --help           this help\n"
     "\n"
@@ -64,7 +65,7 @@ static void print_progress(void *ctx, uint32_t stage, const char *name, uint32_t
     c->last = now;
     (void)stage;
     if (c->tty || !end)
-        fprintf(stderr, "%sprofile %-12s %u/%u shapes  %.1f s%s", c->tty ? "\r" : "",
+        fprintf(stderr, "%sprofile %-12s %u/%u passes  %.1f s%s", c->tty ? "\r" : "",
                 end ? "done" : name, done, total, now - c->t0, c->tty ? "\033[K" : "\n");
     if (c->tty && end)
         fputc('\n', stderr);

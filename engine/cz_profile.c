@@ -418,48 +418,41 @@ static void warm_net(prof_dev *D, cz_net *net, const cz_kv_pool *pool, double mi
     dev_pass(D, warm_pass, &w, &unused);
 }
 
-/* Warm-up passes (at least one, up to three while they stay under 20 ms in all), then
- * `repeats` timed passes. When their spread (p90 - p10) exceeds a quarter of the median,
- * something else had the machine for part of them: the repeats run once more and the set
- * with the smaller spread is kept (t->tries 2). buf holds 2 x repeats. */
-static void time_set(prof_dev *D, pass_fn run, void *ctx, uint32_t repeats, double *buf,
-                     cz_profile_times *t)
+/* Warm-up goes on while its passes have taken less than this in all (three at most). */
+#define WARM_S 0.02
+
+/* Untimed passes before a timed one: at least `least`, and more, up to three, while they
+ * have taken under WARM_S in all. Returns how many ran. */
+static uint32_t warm_up(prof_dev *D, pass_fn run, void *ctx, uint32_t least)
 {
-    double *dev = buf + repeats;
-    for (uint32_t i = 0; i < repeats; i++)
-        buf[i] = dev_pass(D, run, ctx, &dev[i]);
-    qsort(buf, repeats, sizeof *buf, cmp_double);
+    double warm = 0, unused;
+    uint32_t n = 0;
+    while (n < least || (n < 3 && warm < WARM_S))
+        warm += dev_pass(D, run, ctx, &unused), n++;
+    return n;
+}
+
+/* The statistics of one item's `repeats` samples (host and dev, sorted here). */
+static void time_stats(double *host, double *dev, uint32_t repeats, cz_profile_times *t)
+{
+    qsort(host, repeats, sizeof *host, cmp_double);
     qsort(dev, repeats, sizeof *dev, cmp_double);
     t->repeats = repeats;
-    t->median_s = cz_percentile_sorted(buf, repeats, 50);
-    t->p10_s = cz_percentile_sorted(buf, repeats, 10);
-    t->p90_s = cz_percentile_sorted(buf, repeats, 90);
-    t->min_s = buf[0];
-    t->max_s = buf[repeats - 1];
+    t->median_s = cz_percentile_sorted(host, repeats, 50);
+    t->p10_s = cz_percentile_sorted(host, repeats, 10);
+    t->p90_s = cz_percentile_sorted(host, repeats, 90);
+    t->min_s = host[0];
+    t->max_s = host[repeats - 1];
     t->device_median_s = cz_percentile_sorted(dev, repeats, 50);
 }
 
-static void time_passes(prof_dev *D, pass_fn run, void *ctx, uint32_t repeats, double *buf,
-                        cz_profile_times *t)
+/* Readies item i of a timed set (a shape's batch, a copy's region) and returns the pass
+ * that runs it with *pass_ctx. */
+typedef pass_fn (*prep_fn)(void *ctx, uint32_t i, void **pass_ctx);
+
+static double spread(const cz_profile_times *t)
 {
-    double warm = 0, unused;
-    uint32_t warmup = 0;
-    do {
-        warm += dev_pass(D, run, ctx, &unused);
-        warmup++;
-    } while (warmup < 3 && warm < 0.02);
-    time_set(D, run, ctx, repeats, buf, t);
-    t->warmup = warmup;
-    t->tries = 1;
-    if (t->p90_s - t->p10_s > 0.25 * t->median_s) {
-        cz_profile_times again;
-        time_set(D, run, ctx, repeats, buf, &again);
-        if (again.p90_s - again.p10_s < t->p90_s - t->p10_s) {
-            *t = again;
-            t->warmup = warmup;
-        }
-        t->tries = 2;
-    }
+    return t->p90_s - t->p10_s;
 }
 
 /* ---- one autoregressive stage ------------------------------------------------------------ */
@@ -617,6 +610,54 @@ static void copy_pass(void *ctx)
     cz_kmem_copy_wait(c->k);
 }
 
+/* Timed sets' items (time_items): a decoder stage's rows, an encoder's or vocoder's rows,
+ * copies. */
+typedef struct ar_items {
+    const cz_profile_row *rows;
+    ar_step *s;
+    inner_pass_ctx inner;
+    uint32_t bt;
+} ar_items;
+
+static pass_fn ar_prep(void *ctx, uint32_t i, void **pass_ctx)
+{
+    ar_items *a = ctx;
+    const cz_profile_row *r = &a->rows[i];
+    if (r->cls == CZ_PROFILE_INNER) {
+        a->inner.rows = r->jobs;
+        a->inner.steps = r->ctx_tokens;
+        *pass_ctx = &a->inner;
+        return inner_pass;
+    }
+    build_ar(a->s, r, a->bt);
+    *pass_ctx = a->s;
+    return ar_pass;
+}
+
+typedef struct jobs_items {
+    const cz_profile_row *rows;
+    uint32_t *lens;           /* room for the most jobs; pc.lens */
+    jobs_pass_ctx pc;
+    uint32_t frames_per_token, extra; /* a job's length: tokens x frames + extra */
+} jobs_items;
+
+static pass_fn jobs_prep(void *ctx, uint32_t i, void **pass_ctx)
+{
+    jobs_items *a = ctx;
+    const cz_profile_row *r = &a->rows[i];
+    for (uint32_t j = 0; j < r->jobs; j++)
+        a->lens[j] = r->job_tokens * a->frames_per_token + a->extra;
+    a->pc.n = r->jobs;
+    *pass_ctx = &a->pc;
+    return jobs_pass;
+}
+
+static pass_fn copy_prep(void *ctx, uint32_t i, void **pass_ctx)
+{
+    *pass_ctx = (copy_pass_ctx *)ctx + i;
+    return copy_pass;
+}
+
 /* Bytes the copy arenas span at least: past the last-level caches of the CPUs this runs
  * on. */
 #define COPY_ARENA_BYTES (128u << 20)
@@ -628,8 +669,7 @@ typedef struct prof_run {
     const cz_profile_opts *opts;
     cz_kctx *k;
     prof_dev dev;             /* the device thread passes run on */
-    uint32_t repeats, done, total;
-    double *buf;              /* 2 x repeats */
+    uint32_t repeats, done, total; /* timed passes per item; passes run and planned */
     cz_profile *out;
 } prof_run;
 
@@ -647,6 +687,64 @@ static cz_status check_device(prof_run *R, cz_err *err)
 {
     cz_status st = cz_kctx_status(R->k, err);
     return st == CZ_OK ? st : cz_err_prefix(err, "profile: ");
+}
+
+/* Times items [0, n) of pipeline stage p (UINT32_MAX: the host link) in `repeats` rounds,
+ * each round running every item once: prep, warm-up, one timed pass. Something else
+ * having the machine for a while then slows one pass of many items, which their medians
+ * pass over, rather than every pass of a few, which would bend a fit. After the first
+ * round an item whose set's first pass took WARM_S or more runs without warm-up (an
+ * engine's steps follow steps of other shapes; at that length the caches hardly count).
+ * Items whose spread (p90 - p10) exceeds a quarter of their median after the rounds run
+ * `repeats` rounds more among themselves, and the tighter set is kept (tries 2). The
+ * context's status is checked after every pass; the first failure ends the set with its
+ * status. t[i] receives item i's times. */
+static cz_status time_items(prof_run *R, uint32_t p, uint32_t n, prep_fn prep, void *ctx,
+                            cz_profile_times *const *t, cz_err *err)
+{
+    uint32_t rep = R->repeats, m = n;
+    double *host = cz_xmalloc(((size_t)2 * n * rep + 1) * sizeof *host);
+    double *dev = host + (size_t)n * rep;
+    uint32_t *todo = cz_xmalloc((n ? n : 1) * sizeof *todo);
+    for (uint32_t i = 0; i < n; i++)
+        todo[i] = i;
+    cz_status st = CZ_OK;
+    for (uint32_t tries = 1; tries <= 2 && m && st == CZ_OK; tries++) {
+        for (uint32_t k = 0; k < rep && st == CZ_OK; k++)
+            for (uint32_t j = 0; j < m && st == CZ_OK; j++) {
+                uint32_t i = todo[j];
+                size_t at = (size_t)i * rep + k;
+                progress(R, p);
+                void *pc;
+                pass_fn run = prep(ctx, i, &pc);
+                if (tries == 1 && k == 0)
+                    t[i]->warmup = warm_up(&R->dev, run, pc, 1);
+                else if (host[(size_t)i * rep] < WARM_S)
+                    warm_up(&R->dev, run, pc, 1);
+                host[at] = dev_pass(&R->dev, run, pc, &dev[at]);
+                st = check_device(R, err);
+                R->done++;
+            }
+        if (st != CZ_OK)
+            break;
+        uint32_t again = 0;
+        for (uint32_t j = 0; j < m; j++) {
+            uint32_t i = todo[j];
+            cz_profile_times x = *t[i];
+            time_stats(host + (size_t)i * rep, dev + (size_t)i * rep, rep, &x);
+            x.tries = tries;
+            if (tries == 1 || spread(&x) < spread(t[i]))
+                *t[i] = x;
+            t[i]->tries = tries;
+            if (tries == 1 && spread(&x) > 0.25 * x.median_s)
+                todo[again++] = i;
+        }
+        m = again;
+        R->total += m * rep;
+    }
+    free(todo);
+    free(host);
+    return st;
 }
 
 /* Zeroes backend memory [p, p + bytes) through a host buffer of zeros. */
@@ -731,19 +829,11 @@ static cz_status run_ar_stage(prof_run *R, stage_plan *sp, cz_net *net, cz_err *
     int32_t *perm = block_perm(pool->blocks);
     s.perm = perm;
 
-    for (size_t i = 0; i < sp->n_rows && st == CZ_OK; i++) {
-        cz_profile_row *r = &sp->rows[i];
-        progress(R, sp->p);
-        if (r->cls == CZ_PROFILE_INNER) {
-            inner_pass_ctx ic = {inner, r->jobs, r->ctx_tokens};
-            time_passes(&R->dev, inner_pass, &ic, R->repeats, R->buf, &r->t);
-        } else {
-            build_ar(&s, r, bt);
-            time_passes(&R->dev, ar_pass, &s, R->repeats, R->buf, &r->t);
-        }
-        st = check_device(R, err);
-        R->done++;
-    }
+    ar_items ai = {.rows = sp->rows, .s = &s, .inner = {.net = inner}, .bt = bt};
+    cz_profile_times **t = cz_xmalloc((sp->n_rows + 2 * sp->n_xfer_blocks + 1) * sizeof *t);
+    for (size_t i = 0; i < sp->n_rows; i++)
+        t[i] = &sp->rows[i].t;
+    st = time_items(R, sp->p, (uint32_t)sp->n_rows, ar_prep, &ai, t, err);
 
     /* whole blocks of this pool to and from host memory */
     uint64_t most = sp->n_xfer_blocks ? sp->xfer_blocks[sp->n_xfer_blocks - 1] : 0;
@@ -752,21 +842,25 @@ static cz_status run_ar_stage(prof_run *R, stage_plan *sp, cz_net *net, cz_err *
         hb = hb > most ? hb : most;
         uint8_t *host = cz_kmem_host_alloc(R->k, (size_t)hb * pool->block_bytes);
         memset(host, 0, (size_t)hb * pool->block_bytes);
-        for (uint32_t i = 0; i < sp->n_xfer_blocks && st == CZ_OK; i++)
-            for (int dir = 1; dir >= 0 && st == CZ_OK; dir--) {
-                progress(R, sp->p);
-                uint32_t nb = (uint32_t)sp->xfer_blocks[i];
-                copy_pass_ctx cc = {.k = R->k, .to_host = dir, .host = host, .pool = pool,
-                                    .perm = perm, .blocks = nb, .host_blocks = (uint32_t)hb};
-                cz_profile_times t;
-                time_passes(&R->dev, copy_pass, &cc, R->repeats, R->buf, &t);
-                add_xfer(R, sp->p, dir, (uint64_t)nb * pool->block_bytes, nb,
-                         nb * pool->layers * 2, &t);
-                st = check_device(R, err);
-                R->done++;
-            }
+        uint32_t nx = 2 * sp->n_xfer_blocks;
+        copy_pass_ctx *cc = cz_xcalloc(nx, sizeof *cc);
+        cz_profile_times *xt = cz_xcalloc(nx, sizeof *xt);
+        for (uint32_t i = 0; i < nx; i++) { /* per block count: to host, then back */
+            cc[i] = (copy_pass_ctx){.k = R->k, .to_host = i % 2 == 0, .host = host,
+                                    .pool = pool, .perm = perm,
+                                    .blocks = (uint32_t)sp->xfer_blocks[i / 2],
+                                    .host_blocks = (uint32_t)hb};
+            t[i] = &xt[i];
+        }
+        st = time_items(R, sp->p, nx, copy_prep, cc, t, err);
+        for (uint32_t i = 0; i < nx && st == CZ_OK; i++)
+            add_xfer(R, sp->p, cc[i].to_host, (uint64_t)cc[i].blocks * pool->block_bytes,
+                     cc[i].blocks, cc[i].blocks * pool->layers * 2, &xt[i]);
+        free(cc);
+        free(xt);
         cz_kmem_host_free(R->k, host);
     }
+    free(t);
     free(perm);
     free(s.tokens);
     free(s.positions);
@@ -792,17 +886,13 @@ static cz_status run_jobs_stage(prof_run *R, stage_plan *sp, cz_net *net, cz_err
                    max_u32(sp->max_jobs, 1), max_u32(sp->max_frames_job, 1));
     warm_net(&R->dev, net, NULL, CZ_NET_WARMUP_S);
     uint32_t *lens = cz_xmalloc(max_u32(sp->max_jobs, 1) * sizeof *lens);
-    cz_status st = CZ_OK;
-    for (size_t i = 0; i < sp->n_rows && st == CZ_OK; i++) {
-        cz_profile_row *r = &sp->rows[i];
-        progress(R, sp->p);
-        for (uint32_t j = 0; j < r->jobs; j++)
-            lens[j] = enc ? r->job_tokens * ds : r->job_tokens + ps->prompt_tokens;
-        jobs_pass_ctx jc = {net, lens, r->jobs, enc};
-        time_passes(&R->dev, jobs_pass, &jc, R->repeats, R->buf, &r->t);
-        st = check_device(R, err);
-        R->done++;
-    }
+    jobs_items ji = {.rows = sp->rows, .lens = lens, .pc = {.net = net, .lens = lens, .enc = enc},
+                     .frames_per_token = enc ? ds : 1, .extra = enc ? 0 : ps->prompt_tokens};
+    cz_profile_times **t = cz_xmalloc((sp->n_rows + 1) * sizeof *t);
+    for (size_t i = 0; i < sp->n_rows; i++)
+        t[i] = &sp->rows[i].t;
+    cz_status st = time_items(R, sp->p, (uint32_t)sp->n_rows, jobs_prep, &ji, t, err);
+    free(t);
     free(lens);
     return st;
 }
@@ -816,18 +906,19 @@ static cz_status run_link(prof_run *R, const uint64_t *sizes, uint32_t n, cz_err
     uint8_t *dev = cz_kmem_alloc(R->k, most), *host = cz_kmem_host_alloc(R->k, most);
     zero_backend(R->k, dev, most);
     memset(host, 0, most);
-    cz_status st = CZ_OK;
-    for (uint32_t i = 0; i < n && st == CZ_OK; i++)
-        for (int dir = 1; dir >= 0 && st == CZ_OK; dir--) {
-            progress(R, UINT32_MAX);
-            copy_pass_ctx cc = {.k = R->k, .to_host = dir, .dev = dev, .host = host,
-                                .bytes = sizes[i], .arena = most};
-            cz_profile_times t;
-            time_passes(&R->dev, copy_pass, &cc, R->repeats, R->buf, &t);
-            add_xfer(R, UINT32_MAX, dir, sizes[i], 0, 1, &t);
-            st = check_device(R, err);
-            R->done++;
-        }
+    copy_pass_ctx *cc = cz_xcalloc(2 * n, sizeof *cc);
+    cz_profile_times *xt = cz_xcalloc(2 * n, sizeof *xt), **t = cz_xmalloc(2 * n * sizeof *t);
+    for (uint32_t i = 0; i < 2 * n; i++) { /* per size: to host, then back */
+        cc[i] = (copy_pass_ctx){.k = R->k, .to_host = i % 2 == 0, .dev = dev, .host = host,
+                                .bytes = sizes[i / 2], .arena = most};
+        t[i] = &xt[i];
+    }
+    cz_status st = time_items(R, UINT32_MAX, 2 * n, copy_prep, cc, t, err);
+    for (uint32_t i = 0; i < 2 * n && st == CZ_OK; i++)
+        add_xfer(R, UINT32_MAX, cc[i].to_host, cc[i].bytes, 0, 1, &xt[i]);
+    free(cc);
+    free(xt);
+    free(t);
     cz_kmem_host_free(R->k, host);
     cz_kmem_free(R->k, dev);
     return st;
@@ -887,7 +978,6 @@ cz_status cz_profile_run(const cz_config *cfg, const cz_profile_opts *opts, cz_p
     prof_run R = {.cfg = cfg, .opts = opts, .out = out};
     R.repeats = opts->repeats ? opts->repeats : opts->quick ? 3 : 5;
     out->repeats = R.repeats;
-    R.buf = cz_xmalloc(2 * R.repeats * sizeof *R.buf);
 
     /* plan every stage first: the total for progress, and the KV each needs */
     uint32_t n_pipe = cfg->model.n_pipe;
@@ -913,11 +1003,11 @@ cz_status cz_profile_run(const cz_config *cfg, const cz_profile_opts *opts, cz_p
             else
                 plan_ar_stage(sp, cfg, g, tok_cap);
         }
-        R.total += (uint32_t)sp->n_rows + 2 * sp->n_xfer_blocks;
+        R.total += ((uint32_t)sp->n_rows + 2 * sp->n_xfer_blocks) * R.repeats;
     }
     uint64_t sizes[AXIS_MAX];
     uint32_t n_sizes = g->xfer_sizes ? logspace(4096, g->xfer_hi, g->xfer_sizes, sizes) : 0;
-    R.total += 2 * n_sizes;
+    R.total += 2 * n_sizes * R.repeats;
     if (st == CZ_OK)
         st = make_context(cfg, opts, out, &R.k, err);
     bool dev = false;
@@ -955,7 +1045,6 @@ cz_status cz_profile_run(const cz_config *cfg, const cz_profile_opts *opts, cz_p
     for (uint32_t p = 0; p < n_pipe; p++)
         free(plans[p].rows);
     free(plans);
-    free(R.buf);
     if (dev)
         dev_stop(&R.dev);
     if (R.k)

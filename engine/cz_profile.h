@@ -18,10 +18,12 @@
  * starts. Passes run the engine's way: on a device thread, handed over and reported back
  * as the engine's device worker takes a step and posts its completion, and are timed from
  * the hand-over until the profiling thread runs again, as a replay's /steps count a batch
- * (the pass and cz_kctx_sync alone: device_median_s). A shape runs warm-up passes, then
- * `repeats` timed passes (timed again once when their spread says something else had the
- * machine); the table
- * keeps their median, 10th and 90th percentiles (linear interpolation between the sorted
+ * (the pass and cz_kctx_sync alone: device_median_s). A stage's shapes (and a set of
+ * copies) are timed in `repeats` rounds, each round running every shape once, warm-up
+ * passes and then one timed pass, so that a while in which something else has the machine
+ * slows one pass of many shapes rather than every pass of a few (shapes whose passes still
+ * spread widely run another `repeats` rounds among themselves); the table keeps each
+ * shape's median, 10th and 90th percentiles (linear interpolation between the sorted
  * samples) and extremes, beside the cost model's prediction for the shape.
  * The grid follows the config's limits (the step's token budget, the sequence cap, the
  * context cap) and is described in docs/engine.md. */
@@ -52,11 +54,12 @@ const char *cz_profile_class_name(cz_profile_class c);
 
 /* Timing statistics of `repeats` passes, seconds. */
 typedef struct cz_profile_times {
-    uint32_t warmup;             /* untimed passes first (1 to 3) */
+    uint32_t warmup;             /* untimed passes before each timed one (1 to 3; the
+                                    first round's) */
     uint32_t repeats;            /* timed passes the statistics are of */
-    uint32_t tries;              /* 1; 2 when the first set's p90 - p10 exceeded a quarter
-                                    of its median and the set was timed again (the
-                                    tighter of the two is kept) */
+    uint32_t tries;              /* 1; 2 when the first rounds' p90 - p10 exceeded a
+                                    quarter of their median and the shape was timed in
+                                    as many rounds again (the tighter set is kept) */
     double median_s, p10_s, p90_s, min_s, max_s; /* hand-over to report */
     double device_median_s;      /* the same passes' median on the device thread alone */
 } cz_profile_times;
@@ -101,8 +104,9 @@ typedef struct cz_profile_xfer {
 } cz_profile_xfer;
 
 /* Progress: the stage being measured (pipeline index and name; UINT32_MAX and "host link"
- * for the contiguous copies), shapes and copies measured so far and their total. Called
- * before every measurement and once at the end (done == total, UINT32_MAX, "done"). */
+ * for the contiguous copies), timed passes run so far and their total (shapes and copies
+ * x repeats, plus the rounds timed again as they are decided). Called before every timed
+ * pass and once at the end (done == total, UINT32_MAX, "done"). */
 typedef void (*cz_profile_progress_fn)(void *ctx, uint32_t stage, const char *stage_name,
                                        uint32_t done, uint32_t total);
 

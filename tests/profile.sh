@@ -107,7 +107,7 @@ check "the version" is "$("$cz" --version | sed 's/^cadenza //')" "$(attr "$p" c
 check "a profile on one thread with one repeat" test $? -eq 0
 check "--threads is honoured" is 1 "$(attr "$tmp/t.h5" threads)"
 check "--repeats is honoured" is 0 "$(count_where "$tmp/t.h5" shapes '$c["repeats"] != 1')"
-check "a progress line on stderr" grep -q '^profile llm .* shapes' "$tmp/t.err"
+check "a progress line on stderr" grep -q '^profile llm .* passes' "$tmp/t.err"
 check "a summary line per stage and class" grep -Eq '^  llm +decode ' "$tmp/t.out"
 
 # every stage kind: the omni pipeline (encoder, MoE decoders, a code predictor, a vocoder)
