@@ -450,9 +450,12 @@ static void time_stats(double *host, double *dev, uint32_t repeats, cz_profile_t
  * that runs it with *pass_ctx. */
 typedef pass_fn (*prep_fn)(void *ctx, uint32_t i, void **pass_ctx);
 
-static double spread(const cz_profile_times *t)
+/* How far a set's median stands above its fastest pass: something else having the
+ * machine only ever slows a pass, so a median well above the fastest pass means half the
+ * passes or more were slowed. */
+static double lift(const cz_profile_times *t)
 {
-    return t->p90_s - t->p10_s;
+    return t->median_s - t->min_s;
 }
 
 /* ---- one autoregressive stage ------------------------------------------------------------ */
@@ -695,8 +698,9 @@ static cz_status check_device(prof_run *R, cz_err *err)
  * pass over, rather than every pass of a few, which would bend a fit. After the first
  * round an item whose set's first pass took WARM_S or more runs without warm-up (an
  * engine's steps follow steps of other shapes; at that length the caches hardly count).
- * Items whose spread (p90 - p10) exceeds a quarter of their median after the rounds run
- * `repeats` rounds more among themselves, and the tighter set is kept (tries 2). The
+ * Items whose median stands more than a quarter of it above their fastest pass after the
+ * rounds run `repeats` rounds more among themselves, and the set whose median stands
+ * nearer its fastest pass is kept (tries 2). The
  * context's status is checked after every pass; the first failure ends the set with its
  * status. t[i] receives item i's times. */
 static cz_status time_items(prof_run *R, uint32_t p, uint32_t n, prep_fn prep, void *ctx,
@@ -733,10 +737,10 @@ static cz_status time_items(prof_run *R, uint32_t p, uint32_t n, prep_fn prep, v
             cz_profile_times x = *t[i];
             time_stats(host + (size_t)i * rep, dev + (size_t)i * rep, rep, &x);
             x.tries = tries;
-            if (tries == 1 || spread(&x) < spread(t[i]))
+            if (tries == 1 || lift(&x) < lift(t[i]))
                 *t[i] = x;
             t[i]->tries = tries;
-            if (tries == 1 && spread(&x) > 0.25 * x.median_s)
+            if (tries == 1 && lift(&x) > 0.25 * x.median_s)
                 todo[again++] = i;
         }
         m = again;

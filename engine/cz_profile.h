@@ -21,8 +21,8 @@
  * (the pass and cz_kctx_sync alone: device_median_s). A stage's shapes (and a set of
  * copies) are timed in `repeats` rounds, each round running every shape once, warm-up
  * passes and then one timed pass, so that a while in which something else has the machine
- * slows one pass of many shapes rather than every pass of a few (shapes whose passes still
- * spread widely run another `repeats` rounds among themselves); the table keeps each
+ * slows one pass of many shapes rather than every pass of a few (shapes whose median still
+ * stands well above their fastest pass run another `repeats` rounds among themselves); the table keeps each
  * shape's median, 10th and 90th percentiles (linear interpolation between the sorted
  * samples) and extremes, beside the cost model's prediction for the shape.
  * The grid follows the config's limits (the step's token budget, the sequence cap, the
@@ -57,9 +57,10 @@ typedef struct cz_profile_times {
     uint32_t warmup;             /* untimed passes before each timed one (1 to 3; the
                                     first round's) */
     uint32_t repeats;            /* timed passes the statistics are of */
-    uint32_t tries;              /* 1; 2 when the first rounds' p90 - p10 exceeded a
-                                    quarter of their median and the shape was timed in
-                                    as many rounds again (the tighter set is kept) */
+    uint32_t tries;              /* 1; 2 when the first rounds' median stood more than a
+                                    quarter of it above their fastest pass and the shape
+                                    was timed in as many rounds again (the set whose
+                                    median stands nearer its fastest pass is kept) */
     double median_s, p10_s, p90_s, min_s, max_s; /* hand-over to report */
     double device_median_s;      /* the same passes' median on the device thread alone */
 } cz_profile_times;
