@@ -696,13 +696,13 @@ static cz_status check_device(prof_run *R, cz_err *err)
  * each round running every item once: prep, warm-up, one timed pass. Something else
  * having the machine for a while then slows one pass of many items, which their medians
  * pass over, rather than every pass of a few, which would bend a fit. After the first
- * round an item whose set's first pass took WARM_S or more runs without warm-up (an
- * engine's steps follow steps of other shapes; at that length the caches hardly count).
- * Items whose median stands more than a quarter of it above their fastest pass after the
- * rounds run `repeats` rounds more among themselves, and the set whose median stands
- * nearer its fastest pass is kept (tries 2). The
- * context's status is checked after every pass; the first failure ends the set with its
- * status. t[i] receives item i's times. */
+ * round an item whose set's first timed pass (in a second set's first round, the first
+ * set's fastest) took WARM_S or more runs without warm-up (an engine's steps follow steps
+ * of other shapes; at that length the caches hardly count). Items whose median stands
+ * more than a quarter of it above their fastest pass after the rounds run `repeats`
+ * rounds more among themselves, and the set whose median stands nearer its fastest pass
+ * is kept (tries 2). The context's status is checked after every pass; the first failure
+ * ends the set with its status. t[i] receives item i's times. */
 static cz_status time_items(prof_run *R, uint32_t p, uint32_t n, prep_fn prep, void *ctx,
                             cz_profile_times *const *t, cz_err *err)
 {
