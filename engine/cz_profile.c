@@ -709,14 +709,14 @@ static cz_status time_items(prof_run *R, uint32_t p, uint32_t n, prep_fn prep, v
     uint32_t rep = R->repeats, m = n;
     double *host = cz_xmalloc(((size_t)2 * n * rep + 1) * sizeof *host);
     double *dev = host + (size_t)n * rep;
-    uint32_t *todo = cz_xmalloc((n ? n : 1) * sizeof *todo);
+    uint32_t *left = cz_xmalloc((n ? n : 1) * sizeof *left); /* the items this set times */
     for (uint32_t i = 0; i < n; i++)
-        todo[i] = i;
+        left[i] = i;
     cz_status st = CZ_OK;
     for (uint32_t tries = 1; tries <= 2 && m && st == CZ_OK; tries++) {
         for (uint32_t k = 0; k < rep && st == CZ_OK; k++)
             for (uint32_t j = 0; j < m && st == CZ_OK; j++) {
-                uint32_t i = todo[j];
+                uint32_t i = left[j];
                 size_t at = (size_t)i * rep + k;
                 progress(R, p);
                 void *pc;
@@ -733,20 +733,19 @@ static cz_status time_items(prof_run *R, uint32_t p, uint32_t n, prep_fn prep, v
             break;
         uint32_t again = 0;
         for (uint32_t j = 0; j < m; j++) {
-            uint32_t i = todo[j];
+            uint32_t i = left[j];
             cz_profile_times x = *t[i];
             time_stats(host + (size_t)i * rep, dev + (size_t)i * rep, rep, &x);
-            x.tries = tries;
             if (tries == 1 || lift(&x) < lift(t[i]))
                 *t[i] = x;
             t[i]->tries = tries;
             if (tries == 1 && lift(&x) > 0.25 * x.median_s)
-                todo[again++] = i;
+                left[again++] = i;
         }
         m = again;
         R->total += m * rep;
     }
-    free(todo);
+    free(left);
     free(host);
     return st;
 }
