@@ -292,9 +292,13 @@ void cz_validate_print(const cJSON *report, FILE *out)
     fputc('\n', out);
     cJSON_ArrayForEach(m, mets)
     {
-        fprintf(out, "  %-20s %12.3f %12.3f %+9.1f%% %13.1f%%", m->string,
-                num_or_nan(m, "engine"), num_or_nan(m, "sim"), 100 * num_or_nan(m, "rel_error"),
-                100 * num_or_nan(m, "engine_spread"));
+        fprintf(out, "  %-20s %12.3f %12.3f %+9.1f%%", m->string, num_or_nan(m, "engine"),
+                num_or_nan(m, "sim"), 100 * num_or_nan(m, "rel_error"));
+        double spread = num_or_nan(m, "engine_spread");
+        if (isnan(spread)) /* one measured run: no spread */
+            fprintf(out, " %14s", "-");
+        else
+            fprintf(out, " %13.1f%%", 100 * spread);
         if (resc)
             fprintf(out, " %12.3f %+9.1f%%", num_or_nan(m, "sim_rescaled"),
                     100 * num_or_nan(m, "rel_error_rescaled"));

@@ -61,6 +61,15 @@ typedef struct cz_serve_opts {
                                    listening) */
 } cz_serve_opts;
 
+/* How the modelled execution kept the model's times: each time the runtime thread came to
+ * a step's end or another event the model timed, how far past that time it was (all zero
+ * in the engine's execution, whose steps take what they take). */
+typedef struct cz_serve_clock {
+    uint64_t times;             /* model times come to */
+    uint64_t over_1ms;          /* of them more than 1 ms late */
+    double late_sum_s, late_max_s;
+} cz_serve_clock;
+
 /* What a server did, for its summary. */
 typedef struct cz_serve_report {
     uint16_t port;              /* the port it listened on */
@@ -70,6 +79,7 @@ typedef struct cz_serve_report {
     uint64_t client_aborts;     /* requests aborted because their client went away */
     uint64_t cached_tokens;     /* prompt tokens served from a session's kept KV */
     char tokenizer[160];        /* which tokenizer was in use */
+    cz_serve_clock clock;       /* the modelled execution's timekeeping */
 } cz_serve_report;
 
 /* Serves config `cfg` (parsed with a live workload: cz_config_parse) until *stop is set

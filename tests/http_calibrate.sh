@@ -186,6 +186,8 @@ for k in ("p50_ttft_ms", "p90_ttft_ms", "p50_e2el_ms", "p90_e2el_ms", "p50_itl_m
     assert abs(e) < vtol, (k, v["metrics"][k])
 EOF
 check "the report labels the server's column" grep -q "server spread" "$tmp/v.txt"
+check "one server run: no spread printed, not a nan" bash -c "
+    grep -q 'p50_ttft_ms .* -\$' '$tmp/v.txt' && ! grep -qi nan '$tmp/v.txt'"
 
 if [ "$build" = sanitized ]; then
     echo "$pass passed, $fail failed (the engine's runs left out under the sanitizers)"
