@@ -274,11 +274,11 @@ int cz_cmd_serve(int argc, char **argv)
         cJSON_AddNumberToObject(sv, "streams_dropped", (double)rep.streams_dropped);
         cJSON_AddNumberToObject(sv, "cached_tokens", (double)rep.cached_tokens);
         const cz_serve_clock *ck = &rep.clock;
+        double mean_late_us = ck->times ? 1e6 * ck->late_sum_s / (double)ck->times : 0.0;
         if (o.exec == CZ_SERVE_MODELLED) {
             cJSON *c = cJSON_AddObjectToObject(sv, "clock");
             cJSON_AddNumberToObject(c, "model_times", (double)ck->times);
-            cJSON_AddNumberToObject(c, "mean_late_us",
-                                    ck->times ? 1e6 * ck->late_sum_s / (double)ck->times : 0.0);
+            cJSON_AddNumberToObject(c, "mean_late_us", mean_late_us);
             cJSON_AddNumberToObject(c, "max_late_us", 1e6 * ck->late_max_s);
             cJSON_AddNumberToObject(c, "over_1ms", (double)ck->over_1ms);
         }
@@ -297,8 +297,7 @@ int cz_cmd_serve(int argc, char **argv)
             if (o.exec == CZ_SERVE_MODELLED)
                 printf("clock: %llu model times kept, %.1f us late on average, %llu over 1 ms, "
                        "worst %.3f ms\n",
-                       (unsigned long long)ck->times,
-                       ck->times ? 1e6 * ck->late_sum_s / (double)ck->times : 0.0,
+                       (unsigned long long)ck->times, mean_late_us,
                        (unsigned long long)ck->over_1ms, 1e3 * ck->late_max_s);
             cz_summary_print(&sum, stdout);
             fflush(stdout);

@@ -1203,8 +1203,9 @@ static void *runtime_main(void *arg)
     double last_tick = -1.0;
     for (;;) {
         double now = now_s(V);
-        if (V->how == CZ_SIM_RAN && cz_sim_next_s(V->sim) <= now) {
-            double late = now - cz_sim_next_s(V->sim);
+        double due = V->how == CZ_SIM_RAN ? cz_sim_next_s(V->sim) : INFINITY;
+        if (due <= now) {
+            double late = now - due;
             V->clock.times++;
             V->clock.late_sum_s += late;
             V->clock.late_max_s = fmax(V->clock.late_max_s, late);
